@@ -1,0 +1,357 @@
+//! One AHP connection's protocol state machine: handshake, then commands and notifications.
+//! Takes decoded JSON-RPC messages, answers through the host's ordered outbound queue.
+
+use std::sync::Arc;
+
+use ahp_types::commands::{
+    CompletionsResult, CreateSessionParams, DispatchActionParams, DisposeSessionParams,
+    InitializeParams, ListSessionsParams, ReconnectParams, ResolveSessionConfigResult,
+    SessionConfigCompletionsResult, SubscribeParams, UnsubscribeParams,
+};
+use ahp_types::errors::UnsupportedProtocolVersionErrorData;
+use ahp_types::state::SessionConfigSchema;
+use ahp_types::{negotiate_protocol_version, ROOT_RESOURCE_URI};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::host::fanout::ConnId;
+use crate::host::{ClientRecord, Host};
+use crate::jsonrpc::{self, ahp_codes, Incoming, Malformed, RpcError};
+
+/// Version ranges offered back in `-32005` (the `ahp-types` 1.0.0 baselines as caret ranges).
+pub const SUPPORTED_VERSION_RANGES: &[&str] = &["^1.0.0", "^0.9.0"];
+
+/// Commands of AHP 1.0.0 this host does not serve (it has no LLM, chats, terminals,
+/// changesets or automations, and advertises none of them).
+const UNSUPPORTED: &[&str] = &[
+    "createChat",
+    "disposeChat",
+    "moveChat",
+    "fetchTurns",
+    "createTerminal",
+    "disposeTerminal",
+    "invokeChangesetOperation",
+    "listAutomationTriggerDefinitions",
+    "runAutomation",
+    "fetchAutomationRuns",
+];
+
+/// What the socket loop should do after a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum After {
+    /// Keep reading.
+    Continue,
+    /// Send what is queued, then close with this reason (e.g. after `-32005`).
+    Close(&'static str),
+}
+
+enum Phase {
+    /// Only `initialize`, `reconnect` and `ping` are served.
+    Handshake,
+    /// Initialized (or reconnected) as `client_id`.
+    Ready {
+        client_id: String,
+        record: ClientRecord,
+    },
+}
+
+/// The protocol side of one connection.
+pub struct Connection {
+    id: ConnId,
+    host: Arc<Host>,
+    phase: Phase,
+}
+
+impl Connection {
+    /// A connection that has not shaken hands yet.
+    pub fn new(id: ConnId, host: Arc<Host>) -> Self {
+        Self {
+            id,
+            host,
+            phase: Phase::Handshake,
+        }
+    }
+
+    /// The client id, once initialized.
+    pub fn client_id(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Ready { client_id, .. } => Some(client_id),
+            Phase::Handshake => None,
+        }
+    }
+
+    /// The negotiated record (version, capabilities), once initialized.
+    pub fn record(&self) -> Option<&ClientRecord> {
+        match &self.phase {
+            Phase::Ready { record, .. } => Some(record),
+            Phase::Handshake => None,
+        }
+    }
+
+    /// Handle one text frame.
+    pub fn on_text(&mut self, text: &str) -> After {
+        match jsonrpc::decode(text) {
+            Ok(Incoming::Request { id, method, params }) => self.on_request(id, &method, params),
+            Ok(Incoming::Notification { method, params }) => {
+                self.on_notification(&method, params);
+                After::Continue
+            }
+            Ok(Incoming::Response { id }) => {
+                tracing::debug!(conn = self.id, %id, "response to no outstanding request ignored");
+                After::Continue
+            }
+            Err(Malformed { id, error }) => {
+                tracing::debug!(conn = self.id, code = error.code, message = %error.message, "malformed frame");
+                self.host.send(self.id, jsonrpc::failure(&id, &error));
+                After::Continue
+            }
+        }
+    }
+
+    /// Handle a binary frame: AHP is text frames only.
+    pub fn on_binary(&mut self) {
+        let error = RpcError::new(
+            jsonrpc::codes::INVALID_REQUEST,
+            "binary frames are not supported: send each JSON-RPC message as a text frame",
+        );
+        self.host
+            .send(self.id, jsonrpc::failure(&Value::Null, &error));
+    }
+
+    fn on_request(&mut self, id: u64, method: &str, params: Value) -> After {
+        let outcome = match (&self.phase, method) {
+            (_, "ping") => self.reply(id, &()),
+            (Phase::Handshake, "initialize") => return self.initialize(id, params),
+            (Phase::Handshake, "reconnect") => self.reconnect(id, params),
+            (Phase::Ready { .. }, "initialize" | "reconnect") => Err(RpcError::method_not_found(
+                format!("{method}: this connection is already initialized"),
+            )),
+            (Phase::Handshake, _) => Err(RpcError::method_not_found(format!(
+                "{method}: send initialize (or reconnect) first"
+            ))),
+            (Phase::Ready { client_id, .. }, _) => {
+                let client_id = client_id.clone();
+                self.command(id, &client_id, method, params)
+            }
+        };
+        if let Err(error) = outcome {
+            self.host
+                .send(self.id, jsonrpc::failure(&Value::from(id), &error));
+        }
+        After::Continue
+    }
+
+    fn reply(&self, id: u64, result: &impl serde::Serialize) -> Result<(), RpcError> {
+        self.host.send(self.id, jsonrpc::success(id, result));
+        Ok(())
+    }
+
+    fn initialize(&mut self, id: u64, params: Value) -> After {
+        let refuse = |host: &Host, error: RpcError| {
+            host.send(self.id, jsonrpc::failure(&Value::from(id), &error));
+        };
+        let params: InitializeParams = match decode_params("initialize", params) {
+            Ok(params) => params,
+            Err(error) => {
+                refuse(&self.host, error);
+                return After::Continue;
+            }
+        };
+        if let Err(error) =
+            on_root(&params.channel).and_then(|()| non_empty_client_id(&params.client_id))
+        {
+            refuse(&self.host, error);
+            return After::Continue;
+        }
+        let version = match negotiate_protocol_version(&params.protocol_versions) {
+            Ok(Some(version)) => version.to_string(),
+            Ok(None) => {
+                let data = UnsupportedProtocolVersionErrorData {
+                    supported_versions: SUPPORTED_VERSION_RANGES
+                        .iter()
+                        .map(|v| v.to_string())
+                        .collect(),
+                };
+                let error = RpcError {
+                    code: ahp_codes::UNSUPPORTED_PROTOCOL_VERSION,
+                    message: format!(
+                        "unsupported protocol version: offered {:?}, this host speaks {}",
+                        params.protocol_versions,
+                        SUPPORTED_VERSION_RANGES.join(" or ")
+                    ),
+                    data: serde_json::to_value(data).ok(),
+                };
+                refuse(&self.host, error);
+                return After::Close("unsupported protocol version");
+            }
+            Err(message) => {
+                refuse(&self.host, RpcError::invalid_params(message));
+                return After::Continue;
+            }
+        };
+        let record = ClientRecord {
+            protocol_version: version,
+            mcp_apps: params
+                .capabilities
+                .as_ref()
+                .is_some_and(|c| c.mcp_apps.is_some()),
+        };
+        tracing::info!(conn = self.id, client = %params.client_id, version = %record.protocol_version, mcp_apps = record.mcp_apps, "client initialized");
+        self.host.initialize(
+            self.id,
+            id,
+            &params.client_id,
+            record.clone(),
+            params.initial_subscriptions.as_deref().unwrap_or(&[]),
+        );
+        self.phase = Phase::Ready {
+            client_id: params.client_id,
+            record,
+        };
+        After::Continue
+    }
+
+    fn reconnect(&mut self, id: u64, params: Value) -> Result<(), RpcError> {
+        let params: ReconnectParams = decode_params("reconnect", params)?;
+        on_root(&params.channel)?;
+        non_empty_client_id(&params.client_id)?;
+        let record = self.host.reconnect(
+            self.id,
+            id,
+            &params.client_id,
+            params.last_seen_server_seq,
+            &params.subscriptions,
+        )?;
+        tracing::info!(conn = self.id, client = %params.client_id, last_seen = params.last_seen_server_seq, "client reconnected");
+        self.phase = Phase::Ready {
+            client_id: params.client_id,
+            record,
+        };
+        Ok(())
+    }
+
+    fn command(
+        &mut self,
+        id: u64,
+        client_id: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<(), RpcError> {
+        match method {
+            "subscribe" => {
+                let params: SubscribeParams = decode_params(method, params)?;
+                self.host.subscribe(self.id, id, &params.channel)
+            }
+            "listSessions" => {
+                let params: ListSessionsParams = decode_params(method, params)?;
+                on_root(&params.channel)?;
+                let result = self
+                    .host
+                    .list_sessions(params.limit, params.cursor.as_deref())?;
+                self.reply(id, &result)
+            }
+            "createSession" => {
+                let params: CreateSessionParams = decode_params(method, params)?;
+                self.host.create_session(self.id, id, client_id, params)
+            }
+            "disposeSession" => {
+                let params: DisposeSessionParams = decode_params(method, params)?;
+                self.host.dispose_session(self.id, id, &params.channel)
+            }
+            "resolveSessionConfig" => {
+                root_command(method, params)?;
+                let result = ResolveSessionConfigResult {
+                    schema: SessionConfigSchema {
+                        r#type: "object".into(),
+                        properties: Default::default(),
+                        required: None,
+                    },
+                    values: Default::default(),
+                };
+                self.reply(id, &result)
+            }
+            "sessionConfigCompletions" => {
+                root_command(method, params)?;
+                self.reply(id, &SessionConfigCompletionsResult { items: vec![] })
+            }
+            "completions" => {
+                root_command(method, params)?;
+                self.reply(id, &CompletionsResult { items: vec![] })
+            }
+            m if UNSUPPORTED.contains(&m) => Err(RpcError::method_not_found(format!(
+                "{m} is not supported by this host (it serves customizations and MCP servers, not chats, terminals or automations)"
+            ))),
+            m if m.starts_with("resource") || m == "createResourceWatch" || m == "authenticate" => {
+                Err(RpcError::method_not_found(format!("{m} is not available yet on this host")))
+            }
+            m => Err(RpcError::method_not_found(format!("unknown method {m:?}"))),
+        }
+    }
+
+    fn on_notification(&mut self, method: &str, params: Value) {
+        let Phase::Ready { client_id, .. } = &self.phase else {
+            tracing::debug!(
+                conn = self.id,
+                method,
+                "notification before initialize ignored"
+            );
+            return;
+        };
+        match method {
+            "unsubscribe" => match decode_params::<UnsubscribeParams>(method, params) {
+                Ok(params) => self.host.unsubscribe(self.id, client_id, &params.channel),
+                Err(error) => tracing::debug!(conn = self.id, %error.message, "bad unsubscribe"),
+            },
+            "dispatchAction" => match decode_params::<DispatchActionParams>(method, params) {
+                Ok(params) => self.host.dispatch(self.id, client_id, params),
+                Err(error) => tracing::debug!(conn = self.id, %error.message, "bad dispatchAction"),
+            },
+            other => tracing::debug!(
+                conn = self.id,
+                method = other,
+                "unknown notification ignored"
+            ),
+        }
+    }
+}
+
+/// Params of commands whose only required field is `channel: "ahp-root://"`.
+#[derive(Deserialize)]
+struct RootChannel {
+    channel: String,
+}
+
+/// Check a command whose only required field is `channel: "ahp-root://"`.
+fn root_command(method: &str, params: Value) -> Result<(), RpcError> {
+    let params: RootChannel = decode_params(method, params)?;
+    on_root(&params.channel)
+}
+
+fn decode_params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
+    let params = if params.is_null() {
+        Value::Object(Default::default())
+    } else {
+        params
+    };
+    serde_json::from_value(params)
+        .map_err(|e| RpcError::invalid_params(format!("invalid params for {method}: {e}")))
+}
+
+fn on_root(channel: &str) -> Result<(), RpcError> {
+    if channel == ROOT_RESOURCE_URI {
+        Ok(())
+    } else {
+        Err(RpcError::invalid_params(format!(
+            "this command goes on channel {ROOT_RESOURCE_URI:?}, not {channel:?}"
+        )))
+    }
+}
+
+fn non_empty_client_id(client_id: &str) -> Result<(), RpcError> {
+    if client_id.is_empty() {
+        Err(RpcError::invalid_params("clientId must not be empty"))
+    } else {
+        Ok(())
+    }
+}

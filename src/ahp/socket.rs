@@ -1,0 +1,123 @@
+//! Pumps one WebSocket: inbound frames to the connection's protocol state machine, the
+//! host's ordered outbound queue to the socket, and every way a connection ends.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+use tokio_util::sync::CancellationToken;
+
+use super::commands::{After, Connection};
+use crate::config::Limits;
+use crate::host::Host;
+
+/// How long a closing handshake may take before the socket is simply dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Why the loop stopped.
+enum Ending {
+    /// The peer closed or the transport failed: nothing more to send.
+    PeerGone,
+    /// We close, with this code and reason.
+    Close(CloseCode, String),
+}
+
+/// Serve one upgraded connection until it ends.
+pub async fn run<S>(
+    mut ws: WebSocketStream<S>,
+    host: Arc<Host>,
+    limits: &Limits,
+    shutdown: CancellationToken,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut attachment = host.attach();
+    let mut connection = Connection::new(attachment.id, host.clone());
+    tracing::debug!(conn = attachment.id, "connected");
+
+    let ending = loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => {
+                break Ending::Close(CloseCode::Away, "host shutting down".into());
+            }
+            _ = attachment.kicked.cancelled() => {
+                break Ending::Close(
+                    CloseCode::Policy,
+                    "client too slow: outbound queue overflowed; reconnect to resume".into(),
+                );
+            }
+            frame = attachment.outbox.recv() => {
+                let Some(frame) = frame else { break Ending::PeerGone };
+                let sent = tokio::select! {
+                    sent = ws.send(Message::Text(frame)) => sent.is_ok(),
+                    _ = attachment.kicked.cancelled() => false,
+                    _ = shutdown.cancelled() => false,
+                };
+                if !sent {
+                    break Ending::PeerGone;
+                }
+            }
+            message = ws.next() => match message {
+                None => break Ending::PeerGone,
+                Some(Ok(Message::Text(text))) => {
+                    if let After::Close(reason) = connection.on_text(text.as_str()) {
+                        // Flush what the command queued (its error) before closing.
+                        while let Ok(frame) = attachment.outbox.try_recv() {
+                            if ws.feed(Message::Text(frame)).await.is_err() {
+                                break;
+                            }
+                        }
+                        break Ending::Close(CloseCode::Normal, reason.into());
+                    }
+                }
+                Some(Ok(Message::Binary(_))) => connection.on_binary(),
+                Some(Ok(Message::Close(_))) => {
+                    // tungstenite answers the close; keep reading until the stream ends.
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
+                    tracing::info!(conn = attachment.id, size, max_size, "inbound message over the size limit");
+                    break Ending::Close(
+                        CloseCode::Size,
+                        format!("message of {size} bytes exceeds the limit of {max_size} bytes"),
+                    );
+                }
+                Some(Err(error)) => {
+                    tracing::debug!(conn = attachment.id, %error, "transport error");
+                    break Ending::PeerGone;
+                }
+            },
+        }
+    };
+
+    host.detach(attachment.id);
+    if let Ending::Close(code, reason) = ending {
+        tracing::debug!(conn = attachment.id, ?code, %reason, "closing");
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        let _ = tokio::time::timeout(CLOSE_GRACE, async {
+            let _ = ws.close(Some(frame)).await;
+            while let Some(Ok(_)) = ws.next().await {}
+        })
+        .await;
+    }
+    tracing::debug!(conn = attachment.id, "disconnected");
+
+    if let Some(client_id) = connection.client_id() {
+        let client_id = client_id.to_string();
+        let grace = limits.active_client_grace;
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            host.expire_client(&client_id);
+        });
+    }
+}

@@ -1,0 +1,714 @@
+//! The `proxy.toml` schema: defaults, validation, and errors that name file:line:col.
+//! Parsing is pure (`Config::parse`); `Config::load` only adds reading the file.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::line_index::LineIndex;
+
+/// Default AHP WebSocket address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
+
+/// Validated configuration. Paths are absolute (resolved against the config file's folder).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The AHP WebSocket endpoint.
+    pub ahp: AhpConfig,
+    /// How the wrapped harness is described to AHP clients (`RootState.agents[0]`).
+    pub agent: AgentConfig,
+    /// The default session that exists from start-up.
+    pub session: SessionConfig,
+    /// Bounds on queues, logs, frames and connections.
+    pub limits: Limits,
+    /// Folders whose sub-folders are plugins, or single plugin folders.
+    pub plugin_roots: Vec<PathBuf>,
+    /// `plugins.json`, `.mcp.json`, VS Code `mcp.json` or Claude Desktop config files.
+    pub manifests: Vec<PathBuf>,
+    /// MCP servers declared directly in `proxy.toml`, in name order.
+    pub servers: Vec<ServerConfig>,
+}
+
+/// `[ahp]`: where AHP clients connect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AhpConfig {
+    /// Socket address the WebSocket server binds.
+    pub listen: SocketAddr,
+}
+
+/// `[agent]`: the `AgentInfo` describing the wrapped harness.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// `AgentInfo.provider`, also every session's `provider`.
+    pub provider: String,
+    /// `AgentInfo.displayName`.
+    pub display_name: String,
+    /// `AgentInfo.description`.
+    pub description: String,
+}
+
+/// `[session]`: the default session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionConfig {
+    /// Title of the default session.
+    pub title: String,
+}
+
+/// `[limits]`: every bound the host enforces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Largest inbound WebSocket message, in bytes; bigger ones close the connection (1009).
+    pub max_frame_bytes: usize,
+    /// Outbound frames queued per client; a client that falls this far behind is disconnected.
+    pub client_queue: usize,
+    /// Actions kept for `reconnect` replay; older gaps get fresh snapshots instead.
+    pub replay_log: usize,
+    /// Concurrent AHP connections; further ones are refused at the WebSocket upgrade.
+    pub max_connections: usize,
+    /// How long a disconnected client stays in a session's `activeClients` before removal.
+    pub active_client_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_frame_bytes: 8 * 1024 * 1024,
+            client_queue: 4096,
+            replay_log: 4096,
+            max_connections: 256,
+            active_client_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One MCP server from `[servers.<name>]`. `Debug` never prints the launch spec: it holds secrets.
+#[derive(Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The table key; unique among top-level servers.
+    pub name: String,
+    /// Whether the server is started at all.
+    pub enabled: bool,
+    /// How to reach it.
+    pub transport: ServerTransport,
+    /// Where it was declared, `file:line:col`.
+    pub declared_at: String,
+}
+
+impl fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("name", &self.name)
+            .field("enabled", &self.enabled)
+            .field("transport", &self.transport.kind())
+            .field("declared_at", &self.declared_at)
+            .finish()
+    }
+}
+
+/// Launch spec of a server. Secret: never logged at info level, never sent over AHP.
+#[derive(Clone, PartialEq)]
+pub enum ServerTransport {
+    /// A child process speaking MCP on stdin/stdout.
+    Stdio {
+        /// Program to run.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Extra environment variables.
+        env: BTreeMap<String, String>,
+        /// Working directory; the config file's folder when absent.
+        cwd: Option<PathBuf>,
+    },
+    /// A remote server over streamable HTTP (`sse: false`) or legacy SSE (`sse: true`).
+    Http {
+        /// Endpoint URL.
+        url: String,
+        /// Extra request headers.
+        headers: BTreeMap<String, String>,
+        /// Legacy HTTP+SSE transport instead of streamable HTTP.
+        sse: bool,
+    },
+}
+
+impl ServerTransport {
+    /// `stdio`, `http` or `sse` — safe to log.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Stdio { .. } => "stdio",
+            Self::Http { sse: false, .. } => "http",
+            Self::Http { sse: true, .. } => "sse",
+        }
+    }
+}
+
+/// Everything wrong with a config file, each problem with its `file:line:col`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    /// One entry per problem, in file order.
+    pub problems: Vec<Problem>,
+}
+
+/// One problem in a config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// `file:line:col` (1-based), or just `file` when the file could not be read.
+    pub location: String,
+    /// What is wrong and, where it helps, what is expected.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, problem) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}: {}", problem.location, problem.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+// ─── raw (as written) schema ────────────────────────────────────────────────
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    plugin_roots: Vec<Spanned<String>>,
+    #[serde(default)]
+    manifests: Vec<Spanned<String>>,
+    #[serde(default)]
+    ahp: RawAhp,
+    #[serde(default)]
+    agent: RawAgent,
+    #[serde(default)]
+    session: RawSession,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    servers: BTreeMap<Spanned<String>, Spanned<RawServer>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAhp {
+    listen: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    provider: Option<Spanned<String>>,
+    display_name: Option<String>,
+    description: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSession {
+    title: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_frame_bytes: Option<Spanned<i64>>,
+    client_queue: Option<Spanned<i64>>,
+    replay_log: Option<Spanned<i64>>,
+    max_connections: Option<Spanned<i64>>,
+    active_client_grace_secs: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    #[serde(rename = "type")]
+    kind: Option<Spanned<String>>,
+    command: Option<Spanned<String>>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    url: Option<Spanned<String>>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default = "enabled_by_default")]
+    enabled: bool,
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+// ─── validation ─────────────────────────────────────────────────────────────
+
+/// Collects problems while turning the raw schema into a [`Config`].
+struct Checker<'a> {
+    file: &'a str,
+    index: LineIndex<'a>,
+    problems: Vec<Problem>,
+}
+
+impl<'a> Checker<'a> {
+    fn location(&self, offset: usize) -> String {
+        format!("{}:{}", self.file, self.index.position(offset).human())
+    }
+
+    fn problem(&mut self, offset: usize, message: impl Into<String>) {
+        let location = self.location(offset);
+        self.problems.push(Problem {
+            location,
+            message: message.into(),
+        });
+    }
+
+    /// An integer limit within `min..=max`, or the default.
+    fn bounded(
+        &mut self,
+        key: &str,
+        value: Option<Spanned<i64>>,
+        min: i64,
+        max: i64,
+        default: usize,
+    ) -> usize {
+        let Some(value) = value else { return default };
+        let number = *value.get_ref();
+        if number < min || number > max {
+            self.problem(
+                value.span().start,
+                format!("limits.{key} = {number} is out of range: expected {min}..={max}"),
+            );
+            return default;
+        }
+        usize::try_from(number).unwrap_or(default)
+    }
+}
+
+impl Config {
+    /// Read and validate `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError {
+            problems: vec![Problem {
+                location: path.display().to_string(),
+                message: format!("cannot read config file: {error}"),
+            }],
+        })?;
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let base = std::path::absolute(&base).unwrap_or(base);
+        Self::parse(&text, &path.display().to_string(), &base)
+    }
+
+    /// Validate `text` (the contents of `file`); relative paths are resolved against `base`.
+    pub fn parse(text: &str, file: &str, base: &Path) -> Result<Self, ConfigError> {
+        let mut checker = Checker {
+            file,
+            index: LineIndex::new(text),
+            problems: Vec::new(),
+        };
+        let raw: RawConfig = match toml::from_str(text) {
+            Ok(raw) => raw,
+            Err(error) => {
+                let offset = error.span().map_or(0, |span| span.start);
+                checker.problem(offset, error.message().trim().to_string());
+                return Err(ConfigError {
+                    problems: checker.problems,
+                });
+            }
+        };
+
+        let listen = match raw.ahp.listen {
+            None => DEFAULT_LISTEN.parse().ok(),
+            Some(listen) => match listen.get_ref().parse::<SocketAddr>() {
+                Ok(addr) => Some(addr),
+                Err(_) => {
+                    checker.problem(
+                        listen.span().start,
+                        format!(
+                            "ahp.listen = {:?} is not a socket address: expected IP:PORT, e.g. {DEFAULT_LISTEN:?}",
+                            listen.get_ref()
+                        ),
+                    );
+                    None
+                }
+            },
+        };
+
+        let provider = match raw.agent.provider {
+            None => "ahp-proxy".to_string(),
+            Some(provider) => {
+                let value = provider.get_ref();
+                if value.is_empty() || value.chars().any(char::is_whitespace) {
+                    checker.problem(
+                        provider.span().start,
+                        format!("agent.provider = {value:?} must be non-empty and contain no whitespace"),
+                    );
+                }
+                provider.into_inner()
+            }
+        };
+        let agent = AgentConfig {
+            provider,
+            display_name: raw
+                .agent
+                .display_name
+                .unwrap_or_else(|| "MCP tools (ahp-proxy)".to_string()),
+            description: raw.agent.description.unwrap_or_else(|| {
+                "An MCP-only agent harness; ahp-proxy shows its plugins and MCP servers".to_string()
+            }),
+        };
+
+        let defaults = Limits::default();
+        let limits = Limits {
+            max_frame_bytes: checker.bounded(
+                "max_frame_bytes",
+                raw.limits.max_frame_bytes,
+                1024,
+                256 * 1024 * 1024,
+                defaults.max_frame_bytes,
+            ),
+            client_queue: checker.bounded(
+                "client_queue",
+                raw.limits.client_queue,
+                1,
+                1_000_000,
+                defaults.client_queue,
+            ),
+            replay_log: checker.bounded(
+                "replay_log",
+                raw.limits.replay_log,
+                0,
+                10_000_000,
+                defaults.replay_log,
+            ),
+            max_connections: checker.bounded(
+                "max_connections",
+                raw.limits.max_connections,
+                1,
+                100_000,
+                defaults.max_connections,
+            ),
+            active_client_grace: Duration::from_secs(checker.bounded(
+                "active_client_grace_secs",
+                raw.limits.active_client_grace_secs,
+                0,
+                86_400,
+                defaults.active_client_grace.as_secs() as usize,
+            ) as u64),
+        };
+
+        let resolve = |p: &str| -> PathBuf {
+            let path = Path::new(p);
+            if path.is_absolute() {
+                path.to_path_buf()
+            } else {
+                base.join(path)
+            }
+        };
+        let mut paths = |key: &str, list: Vec<Spanned<String>>| -> Vec<PathBuf> {
+            list.into_iter()
+                .filter_map(|entry| {
+                    if entry.get_ref().trim().is_empty() {
+                        checker.problem(entry.span().start, format!("{key}: empty path"));
+                        return None;
+                    }
+                    Some(resolve(entry.get_ref()))
+                })
+                .collect()
+        };
+        let plugin_roots = paths("plugin_roots", raw.plugin_roots);
+        let manifests = paths("manifests", raw.manifests);
+
+        let mut servers = Vec::new();
+        for (name, server) in raw.servers {
+            let at = name.span().start;
+            if let Some(config) =
+                check_server(&mut checker, name.into_inner(), at, server, &resolve)
+            {
+                servers.push(config);
+            }
+        }
+
+        checker
+            .problems
+            .sort_by_key(|p| location_order(&p.location));
+        match (checker.problems.is_empty(), listen) {
+            (true, Some(listen)) => Ok(Config {
+                ahp: AhpConfig { listen },
+                agent,
+                session: SessionConfig {
+                    title: raw.session.title.unwrap_or_else(|| "Workspace".to_string()),
+                },
+                limits,
+                plugin_roots,
+                manifests,
+                servers,
+            }),
+            _ => Err(ConfigError {
+                problems: checker.problems,
+            }),
+        }
+    }
+}
+
+/// Sort key for `file:line:col` so problems come out in file order.
+fn location_order(location: &str) -> (u64, u64) {
+    let mut parts = location.rsplit(':');
+    let col = parts.next().and_then(|c| c.parse().ok()).unwrap_or(0);
+    let line = parts.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+    (line, col)
+}
+
+fn check_server(
+    checker: &mut Checker<'_>,
+    name: String,
+    name_at: usize,
+    server: Spanned<RawServer>,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> Option<ServerConfig> {
+    let before = checker.problems.len();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        checker.problem(
+            name_at,
+            format!(
+                "servers.{name:?}: a server name may only use letters, digits, '-', '_' and '.'"
+            ),
+        );
+    }
+    let declared_at = checker.location(name_at);
+    let at = server.span().start;
+    let raw = server.into_inner();
+    let kind = match &raw.kind {
+        None => None,
+        Some(kind) => match kind.get_ref().as_str() {
+            "stdio" | "http" | "sse" => Some(kind.get_ref().clone()),
+            other => {
+                checker.problem(
+                    kind.span().start,
+                    format!(
+                        "servers.{name}.type = {other:?} is not a server type: expected \"stdio\", \"http\" or \"sse\""
+                    ),
+                );
+                None
+            }
+        },
+    };
+    let transport = match (raw.command, raw.url) {
+        (Some(_), Some(url)) => {
+            checker.problem(
+                url.span().start,
+                format!("servers.{name}: set either `command` (stdio) or `url` (http), not both"),
+            );
+            None
+        }
+        (None, None) => {
+            checker.problem(
+                at,
+                format!("servers.{name}: missing `command` (for a stdio server) or `url` (for an http server)"),
+            );
+            None
+        }
+        (Some(command), None) => {
+            if matches!(kind.as_deref(), Some("http" | "sse")) {
+                checker.problem(
+                    command.span().start,
+                    format!(
+                        "servers.{name}: a {} server takes `url`, not `command`",
+                        kind.as_deref().unwrap_or("")
+                    ),
+                );
+            }
+            if command.get_ref().trim().is_empty() {
+                checker.problem(
+                    command.span().start,
+                    format!("servers.{name}.command is empty"),
+                );
+            }
+            if !raw.headers.is_empty() {
+                checker.problem(
+                    at,
+                    format!("servers.{name}: `headers` only apply to http servers"),
+                );
+            }
+            Some(ServerTransport::Stdio {
+                command: command.into_inner(),
+                args: raw.args,
+                env: raw.env,
+                cwd: raw.cwd.as_deref().map(resolve),
+            })
+        }
+        (None, Some(url)) => {
+            if kind.as_deref() == Some("stdio") {
+                checker.problem(
+                    url.span().start,
+                    format!("servers.{name}: a stdio server takes `command`, not `url`"),
+                );
+            }
+            let value = url.get_ref();
+            if !(value.starts_with("http://") || value.starts_with("https://")) {
+                checker.problem(
+                    url.span().start,
+                    format!("servers.{name}.url = {value:?} must start with http:// or https://"),
+                );
+            }
+            if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
+                checker.problem(
+                    at,
+                    format!("servers.{name}: `args`, `env` and `cwd` only apply to stdio servers"),
+                );
+            }
+            Some(ServerTransport::Http {
+                url: url.into_inner(),
+                headers: raw.headers,
+                sse: kind.as_deref() == Some("sse"),
+            })
+        }
+    };
+    if checker.problems.len() > before {
+        return None;
+    }
+    Some(ServerConfig {
+        name,
+        enabled: raw.enabled,
+        transport: transport?,
+        declared_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, "proxy.toml", Path::new("/base"))
+    }
+
+    fn error(text: &str) -> String {
+        match parse(text) {
+            Ok(_) => panic!("expected an error for {text:?}"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let config = parse("").expect("empty config is valid");
+        assert_eq!(config.ahp.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(config.agent.provider, "ahp-proxy");
+        assert_eq!(config.session.title, "Workspace");
+        assert_eq!(config.limits, Limits::default());
+        assert!(config.servers.is_empty());
+    }
+
+    #[test]
+    fn unknown_top_level_key_names_key_line_and_column() {
+        let message = error("\n\nlisten = \"x\"\n");
+        assert!(message.starts_with("proxy.toml:3:1: "), "{message}");
+        assert!(message.contains("unknown field `listen`"), "{message}");
+    }
+
+    #[test]
+    fn unknown_nested_key_points_at_the_key() {
+        let message = error("[ahp]\nlisten = \"127.0.0.1:1\"\n  lisen = 3\n");
+        assert!(message.starts_with("proxy.toml:3:3: "), "{message}");
+        assert!(message.contains("unknown field `lisen`"), "{message}");
+    }
+
+    #[test]
+    fn bad_listen_address_points_at_the_value() {
+        let message = error("[ahp]\nlisten = \"localhost\"\n");
+        assert!(message.starts_with("proxy.toml:2:10: "), "{message}");
+        assert!(message.contains("ahp.listen"), "{message}");
+    }
+
+    #[test]
+    fn wrong_value_type_is_reported_with_position() {
+        let message = error("[limits]\nclient_queue = \"many\"\n");
+        assert!(message.starts_with("proxy.toml:2:16: "), "{message}");
+    }
+
+    #[test]
+    fn out_of_range_limit_names_the_key_and_range() {
+        let message = error("[limits]\nclient_queue = 0\n");
+        assert!(message.starts_with("proxy.toml:2:16: "), "{message}");
+        assert!(
+            message.contains("limits.client_queue = 0 is out of range"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_in_file_order() {
+        let message =
+            error("[limits]\nclient_queue = 0\nreplay_log = -1\n[ahp]\nlisten = \"nope\"\n");
+        let lines: Vec<&str> = message.lines().collect();
+        assert_eq!(lines.len(), 3, "{message}");
+        assert!(lines[0].starts_with("proxy.toml:2:"));
+        assert!(lines[1].starts_with("proxy.toml:3:"));
+        assert!(lines[2].starts_with("proxy.toml:5:"));
+    }
+
+    #[test]
+    fn servers_are_validated_and_paths_resolved() {
+        let config = parse(
+            "plugin_roots = [\"plugins\"]\n[servers.echo]\ncommand = \"echo-server\"\nargs = [\"--fast\"]\ncwd = \"work\"\n[servers.remote]\nurl = \"https://example.com/mcp\"\nenabled = false\n",
+        )
+        .expect("valid");
+        assert_eq!(config.plugin_roots, vec![PathBuf::from("/base/plugins")]);
+        assert_eq!(config.servers.len(), 2);
+        assert_eq!(config.servers[0].name, "echo");
+        assert_eq!(config.servers[0].declared_at, "proxy.toml:2:10");
+        match &config.servers[0].transport {
+            ServerTransport::Stdio { cwd, args, .. } => {
+                assert_eq!(cwd.as_deref(), Some(Path::new("/base/work")));
+                assert_eq!(args, &["--fast"]);
+            }
+            other => panic!("expected stdio, got {}", other.kind()),
+        }
+        assert!(!config.servers[1].enabled);
+        assert_eq!(config.servers[1].transport.kind(), "http");
+    }
+
+    #[test]
+    fn server_needs_exactly_one_of_command_and_url() {
+        assert!(error("[servers.a]\nargs = []\n").contains("missing `command`"));
+        assert!(error("[servers.a]\ncommand = \"x\"\nurl = \"http://x\"\n").contains("not both"));
+        assert!(error("[servers.a]\nurl = \"ftp://x\"\n").contains("must start with http"));
+        assert!(
+            error("[servers.a]\ntype = \"carrier-pigeon\"\ncommand = \"x\"\n")
+                .contains("not a server type")
+        );
+    }
+
+    #[test]
+    fn server_debug_output_hides_the_launch_spec() {
+        let config =
+            parse("[servers.a]\ncommand = \"secret-binary\"\nenv = { TOKEN = \"hunter2\" }\n")
+                .expect("valid");
+        let debug = format!("{:?}", config.servers[0]);
+        assert!(!debug.contains("secret-binary"), "{debug}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("stdio"), "{debug}");
+    }
+
+    #[test]
+    fn bundled_proxy_toml_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("proxy.toml");
+        Config::load(&path).expect("the bundled proxy.toml must stay valid");
+    }
+}

@@ -1,0 +1,314 @@
+//! Which client-dispatched actions the host accepts, judged against current state.
+//! Pure: returns the `rejectionReason` for refused actions; accepted ones go to the reducers.
+
+use ahp_types::actions::StateAction;
+use ahp_types::state::{
+    ChildCustomization, Customization, CustomizationEnablement, RootState, SessionState,
+};
+
+/// What a customization id refers to, as far as admission cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// An MCP server (top-level or inside a container).
+    McpServer,
+    /// Any other customization (plugin, directory, or a non-MCP child).
+    Other,
+}
+
+/// Find the customization `id` among the top-level entries and their children.
+pub fn find_customization(list: &[Customization], id: &str) -> Option<Target> {
+    for entry in list {
+        let (entry_id, target, children) = match entry {
+            Customization::Plugin(p) => (p.id.as_str(), Target::Other, p.children.as_deref()),
+            Customization::Directory(d) => (d.id.as_str(), Target::Other, d.children.as_deref()),
+            Customization::McpServer(m) => (m.id.as_str(), Target::McpServer, None),
+            Customization::Unknown(_) => continue,
+        };
+        if entry_id == id {
+            return Some(target);
+        }
+        for child in children.unwrap_or(&[]) {
+            let (child_id, target) = match child {
+                ChildCustomization::McpServer(m) => (m.id.as_str(), Target::McpServer),
+                ChildCustomization::Agent(c) => (c.id.as_str(), Target::Other),
+                ChildCustomization::Skill(c) => (c.id.as_str(), Target::Other),
+                ChildCustomization::Prompt(c) => (c.id.as_str(), Target::Other),
+                ChildCustomization::Rule(c) => (c.id.as_str(), Target::Other),
+                ChildCustomization::Hook(c) => (c.id.as_str(), Target::Other),
+                ChildCustomization::Unknown(_) => continue,
+            };
+            if child_id == id {
+                return Some(target);
+            }
+        }
+    }
+    None
+}
+
+/// Judge an action a client dispatched on the root channel.
+pub fn admit_root(root: &RootState, action: &StateAction) -> Result<(), String> {
+    match action {
+        StateAction::RootConfigChanged(_) if root.config.is_none() => {
+            Err("this host has no root configuration to change".into())
+        }
+        StateAction::RootConfigChanged(_) => Ok(()),
+        other if is_session_dispatchable(other) => Err(format!(
+            "{} belongs on a session channel, not ahp-root://",
+            type_name(other)
+        )),
+        other => Err(not_dispatchable(other)),
+    }
+}
+
+/// Judge an action client `client_id` dispatched on a session channel.
+pub fn admit_session(
+    session: &SessionState,
+    client_id: &str,
+    action: &StateAction,
+) -> Result<(), String> {
+    let customizations = session.customizations.as_deref().unwrap_or(&[]);
+    match action {
+        StateAction::SessionTitleChanged(_)
+        | StateAction::SessionIsReadChanged(_)
+        | StateAction::SessionIsArchivedChanged(_) => Ok(()),
+        StateAction::SessionConfigChanged(_) => match session.config {
+            None => Err("this session has no configuration to change".into()),
+            Some(_) => Err("no session configuration property is client-mutable".into()),
+        },
+        StateAction::SessionActiveClientSet(a) if a.active_client.client_id != client_id => {
+            Err(format!(
+                "a client may only set itself as active client (you are {client_id:?}, not {:?})",
+                a.active_client.client_id
+            ))
+        }
+        StateAction::SessionActiveClientSet(_) => Ok(()),
+        StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => Err(format!(
+            "a client may only remove itself from activeClients (you are {client_id:?}, not {:?})",
+            a.client_id
+        )),
+        StateAction::SessionActiveClientRemoved(_) => Ok(()),
+        StateAction::SessionCustomizationToggled(a) => {
+            find_customization(customizations, &a.id)
+                .ok_or_else(|| format!("no customization with id {:?} in this session", a.id))?;
+            check_enablement(&a.enablement)
+        }
+        StateAction::SessionMcpServerStartRequested(a) => mcp_server(customizations, &a.id),
+        StateAction::SessionMcpServerStopRequested(a) => mcp_server(customizations, &a.id),
+        StateAction::SessionMcpServerBackgroundRequested(a) => mcp_server(customizations, &a.id),
+        StateAction::SessionDefaultChatChanged(a) => match &a.default_chat {
+            Some(chat) if !session.chats.iter().any(|c| &c.resource == chat) => {
+                Err(format!("no chat {chat:?} in this session"))
+            }
+            _ => Ok(()),
+        },
+        StateAction::SessionWorkingDirectorySet(_)
+        | StateAction::SessionWorkingDirectoryRemoved(_)
+        | StateAction::SessionWorkingDirectoryReplaced(_) => {
+            Err("this host does not manage working directories".into())
+        }
+        StateAction::RootConfigChanged(_) => Err(format!(
+            "{} belongs on ahp-root://, not a session channel",
+            type_name(action)
+        )),
+        other => Err(not_dispatchable(other)),
+    }
+}
+
+fn mcp_server(list: &[Customization], id: &str) -> Result<(), String> {
+    match find_customization(list, id) {
+        Some(Target::McpServer) => Ok(()),
+        Some(Target::Other) => Err(format!("customization {id:?} is not an MCP server")),
+        None => Err(format!("no MCP server with id {id:?} in this session")),
+    }
+}
+
+/// Entries sorted session → workspace → global, each kind at most once, no unknown kinds.
+fn check_enablement(entries: &[CustomizationEnablement]) -> Result<(), String> {
+    let mut last_rank = 0;
+    for entry in entries {
+        let (rank, kind) = match entry {
+            CustomizationEnablement::Session { .. } => (1, "session"),
+            CustomizationEnablement::Workspace { .. } => (2, "workspace"),
+            CustomizationEnablement::Global { .. } => (3, "global"),
+            CustomizationEnablement::Unknown(value) => {
+                return Err(format!("unknown enablement entry {value}"))
+            }
+        };
+        if rank <= last_rank {
+            return Err(format!(
+                "enablement entries must be ordered session, workspace, global with each kind at most once ({kind} is out of place)"
+            ));
+        }
+        last_rank = rank;
+    }
+    Ok(())
+}
+
+fn is_session_dispatchable(action: &StateAction) -> bool {
+    matches!(
+        action,
+        StateAction::SessionTitleChanged(_)
+            | StateAction::SessionIsReadChanged(_)
+            | StateAction::SessionIsArchivedChanged(_)
+            | StateAction::SessionConfigChanged(_)
+            | StateAction::SessionActiveClientSet(_)
+            | StateAction::SessionActiveClientRemoved(_)
+            | StateAction::SessionCustomizationToggled(_)
+            | StateAction::SessionMcpServerStartRequested(_)
+            | StateAction::SessionMcpServerStopRequested(_)
+            | StateAction::SessionMcpServerBackgroundRequested(_)
+            | StateAction::SessionDefaultChatChanged(_)
+            | StateAction::SessionWorkingDirectorySet(_)
+            | StateAction::SessionWorkingDirectoryRemoved(_)
+            | StateAction::SessionWorkingDirectoryReplaced(_)
+    )
+}
+
+fn not_dispatchable(action: &StateAction) -> String {
+    match action {
+        StateAction::Unknown(_) => format!("unknown action type {}", type_name(action)),
+        _ => format!(
+            "{} cannot be dispatched by a client on this channel",
+            type_name(action)
+        ),
+    }
+}
+
+/// The action's wire `type`, quoted, for messages.
+fn type_name(action: &StateAction) -> String {
+    serde_json::to_value(action)
+        .ok()
+        .and_then(|v| v.get("type").map(ToString::to_string))
+        .unwrap_or_else(|| "\"(untyped)\"".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn session(customizations: serde_json::Value) -> SessionState {
+        serde_json::from_value(json!({
+            "provider": "p", "title": "t", "status": 1, "lifecycle": "ready",
+            "activeClients": [], "chats": [], "customizations": customizations
+        }))
+        .expect("valid session")
+    }
+
+    fn action(value: serde_json::Value) -> StateAction {
+        serde_json::from_value(value).expect("valid action")
+    }
+
+    fn tree() -> SessionState {
+        session(json!([
+            {"type": "mcpServer", "id": "m1", "uri": "file:///a", "name": "a", "state": {"kind": "ready"}},
+            {"type": "plugin", "id": "p1", "uri": "file:///p", "name": "p", "children": [
+                {"type": "skill", "id": "s1", "uri": "file:///p/s", "name": "s"},
+                {"type": "mcpServer", "id": "m2", "uri": "file:///p/.mcp.json", "name": "b", "state": {"kind": "stopped"}}
+            ]}
+        ]))
+    }
+
+    #[test]
+    fn plain_session_actions_are_accepted() {
+        let s = tree();
+        assert!(admit_session(
+            &s,
+            "c",
+            &action(json!({"type": "session/titleChanged", "title": "x"}))
+        )
+        .is_ok());
+        assert!(admit_session(
+            &s,
+            "c",
+            &action(json!({"type": "session/isReadChanged", "isRead": true}))
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn mcp_server_requests_need_an_mcp_server() {
+        let s = tree();
+        let start = |id: &str| action(json!({"type": "session/mcpServerStartRequested", "id": id}));
+        assert!(admit_session(&s, "c", &start("m1")).is_ok());
+        assert!(admit_session(&s, "c", &start("m2")).is_ok());
+        assert!(admit_session(&s, "c", &start("s1"))
+            .unwrap_err()
+            .contains("not an MCP server"));
+        assert!(admit_session(&s, "c", &start("zz"))
+            .unwrap_err()
+            .contains("no MCP server"));
+    }
+
+    #[test]
+    fn toggles_need_a_known_id_and_ordered_enablement() {
+        let s = tree();
+        let toggle = |id: &str, enablement: serde_json::Value| {
+            action(
+                json!({"type": "session/customizationToggled", "id": id, "enablement": enablement}),
+            )
+        };
+        assert!(admit_session(
+            &s,
+            "c",
+            &toggle("p1", json!([{"kind": "session", "enabled": false}]))
+        )
+        .is_ok());
+        assert!(admit_session(&s, "c", &toggle("s1", json!([]))).is_ok());
+        assert!(admit_session(&s, "c", &toggle("nope", json!([]))).is_err());
+        let reversed =
+            json!([{"kind": "global", "enabled": true}, {"kind": "session", "enabled": false}]);
+        assert!(admit_session(&s, "c", &toggle("p1", reversed))
+            .unwrap_err()
+            .contains("ordered"));
+        let twice =
+            json!([{"kind": "session", "enabled": true}, {"kind": "session", "enabled": false}]);
+        assert!(admit_session(&s, "c", &toggle("p1", twice)).is_err());
+    }
+
+    #[test]
+    fn clients_only_manage_their_own_active_client_entry() {
+        let s = tree();
+        let set = |id: &str| {
+            action(
+                json!({"type": "session/activeClientSet", "activeClient": {"clientId": id, "tools": []}}),
+            )
+        };
+        assert!(admit_session(&s, "me", &set("me")).is_ok());
+        assert!(admit_session(&s, "me", &set("you")).is_err());
+        let remove = action(json!({"type": "session/activeClientRemoved", "clientId": "you"}));
+        assert!(admit_session(&s, "me", &remove).is_err());
+    }
+
+    #[test]
+    fn server_only_and_unknown_actions_are_refused() {
+        let s = tree();
+        let server_only = action(
+            json!({"type": "session/mcpServerStateChanged", "id": "m1", "state": {"kind": "ready"}}),
+        );
+        assert!(admit_session(&s, "c", &server_only)
+            .unwrap_err()
+            .contains("session/mcpServerStateChanged"));
+        let unknown = action(json!({"type": "session/frobnicated"}));
+        assert!(admit_session(&s, "c", &unknown)
+            .unwrap_err()
+            .contains("unknown action type"));
+        let root: RootState = serde_json::from_value(json!({"agents": []})).expect("valid root");
+        assert!(admit_root(
+            &root,
+            &action(json!({"type": "session/titleChanged", "title": "x"}))
+        )
+        .unwrap_err()
+        .contains("session channel"));
+        assert!(admit_root(
+            &root,
+            &action(json!({"type": "root/activeSessionsChanged", "activeSessions": 9}))
+        )
+        .is_err());
+        assert!(admit_root(
+            &root,
+            &action(json!({"type": "root/configChanged", "config": {}}))
+        )
+        .is_err());
+    }
+}

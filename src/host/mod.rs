@@ -1,0 +1,548 @@
+//! The single writer of AHP state: every change is committed through the store (official
+//! reducers, global `serverSeq`, replay log) and fanned out to subscribers under one lock.
+//!
+//! Replies that establish subscriptions are queued under the same lock as the snapshot is
+//! taken, so a client always sees its snapshot before any action that follows it.
+
+pub mod admission;
+pub mod fanout;
+pub mod replay;
+pub mod store;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use ahp_types::actions::{
+    ActionEnvelope, ActionOrigin, SessionActiveClientRemovedAction, StateAction,
+};
+use ahp_types::commands::{
+    CreateSessionParams, DispatchActionParams, Implementation, InitializeResult,
+    ListSessionsResult, ReconnectReplayResult, ReconnectResult, ReconnectSnapshotResult,
+    SubscribeResult,
+};
+use ahp_types::notifications::{
+    SessionAddedParams, SessionRemovedParams, SessionSummaryChangedParams,
+};
+use ahp_types::state::{AgentInfo, Snapshot};
+use ahp_types::ROOT_RESOURCE_URI;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::jsonrpc::{self, ahp_codes, Frame, RpcError};
+use fanout::{ConnId, Fanout};
+use store::{seq_i64, Commit, CommitError, Store};
+
+/// URI of the session that exists from start-up.
+pub const DEFAULT_SESSION_URI: &str = "ahp-session:/default";
+
+/// How many client ids (with their negotiated version) are remembered for `reconnect`.
+const REMEMBERED_CLIENTS: usize = 4096;
+
+/// What the host remembers about a client across connections.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientRecord {
+    /// Protocol version negotiated at `initialize`; `reconnect` continues with it.
+    pub protocol_version: String,
+    /// Whether the client declared `capabilities.mcpApps`.
+    pub mcp_apps: bool,
+}
+
+/// A connection's end of the host: its id, its outbound queue, and the switch that is
+/// flipped when the host disconnects it (queue overflow).
+pub struct Attachment {
+    /// Host-wide connection id.
+    pub id: ConnId,
+    /// Frames to write to the socket, in order.
+    pub outbox: mpsc::Receiver<Frame>,
+    /// Cancelled when the host kicks this connection.
+    pub kicked: CancellationToken,
+}
+
+struct Core {
+    store: Store,
+    fanout: Fanout,
+    clients: HashMap<String, ClientRecord>,
+    client_order: VecDeque<String>,
+}
+
+/// The AHP host: shared by every connection and, later, by discovery and the supervisor.
+pub struct Host {
+    core: Mutex<Core>,
+    queue_capacity: usize,
+    next_conn: AtomicU64,
+}
+
+impl Host {
+    /// A host with the configured agent and its default session, ready at start-up.
+    pub fn new(config: &Config) -> Self {
+        let agent = AgentInfo {
+            provider: config.agent.provider.clone(),
+            display_name: config.agent.display_name.clone(),
+            description: config.agent.description.clone(),
+            models: Vec::new(),
+            protected_resources: None,
+            customizations: None,
+            capabilities: None,
+        };
+        let mut store = Store::new(agent, config.limits.replay_log);
+        // Adding the first session to an empty store always commits.
+        let _ = store.add_session(
+            DEFAULT_SESSION_URI,
+            &config.session.title,
+            None,
+            None,
+            Vec::new(),
+        );
+        Self {
+            core: Mutex::new(Core {
+                store,
+                fanout: Fanout::default(),
+                clients: HashMap::new(),
+                client_order: VecDeque::new(),
+            }),
+            queue_capacity: config.limits.client_queue,
+            next_conn: AtomicU64::new(1),
+        }
+    }
+
+    fn core(&self) -> MutexGuard<'_, Core> {
+        // A panic while holding the lock cannot leave the store half-written (reducers work on
+        // the state in place but are total), so a poisoned lock is still usable.
+        self.core
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Open a connection: a bounded outbound queue and a kick switch.
+    pub fn attach(&self) -> Attachment {
+        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(self.queue_capacity);
+        let kicked = CancellationToken::new();
+        self.core().fanout.insert(id, tx, kicked.clone());
+        Attachment {
+            id,
+            outbox: rx,
+            kicked,
+        }
+    }
+
+    /// Close a connection: its subscriptions end. Idempotent.
+    pub fn detach(&self, id: ConnId) {
+        self.core().fanout.remove(id);
+    }
+
+    /// Queue one frame for one connection.
+    pub fn send(&self, id: ConnId, frame: Frame) {
+        self.core().fanout.send(id, frame);
+    }
+
+    /// The current `serverSeq`.
+    pub fn server_seq(&self) -> u64 {
+        self.core().store.seq()
+    }
+
+    /// A snapshot of any state-bearing channel.
+    pub fn snapshot(&self, uri: &str) -> Option<Snapshot> {
+        self.core().store.snapshot(uri)
+    }
+
+    /// Handle `initialize` after version negotiation: remember the client, subscribe the
+    /// connection to the known `initial_subscriptions` (unknown ones are silently omitted), and
+    /// queue the result with their snapshots.
+    pub fn initialize(
+        &self,
+        id: ConnId,
+        request_id: u64,
+        client_id: &str,
+        record: ClientRecord,
+        initial_subscriptions: &[String],
+    ) {
+        let mut core = self.core();
+        let core = &mut *core;
+        core.remember(client_id, record.clone());
+        core.fanout.set_client(id, client_id);
+        let mut snapshots = Vec::new();
+        for uri in initial_subscriptions {
+            if let Some(snapshot) = core.store.snapshot(uri) {
+                core.fanout.subscribe(id, uri);
+                snapshots.push(snapshot);
+            }
+        }
+        let result = InitializeResult {
+            protocol_version: record.protocol_version,
+            server_seq: seq_i64(core.store.seq()),
+            server_info: Some(server_info()),
+            meta: None,
+            snapshots,
+            default_directory: None,
+            completion_trigger_characters: None,
+            terminal_command_prefix: None,
+            telemetry: None,
+            automations: None,
+        };
+        core.fanout.send(id, jsonrpc::success(request_id, &result));
+    }
+
+    /// Handle `reconnect`: replay what the client missed on its subscriptions, or send fresh
+    /// snapshots when the gap is older than the replay log. Returns the remembered client
+    /// record so the connection continues with the negotiated version.
+    pub fn reconnect(
+        &self,
+        id: ConnId,
+        request_id: u64,
+        client_id: &str,
+        last_seen_server_seq: i64,
+        subscriptions: &[String],
+    ) -> Result<ClientRecord, RpcError> {
+        let last_seen = u64::try_from(last_seen_server_seq).map_err(|_| {
+            RpcError::invalid_params("lastSeenServerSeq must be a non-negative integer")
+        })?;
+        let mut core = self.core();
+        let core = &mut *core;
+        let record = core.clients.get(client_id).cloned().ok_or_else(|| {
+            RpcError::new(
+                ahp_codes::NOT_FOUND,
+                format!("unknown clientId {client_id:?}: send initialize instead"),
+            )
+        })?;
+        core.fanout.set_client(id, client_id);
+        let (live, missing): (Vec<&String>, Vec<&String>) = subscriptions
+            .iter()
+            .partition(|uri| core.store.has_channel(uri));
+        let channels: HashSet<&str> = live.iter().map(|uri| uri.as_str()).collect();
+        let result = match core.store.replay(last_seen, &channels) {
+            Some(actions) => ReconnectResult::Replay(ReconnectReplayResult {
+                actions,
+                missing: missing.into_iter().cloned().collect(),
+            }),
+            None => ReconnectResult::Snapshot(ReconnectSnapshotResult {
+                snapshots: live
+                    .iter()
+                    .filter_map(|uri| core.store.snapshot(uri))
+                    .collect(),
+            }),
+        };
+        for uri in &live {
+            core.fanout.subscribe(id, uri);
+        }
+        core.fanout.send(id, jsonrpc::success(request_id, &result));
+        Ok(record)
+    }
+
+    /// Handle `subscribe` for a state-bearing channel.
+    pub fn subscribe(&self, id: ConnId, request_id: u64, uri: &str) -> Result<(), RpcError> {
+        let mut core = self.core();
+        let snapshot = core
+            .store
+            .snapshot(uri)
+            .ok_or_else(|| unknown_channel(uri))?;
+        core.fanout.subscribe(id, uri);
+        let result = SubscribeResult {
+            snapshot: Some(snapshot),
+        };
+        core.fanout.send(id, jsonrpc::success(request_id, &result));
+        Ok(())
+    }
+
+    /// Handle `unsubscribe`. Leaving a session also ends the client's active-client role there.
+    pub fn unsubscribe(&self, id: ConnId, client_id: &str, uri: &str) {
+        let mut core = self.core();
+        if core.fanout.unsubscribe(id, uri) && uri != ROOT_RESOURCE_URI {
+            core.remove_active_client(uri, client_id);
+        }
+    }
+
+    /// Handle `dispatchAction` from `client_id`: unknown channels are ignored; refused actions
+    /// are echoed to the sender only, with `rejectionReason`, and not applied; accepted ones
+    /// are reduced, sequenced and broadcast with the client's `origin`.
+    pub fn dispatch(&self, id: ConnId, client_id: &str, params: DispatchActionParams) {
+        let mut core = self.core();
+        let core = &mut *core;
+        let verdict = if params.channel == ROOT_RESOURCE_URI {
+            admission::admit_root(core.store.root(), &params.action)
+        } else if let Some(session) = core.store.session(&params.channel) {
+            admission::admit_session(session, client_id, &params.action)
+        } else {
+            tracing::debug!(conn = id, channel = %params.channel, "dispatchAction on an unknown channel ignored");
+            return;
+        };
+        let origin = ActionOrigin {
+            client_id: client_id.to_string(),
+            client_seq: params.client_seq,
+        };
+        let refusal = match verdict {
+            Ok(()) => match core.store.commit(
+                &params.channel,
+                params.action.clone(),
+                Some(origin.clone()),
+            ) {
+                Ok(commit) => {
+                    core.publish(commit);
+                    return;
+                }
+                Err(CommitError::Refused(reason)) => reason,
+                Err(CommitError::UnknownChannel) => return,
+            },
+            Err(reason) => reason,
+        };
+        tracing::debug!(conn = id, channel = %params.channel, reason = %refusal, "client action rejected");
+        let echo = ActionEnvelope {
+            channel: params.channel,
+            action: params.action,
+            server_seq: core.store.seq(),
+            origin: Some(origin),
+            rejection_reason: Some(refusal),
+        };
+        core.fanout.send(id, jsonrpc::notification("action", &echo));
+    }
+
+    /// Commit a host-originated action and broadcast it. Returns its `serverSeq`.
+    pub fn emit(&self, channel: &str, action: StateAction) -> Result<u64, CommitError> {
+        let mut core = self.core();
+        let commit = core.store.commit(channel, action, None)?;
+        let seq = commit.envelope.server_seq;
+        core.publish(commit);
+        Ok(seq)
+    }
+
+    /// Handle `listSessions`: most recently modified first, paged by an opaque offset cursor.
+    pub fn list_sessions(
+        &self,
+        limit: Option<i64>,
+        cursor: Option<&str>,
+    ) -> Result<ListSessionsResult, RpcError> {
+        let all = self.core().store.summaries();
+        let start = match cursor {
+            None => 0,
+            Some(cursor) => cursor
+                .strip_prefix("offset:")
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|&n| n <= all.len())
+                .ok_or_else(|| RpcError::invalid_params(format!("unknown cursor {cursor:?}")))?,
+        };
+        let limit = match limit {
+            None => usize::MAX,
+            Some(n) if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
+            Some(n) => {
+                return Err(RpcError::invalid_params(format!(
+                    "limit {n} must be at least 1"
+                )))
+            }
+        };
+        let end = start.saturating_add(limit).min(all.len());
+        Ok(ListSessionsResult {
+            next_cursor: (end < all.len()).then(|| format!("offset:{end}")),
+            items: all[start..end].to_vec(),
+        })
+    }
+
+    /// Handle `createSession` from `client_id`: a new ready session showing the host's
+    /// customizations; announces it with `root/activeSessionsChanged` and `root/sessionAdded`.
+    pub fn create_session(
+        &self,
+        id: ConnId,
+        request_id: u64,
+        client_id: &str,
+        params: CreateSessionParams,
+    ) -> Result<(), RpcError> {
+        let uri = params.channel;
+        if !is_session_uri(&uri) {
+            return Err(RpcError::invalid_params(format!(
+                "{uri:?} is not a usable session URI: expected scheme:path, e.g. ahp-session:/my-session"
+            )));
+        }
+        let mut core = self.core();
+        let core = &mut *core;
+        if let Some(provider) = &params.provider {
+            if provider != core.store.provider() {
+                return Err(RpcError::new(
+                    ahp_codes::PROVIDER_NOT_FOUND,
+                    format!(
+                        "unknown provider {provider:?}: this host serves {:?}",
+                        core.store.provider()
+                    ),
+                ));
+            }
+        }
+        if let Some(active) = &params.active_client {
+            if active.client_id != client_id {
+                return Err(RpcError::invalid_params(format!(
+                    "activeClient.clientId {:?} is not the caller's clientId {client_id:?}",
+                    active.client_id
+                )));
+            }
+        }
+        if core.store.has_channel(&uri) {
+            return Err(RpcError::new(
+                ahp_codes::SESSION_ALREADY_EXISTS,
+                format!("session {uri:?} already exists"),
+            ));
+        }
+        // Every session shows the host's one customization tree; copy it from any session.
+        let customizations = core
+            .store
+            .session_uris()
+            .next()
+            .and_then(|existing| core.store.session(existing))
+            .and_then(|s| s.customizations.clone())
+            .unwrap_or_default();
+        let title = params
+            .config
+            .as_ref()
+            .and_then(|c| c.get("title"))
+            .and_then(|t| t.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| "Session".to_string());
+        let working_directories = params
+            .working_directories
+            .and_then(|dirs| dirs.into_iter().next())
+            .map(|first| vec![first]);
+        let commit = core
+            .store
+            .add_session(
+                &uri,
+                &title,
+                working_directories,
+                params.active_client,
+                customizations,
+            )
+            .map_err(|e| RpcError::new(jsonrpc::codes::INTERNAL_ERROR, format!("{e:?}")))?;
+        core.fanout.send(id, jsonrpc::success(request_id, &()));
+        core.publish(commit);
+        if let Some(summary) = core.store.summary(&uri) {
+            let added = SessionAddedParams {
+                channel: ROOT_RESOURCE_URI.to_string(),
+                summary,
+            };
+            core.fanout.broadcast(
+                ROOT_RESOURCE_URI,
+                &jsonrpc::notification("root/sessionAdded", &added),
+            );
+        }
+        Ok(())
+    }
+
+    /// Handle `disposeSession`: drop its state and subscriptions, announce the removal.
+    pub fn dispose_session(&self, id: ConnId, request_id: u64, uri: &str) -> Result<(), RpcError> {
+        let mut core = self.core();
+        let core = &mut *core;
+        let commit = core
+            .store
+            .remove_session(uri)
+            .ok_or_else(|| session_not_found(uri))?;
+        core.fanout.forget_channel(uri);
+        core.fanout.send(id, jsonrpc::success(request_id, &()));
+        core.publish(commit);
+        let removed = SessionRemovedParams {
+            channel: ROOT_RESOURCE_URI.to_string(),
+            session: uri.to_string(),
+        };
+        core.fanout.broadcast(
+            ROOT_RESOURCE_URI,
+            &jsonrpc::notification("root/sessionRemoved", &removed),
+        );
+        Ok(())
+    }
+
+    /// After a disconnected client's grace period: if it has not come back, remove it from
+    /// every session's `activeClients`.
+    pub fn expire_client(&self, client_id: &str) {
+        let mut core = self.core();
+        if core.fanout.has_client(client_id) {
+            return;
+        }
+        let uris: Vec<String> = core.store.session_uris().map(str::to_string).collect();
+        for uri in uris {
+            core.remove_active_client(&uri, client_id);
+        }
+    }
+}
+
+impl Core {
+    /// Broadcast a committed envelope, and the summary change it caused, if any.
+    fn publish(&mut self, commit: Commit) {
+        let channel = commit.envelope.channel.clone();
+        self.fanout
+            .broadcast(&channel, &jsonrpc::notification("action", &commit.envelope));
+        if let Some(changes) = commit.summary_changes {
+            let params = SessionSummaryChangedParams {
+                channel: ROOT_RESOURCE_URI.to_string(),
+                session: channel,
+                changes,
+            };
+            self.fanout.broadcast(
+                ROOT_RESOURCE_URI,
+                &jsonrpc::notification("root/sessionSummaryChanged", &params),
+            );
+        }
+    }
+
+    fn remember(&mut self, client_id: &str, record: ClientRecord) {
+        if self.clients.insert(client_id.to_string(), record).is_none() {
+            self.client_order.push_back(client_id.to_string());
+            if self.client_order.len() > REMEMBERED_CLIENTS {
+                if let Some(oldest) = self.client_order.pop_front() {
+                    self.clients.remove(&oldest);
+                }
+            }
+        }
+    }
+
+    fn remove_active_client(&mut self, uri: &str, client_id: &str) {
+        let present = self
+            .store
+            .session(uri)
+            .is_some_and(|s| s.active_clients.iter().any(|c| c.client_id == client_id));
+        if !present {
+            return;
+        }
+        let action = StateAction::SessionActiveClientRemoved(SessionActiveClientRemovedAction {
+            client_id: client_id.to_string(),
+        });
+        if let Ok(commit) = self.store.commit(uri, action, None) {
+            self.publish(commit);
+        }
+    }
+}
+
+/// `serverInfo` for `initialize`.
+pub fn server_info() -> Implementation {
+    Implementation {
+        name: env!("CARGO_PKG_NAME").to_string(),
+        version: Some(env!("CARGO_PKG_VERSION").to_string()),
+        title: Some("ahp-proxy".to_string()),
+    }
+}
+
+fn is_session_uri(uri: &str) -> bool {
+    match uri.split_once(':') {
+        Some((scheme, rest)) => {
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+                && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && !rest.is_empty()
+                && uri != ROOT_RESOURCE_URI
+                && !uri.starts_with("mcp:")
+        }
+        None => false,
+    }
+}
+
+fn session_not_found(uri: &str) -> RpcError {
+    RpcError::new(ahp_codes::SESSION_NOT_FOUND, format!("no session {uri:?}"))
+}
+
+fn unknown_channel(uri: &str) -> RpcError {
+    if uri.starts_with("ahp-session:") {
+        session_not_found(uri)
+    } else {
+        RpcError::new(
+            ahp_codes::NOT_FOUND,
+            format!("no channel {uri:?} on this host"),
+        )
+    }
+}

@@ -1,0 +1,464 @@
+//! The host's AHP state: root, sessions, the global `serverSeq` and the replay log.
+//! Pure: every change goes through the official `ahp::reducers`, nothing here does I/O.
+
+use std::collections::{BTreeMap, HashSet};
+
+use ahp::reducers::{apply_action_to_root, apply_action_to_session, ReduceOutcome};
+use ahp_types::actions::{
+    ActionEnvelope, ActionOrigin, RootActiveSessionsChangedAction, StateAction,
+};
+use ahp_types::notifications::PartialSessionSummary;
+use ahp_types::state::{
+    AgentInfo, RootState, SessionActiveClient, SessionLifecycle, SessionState, SessionStatus,
+    SessionSummary, Snapshot, SnapshotState,
+};
+use ahp_types::ROOT_RESOURCE_URI;
+
+use super::replay::ReplayLog;
+
+/// A session's state plus the catalogue fields that live only on its summary.
+#[derive(Debug, Clone)]
+struct SessionRecord {
+    state: SessionState,
+    created_at: String,
+    modified_at: String,
+}
+
+impl SessionRecord {
+    fn summary(&self, uri: &str) -> SessionSummary {
+        let s = &self.state;
+        SessionSummary {
+            provider: s.provider.clone(),
+            title: s.title.clone(),
+            status: s.status,
+            activity: s.activity.clone(),
+            origin: s.origin.clone(),
+            project: s.project.clone(),
+            working_directories: s.working_directories.clone(),
+            annotations: s.annotations.clone(),
+            resource: uri.to_string(),
+            created_at: self.created_at.clone(),
+            modified_at: self.modified_at.clone(),
+            changes: None,
+            meta: None,
+            chats: None,
+            default_chat: s.default_chat.clone(),
+        }
+    }
+}
+
+/// What a committed action produced.
+#[derive(Debug, Clone)]
+pub struct Commit {
+    /// The envelope to broadcast on its channel (already in the replay log).
+    pub envelope: ActionEnvelope,
+    /// Summary fields that changed, for `root/sessionSummaryChanged` (session actions only).
+    pub summary_changes: Option<PartialSessionSummary>,
+}
+
+/// Why an action could not be committed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CommitError {
+    /// No state lives on that channel.
+    UnknownChannel,
+    /// The reducers refused it (out of scope for the channel, or invalid data).
+    Refused(String),
+}
+
+/// All AHP state the host owns.
+#[derive(Debug)]
+pub struct Store {
+    root: RootState,
+    sessions: BTreeMap<String, SessionRecord>,
+    seq: u64,
+    log: ReplayLog,
+}
+
+/// Now, as the ISO-8601 UTC string with milliseconds the reducers expect.
+pub fn now_iso8601() -> String {
+    format!("{:.3}", jiff::Timestamp::now())
+}
+
+impl Store {
+    /// A store with one agent and no sessions, at `serverSeq` 0.
+    pub fn new(agent: AgentInfo, replay_capacity: usize) -> Self {
+        Self {
+            root: RootState {
+                agents: vec![agent],
+                active_sessions: Some(0),
+                terminals: None,
+                config: None,
+                meta: None,
+            },
+            sessions: BTreeMap::new(),
+            seq: 0,
+            log: ReplayLog::new(replay_capacity),
+        }
+    }
+
+    /// The latest `serverSeq` handed out.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Root state.
+    pub fn root(&self) -> &RootState {
+        &self.root
+    }
+
+    /// The agent provider id every session carries.
+    pub fn provider(&self) -> &str {
+        self.root
+            .agents
+            .first()
+            .map(|a| a.provider.as_str())
+            .unwrap_or("")
+    }
+
+    /// A session's state.
+    pub fn session(&self, uri: &str) -> Option<&SessionState> {
+        self.sessions.get(uri).map(|r| &r.state)
+    }
+
+    /// URIs of every session.
+    pub fn session_uris(&self) -> impl Iterator<Item = &str> {
+        self.sessions.keys().map(String::as_str)
+    }
+
+    /// Whether `uri` is a state-bearing channel of this host.
+    pub fn has_channel(&self, uri: &str) -> bool {
+        uri == ROOT_RESOURCE_URI || self.sessions.contains_key(uri)
+    }
+
+    /// A complete snapshot of `uri` at the current `serverSeq`.
+    pub fn snapshot(&self, uri: &str) -> Option<Snapshot> {
+        let state = if uri == ROOT_RESOURCE_URI {
+            SnapshotState::Root(Box::new(self.root.clone()))
+        } else {
+            SnapshotState::Session(Box::new(self.sessions.get(uri)?.state.clone()))
+        };
+        Some(Snapshot {
+            resource: uri.to_string(),
+            state,
+            from_seq: seq_i64(self.seq),
+        })
+    }
+
+    /// Every session's summary, most recently modified first (ties by URI).
+    pub fn summaries(&self) -> Vec<SessionSummary> {
+        let mut list: Vec<SessionSummary> = self
+            .sessions
+            .iter()
+            .map(|(uri, record)| record.summary(uri))
+            .collect();
+        list.sort_by(|a, b| {
+            b.modified_at
+                .cmp(&a.modified_at)
+                .then_with(|| a.resource.cmp(&b.resource))
+        });
+        list
+    }
+
+    /// One session's summary.
+    pub fn summary(&self, uri: &str) -> Option<SessionSummary> {
+        self.sessions.get(uri).map(|r| r.summary(uri))
+    }
+
+    /// Apply `action` to the state on `channel` with the official reducers; on success it gets
+    /// the next `serverSeq` and enters the replay log. Refused actions change nothing.
+    pub fn commit(
+        &mut self,
+        channel: &str,
+        action: StateAction,
+        origin: Option<ActionOrigin>,
+    ) -> Result<Commit, CommitError> {
+        let summary_changes = if channel == ROOT_RESOURCE_URI {
+            let outcome = apply_action_to_root(&mut self.root, &action);
+            accept(outcome)?;
+            None
+        } else {
+            let record = self
+                .sessions
+                .get_mut(channel)
+                .ok_or(CommitError::UnknownChannel)?;
+            let before = SummaryFields::of(&record.state);
+            accept(apply_action_to_session(&mut record.state, &action))?;
+            let changes = before.changes_to(&record.state);
+            if let Some(changes) = &changes {
+                if let Some(modified_at) = &changes.modified_at {
+                    record.modified_at = modified_at.clone();
+                }
+            }
+            changes
+        };
+        self.seq += 1;
+        let envelope = ActionEnvelope {
+            channel: channel.to_string(),
+            action,
+            server_seq: self.seq,
+            origin,
+            rejection_reason: None,
+        };
+        self.log.push(envelope.clone());
+        Ok(Commit {
+            envelope,
+            summary_changes,
+        })
+    }
+
+    /// Add a ready session at `uri` and commit the new `root/activeSessionsChanged`.
+    /// The caller checks that `uri` is free.
+    pub fn add_session(
+        &mut self,
+        uri: &str,
+        title: &str,
+        working_directories: Option<Vec<String>>,
+        active_client: Option<SessionActiveClient>,
+        customizations: Vec<ahp_types::state::Customization>,
+    ) -> Result<Commit, CommitError> {
+        let now = now_iso8601();
+        let state = SessionState {
+            provider: self.provider().to_string(),
+            title: title.to_string(),
+            status: SessionStatus::Idle.bits(),
+            activity: None,
+            origin: None,
+            project: None,
+            working_directories,
+            annotations: None,
+            lifecycle: SessionLifecycle::Ready,
+            creation_error: None,
+            server_tools: None,
+            active_clients: active_client.into_iter().collect(),
+            chats: Vec::new(),
+            default_chat: None,
+            config: None,
+            customizations: Some(customizations),
+            changesets: None,
+            input_needed: None,
+            meta: None,
+        };
+        self.sessions.insert(
+            uri.to_string(),
+            SessionRecord {
+                state,
+                created_at: now.clone(),
+                modified_at: now,
+            },
+        );
+        self.commit_session_count()
+    }
+
+    /// Remove the session at `uri` and commit the new `root/activeSessionsChanged`.
+    pub fn remove_session(&mut self, uri: &str) -> Option<Commit> {
+        self.sessions.remove(uri)?;
+        self.commit_session_count().ok()
+    }
+
+    fn commit_session_count(&mut self) -> Result<Commit, CommitError> {
+        let count = i64::try_from(self.sessions.len()).unwrap_or(i64::MAX);
+        self.commit(
+            ROOT_RESOURCE_URI,
+            StateAction::RootActiveSessionsChanged(RootActiveSessionsChangedAction {
+                active_sessions: count,
+            }),
+            None,
+        )
+    }
+
+    /// Envelopes after `after` on `channels`, or `None` when the log no longer reaches back.
+    pub fn replay(&self, after: u64, channels: &HashSet<&str>) -> Option<Vec<ActionEnvelope>> {
+        self.log.since(after, self.seq, channels)
+    }
+}
+
+/// `serverSeq` as the `i64` some wire fields use.
+pub fn seq_i64(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+fn accept(outcome: ReduceOutcome) -> Result<(), CommitError> {
+    match outcome {
+        ReduceOutcome::Applied | ReduceOutcome::NoOp => Ok(()),
+        ReduceOutcome::OutOfScope => Err(CommitError::Refused(
+            "the action does not apply to this channel".into(),
+        )),
+        ReduceOutcome::Invalid(error) => Err(CommitError::Refused(error.to_string())),
+    }
+}
+
+/// The session fields mirrored in its `SessionSummary`, to detect summary changes.
+struct SummaryFields {
+    title: String,
+    status: u32,
+    activity: Option<String>,
+    working_directories: Option<Vec<String>>,
+    default_chat: Option<String>,
+}
+
+impl SummaryFields {
+    fn of(state: &SessionState) -> Self {
+        Self {
+            title: state.title.clone(),
+            status: state.status,
+            activity: state.activity.clone(),
+            working_directories: state.working_directories.clone(),
+            default_chat: state.default_chat.clone(),
+        }
+    }
+
+    /// Only the fields that differ from `after`, plus a fresh `modifiedAt`; `None` if nothing did.
+    fn changes_to(&self, after: &SessionState) -> Option<PartialSessionSummary> {
+        let mut changes = PartialSessionSummary::default();
+        let mut changed = false;
+        if self.title != after.title {
+            changes.title = Some(after.title.clone());
+            changed = true;
+        }
+        if self.status != after.status {
+            changes.status = Some(after.status);
+            changed = true;
+        }
+        if self.activity != after.activity {
+            changes.activity = after.activity.clone();
+            changed = true;
+        }
+        if self.working_directories != after.working_directories {
+            changes.working_directories = after.working_directories.clone();
+            changed = true;
+        }
+        if self.default_chat != after.default_chat {
+            changes.default_chat = after.default_chat.clone();
+            changed = true;
+        }
+        changed.then(|| {
+            changes.modified_at = Some(now_iso8601());
+            changes
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ahp_types::actions::{SessionIsReadChangedAction, SessionTitleChangedAction};
+
+    fn agent() -> AgentInfo {
+        AgentInfo {
+            provider: "p".into(),
+            display_name: "P".into(),
+            description: "d".into(),
+            models: vec![],
+            protected_resources: None,
+            customizations: None,
+            capabilities: None,
+        }
+    }
+
+    fn store_with_session() -> Store {
+        let mut store = Store::new(agent(), 16);
+        store
+            .add_session("ahp-session:/s", "T", None, None, vec![])
+            .expect("adding a session commits");
+        store
+    }
+
+    #[test]
+    fn adding_a_session_commits_the_session_count() {
+        let store = store_with_session();
+        assert_eq!(store.seq(), 1);
+        assert_eq!(store.root().active_sessions, Some(1));
+        let session = store.session("ahp-session:/s").expect("exists");
+        assert_eq!(session.lifecycle, SessionLifecycle::Ready);
+        assert_eq!(session.customizations.as_deref(), Some(&[][..]));
+    }
+
+    #[test]
+    fn commits_advance_the_sequence_and_reach_the_log() {
+        let mut store = store_with_session();
+        let commit = store
+            .commit(
+                "ahp-session:/s",
+                StateAction::SessionTitleChanged(SessionTitleChangedAction {
+                    title: "New".into(),
+                }),
+                None,
+            )
+            .expect("title change applies");
+        assert_eq!(commit.envelope.server_seq, 2);
+        let changes = commit.summary_changes.expect("title is a summary field");
+        assert_eq!(changes.title.as_deref(), Some("New"));
+        assert!(changes.status.is_none());
+        assert!(changes.modified_at.is_some());
+        let channels: HashSet<&str> = ["ahp-session:/s"].into_iter().collect();
+        assert_eq!(store.replay(1, &channels).map(|r| r.len()), Some(1));
+    }
+
+    #[test]
+    fn status_flags_reported_as_summary_changes() {
+        let mut store = store_with_session();
+        let commit = store
+            .commit(
+                "ahp-session:/s",
+                StateAction::SessionIsReadChanged(SessionIsReadChangedAction { is_read: true }),
+                None,
+            )
+            .expect("applies");
+        let changes = commit.summary_changes.expect("status changed");
+        assert_eq!(changes.status, Some(1 | 32));
+    }
+
+    #[test]
+    fn out_of_scope_actions_are_refused_without_a_sequence_number() {
+        let mut store = store_with_session();
+        let refused = store.commit(
+            ROOT_RESOURCE_URI,
+            StateAction::SessionTitleChanged(SessionTitleChangedAction { title: "x".into() }),
+            None,
+        );
+        assert!(matches!(refused, Err(CommitError::Refused(_))));
+        assert_eq!(store.seq(), 1);
+        assert_eq!(
+            store
+                .commit(
+                    "ahp-session:/none",
+                    StateAction::SessionTitleChanged(SessionTitleChangedAction {
+                        title: "x".into()
+                    }),
+                    None
+                )
+                .err(),
+            Some(CommitError::UnknownChannel)
+        );
+    }
+
+    #[test]
+    fn snapshots_serialize_every_required_session_field() {
+        let store = store_with_session();
+        let snapshot = store.snapshot("ahp-session:/s").expect("exists");
+        let json = serde_json::to_value(&snapshot).expect("serializes");
+        for field in [
+            "provider",
+            "title",
+            "status",
+            "lifecycle",
+            "activeClients",
+            "chats",
+        ] {
+            assert!(
+                json["state"].get(field).is_some(),
+                "missing {field}: {json}"
+            );
+        }
+        let decoded: Snapshot = serde_json::from_value(json).expect("round-trips");
+        assert!(matches!(decoded.state, SnapshotState::Session(_)));
+    }
+
+    #[test]
+    fn removing_a_session_updates_the_count() {
+        let mut store = store_with_session();
+        store.remove_session("ahp-session:/s").expect("was there");
+        assert_eq!(store.root().active_sessions, Some(0));
+        assert!(store.remove_session("ahp-session:/s").is_none());
+    }
+}

@@ -1,0 +1,126 @@
+//! The `ahp-proxy` command line: `serve` (default) and `check`. Wiring only.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tracing_subscriber::EnvFilter;
+
+use ahp_proxy::config::Config;
+
+#[derive(Parser)]
+#[command(
+    name = "ahp-proxy",
+    version,
+    about = "Serve MCP servers to an MCP-only harness and show them to AHP clients"
+)]
+struct Cli {
+    /// The configuration file.
+    #[arg(long, global = true, default_value = "proxy.toml")]
+    config: PathBuf,
+    /// Log format on stderr. Filter with RUST_LOG (default: info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy (the default).
+    Serve {
+        /// Override `ahp.listen` (e.g. 127.0.0.1:0 for any free port).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// Validate the configuration and print what would be served.
+    Check,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let config = match Config::load(&cli.config) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command.unwrap_or(Command::Serve { listen: None }) {
+        Command::Check => check(&config),
+        Command::Serve { listen } => serve(config, listen),
+    }
+}
+
+fn check(config: &Config) -> ExitCode {
+    println!("AHP endpoint   ws://{}", config.ahp.listen);
+    println!(
+        "agent          {} ({})",
+        config.agent.display_name, config.agent.provider
+    );
+    println!("session        {}", config.session.title);
+    for root in &config.plugin_roots {
+        println!("plugin root    {}", root.display());
+    }
+    for manifest in &config.manifests {
+        println!("manifest       {}", manifest.display());
+    }
+    for server in &config.servers {
+        let state = if server.enabled {
+            "enabled"
+        } else {
+            "disabled"
+        };
+        println!(
+            "server         {} ({}, {state}) declared at {}",
+            server.name,
+            server.transport.kind(),
+            server.declared_at
+        );
+    }
+    println!("ok");
+    ExitCode::SUCCESS
+}
+
+fn serve(mut config: Config, listen: Option<SocketAddr>) -> ExitCode {
+    if let Some(listen) = listen {
+        config.ahp.listen = listen;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(ahp_proxy::serve::run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            eprintln!("ahp-proxy: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
