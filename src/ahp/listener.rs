@@ -17,6 +17,7 @@ use crate::config::Limits;
 use crate::host::Host;
 
 /// Serve AHP on `listener` until `shutdown` is cancelled, then wait for connections to close.
+#[allow(clippy::result_large_err)] // the upgrade callback's error type is tungstenite's
 pub async fn serve(
     listener: TcpListener,
     host: Arc<Host>,
@@ -67,6 +68,7 @@ pub async fn serve(
     tasks.wait().await;
 }
 
+#[allow(clippy::result_large_err)] // tungstenite's upgrade callback signature
 fn refuse_if_full(full: bool, response: Response) -> Result<Response, ErrorResponse> {
     if !full {
         return Ok(response);

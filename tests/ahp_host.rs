@@ -1,0 +1,757 @@
+//! The AHP host end to end: the real binary, real sockets, the official `ahp` + `ahp-ws`
+//! client, and a raw WebSocket for what the official client would never send.
+
+mod common;
+
+use ahp::reducers::{apply_action_to_root, apply_action_to_session};
+use ahp::ClientError;
+use ahp_types::actions::{
+    SessionCustomizationToggledAction, SessionIsReadChangedAction, SessionTitleChangedAction,
+    StateAction,
+};
+use ahp_types::commands::{ListSessionsResult, ReconnectResult};
+use ahp_types::state::{
+    CustomizationEnablement, RootState, SessionLifecycle, SessionState, SnapshotState,
+};
+use ahp_types::ROOT_RESOURCE_URI;
+use common::{client, error_code, next_action, Ending, Proxy, Raw, DEFAULT_SESSION};
+use serde_json::json;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+const CONFIG: &str = r#"
+[agent]
+provider = "test-harness"
+display_name = "Test harness"
+description = "An MCP-only harness under test"
+
+[session]
+title = "Test workspace"
+"#;
+
+fn session_state(state: SnapshotState) -> SessionState {
+    match state {
+        SnapshotState::Session(session) => *session,
+        other => panic!("expected a session snapshot, got {other:?}"),
+    }
+}
+
+fn root_state(state: SnapshotState) -> RootState {
+    match state {
+        SnapshotState::Root(root) => *root,
+        other => panic!("expected a root snapshot, got {other:?}"),
+    }
+}
+
+fn title(text: &str) -> StateAction {
+    StateAction::SessionTitleChanged(SessionTitleChangedAction { title: text.into() })
+}
+
+#[tokio::test]
+async fn official_client_initializes_pings_and_decodes_root_and_session_snapshots() {
+    let proxy = Proxy::start(CONFIG);
+    let client = client(&proxy).await;
+
+    client.ping().await.expect("ping works before initialize");
+    let init = client
+        .initialize(
+            "c1".into(),
+            vec!["1.0.0".into()],
+            vec![ROOT_RESOURCE_URI.into()],
+        )
+        .await
+        .expect("initialize");
+    assert_eq!(init.protocol_version, "1.0.0");
+    assert_eq!(init.snapshots.len(), 1);
+    let root = root_state(init.snapshots[0].state.clone());
+    assert_eq!(root.agents.len(), 1);
+    assert_eq!(root.agents[0].provider, "test-harness");
+    assert_eq!(root.agents[0].display_name, "Test harness");
+    assert!(root.agents[0].models.is_empty());
+    assert_eq!(root.active_sessions, Some(1));
+
+    client.ping().await.expect("ping after initialize");
+
+    let sessions: ListSessionsResult = client
+        .request("listSessions", json!({"channel": ROOT_RESOURCE_URI}))
+        .await
+        .expect("listSessions");
+    assert_eq!(sessions.items.len(), 1);
+    assert_eq!(sessions.items[0].resource, DEFAULT_SESSION);
+    assert_eq!(sessions.items[0].provider, "test-harness");
+    assert_eq!(sessions.items[0].title, "Test workspace");
+    assert!(sessions.next_cursor.is_none());
+
+    let (result, _sub) = client
+        .subscribe(DEFAULT_SESSION.into())
+        .await
+        .expect("subscribe");
+    let snapshot = result.snapshot.expect("session snapshot");
+    assert_eq!(snapshot.resource, DEFAULT_SESSION);
+    assert_eq!(snapshot.from_seq, init.server_seq);
+    let session = session_state(snapshot.state);
+    assert_eq!(session.lifecycle, SessionLifecycle::Ready);
+    assert_eq!(session.provider, "test-harness");
+    assert_eq!(session.title, "Test workspace");
+    assert_eq!(session.status, 1);
+    assert_eq!(session.customizations, Some(vec![]));
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn version_negotiation_picks_the_highest_supported_and_refuses_the_rest() {
+    let proxy = Proxy::start(CONFIG);
+    for (offered, chosen) in [
+        (json!(["0.9.0", "0.8.0"]), "0.9.0"),
+        (json!(["1.3.0", "2.0.0"]), "1.3.0"),
+        (json!(["0.9.0", "1.0.0"]), "1.0.0"),
+    ] {
+        let mut raw = Raw::connect(&proxy).await;
+        let response = raw
+            .request(
+                "initialize",
+                json!({"channel": "ahp-root://", "protocolVersions": offered, "clientId": "v"}),
+            )
+            .await;
+        assert_eq!(response["result"]["protocolVersion"], chosen, "{response}");
+    }
+
+    let mut raw = Raw::connect(&proxy).await;
+    let response = raw
+        .request("initialize", json!({"channel": "ahp-root://", "protocolVersions": ["0.8.0", "2.0.0"], "clientId": "old"}))
+        .await;
+    assert_eq!(error_code(&response), -32005);
+    assert_eq!(
+        response["error"]["data"]["supportedVersions"],
+        json!(["^1.0.0", "^0.9.0"])
+    );
+    assert!(
+        matches!(raw.ending().await, Ending::Closed(_)),
+        "connection closes after -32005"
+    );
+
+    let mut raw = Raw::connect(&proxy).await;
+    let response = raw
+        .request(
+            "initialize",
+            json!({"channel": "ahp-root://", "protocolVersions": ["1"], "clientId": "bad"}),
+        )
+        .await;
+    assert_eq!(
+        error_code(&response),
+        -32602,
+        "a malformed version is a params error"
+    );
+}
+
+#[tokio::test]
+async fn an_action_from_one_client_reaches_both_with_one_server_seq_and_mirrors_match_the_host() {
+    let proxy = Proxy::start(CONFIG);
+    let a = client(&proxy).await;
+    let b = client(&proxy).await;
+    a.initialize("a".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("init a");
+    b.initialize("b".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("init b");
+    let (snap_a, mut sub_a) = a.subscribe(DEFAULT_SESSION.into()).await.expect("sub a");
+    let (snap_b, mut sub_b) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
+    let (root_a, mut root_sub_a) = a.subscribe(ROOT_RESOURCE_URI.into()).await.expect("root a");
+    let mut mirror_a = session_state(snap_a.snapshot.expect("snapshot").state);
+    let mut mirror_b = session_state(snap_b.snapshot.expect("snapshot").state);
+    let mut root_mirror_a = root_state(root_a.snapshot.expect("snapshot").state);
+
+    let handle = a
+        .dispatch(DEFAULT_SESSION.into(), title("Renamed"))
+        .await
+        .expect("dispatch");
+    let seen_a = next_action(&mut sub_a).await;
+    let seen_b = next_action(&mut sub_b).await;
+    assert_eq!(seen_a.server_seq, seen_b.server_seq);
+    assert_eq!(seen_a, seen_b);
+    let origin = seen_a
+        .origin
+        .clone()
+        .expect("client-originated echo carries origin");
+    assert_eq!(origin.client_id, "a");
+    assert_eq!(origin.client_seq, handle.client_seq);
+    assert!(seen_a.rejection_reason.is_none());
+
+    b.dispatch(
+        DEFAULT_SESSION.into(),
+        StateAction::SessionIsReadChanged(SessionIsReadChangedAction { is_read: true }),
+    )
+    .await
+    .expect("dispatch");
+    let second_a = next_action(&mut sub_a).await;
+    let second_b = next_action(&mut sub_b).await;
+    assert_eq!(second_a.server_seq, seen_a.server_seq + 1);
+    assert_eq!(second_a, second_b);
+
+    for envelope in [&seen_a, &second_a] {
+        apply_action_to_session(&mut mirror_a, &envelope.action);
+    }
+    for envelope in [&seen_b, &second_b] {
+        apply_action_to_session(&mut mirror_b, &envelope.action);
+    }
+
+    // A third connection's fresh snapshot is the host's state.
+    let c = client(&proxy).await;
+    c.initialize("c".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("init c");
+    let (host_view, _) = c.subscribe(DEFAULT_SESSION.into()).await.expect("sub c");
+    let host_session = session_state(host_view.snapshot.expect("snapshot").state);
+    assert_eq!(host_session.title, "Renamed");
+    assert_eq!(mirror_a, host_session);
+    assert_eq!(mirror_b, host_session);
+
+    // Root actions too: a created session changes activeSessions for every root subscriber.
+    let _: () = b
+        .request("createSession", json!({"channel": "ahp-session:/second"}))
+        .await
+        .expect("createSession answers null");
+    let envelope = next_action(&mut root_sub_a).await;
+    apply_action_to_root(&mut root_mirror_a, &envelope.action);
+    let (host_root, _) = c.subscribe(ROOT_RESOURCE_URI.into()).await.expect("root c");
+    assert_eq!(
+        root_mirror_a,
+        root_state(host_root.snapshot.expect("snapshot").state)
+    );
+    assert_eq!(root_mirror_a.active_sessions, Some(2));
+}
+
+#[tokio::test]
+async fn rejected_actions_are_echoed_to_the_sender_only_and_change_nothing() {
+    let proxy = Proxy::start(CONFIG);
+    let a = client(&proxy).await;
+    let b = client(&proxy).await;
+    a.initialize("a".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("init a");
+    b.initialize("b".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("init b");
+    let (before, mut sub_a) = a.subscribe(DEFAULT_SESSION.into()).await.expect("sub a");
+    let (_, mut sub_b) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
+    let before = session_state(before.snapshot.expect("snapshot").state);
+
+    let toggle = StateAction::SessionCustomizationToggled(SessionCustomizationToggledAction {
+        id: "no-such-customization".into(),
+        enablement: vec![CustomizationEnablement::Session { enabled: false }],
+    });
+    let handle = a
+        .dispatch(DEFAULT_SESSION.into(), toggle.clone())
+        .await
+        .expect("dispatch");
+    let echo = next_action(&mut sub_a).await;
+    assert_eq!(echo.action, toggle);
+    assert_eq!(echo.origin.expect("origin").client_seq, handle.client_seq);
+    let reason = echo.rejection_reason.expect("rejected");
+    assert!(reason.contains("no-such-customization"), "{reason}");
+
+    // A server-only action is refused the same way.
+    let state_change: StateAction = serde_json::from_value(json!({
+        "type": "session/mcpServerStateChanged", "id": "x", "state": {"kind": "ready"}
+    }))
+    .expect("valid action");
+    a.dispatch(DEFAULT_SESSION.into(), state_change)
+        .await
+        .expect("dispatch");
+    let echo = next_action(&mut sub_a).await;
+    assert!(echo.rejection_reason.is_some());
+
+    // B saw none of it: its next action is the accepted one that follows.
+    a.dispatch(DEFAULT_SESSION.into(), title("after"))
+        .await
+        .expect("dispatch");
+    let next_b = next_action(&mut sub_b).await;
+    assert_eq!(next_b.action, title("after"));
+    assert!(next_b.rejection_reason.is_none());
+
+    let (after, _) = b
+        .subscribe(DEFAULT_SESSION.into())
+        .await
+        .expect("resubscribe");
+    let mut after = session_state(after.snapshot.expect("snapshot").state);
+    after.title = before.title.clone();
+    assert_eq!(after, before, "rejected actions left no trace");
+}
+
+#[tokio::test]
+async fn reconnect_replays_exactly_the_missed_actions() {
+    let proxy = Proxy::start(CONFIG);
+    let a = client(&proxy).await;
+    let init = a
+        .initialize(
+            "returning".into(),
+            vec!["1.0.0".into()],
+            vec![DEFAULT_SESSION.into()],
+        )
+        .await
+        .expect("init");
+    let last_seen = init.server_seq;
+    a.shutdown().await;
+    drop(a);
+
+    let b = client(&proxy).await;
+    b.initialize("b".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("init b");
+    let (_, mut sub_b) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
+    for n in 0..3 {
+        b.dispatch(DEFAULT_SESSION.into(), title(&format!("t{n}")))
+            .await
+            .expect("dispatch");
+        next_action(&mut sub_b).await;
+    }
+
+    let again = client(&proxy).await;
+    let mut live = again.attach_subscription(DEFAULT_SESSION).await;
+    let result = again
+        .reconnect(
+            "returning".into(),
+            last_seen,
+            vec![DEFAULT_SESSION.into(), "ahp-session:/gone".into()],
+        )
+        .await
+        .expect("reconnect");
+    let ReconnectResult::Replay(replay) = result else {
+        panic!("expected a replay, got {result:?}");
+    };
+    let titles: Vec<StateAction> = replay.actions.iter().map(|e| e.action.clone()).collect();
+    assert_eq!(titles, vec![title("t0"), title("t1"), title("t2")]);
+    let seqs: Vec<u64> = replay.actions.iter().map(|e| e.server_seq).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    assert!(seqs[0] as i64 > last_seen);
+    assert_eq!(replay.missing, vec!["ahp-session:/gone".to_string()]);
+
+    // The subscription is live again on the new connection.
+    b.dispatch(DEFAULT_SESSION.into(), title("live"))
+        .await
+        .expect("dispatch");
+    assert_eq!(next_action(&mut live).await.action, title("live"));
+}
+
+#[tokio::test]
+async fn reconnect_past_the_replay_log_falls_back_to_snapshots() {
+    let proxy = Proxy::start(&format!("{CONFIG}\n[limits]\nreplay_log = 2\n"));
+    let a = client(&proxy).await;
+    let init = a
+        .initialize(
+            "late".into(),
+            vec!["1.0.0".into()],
+            vec![DEFAULT_SESSION.into()],
+        )
+        .await
+        .expect("init");
+    a.shutdown().await;
+
+    let b = client(&proxy).await;
+    b.initialize("b".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("init b");
+    let (_, mut sub_b) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
+    for n in 0..5 {
+        b.dispatch(DEFAULT_SESSION.into(), title(&format!("t{n}")))
+            .await
+            .expect("dispatch");
+        next_action(&mut sub_b).await;
+    }
+
+    let again = client(&proxy).await;
+    let result = again
+        .reconnect("late".into(), init.server_seq, vec![DEFAULT_SESSION.into()])
+        .await
+        .expect("reconnect");
+    let ReconnectResult::Snapshot(fresh) = result else {
+        panic!("expected snapshots, got {result:?}");
+    };
+    assert_eq!(fresh.snapshots.len(), 1);
+    assert!(fresh.snapshots[0].from_seq >= init.server_seq + 5);
+    assert_eq!(session_state(fresh.snapshots[0].state.clone()).title, "t4");
+}
+
+#[tokio::test]
+async fn a_failed_reconnect_leaves_the_socket_open_for_initialize() {
+    let proxy = Proxy::start(CONFIG);
+    let client = client(&proxy).await;
+    let refused = client
+        .reconnect("never-seen".into(), 3, vec![DEFAULT_SESSION.into()])
+        .await
+        .expect_err("unknown client id");
+    match refused {
+        ClientError::Rpc(error) => assert_eq!(error.code, -32008),
+        other => panic!("expected an RPC error, got {other:?}"),
+    }
+    let init = client
+        .initialize("never-seen".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("initialize on the same socket");
+    assert_eq!(init.protocol_version, "1.0.0");
+}
+
+#[tokio::test]
+async fn sessions_are_created_listed_and_disposed_per_spec() {
+    let proxy = Proxy::start(CONFIG);
+    let mut watcher = Raw::connect(&proxy).await;
+    watcher.initialize("watcher", &[ROOT_RESOURCE_URI]).await;
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("maker", &[]).await;
+
+    let created = raw
+        .request(
+            "createSession",
+            json!({"channel": "ahp-session:/extra", "provider": "test-harness",
+            "activeClient": {"clientId": "maker", "tools": []}}),
+        )
+        .await;
+    assert_eq!(
+        created["result"],
+        json!(null),
+        "createSession answers null: {created}"
+    );
+    assert!(created.as_object().expect("object").contains_key("result"));
+
+    // Root subscribers learn about it: the activeSessions action and root/sessionAdded.
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        seen.push(watcher.recv().await);
+    }
+    let methods: Vec<&str> = seen.iter().filter_map(|f| f["method"].as_str()).collect();
+    assert!(methods.contains(&"root/sessionAdded"), "{seen:?}");
+    assert!(methods.contains(&"action"), "{seen:?}");
+    let added = seen
+        .iter()
+        .find(|f| f["method"] == "root/sessionAdded")
+        .expect("added");
+    assert_eq!(added["params"]["summary"]["resource"], "ahp-session:/extra");
+    assert_eq!(added["params"]["channel"], ROOT_RESOURCE_URI);
+
+    let snapshot = raw
+        .request("subscribe", json!({"channel": "ahp-session:/extra"}))
+        .await;
+    assert_eq!(
+        snapshot["result"]["snapshot"]["state"]["activeClients"][0]["clientId"],
+        "maker"
+    );
+
+    let duplicate = raw
+        .request("createSession", json!({"channel": "ahp-session:/extra"}))
+        .await;
+    assert_eq!(error_code(&duplicate), -32003);
+    let provider = raw
+        .request(
+            "createSession",
+            json!({"channel": "ahp-session:/x", "provider": "someone-else"}),
+        )
+        .await;
+    assert_eq!(error_code(&provider), -32002);
+    let impostor = raw
+        .request("createSession", json!({"channel": "ahp-session:/y", "activeClient": {"clientId": "watcher", "tools": []}}))
+        .await;
+    assert_eq!(error_code(&impostor), -32602);
+
+    let listed = raw
+        .request(
+            "listSessions",
+            json!({"channel": ROOT_RESOURCE_URI, "limit": 1}),
+        )
+        .await;
+    assert_eq!(
+        listed["result"]["items"].as_array().expect("items").len(),
+        1
+    );
+    let cursor = listed["result"]["nextCursor"]
+        .as_str()
+        .expect("a second page")
+        .to_string();
+    let page2 = raw
+        .request(
+            "listSessions",
+            json!({"channel": ROOT_RESOURCE_URI, "limit": 1, "cursor": cursor}),
+        )
+        .await;
+    assert_eq!(page2["result"]["items"].as_array().expect("items").len(), 1);
+    assert!(page2["result"].get("nextCursor").is_none());
+    let bad_cursor = raw
+        .request(
+            "listSessions",
+            json!({"channel": ROOT_RESOURCE_URI, "cursor": "bogus"}),
+        )
+        .await;
+    assert_eq!(error_code(&bad_cursor), -32602);
+
+    let disposed = raw
+        .request("disposeSession", json!({"channel": "ahp-session:/extra"}))
+        .await;
+    assert_eq!(disposed["result"], json!(null));
+    let mut removed = None;
+    while removed.is_none() {
+        let frame = watcher.recv().await;
+        if frame["method"] == "root/sessionRemoved" {
+            removed = Some(frame);
+        }
+    }
+    assert_eq!(
+        removed.expect("removed")["params"]["session"],
+        "ahp-session:/extra"
+    );
+    let gone = raw
+        .request("subscribe", json!({"channel": "ahp-session:/extra"}))
+        .await;
+    assert_eq!(error_code(&gone), -32001);
+    let again = raw
+        .request("disposeSession", json!({"channel": "ahp-session:/extra"}))
+        .await;
+    assert_eq!(error_code(&again), -32001);
+}
+
+// ─── bad input, one test each ───────────────────────────────────────────────
+
+#[tokio::test]
+async fn text_that_is_not_json_gets_a_parse_error_and_the_connection_lives_on() {
+    let proxy = Proxy::start(CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    raw.send_text("{this is not json").await;
+    let response = raw.response().await;
+    assert_eq!(error_code(&response), -32700);
+    assert_eq!(response["id"], json!(null));
+    let pong = raw
+        .request("ping", json!({"channel": ROOT_RESOURCE_URI}))
+        .await;
+    assert_eq!(pong["result"], json!(null));
+}
+
+#[tokio::test]
+async fn binary_frames_get_an_invalid_request_error() {
+    let proxy = Proxy::start(CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    raw.send_binary(
+        br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"channel":"ahp-root://"}}"#.to_vec(),
+    )
+    .await;
+    let response = raw.response().await;
+    assert_eq!(error_code(&response), -32600);
+    assert!(response["error"]["message"]
+        .as_str()
+        .expect("message")
+        .contains("text frame"));
+}
+
+#[tokio::test]
+async fn unknown_methods_get_method_not_found() {
+    let proxy = Proxy::start(CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("u", &[]).await;
+    let response = raw
+        .request("frobnicate", json!({"channel": ROOT_RESOURCE_URI}))
+        .await;
+    assert_eq!(error_code(&response), -32601);
+    let unsupported = raw
+        .request("createTerminal", json!({"channel": "ahp-terminal:/t"}))
+        .await;
+    assert_eq!(error_code(&unsupported), -32601);
+}
+
+#[tokio::test]
+async fn bad_params_get_invalid_params() {
+    let proxy = Proxy::start(CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    let missing = raw
+        .request("initialize", json!({"channel": ROOT_RESOURCE_URI}))
+        .await;
+    assert_eq!(error_code(&missing), -32602);
+    raw.initialize("p", &[]).await;
+    let wrong_type = raw.request("subscribe", json!({"channel": 5})).await;
+    assert_eq!(error_code(&wrong_type), -32602);
+    raw.send_text(r#"{"jsonrpc":"2.0","id":99,"method":"subscribe","params":[1,2]}"#)
+        .await;
+    let response = raw.response().await;
+    assert_eq!(response["id"], json!(99));
+    assert_eq!(error_code(&response), -32602);
+    let negative = raw
+        .request(
+            "listSessions",
+            json!({"channel": ROOT_RESOURCE_URI, "limit": 0}),
+        )
+        .await;
+    assert_eq!(error_code(&negative), -32602);
+}
+
+#[tokio::test]
+async fn requests_before_initialize_are_refused_but_ping_works() {
+    let proxy = Proxy::start(CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    let pong = raw
+        .request("ping", json!({"channel": ROOT_RESOURCE_URI}))
+        .await;
+    assert_eq!(pong["result"], json!(null));
+    let early = raw
+        .request("subscribe", json!({"channel": DEFAULT_SESSION}))
+        .await;
+    assert_eq!(error_code(&early), -32601);
+    assert!(early["error"]["message"]
+        .as_str()
+        .expect("message")
+        .contains("initialize"));
+    raw.initialize("late-starter", &[]).await;
+    let twice = raw
+        .request(
+            "initialize",
+            json!({"channel": ROOT_RESOURCE_URI, "protocolVersions": ["1.0.0"], "clientId": "x"}),
+        )
+        .await;
+    assert_eq!(error_code(&twice), -32601);
+}
+
+#[tokio::test]
+async fn string_ids_and_non_jsonrpc_objects_get_invalid_request() {
+    let proxy = Proxy::start(CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    raw.send_text(
+        r#"{"jsonrpc":"2.0","id":"seven","method":"ping","params":{"channel":"ahp-root://"}}"#,
+    )
+    .await;
+    let response = raw.response().await;
+    assert_eq!(error_code(&response), -32600);
+    assert_eq!(response["id"], "seven");
+    raw.send_text(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#)
+        .await;
+    assert_eq!(error_code(&raw.response().await), -32600);
+    raw.send_text(r#"{"id":2,"method":"ping"}"#).await;
+    assert_eq!(error_code(&raw.response().await), -32600);
+}
+
+#[tokio::test]
+async fn frames_over_the_size_limit_close_that_connection_only() {
+    let proxy = Proxy::start(&format!("{CONFIG}\n[limits]\nmax_frame_bytes = 4096\n"));
+    let mut bystander = Raw::connect(&proxy).await;
+    bystander.initialize("bystander", &[]).await;
+    let mut raw = Raw::connect(&proxy).await;
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"channel":"ahp-root://","_meta":{{"pad":"{}"}}}}}}"#,
+        "x".repeat(10_000)
+    );
+    raw.send_text(huge).await;
+    match raw.ending().await {
+        Ending::Closed(Some(frame)) => assert_eq!(frame.code, CloseCode::Size),
+        other => panic!("expected a 1009 close, got {other:?}"),
+    }
+    let pong = bystander
+        .request("ping", json!({"channel": ROOT_RESOURCE_URI}))
+        .await;
+    assert_eq!(pong["result"], json!(null));
+}
+
+#[tokio::test]
+async fn dispatch_on_an_unknown_channel_is_ignored() {
+    let proxy = Proxy::start(CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("d", &[DEFAULT_SESSION]).await;
+    raw.notify(
+        "dispatchAction",
+        json!({"channel": "ahp-session:/nowhere", "clientSeq": 1,
+        "action": {"type": "session/titleChanged", "title": "x"}}),
+    )
+    .await;
+    raw.notify(
+        "dispatchAction",
+        json!({"channel": DEFAULT_SESSION, "clientSeq": 2,
+        "action": {"type": "session/titleChanged", "title": "y"}}),
+    )
+    .await;
+    let frame = raw.recv().await;
+    assert_eq!(frame["method"], "action");
+    assert_eq!(
+        frame["params"]["origin"]["clientSeq"], 2,
+        "the first dispatch produced nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_stalled_client_is_disconnected_and_the_others_get_everything() {
+    let proxy = Proxy::start(&format!("{CONFIG}\n[limits]\nclient_queue = 8\n"));
+    let mut stalled = Raw::connect(&proxy).await;
+    stalled.initialize("stalled", &[DEFAULT_SESSION]).await;
+    let busy = client(&proxy).await;
+    busy.initialize("busy".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("init");
+    let (_, mut sub) = busy
+        .subscribe(DEFAULT_SESSION.into())
+        .await
+        .expect("subscribe");
+
+    // Far more than the socket buffers and the 8-frame queue can hold while nobody reads.
+    let padding = "x".repeat(64 * 1024);
+    let total = 400;
+    let mut last = 0;
+    for n in 0..total {
+        busy.dispatch(DEFAULT_SESSION.into(), title(&format!("{n} {padding}")))
+            .await
+            .expect("dispatch");
+        let envelope = next_action(&mut sub).await;
+        assert!(envelope.server_seq > last);
+        last = envelope.server_seq;
+    }
+
+    let (received, ending) = stalled.drain_until_end().await;
+    assert!(
+        received < total,
+        "the stalled client was cut off ({received} of {total} frames)"
+    );
+    if let Ending::Closed(Some(frame)) = ending {
+        assert_eq!(frame.code, CloseCode::Policy);
+    }
+    busy.ping().await.expect("the host is still responsive");
+    let logs = proxy.logs();
+    assert!(logs.contains("outbound queue full"), "{logs}");
+}
+
+#[tokio::test]
+async fn sigterm_closes_clients_and_exits_zero() {
+    let proxy = Proxy::start(CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("t", &[]).await;
+    let status = proxy.terminate();
+    assert!(status.success(), "exit status {status:?}");
+    match raw.ending().await {
+        Ending::Closed(Some(frame)) => assert_eq!(frame.code, CloseCode::Away),
+        other => panic!("expected a 1001 close, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn leaving_a_session_removes_the_client_from_active_clients() {
+    let proxy = Proxy::start(CONFIG);
+    let a = client(&proxy).await;
+    a.initialize("a".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("init");
+    let b = client(&proxy).await;
+    b.initialize("b".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("init");
+    let (_, mut watch) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
+    let (_, _sub) = a.subscribe(DEFAULT_SESSION.into()).await.expect("sub a");
+    let set: StateAction = serde_json::from_value(json!({
+        "type": "session/activeClientSet",
+        "activeClient": {"clientId": "a", "displayName": "A", "tools": []}
+    }))
+    .expect("valid");
+    a.dispatch(DEFAULT_SESSION.into(), set)
+        .await
+        .expect("dispatch");
+    let added = next_action(&mut watch).await;
+    assert!(added.rejection_reason.is_none());
+    a.unsubscribe(DEFAULT_SESSION.into())
+        .await
+        .expect("unsubscribe");
+    let removed = next_action(&mut watch).await;
+    assert!(removed.origin.is_none(), "host-originated");
+    match removed.action {
+        StateAction::SessionActiveClientRemoved(action) => assert_eq!(action.client_id, "a"),
+        other => panic!("expected activeClientRemoved, got {other:?}"),
+    }
+}

@@ -1,0 +1,318 @@
+//! Test harness: runs the real `ahp-proxy` binary on a scratch config and talks to it over
+//! real sockets, with the official `ahp` client or a raw WebSocket for malformed input.
+#![allow(dead_code)] // each test file uses a different part of the harness
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
+use ahp_types::actions::ActionEnvelope;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// Upper bound for any single wait in a test: a hang guard, not a timing assertion.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The default session every proxy starts with.
+pub const DEFAULT_SESSION: &str = "ahp-session:/default";
+
+/// A scratch folder removed on drop.
+pub struct ScratchDir(pub PathBuf);
+
+impl ScratchDir {
+    pub fn new(tag: &str) -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "ahp-proxy-test-{tag}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create scratch dir");
+        Self(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `ahp-proxy serve`, killed on drop.
+pub struct Proxy {
+    child: Child,
+    pub addr: SocketAddr,
+    pub url: String,
+    logs: Arc<Mutex<Vec<String>>>,
+    _dir: ScratchDir,
+}
+
+impl Proxy {
+    /// Start the binary on `config` (proxy.toml text) with an OS-chosen port.
+    pub fn start(config: &str) -> Self {
+        let dir = ScratchDir::new("proxy");
+        let config_path = dir.path().join("proxy.toml");
+        std::fs::write(&config_path, config).expect("write config");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+            .args(["--log-format", "json", "--config"])
+            .arg(&config_path)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ahp-proxy");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                    if event["fields"]["message"] == "AHP endpoint listening" {
+                        if let Some(addr) = event["fields"]["addr"].as_str() {
+                            let _ = addr_tx.send(addr.to_string());
+                        }
+                    }
+                }
+                sink.lock().expect("log lock").push(line);
+            }
+        });
+        let addr: SocketAddr = match addr_rx.recv_timeout(PATIENCE) {
+            Ok(addr) => addr.parse().expect("listen address"),
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "proxy did not report its address; stderr:\n{}",
+                    logs.lock().expect("log lock").join("\n")
+                );
+            }
+        };
+        Self {
+            child,
+            url: format!("ws://{addr}"),
+            addr,
+            logs,
+            _dir: dir,
+        }
+    }
+
+    /// Everything the proxy wrote to stderr so far.
+    pub fn logs(&self) -> String {
+        self.logs.lock().expect("log lock").join("\n")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Send SIGTERM and wait for the exit status.
+    pub fn terminate(mut self) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "proxy did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An official `ahp` client connected over the official `ahp-ws` transport.
+pub async fn client(proxy: &Proxy) -> Client {
+    let transport = ahp_ws::WebSocketTransport::connect(&proxy.url)
+        .await
+        .expect("connect with ahp-ws");
+    Client::connect(transport, ClientConfig::default())
+        .await
+        .expect("ahp client")
+}
+
+/// Next action envelope on a subscription (skipping other notifications).
+pub async fn next_action(sub: &mut SessionSubscription) -> ActionEnvelope {
+    loop {
+        let event = tokio::time::timeout(PATIENCE, sub.recv())
+            .await
+            .expect("an event within the patience window")
+            .expect("subscription open");
+        if let SubscriptionEvent::Action(envelope) = event {
+            return envelope;
+        }
+    }
+}
+
+/// A raw WebSocket client, for frames the official client would never send.
+pub struct Raw {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    next_id: u64,
+    /// Notifications received while waiting for responses.
+    pub notifications: Vec<Value>,
+}
+
+/// How a raw connection ended.
+#[derive(Debug)]
+pub enum Ending {
+    Closed(Option<CloseFrame>),
+    Dropped,
+}
+
+impl Raw {
+    pub async fn connect(proxy: &Proxy) -> Self {
+        let (ws, _) = tokio_tungstenite::connect_async(proxy.url.as_str())
+            .await
+            .expect("raw websocket connect");
+        Self {
+            ws,
+            next_id: 1,
+            notifications: Vec::new(),
+        }
+    }
+
+    pub async fn send_text(&mut self, text: impl Into<String>) {
+        self.ws
+            .send(Message::Text(text.into().into()))
+            .await
+            .expect("send text frame");
+    }
+
+    pub async fn send_binary(&mut self, bytes: Vec<u8>) {
+        self.ws
+            .send(Message::Binary(bytes.into()))
+            .await
+            .expect("send binary frame");
+    }
+
+    /// Next JSON text frame.
+    pub async fn recv(&mut self) -> Value {
+        loop {
+            let message = tokio::time::timeout(PATIENCE, self.ws.next())
+                .await
+                .expect("a frame within the patience window")
+                .expect("connection open")
+                .expect("valid frame");
+            match message {
+                Message::Text(text) => {
+                    return serde_json::from_str(text.as_str()).expect("JSON frame")
+                }
+                Message::Close(frame) => panic!("connection closed: {frame:?}"),
+                _ => continue,
+            }
+        }
+    }
+
+    /// Next frame that is a response (has an `id` and no `method`).
+    pub async fn response(&mut self) -> Value {
+        loop {
+            let frame = self.recv().await;
+            if frame.get("method").is_none() {
+                return frame;
+            }
+            self.notifications.push(frame);
+        }
+    }
+
+    /// Send a request with the next integer id and wait for its response.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send_text(
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        )
+        .await;
+        let response = self.response().await;
+        assert_eq!(
+            response["id"],
+            json!(id),
+            "response out of order: {response}"
+        );
+        response
+    }
+
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send_text(json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string())
+            .await;
+    }
+
+    /// `initialize` as `client_id` with the given subscriptions; returns the result.
+    pub async fn initialize(&mut self, client_id: &str, subscriptions: &[&str]) -> Value {
+        let response = self
+            .request(
+                "initialize",
+                json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": client_id, "initialSubscriptions": subscriptions}),
+            )
+            .await;
+        assert!(
+            response.get("result").is_some(),
+            "initialize failed: {response}"
+        );
+        response["result"].clone()
+    }
+
+    /// Read until the server closes the connection (skipping data frames).
+    pub async fn ending(&mut self) -> Ending {
+        loop {
+            match tokio::time::timeout(PATIENCE, self.ws.next())
+                .await
+                .expect("the connection ends within the patience window")
+            {
+                Some(Ok(Message::Close(frame))) => return Ending::Closed(frame),
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return Ending::Dropped,
+            }
+        }
+    }
+
+    /// Count text frames until the connection ends.
+    pub async fn drain_until_end(&mut self) -> (usize, Ending) {
+        let mut frames = 0;
+        loop {
+            match tokio::time::timeout(PATIENCE, self.ws.next())
+                .await
+                .expect("the connection ends within the patience window")
+            {
+                Some(Ok(Message::Text(_))) => frames += 1,
+                Some(Ok(Message::Close(frame))) => return (frames, Ending::Closed(frame)),
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return (frames, Ending::Dropped),
+            }
+        }
+    }
+}
+
+/// Error code of a JSON-RPC error response.
+pub fn error_code(response: &Value) -> i64 {
+    response["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected an error response, got {response}"))
+}
