@@ -14,7 +14,9 @@ use ahp_types::state::{
     CustomizationEnablement, RootState, SessionLifecycle, SessionState, SnapshotState,
 };
 use ahp_types::ROOT_RESOURCE_URI;
-use common::{client, error_code, next_action, Ending, Proxy, Raw, DEFAULT_SESSION};
+use common::{
+    client, error_code, initialized_client, next_action, Ending, Proxy, Raw, DEFAULT_SESSION,
+};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -196,10 +198,7 @@ async fn an_action_from_one_client_reaches_both_with_one_server_seq_and_mirrors_
     }
 
     // A third connection's fresh snapshot is the host's state.
-    let c = client(&proxy).await;
-    c.initialize("c".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("init c");
+    let c = initialized_client(&proxy, "c").await;
     let (host_view, _) = c.subscribe(DEFAULT_SESSION.into()).await.expect("sub c");
     let host_session = session_state(host_view.snapshot.expect("snapshot").state);
     assert_eq!(host_session.title, "Renamed");
@@ -294,10 +293,7 @@ async fn reconnect_replays_exactly_the_missed_actions() {
     a.shutdown().await;
     drop(a);
 
-    let b = client(&proxy).await;
-    b.initialize("b".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("init b");
+    let b = initialized_client(&proxy, "b").await;
     let (_, mut sub_b) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
     for n in 0..3 {
         b.dispatch(DEFAULT_SESSION.into(), title(&format!("t{n}")))
@@ -347,10 +343,7 @@ async fn reconnect_past_the_replay_log_falls_back_to_snapshots() {
         .expect("init");
     a.shutdown().await;
 
-    let b = client(&proxy).await;
-    b.initialize("b".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("init b");
+    let b = initialized_client(&proxy, "b").await;
     let (_, mut sub_b) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
     for n in 0..5 {
         b.dispatch(DEFAULT_SESSION.into(), title(&format!("t{n}")))
@@ -674,10 +667,7 @@ async fn a_stalled_client_is_disconnected_and_the_others_get_everything() {
     let proxy = Proxy::start(&format!("{CONFIG}\n[limits]\nclient_queue = 8\n"));
     let mut stalled = Raw::connect(&proxy).await;
     stalled.initialize("stalled", &[DEFAULT_SESSION]).await;
-    let busy = client(&proxy).await;
-    busy.initialize("busy".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("init");
+    let busy = initialized_client(&proxy, "busy").await;
     let (_, mut sub) = busy
         .subscribe(DEFAULT_SESSION.into())
         .await
@@ -725,14 +715,8 @@ async fn sigterm_closes_clients_and_exits_zero() {
 #[tokio::test]
 async fn leaving_a_session_removes_the_client_from_active_clients() {
     let proxy = Proxy::start(CONFIG);
-    let a = client(&proxy).await;
-    a.initialize("a".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("init");
-    let b = client(&proxy).await;
-    b.initialize("b".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("init");
+    let a = initialized_client(&proxy, "a").await;
+    let b = initialized_client(&proxy, "b").await;
     let (_, mut watch) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
     let (_, _sub) = a.subscribe(DEFAULT_SESSION.into()).await.expect("sub a");
     let set: StateAction = serde_json::from_value(json!({

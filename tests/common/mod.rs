@@ -159,6 +159,17 @@ pub async fn client(proxy: &Proxy) -> Client {
         .expect("ahp client")
 }
 
+/// An official client that has completed `initialize` as `client_id` (version 1.0.0, no
+/// initial subscriptions).
+pub async fn initialized_client(proxy: &Proxy, client_id: &str) -> Client {
+    let client = client(proxy).await;
+    client
+        .initialize(client_id.into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("initialize");
+    client
+}
+
 /// Next action envelope on a subscription (skipping other notifications).
 pub async fn next_action(sub: &mut SessionSubscription) -> ActionEnvelope {
     loop {
