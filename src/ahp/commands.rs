@@ -49,11 +49,8 @@ pub enum After {
 enum Phase {
     /// Only `initialize`, `reconnect` and `ping` are served.
     Handshake,
-    /// Initialized (or reconnected) as `client_id`.
-    Ready {
-        client_id: String,
-        record: ClientRecord,
-    },
+    /// Initialized (or reconnected) as `client_id`; the host keeps its negotiated record.
+    Ready { client_id: String },
 }
 
 /// The protocol side of one connection.
@@ -77,14 +74,6 @@ impl Connection {
     pub fn client_id(&self) -> Option<&str> {
         match &self.phase {
             Phase::Ready { client_id, .. } => Some(client_id),
-            Phase::Handshake => None,
-        }
-    }
-
-    /// The negotiated record (version, capabilities), once initialized.
-    pub fn record(&self) -> Option<&ClientRecord> {
-        match &self.phase {
-            Phase::Ready { record, .. } => Some(record),
             Phase::Handshake => None,
         }
     }
@@ -202,12 +191,11 @@ impl Connection {
             self.id,
             id,
             &params.client_id,
-            record.clone(),
+            record,
             params.initial_subscriptions.as_deref().unwrap_or(&[]),
         );
         self.phase = Phase::Ready {
             client_id: params.client_id,
-            record,
         };
         After::Continue
     }
@@ -216,7 +204,7 @@ impl Connection {
         let params: ReconnectParams = decode_params("reconnect", params)?;
         on_root(&params.channel)?;
         non_empty_client_id(&params.client_id)?;
-        let record = self.host.reconnect(
+        self.host.reconnect(
             self.id,
             id,
             &params.client_id,
@@ -226,7 +214,6 @@ impl Connection {
         tracing::info!(conn = self.id, client = %params.client_id, last_seen = params.last_seen_server_seq, "client reconnected");
         self.phase = Phase::Ready {
             client_id: params.client_id,
-            record,
         };
         Ok(())
     }

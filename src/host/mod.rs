@@ -138,11 +138,6 @@ impl Host {
         self.core().fanout.send(id, frame);
     }
 
-    /// The current `serverSeq`.
-    pub fn server_seq(&self) -> u64 {
-        self.core().store.seq()
-    }
-
     /// A snapshot of any state-bearing channel.
     pub fn snapshot(&self, uri: &str) -> Option<Snapshot> {
         self.core().store.snapshot(uri)
@@ -186,8 +181,8 @@ impl Host {
     }
 
     /// Handle `reconnect`: replay what the client missed on its subscriptions, or send fresh
-    /// snapshots when the gap is older than the replay log. Returns the remembered client
-    /// record so the connection continues with the negotiated version.
+    /// snapshots when the gap is older than the replay log. The client keeps the protocol
+    /// version and capabilities it negotiated at `initialize` (remembered here).
     pub fn reconnect(
         &self,
         id: ConnId,
@@ -195,18 +190,18 @@ impl Host {
         client_id: &str,
         last_seen_server_seq: i64,
         subscriptions: &[String],
-    ) -> Result<ClientRecord, RpcError> {
+    ) -> Result<(), RpcError> {
         let last_seen = u64::try_from(last_seen_server_seq).map_err(|_| {
             RpcError::invalid_params("lastSeenServerSeq must be a non-negative integer")
         })?;
         let mut core = self.core();
         let core = &mut *core;
-        let record = core.clients.get(client_id).cloned().ok_or_else(|| {
-            RpcError::new(
+        if !core.clients.contains_key(client_id) {
+            return Err(RpcError::new(
                 ahp_codes::NOT_FOUND,
                 format!("unknown clientId {client_id:?}: send initialize instead"),
-            )
-        })?;
+            ));
+        }
         core.fanout.set_client(id, client_id);
         let (live, missing): (Vec<&String>, Vec<&String>) = subscriptions
             .iter()
@@ -228,7 +223,7 @@ impl Host {
             core.fanout.subscribe(id, uri);
         }
         core.fanout.send(id, jsonrpc::success(request_id, &result));
-        Ok(record)
+        Ok(())
     }
 
     /// Handle `subscribe` for a state-bearing channel.

@@ -270,6 +270,18 @@ impl Raw {
         response
     }
 
+    /// `ping`, asserting the spec's `"result": null` answer.
+    pub async fn ping(&mut self) {
+        let pong = self
+            .request("ping", json!({"channel": "ahp-root://"}))
+            .await;
+        assert_eq!(
+            pong.get("result"),
+            Some(&Value::Null),
+            "ping answers null: {pong}"
+        );
+    }
+
     pub async fn notify(&mut self, method: &str, params: Value) {
         self.send_text(json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string())
             .await;
