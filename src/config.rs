@@ -10,6 +10,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use ahp_types::state::{TextPosition, TextRange};
+
+use crate::discovery::components::Kind;
+use crate::discovery::directory::DirectorySpec;
 use crate::line_index::LineIndex;
 
 /// Default AHP WebSocket address.
@@ -32,6 +36,12 @@ pub struct Config {
     pub manifests: Vec<PathBuf>,
     /// MCP servers declared directly in `proxy.toml`, in name order.
     pub servers: Vec<ServerConfig>,
+    /// Watched folders of one kind of customization (`[[directories]]`).
+    pub directories: Vec<DirectorySpec>,
+    /// Where per-plugin data (`${PLUGIN_DATA}`) lives.
+    pub data_dir: PathBuf,
+    /// The config file itself, absolute (the `uri` of proxy.toml servers).
+    pub path: PathBuf,
 }
 
 /// `[ahp]`: where AHP clients connect.
@@ -72,6 +82,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// How long a disconnected client stays in a session's `activeClients` before removal.
     pub active_client_grace: Duration,
+    /// Quiet time after the last file-system event before a rescan.
+    pub watch_debounce: Duration,
 }
 
 impl Default for Limits {
@@ -82,6 +94,7 @@ impl Default for Limits {
             replay_log: 4096,
             max_connections: 256,
             active_client_grace: Duration::from_secs(30),
+            watch_debounce: Duration::from_millis(50),
         }
     }
 }
@@ -97,6 +110,8 @@ pub struct ServerConfig {
     pub transport: ServerTransport,
     /// Where it was declared, `file:line:col`.
     pub declared_at: String,
+    /// Zero-based UTF-16 range of its declaration, from the table name to its last value.
+    pub range: TextRange,
 }
 
 impl fmt::Debug for ServerConfig {
@@ -133,6 +148,12 @@ pub enum ServerTransport {
         /// Legacy HTTP+SSE transport instead of streamable HTTP.
         sse: bool,
     },
+}
+
+impl fmt::Debug for ServerTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ServerTransport({}, redacted)", self.kind())
+    }
 }
 
 impl ServerTransport {
@@ -195,6 +216,19 @@ struct RawConfig {
     limits: RawLimits,
     #[serde(default)]
     servers: BTreeMap<Spanned<String>, Spanned<RawServer>>,
+    #[serde(default)]
+    directories: Vec<Spanned<RawDirectory>>,
+    data_dir: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDirectory {
+    path: Spanned<String>,
+    contents: Spanned<String>,
+    name: Option<String>,
+    #[serde(default)]
+    writable: bool,
 }
 
 #[derive(Deserialize, Default)]
@@ -225,6 +259,7 @@ struct RawLimits {
     replay_log: Option<Spanned<i64>>,
     max_connections: Option<Spanned<i64>>,
     active_client_grace_secs: Option<Spanned<i64>>,
+    watch_debounce_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -304,6 +339,7 @@ impl Config {
         })?;
         let base = path
             .parent()
+            .filter(|p| !p.as_os_str().is_empty())
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
         let base = std::path::absolute(&base).unwrap_or(base);
@@ -406,6 +442,13 @@ impl Config {
                 86_400,
                 defaults.active_client_grace.as_secs() as usize,
             ) as u64),
+            watch_debounce: Duration::from_millis(checker.bounded(
+                "watch_debounce_ms",
+                raw.limits.watch_debounce_ms,
+                0,
+                10_000,
+                defaults.watch_debounce.as_millis() as usize,
+            ) as u64),
         };
 
         let resolve = |p: &str| -> PathBuf {
@@ -429,6 +472,47 @@ impl Config {
         };
         let plugin_roots = paths("plugin_roots", raw.plugin_roots);
         let manifests = paths("manifests", raw.manifests);
+        let mut directories = Vec::new();
+        for entry in raw.directories {
+            let at = entry.span().start;
+            let raw_dir = entry.into_inner();
+            let contents = match raw_dir.contents.get_ref().as_str() {
+                "skill" => Kind::Skill,
+                "command" => Kind::Command,
+                "agent" => Kind::Agent,
+                "rule" => Kind::Rule,
+                "prompt" => Kind::Prompt,
+                "hook" => Kind::Hook,
+                other => {
+                    checker.problem(
+                        raw_dir.contents.span().start,
+                        format!("directories.contents = {other:?}: expected skill, command, agent, rule, prompt or hook"),
+                    );
+                    continue;
+                }
+            };
+            if raw_dir.path.get_ref().trim().is_empty() {
+                checker.problem(at, "directories.path: empty path".to_string());
+                continue;
+            }
+            let path = resolve(raw_dir.path.get_ref());
+            let name = raw_dir.name.unwrap_or_else(|| {
+                path.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| raw_dir.path.get_ref().clone())
+            });
+            directories.push(DirectorySpec {
+                path,
+                name,
+                contents,
+                writable: raw_dir.writable,
+            });
+        }
+        let data_dir = match raw.data_dir {
+            Some(dir) => resolve(&dir),
+            None => default_data_dir(base),
+        };
+        let config_path = base.join(Path::new(file).file_name().unwrap_or("proxy.toml".as_ref()));
 
         let mut servers = Vec::new();
         for (name, server) in raw.servers {
@@ -454,12 +538,27 @@ impl Config {
                 plugin_roots,
                 manifests,
                 servers,
+                directories,
+                data_dir,
+                path: config_path,
             }),
             _ => Err(ConfigError {
                 problems: checker.problems,
             }),
         }
     }
+}
+
+/// `$XDG_DATA_HOME/ahp-proxy`, else `~/.local/share/ahp-proxy`, else `<config dir>/.ahp-proxy`.
+fn default_data_dir(base: &Path) -> PathBuf {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(xdg) = non_empty("XDG_DATA_HOME") {
+        return PathBuf::from(xdg).join("ahp-proxy");
+    }
+    if let Some(home) = non_empty("HOME") {
+        return PathBuf::from(home).join(".local/share/ahp-proxy");
+    }
+    base.join(".ahp-proxy")
 }
 
 /// Sort key for `file:line:col` so problems come out in file order.
@@ -491,6 +590,19 @@ fn check_server(
         );
     }
     let declared_at = checker.location(name_at);
+    let range = {
+        let point = |offset: usize| {
+            let p = checker.index.position(offset);
+            TextPosition {
+                line: i64::from(p.line),
+                character: i64::from(p.column_utf16),
+            }
+        };
+        TextRange {
+            start: point(name_at),
+            end: point(server.span().end),
+        }
+    };
     let at = server.span().start;
     let raw = server.into_inner();
     let kind = match &raw.kind {
@@ -587,6 +699,7 @@ fn check_server(
         enabled: raw.enabled,
         transport: transport?,
         declared_at,
+        range,
     })
 }
 

@@ -7,8 +7,12 @@
 #![forbid(unsafe_code)]
 
 pub mod ahp;
+pub mod catalog;
+pub mod check;
 pub mod config;
+pub mod discovery;
 pub mod host;
 pub mod jsonrpc;
 pub mod line_index;
 pub mod serve;
+pub mod watch;

@@ -23,7 +23,7 @@ impl Position {
 #[derive(Debug, Clone)]
 pub struct LineIndex<'a> {
     text: &'a str,
-    line_starts: Vec<usize>,
+    line_starts: std::borrow::Cow<'a, [usize]>,
 }
 
 impl<'a> LineIndex<'a> {
@@ -31,7 +31,23 @@ impl<'a> LineIndex<'a> {
     pub fn new(text: &'a str) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(at, _)| at + 1));
-        Self { text, line_starts }
+        Self {
+            text,
+            line_starts: line_starts.into(),
+        }
+    }
+
+    /// Reuse line starts computed earlier by [`LineIndex::line_starts`] for the same text.
+    pub fn with_line_starts(text: &'a str, line_starts: &'a [usize]) -> Self {
+        Self {
+            text,
+            line_starts: line_starts.into(),
+        }
+    }
+
+    /// Byte offsets where each line starts (the first is always 0).
+    pub fn line_starts(&self) -> &[usize] {
+        &self.line_starts
     }
 
     /// Position of the byte `offset`. Offsets past the end, or inside a multi-byte character,

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
+use ahp_proxy::catalog::Catalog;
 use ahp_proxy::config::Config;
+use ahp_proxy::discovery::Context;
 
 #[derive(Parser)]
 #[command(
@@ -34,8 +36,13 @@ enum Command {
         #[arg(long)]
         listen: Option<SocketAddr>,
     },
-    /// Validate the configuration and print what would be served.
-    Check,
+    /// Validate the configuration, scan every plugin and manifest, and print the tree an AHP
+    /// client would see with every problem found. Exit 1 when something is in error.
+    Check {
+        /// Print JSON (`{customizations, problems}`) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -66,39 +73,39 @@ fn main() -> ExitCode {
         }
     };
     match cli.command.unwrap_or(Command::Serve { listen: None }) {
-        Command::Check => check(&config),
+        Command::Check { json } => check(&config, json),
         Command::Serve { listen } => serve(config, listen),
     }
 }
 
-fn check(config: &Config) -> ExitCode {
-    println!("AHP endpoint   ws://{}", config.ahp.listen);
-    println!(
-        "agent          {} ({})",
-        config.agent.display_name, config.agent.provider
-    );
-    println!("session        {}", config.session.title);
-    for root in &config.plugin_roots {
-        println!("plugin root    {}", root.display());
-    }
-    for manifest in &config.manifests {
-        println!("manifest       {}", manifest.display());
-    }
-    for server in &config.servers {
-        let state = if server.enabled {
-            "enabled"
-        } else {
-            "disabled"
-        };
+fn check(config: &Config, json: bool) -> ExitCode {
+    let ctx = Context::from_process(config.data_dir.clone());
+    let catalog = Catalog::scan(ahp_proxy::serve::sources(config), &ctx);
+    if json {
+        println!("{}", ahp_proxy::check::render_json(&catalog));
+    } else {
+        println!("AHP endpoint   ws://{}", config.ahp.listen);
         println!(
-            "server         {} ({}, {state}) declared at {}",
-            server.name,
-            server.transport.kind(),
-            server.declared_at
+            "agent          {} ({})",
+            config.agent.display_name, config.agent.provider
         );
+        println!("session        {}", config.session.title);
+        for root in &config.plugin_roots {
+            println!("plugin root    {}", root.display());
+        }
+        for manifest in &config.manifests {
+            println!("manifest       {}", manifest.display());
+        }
+        for dir in &config.directories {
+            println!("directory      {}", dir.path.display());
+        }
+        print!("{}", ahp_proxy::check::render_text(&catalog));
     }
-    println!("ok");
-    ExitCode::SUCCESS
+    if ahp_proxy::check::has_errors(&catalog) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn serve(mut config: Config, listen: Option<SocketAddr>) -> ExitCode {

@@ -5,13 +5,35 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use ahp_types::actions::SessionCustomizationsChangedAction;
+use ahp_types::StateAction;
+
 use crate::ahp::listener;
+use crate::catalog::{Catalog, Sources};
 use crate::config::Config;
+use crate::discovery::configured::Configured;
+use crate::discovery::Context;
 use crate::host::Host;
+use crate::watch;
 
 /// Run the proxy on `config` until Ctrl-C / SIGTERM. Errors are start-up failures.
 pub async fn run(config: Config) -> Result<(), String> {
     let host = Arc::new(Host::new(&config));
+    let ctx = Context::from_process(config.data_dir.clone());
+    let catalog = Catalog::scan(sources(&config), &ctx);
+    let customizations = catalog.customizations();
+    tracing::info!(
+        customizations = customizations.len(),
+        servers = catalog.servers().count(),
+        problems = catalog.problems().count(),
+        "discovery finished"
+    );
+    for problem in catalog.problems() {
+        tracing::warn!(%problem, "discovery problem");
+    }
+    host.emit_to_sessions(&StateAction::SessionCustomizationsChanged(
+        SessionCustomizationsChangedAction { customizations },
+    ));
     let tcp = listener::bind(config.ahp.listen).await?;
     let addr = tcp
         .local_addr()
@@ -22,6 +44,13 @@ pub async fn run(config: Config) -> Result<(), String> {
     tracing::info!(addr = %addr, url = %format!("ws://{addr}"), "AHP endpoint listening");
 
     let shutdown = CancellationToken::new();
+    let watcher = watch::spawn(
+        catalog,
+        ctx,
+        host.clone(),
+        config.limits.watch_debounce,
+        shutdown.clone(),
+    )?;
     let server = tokio::spawn(listener::serve(
         tcp,
         host,
@@ -32,8 +61,22 @@ pub async fn run(config: Config) -> Result<(), String> {
     tracing::info!("shutting down");
     shutdown.cancel();
     let _ = server.await;
+    let _ = watcher.await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What proxy.toml asks discovery to look at.
+pub fn sources(config: &Config) -> Sources {
+    Sources {
+        plugin_roots: config.plugin_roots.clone(),
+        manifests: config.manifests.clone(),
+        directories: config.directories.clone(),
+        configured: (!config.servers.is_empty()).then(|| Configured {
+            file: config.path.clone(),
+            servers: config.servers.clone(),
+        }),
+    }
 }
 
 async fn wait_for_signal() {

@@ -302,6 +302,24 @@ impl Host {
         Ok(seq)
     }
 
+    /// Commit a host-originated session action to every session (customization changes
+    /// apply to all of them). Returns how many sessions took it.
+    pub fn emit_to_sessions(&self, action: &StateAction) -> usize {
+        let mut core = self.core();
+        let uris: Vec<String> = core.store.session_uris().map(str::to_string).collect();
+        let mut applied = 0;
+        for uri in uris {
+            match core.store.commit(&uri, action.clone(), None) {
+                Ok(commit) => {
+                    core.publish(commit);
+                    applied += 1;
+                }
+                Err(error) => tracing::warn!(session = %uri, ?error, "host action not applied"),
+            }
+        }
+        applied
+    }
+
     /// Handle `listSessions`: most recently modified first, paged by an opaque offset cursor.
     pub fn list_sessions(
         &self,

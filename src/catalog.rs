@@ -1,0 +1,318 @@
+//! The desired picture: every configured source scanned into units (one plugin folder, one
+//! manifest, one directory), flattened into the session's customization list, and re-diffed
+//! per unit so a change on disk becomes only the AHP actions it needs. Pure; no watching.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use ahp_types::actions::{SessionCustomizationRemovedAction, SessionCustomizationUpdatedAction};
+use ahp_types::state::Customization;
+use ahp_types::StateAction;
+
+use crate::discovery::directory::{self, DirectorySpec};
+use crate::discovery::{configured, manifest, plugin, Context, DeclaredServer, Problem, Scan};
+
+/// What proxy.toml says to look at.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Folders of plugins, or single plugin folders.
+    pub plugin_roots: Vec<PathBuf>,
+    /// Manifest files.
+    pub manifests: Vec<PathBuf>,
+    /// Watched directories.
+    pub directories: Vec<DirectorySpec>,
+    /// Servers declared in proxy.toml itself (never rescanned: the config is read once).
+    pub configured: Option<configured::Configured>,
+}
+
+/// The smallest thing that is rescanned on its own.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Unit {
+    /// proxy.toml's `[servers]`.
+    Configured,
+    /// One plugin folder found under plugin root number `root`.
+    Plugin { root: usize, dir: PathBuf },
+    /// Manifest number `index`.
+    Manifest { index: usize, path: PathBuf },
+    /// Directory number `index`.
+    Directory { index: usize },
+}
+
+/// What to rescan after a batch of file-system events.
+#[derive(Debug, Default, PartialEq)]
+pub struct Dirty {
+    /// Units whose files changed.
+    pub units: BTreeSet<Unit>,
+    /// Plugin roots whose set of plugin folders may have changed.
+    pub roots: BTreeSet<usize>,
+}
+
+impl Dirty {
+    /// Nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.units.is_empty() && self.roots.is_empty()
+    }
+
+    /// Everything `other` marks, too.
+    pub fn merge(&mut self, other: Dirty) {
+        self.units.extend(other.units);
+        self.roots.extend(other.roots);
+    }
+}
+
+/// Every unit's latest scan, in a stable order.
+pub struct Catalog {
+    sources: Sources,
+    units: Vec<(Unit, Scan)>,
+    root_problems: Vec<(usize, Problem)>,
+}
+
+impl Catalog {
+    /// Scan everything.
+    pub fn scan(sources: Sources, ctx: &Context) -> Self {
+        let mut catalog = Self {
+            sources,
+            units: Vec::new(),
+            root_problems: Vec::new(),
+        };
+        if let Some(configured) = &catalog.sources.configured {
+            catalog.units.push((
+                Unit::Configured,
+                configured::scan_configured(configured, ctx),
+            ));
+        }
+        for index in 0..catalog.sources.plugin_roots.len() {
+            catalog.rescan_root(index, &BTreeSet::new(), ctx);
+        }
+        for (index, path) in catalog.sources.manifests.iter().enumerate() {
+            let unit = Unit::Manifest {
+                index,
+                path: path.clone(),
+            };
+            catalog
+                .units
+                .push((unit, manifest::scan_manifest(path, ctx)));
+        }
+        for (index, spec) in catalog.sources.directories.iter().enumerate() {
+            catalog
+                .units
+                .push((Unit::Directory { index }, directory::scan_directory(spec)));
+        }
+        catalog.units.sort_by(|a, b| a.0.cmp(&b.0));
+        catalog
+    }
+
+    /// The session's customization list: every unit's customizations in order; when two
+    /// units produce the same id, the first one wins.
+    pub fn customizations(&self) -> Vec<Customization> {
+        self.flattened().into_iter().cloned().collect()
+    }
+
+    fn flattened(&self) -> Vec<&Customization> {
+        let mut seen = HashSet::new();
+        self.units
+            .iter()
+            .flat_map(|(_, scan)| &scan.customizations)
+            .filter(|c| id_of(c).is_some_and(|id| seen.insert(id)))
+            .collect()
+    }
+
+    /// Every declared server, in catalog order.
+    pub fn servers(&self) -> impl Iterator<Item = &DeclaredServer> {
+        self.units.iter().flat_map(|(_, scan)| &scan.servers)
+    }
+
+    /// Every problem: unreadable roots first, then each unit's.
+    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
+        self.root_problems
+            .iter()
+            .map(|(_, p)| p)
+            .chain(self.units.iter().flat_map(|(_, scan)| &scan.problems))
+    }
+
+    /// Paths to watch: `(path, recursive)`. Manifest files are watched through their
+    /// folder (editors replace files by renaming).
+    pub fn watch_targets(&self) -> Vec<(PathBuf, bool)> {
+        let mut out: Vec<(PathBuf, bool)> = Vec::new();
+        for root in &self.sources.plugin_roots {
+            out.push((root.clone(), true));
+        }
+        for path in &self.sources.manifests {
+            if let Some(parent) = path.parent() {
+                out.push((parent.to_path_buf(), false));
+            }
+        }
+        for spec in &self.sources.directories {
+            out.push((spec.path.clone(), true));
+        }
+        for (unit, scan) in &self.units {
+            if let Unit::Manifest { .. } = unit {
+                for extra in scan.watched.iter().skip(1) {
+                    out.push((extra.clone(), true));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Every unit and root: what to rescan when events were lost.
+    pub fn everything(&self) -> Dirty {
+        Dirty {
+            units: self.units.iter().map(|(u, _)| u.clone()).collect(),
+            roots: (0..self.sources.plugin_roots.len()).collect(),
+        }
+    }
+
+    /// Which units and roots a change to `path` may affect.
+    pub fn dirty_for(&self, path: &Path) -> Dirty {
+        let mut dirty = Dirty::default();
+        for (unit, scan) in &self.units {
+            if scan.watched.iter().any(|w| path.starts_with(w)) {
+                dirty.units.insert(unit.clone());
+            }
+        }
+        for (index, root) in self.sources.plugin_roots.iter().enumerate() {
+            let Ok(relative) = path.strip_prefix(root) else {
+                continue;
+            };
+            let first = relative.components().next();
+            let known = first.is_some_and(|first| {
+                let dir = root.join(first);
+                self.units
+                    .iter()
+                    .any(|(u, _)| matches!(u, Unit::Plugin { dir: d, .. } if *d == dir))
+            });
+            let marker = first.is_some_and(|f| plugin::is_marker(&f.as_os_str().to_string_lossy()));
+            if first.is_none() || marker || !known {
+                dirty.roots.insert(index);
+            }
+        }
+        dirty
+    }
+
+    /// Rescan what `dirty` names and return the actions that turn the old customization list
+    /// into the new one: `customizationUpdated` per changed or new container,
+    /// `customizationRemoved` per vanished one, nothing for unchanged ones.
+    pub fn rescan(&mut self, dirty: &Dirty, ctx: &Context) -> Vec<StateAction> {
+        let before: HashMap<String, Customization> = self
+            .flattened()
+            .into_iter()
+            .filter_map(|c| Some((id_of(c)?.to_string(), c.clone())))
+            .collect();
+        let mut roots = dirty.roots.clone();
+        for unit in &dirty.units {
+            if let Unit::Plugin { root, dir } = unit {
+                if !plugin::looks_like_plugin(dir) {
+                    roots.insert(*root);
+                }
+            }
+        }
+        for &root in &roots {
+            self.rescan_root(root, &dirty.units, ctx);
+        }
+        for (unit, scan) in &mut self.units {
+            if !dirty.units.contains(unit) {
+                continue;
+            }
+            if let Unit::Plugin { root, .. } = unit {
+                if roots.contains(root) {
+                    continue; // rescanned with its root
+                }
+            }
+            *scan = scan_unit(unit, &self.sources, ctx);
+        }
+        self.units.sort_by(|a, b| a.0.cmp(&b.0));
+        let after = self.flattened();
+        let mut actions = Vec::new();
+        let mut present = HashSet::new();
+        for c in &after {
+            let Some(id) = id_of(c) else { continue };
+            present.insert(id);
+            if before.get(id) != Some(*c) {
+                actions.push(StateAction::SessionCustomizationUpdated(Box::new(
+                    SessionCustomizationUpdatedAction {
+                        customization: (*c).clone(),
+                    },
+                )));
+            }
+        }
+        let mut removed: Vec<&String> = before
+            .keys()
+            .filter(|id| !present.contains(id.as_str()))
+            .collect();
+        removed.sort();
+        for id in removed {
+            actions.push(StateAction::SessionCustomizationRemoved(
+                SessionCustomizationRemovedAction { id: id.clone() },
+            ));
+        }
+        actions
+    }
+
+    /// Re-derive the plugin folders of root `index`; rescan new ones and those in `dirty`.
+    fn rescan_root(&mut self, index: usize, dirty: &BTreeSet<Unit>, ctx: &Context) {
+        let root = self.sources.plugin_roots[index].clone();
+        self.root_problems.retain(|(i, _)| *i != index);
+        let folders = match plugin::plugin_folders(&root) {
+            Ok(folders) => folders,
+            Err(message) => {
+                self.root_problems.push((
+                    index,
+                    Problem {
+                        location: root.display().to_string(),
+                        message: message
+                            .split_once(": ")
+                            .map_or(message.clone(), |(_, m)| m.to_string()),
+                    },
+                ));
+                Vec::new()
+            }
+        };
+        let mut old: HashMap<PathBuf, Scan> = HashMap::new();
+        let mut kept = Vec::with_capacity(self.units.len());
+        for (unit, scan) in self.units.drain(..) {
+            match unit {
+                Unit::Plugin { root: r, dir } if r == index => {
+                    old.insert(dir, scan);
+                }
+                other => kept.push((other, scan)),
+            }
+        }
+        self.units = kept;
+        for dir in folders {
+            let unit = Unit::Plugin {
+                root: index,
+                dir: dir.clone(),
+            };
+            let scan = match old.remove(&dir) {
+                Some(scan) if !dirty.contains(&unit) => scan,
+                _ => plugin::scan_plugin(&dir, ctx),
+            };
+            self.units.push((unit, scan));
+        }
+    }
+}
+
+fn scan_unit(unit: &Unit, sources: &Sources, ctx: &Context) -> Scan {
+    match unit {
+        Unit::Configured => match &sources.configured {
+            Some(configured) => configured::scan_configured(configured, ctx),
+            None => Scan::default(),
+        },
+        Unit::Plugin { dir, .. } => plugin::scan_plugin(dir, ctx),
+        Unit::Manifest { path, .. } => manifest::scan_manifest(path, ctx),
+        Unit::Directory { index } => directory::scan_directory(&sources.directories[*index]),
+    }
+}
+
+/// The id of a top-level customization (`None` for kinds this version does not know).
+pub fn id_of(c: &Customization) -> Option<&str> {
+    match c {
+        Customization::Plugin(p) => Some(&p.id),
+        Customization::Directory(d) => Some(&d.id),
+        Customization::McpServer(m) => Some(&m.id),
+        Customization::Unknown(_) => None,
+    }
+}

@@ -1,0 +1,151 @@
+//! `ahp-proxy check`: renders the customization tree a client would see, with load states,
+//! server states and every problem, as text or JSON. Pure: catalog in, text out.
+
+use ahp_types::state::{
+    ChildCustomization, Customization, CustomizationLoadState, McpServerState, TextRange,
+};
+use serde_json::json;
+
+use crate::catalog::Catalog;
+
+/// Whether anything is in `error`: a container that could not load, or a server whose
+/// declaration cannot be launched.
+pub fn has_errors(catalog: &Catalog) -> bool {
+    catalog.customizations().iter().any(|c| match c {
+        Customization::Plugin(p) => {
+            matches!(p.load, Some(CustomizationLoadState::Error(_)))
+                || p.children.iter().flatten().any(child_in_error)
+        }
+        Customization::Directory(d) => matches!(d.load, Some(CustomizationLoadState::Error(_))),
+        Customization::McpServer(m) => matches!(m.state, McpServerState::Error(_)),
+        Customization::Unknown(_) => false,
+    })
+}
+
+fn child_in_error(child: &ChildCustomization) -> bool {
+    matches!(child, ChildCustomization::McpServer(m) if matches!(m.state, McpServerState::Error(_)))
+}
+
+/// The tree as JSON: `{customizations, problems}` (customizations exactly as AHP sends them).
+pub fn render_json(catalog: &Catalog) -> String {
+    let problems: Vec<_> = catalog
+        .problems()
+        .map(|p| json!({ "location": p.location, "message": p.message }))
+        .collect();
+    let value = json!({
+        "customizations": catalog.customizations(),
+        "problems": problems,
+    });
+    serde_json::to_string_pretty(&value).unwrap_or_default()
+}
+
+/// The tree as indented text, one customization per line, problems at the end.
+pub fn render_text(catalog: &Catalog) -> String {
+    let mut out = String::new();
+    let list = catalog.customizations();
+    out.push_str(&format!("customizations ({})\n", list.len()));
+    for c in &list {
+        match c {
+            Customization::Plugin(p) => {
+                let version = p
+                    .version
+                    .as_deref()
+                    .map(|v| format!(" {v}"))
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "  plugin {}{version}  [{}]  {}{}\n",
+                    p.name,
+                    load_label(p.load.as_ref()),
+                    p.uri,
+                    range_label(p.range.as_ref())
+                ));
+                for child in p.children.iter().flatten() {
+                    out.push_str(&format!("    {}\n", child_line(child)));
+                }
+            }
+            Customization::Directory(d) => {
+                let writable = if d.writable { ", writable" } else { "" };
+                out.push_str(&format!(
+                    "  directory {}  [{}{writable}]  {}\n",
+                    d.name,
+                    load_label(d.load.as_ref()),
+                    d.uri
+                ));
+                for child in d.children.iter().flatten() {
+                    out.push_str(&format!("    {}\n", child_line(child)));
+                }
+            }
+            Customization::McpServer(m) => out.push_str(&format!(
+                "  mcpServer {}  [{}]  {}{}\n",
+                m.name,
+                state_label(&m.state),
+                m.uri,
+                range_label(m.range.as_ref())
+            )),
+            Customization::Unknown(_) => {}
+        }
+    }
+    let problems: Vec<_> = catalog.problems().collect();
+    out.push_str(&format!("problems ({})\n", problems.len()));
+    for problem in problems {
+        out.push_str(&format!("  {problem}\n"));
+    }
+    out
+}
+
+fn child_line(child: &ChildCustomization) -> String {
+    let value = serde_json::to_value(child).unwrap_or_default();
+    let kind = value["type"].as_str().unwrap_or("?");
+    let name = value["name"].as_str().unwrap_or("?");
+    match child {
+        ChildCustomization::McpServer(m) => format!(
+            "mcpServer {name}  [{}]{}",
+            state_label(&m.state),
+            range_label(m.range.as_ref())
+        ),
+        _ => format!(
+            "{kind} {name}{}",
+            range_label(
+                value
+                    .get("range")
+                    .and_then(|r| serde_json::from_value(r.clone()).ok())
+                    .as_ref()
+            )
+        ),
+    }
+}
+
+fn load_label(load: Option<&CustomizationLoadState>) -> &'static str {
+    match load {
+        None => "unknown",
+        Some(CustomizationLoadState::Loading(_)) => "loading",
+        Some(CustomizationLoadState::Loaded(_)) => "loaded",
+        Some(CustomizationLoadState::Degraded(_)) => "degraded",
+        Some(CustomizationLoadState::Error(_)) => "error",
+    }
+}
+
+fn state_label(state: &McpServerState) -> String {
+    match state {
+        McpServerState::Starting(_) => "starting".into(),
+        McpServerState::Ready(_) => "ready".into(),
+        McpServerState::AuthRequired(_) => "authRequired".into(),
+        McpServerState::Error(e) => format!("error: {}", e.error.message),
+        McpServerState::Stopped(_) => "stopped".into(),
+        McpServerState::Unknown(_) => "unknown".into(),
+    }
+}
+
+/// ` @ 9:5-14:6` (1-based, for people) or nothing.
+fn range_label(range: Option<&TextRange>) -> String {
+    match range {
+        None => String::new(),
+        Some(r) => format!(
+            " @ {}:{}-{}:{}",
+            r.start.line + 1,
+            r.start.character + 1,
+            r.end.line + 1,
+            r.end.character + 1
+        ),
+    }
+}

@@ -1,0 +1,121 @@
+//! Servers declared in proxy.toml itself: bare top-level `mcpServer` customizations whose
+//! `uri` is the config file and whose `range` spans their `[servers.<name>]` table.
+
+use std::path::PathBuf;
+
+use ahp_types::state::{
+    Customization, ErrorInfo, McpServerCustomization, McpServerErrorState, McpServerStartingState,
+    McpServerState, McpServerStoppedState, TextRange,
+};
+
+use super::expand::{expand, Vars};
+use super::{DeclaredServer, Launch, Scan};
+use crate::config::ServerConfig;
+
+/// proxy.toml's servers and where the file is.
+#[derive(Debug, Clone)]
+pub struct Configured {
+    /// The config file, absolute.
+    pub file: PathBuf,
+    /// Its `[servers.*]`.
+    pub servers: Vec<ServerConfig>,
+}
+
+/// Expand and project proxy.toml's servers.
+pub fn scan_configured(configured: &Configured, ctx: &super::Context) -> Scan {
+    let uri = super::uri::file_uri(&configured.file);
+    let folder = configured
+        .file
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut scan = Scan {
+        watched: Vec::new(),
+        ..Scan::default()
+    };
+    for server in &configured.servers {
+        let data = ctx
+            .plugin_data(&server.name, &configured.file)
+            .to_string_lossy()
+            .into_owned();
+        let vars = Vars {
+            plugin_root: &folder,
+            plugin_data: &data,
+            workspace: &folder,
+            env: &*ctx.env,
+        };
+        let launch = expand_launch(&server.transport, &vars);
+        let id = format!("{uri}#mcp={}", super::uri::fragment_component(&server.name));
+        let state = match (&launch, server.enabled) {
+            (_, false) => McpServerState::Stopped(McpServerStoppedState {}),
+            (Err(message), true) => McpServerState::Error(McpServerErrorState {
+                error: ErrorInfo {
+                    error_type: "configuration".into(),
+                    message: message.clone(),
+                    stack: None,
+                    meta: None,
+                },
+            }),
+            (Ok(_), true) => McpServerState::Starting(McpServerStartingState { blocking: None }),
+        };
+        scan.customizations
+            .push(Customization::McpServer(Box::new(McpServerCustomization {
+                id: id.clone(),
+                uri: uri.clone(),
+                name: server.name.clone(),
+                icons: None,
+                range: Some(TextRange::clone(&server.range)),
+                meta: None,
+                enablement: None,
+                state,
+                channel: None,
+                mcp_app: None,
+            })));
+        scan.servers.push(DeclaredServer {
+            id,
+            name: server.name.clone(),
+            declared_at: server.declared_at.clone(),
+            enabled: server.enabled,
+            launch,
+        });
+    }
+    scan
+}
+
+/// Expand every `${…}` of a launch spec; the error names the token and the field.
+pub fn expand_launch(launch: &Launch, vars: &Vars<'_>) -> Result<Launch, String> {
+    let x = |field: &str, text: &str| {
+        expand(text, vars)
+            .map_err(|u| format!("{} {} (used in the server's {field})", u.token, u.reason))
+    };
+    Ok(match launch {
+        Launch::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => Launch::Stdio {
+            command: x("command", command)?,
+            args: args
+                .iter()
+                .map(|a| x("args", a))
+                .collect::<Result<_, _>>()?,
+            env: env
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), x("env", v)?)))
+                .collect::<Result<_, String>>()?,
+            cwd: match cwd {
+                Some(cwd) => Some(PathBuf::from(x("cwd", &cwd.to_string_lossy())?)),
+                None => Some(PathBuf::from(vars.plugin_root)),
+            },
+        },
+        Launch::Http { url, headers, sse } => Launch::Http {
+            url: x("url", url)?,
+            headers: headers
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), x("headers", v)?)))
+                .collect::<Result<_, String>>()?,
+            sse: *sse,
+        },
+    })
+}

@@ -1,0 +1,295 @@
+//! Stand-alone manifest files: `plugins.json` (inline plugins, `source` folders, servers),
+//! `.mcp.json` (wrapped or flat), VS Code `mcp.json` (`servers`, `inputs`) and Claude
+//! Desktop's config. The file itself is a `plugin` container holding its top-level servers.
+
+use std::path::{Path, PathBuf};
+
+use ahp_types::state::{ChildCustomization, Customization, HookCustomization, PluginCustomization};
+
+use super::components;
+use super::expand::Vars;
+use super::json::{self, Member, Node, Value};
+use super::mcp::{self, ServerScope, Servers};
+use super::plugin;
+use super::source::SourceFile;
+use super::{display_path, Context, Problems, Scan};
+
+/// Scan one manifest file.
+pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
+    let folder = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut problems = Problems::default();
+    let mut scan = Scan {
+        watched: vec![path.to_path_buf()],
+        ..Scan::default()
+    };
+    let parsed = SourceFile::read(path, display_path(path, &folder)).and_then(|file| {
+        match json::parse(&file.text) {
+            Ok(node) if node.members().is_some() => Ok((file, node)),
+            Ok(node) => Err(format!(
+                "{}: expected a JSON object, found {}; nothing loaded",
+                file.location(node.span.start),
+                node.type_name()
+            )),
+            Err(e) => Err(format!(
+                "{}: invalid JSON: {}; nothing loaded",
+                file.location(e.offset),
+                e.message
+            )),
+        }
+    });
+    let (file, root) = match parsed {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            problems.push_message(message);
+            let container = file_container(path, file_name, problems.error_state(), Vec::new());
+            scan.customizations.push(container);
+            scan.problems = problems.list;
+            return scan;
+        }
+    };
+    let name = root
+        .get("name")
+        .and_then(|m| m.node.as_str())
+        .filter(|s| !s.is_empty())
+        .map_or(file_name, str::to_string);
+    let folder_text = folder.to_string_lossy().into_owned();
+    let data = ctx.plugin_data(&name, path).to_string_lossy().into_owned();
+    let workspace = if folder.file_name().is_some_and(|n| n == ".vscode") {
+        folder
+            .parent()
+            .unwrap_or(&folder)
+            .to_string_lossy()
+            .into_owned()
+    } else {
+        folder_text.clone()
+    };
+    let scope = ServerScope {
+        root: &folder,
+        vars: Vars {
+            plugin_root: &folder_text,
+            plugin_data: &data,
+            workspace: &workspace,
+            env: &*ctx.env,
+        },
+    };
+
+    let mut plugins_declared = false;
+    if let Some(member) = root.get("plugins") {
+        plugins_declared = true;
+        let entries: Vec<(Option<&str>, &Member, &Node)> = match &member.node.value {
+            Value::Array(items) => items.iter().map(|n| (None, member, n)).collect(),
+            Value::Object(members) => members
+                .iter()
+                .map(|m| (Some(m.key.as_str()), m, &m.node))
+                .collect(),
+            _ => {
+                problems.warn(
+                    &file,
+                    member.node.span.start,
+                    format!(
+                        "`plugins` must be an array or an object, found {}",
+                        member.node.type_name()
+                    ),
+                );
+                Vec::new()
+            }
+        };
+        for (key, key_member, node) in entries {
+            let span = match key {
+                Some(_) => key_member.span.clone(),
+                None => node.span.clone(),
+            };
+            plugin_entry(
+                key,
+                span,
+                node,
+                &file,
+                &folder,
+                ctx,
+                &mut scan,
+                &mut problems,
+            );
+        }
+    }
+    let has_servers = root.get("mcpServers").is_some() || root.get("servers").is_some();
+    let servers = if has_servers || !plugins_declared {
+        match mcp::server_map(&root, &file, &mut problems) {
+            Some(map) => mcp::parse_servers(map, &file, &scope, &mut problems),
+            None => Servers::default(),
+        }
+    } else {
+        Servers::default()
+    };
+    if has_servers || !plugins_declared || !problems.list.is_empty() {
+        let container = file_container(path, name, problems.load_state(), servers.children);
+        scan.customizations.insert(0, container);
+        scan.servers.splice(0..0, servers.declared);
+    }
+    scan.problems.splice(0..0, problems.list);
+    scan
+}
+
+fn file_container(
+    path: &Path,
+    name: String,
+    load: ahp_types::state::CustomizationLoadState,
+    children: Vec<ChildCustomization>,
+) -> Customization {
+    let uri = super::uri::file_uri(path);
+    Customization::Plugin(PluginCustomization {
+        id: uri.clone(),
+        uri,
+        name,
+        icons: None,
+        range: None,
+        meta: None,
+        client_id: None,
+        load: Some(load),
+        children: Some(children),
+        enablement: None,
+        version: None,
+    })
+}
+
+/// One entry of `plugins`: `{"source": "./folder"}` (a plugin folder, scanned as such) or an
+/// inline plugin declaration with `name`, `version`, `mcpServers` and `hooks`.
+#[allow(clippy::too_many_arguments)]
+fn plugin_entry(
+    key: Option<&str>,
+    span: std::ops::Range<usize>,
+    node: &Node,
+    file: &SourceFile,
+    folder: &Path,
+    ctx: &Context,
+    scan: &mut Scan,
+    problems: &mut Problems,
+) {
+    if node.members().is_none() {
+        let found = node.type_name();
+        problems.warn(
+            file,
+            node.span.start,
+            format!("a `plugins` entry must be an object, found {found}"),
+        );
+        return;
+    }
+    if let Some(source) = node.get("source") {
+        let Some(relative) = source.node.as_str() else {
+            problems.warn(
+                file,
+                source.node.span.start,
+                "`source` must be a path string".into(),
+            );
+            return;
+        };
+        let dir: PathBuf = folder.join(relative);
+        if !dir.is_dir() {
+            problems.warn(
+                file,
+                source.node.span.start,
+                format!("plugin folder {relative:?} does not exist"),
+            );
+            scan.watched.push(dir);
+            return;
+        }
+        let inner = plugin::scan_plugin(&dir, ctx);
+        scan.customizations.extend(inner.customizations);
+        scan.servers.extend(inner.servers);
+        scan.problems.extend(inner.problems);
+        scan.watched.extend(inner.watched);
+        return;
+    }
+    let name = node
+        .get("name")
+        .and_then(|m| m.node.as_str())
+        .or(key)
+        .filter(|s| !s.is_empty());
+    let Some(name) = name else {
+        problems.warn(
+            file,
+            node.span.start,
+            "an inline plugin needs a `name` (or a `source` folder)".into(),
+        );
+        return;
+    };
+    let mut own = Problems::default();
+    let folder_text = folder.to_string_lossy().into_owned();
+    let data = ctx
+        .plugin_data(name, &file.path.join(name))
+        .to_string_lossy()
+        .into_owned();
+    let scope = ServerScope {
+        root: folder,
+        vars: Vars {
+            plugin_root: &folder_text,
+            plugin_data: &data,
+            workspace: &folder_text,
+            env: &*ctx.env,
+        },
+    };
+    let id = format!(
+        "{}#plugin={}",
+        file.uri,
+        super::uri::fragment_component(name)
+    );
+    let mut children = Vec::new();
+    if let Some(hooks) = node.get("hooks") {
+        if components::check_hooks_object(&hooks.node, file, &mut own).is_some() {
+            children.push(ChildCustomization::Hook(HookCustomization {
+                id: format!("{id}/hooks"),
+                uri: file.uri.clone(),
+                name: "hooks".into(),
+                icons: None,
+                range: Some(file.range(hooks.span.clone())),
+                meta: None,
+                enabled: None,
+            }));
+        }
+    }
+    let servers = match node.get("mcpServers") {
+        Some(m) if m.node.members().is_some() => {
+            mcp::parse_servers(mcp::unwrap_inline(&m.node), file, &scope, &mut own)
+        }
+        Some(m) => {
+            own.warn(
+                file,
+                m.node.span.start,
+                format!(
+                    "`mcpServers` must be an object, found {}",
+                    m.node.type_name()
+                ),
+            );
+            Servers::default()
+        }
+        None => Servers::default(),
+    };
+    children.extend(servers.children);
+    let version = node
+        .get("version")
+        .and_then(|m| m.node.as_str())
+        .map(str::to_string);
+    scan.customizations
+        .push(Customization::Plugin(PluginCustomization {
+            id,
+            uri: file.uri.clone(),
+            name: node
+                .get("displayName")
+                .and_then(|m| m.node.as_str())
+                .unwrap_or(name)
+                .to_string(),
+            icons: None,
+            range: Some(file.range(span)),
+            meta: None,
+            client_id: None,
+            load: Some(own.load_state()),
+            children: Some(children),
+            enablement: None,
+            version,
+        }));
+    scan.servers.extend(servers.declared);
+    scan.problems.extend(own.list);
+}

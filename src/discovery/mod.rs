@@ -1,0 +1,202 @@
+//! Discovery: plugin folders, MCP manifests and watched directories in, AHP customizations
+//! (with ranges, load states, stable ids) and server launch specs out. Reads files; no other I/O.
+
+pub mod components;
+pub mod configured;
+pub mod directory;
+pub mod expand;
+pub mod frontmatter;
+pub mod json;
+pub mod manifest;
+pub mod mcp;
+pub mod plugin;
+pub mod source;
+pub mod uri;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use ahp_types::state::{
+    CustomizationDegradedState, CustomizationErrorState, CustomizationLoadState,
+    CustomizationLoadedState,
+};
+
+pub use crate::config::ServerTransport as Launch;
+
+use source::SourceFile;
+
+/// A server some customization declares: what the supervisor will run.
+/// `Debug` leaves the launch spec out: it holds secrets.
+#[derive(Clone, PartialEq)]
+pub struct DeclaredServer {
+    /// The `mcpServer` customization id (also the server's identity everywhere else).
+    pub id: String,
+    /// The name it was declared under.
+    pub name: String,
+    /// `file:line:col` of the declaration.
+    pub declared_at: String,
+    /// `false` when declared `disabled`.
+    pub enabled: bool,
+    /// The expanded launch spec, or why it could not be expanded.
+    pub launch: Result<Launch, String>,
+}
+
+impl fmt::Debug for DeclaredServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeclaredServer")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("declared_at", &self.declared_at)
+            .field("enabled", &self.enabled)
+            .field("launch", &self.launch.as_ref().map(Launch::kind))
+            .finish()
+    }
+}
+
+/// One thing wrong with the input, located as precisely as the input allows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// `file:line:col`, or a path when there is no position.
+    pub location: String,
+    /// What is wrong and what happened because of it.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.location, self.message)
+    }
+}
+
+/// Problems found while scanning one container.
+#[derive(Debug, Default)]
+pub struct Problems {
+    /// Everything reported, in order.
+    pub list: Vec<Problem>,
+}
+
+impl Problems {
+    /// A problem at a byte offset of `file`.
+    pub fn warn(&mut self, file: &SourceFile, offset: usize, message: String) {
+        self.warn_at(&file.location(offset), message);
+    }
+
+    /// A problem at a location already formatted.
+    pub fn warn_at(&mut self, location: &str, message: String) {
+        self.list.push(Problem {
+            location: location.to_string(),
+            message,
+        });
+    }
+
+    /// A problem given as one full `location: message` string (read errors).
+    pub fn push_message(&mut self, full: String) {
+        let (location, message) = match full.split_once(": ") {
+            Some((location, message)) => (location.to_string(), message.to_string()),
+            None => (String::new(), full),
+        };
+        self.list.push(Problem { location, message });
+    }
+
+    /// The container's load state: `loaded`, or `degraded` listing every problem.
+    pub fn load_state(&self) -> CustomizationLoadState {
+        if self.list.is_empty() {
+            CustomizationLoadState::Loaded(CustomizationLoadedState {})
+        } else {
+            CustomizationLoadState::Degraded(CustomizationDegradedState {
+                message: self.summary(),
+            })
+        }
+    }
+
+    /// `error` with every problem listed.
+    pub fn error_state(&self) -> CustomizationLoadState {
+        CustomizationLoadState::Error(CustomizationErrorState {
+            message: self.summary(),
+        })
+    }
+
+    fn summary(&self) -> String {
+        let lines: Vec<String> = self.list.iter().map(Problem::to_string).collect();
+        lines.join("\n")
+    }
+}
+
+/// Looks up the value of `${NAME}`.
+pub type EnvLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Everything scanning needs besides the files themselves.
+pub struct Context {
+    /// Parent of every plugin's `${PLUGIN_DATA}` folder.
+    pub data_dir: PathBuf,
+    /// Looks up `${VAR}` values (the process environment, plus `AHP_PROXY_EXE` and
+    /// `AHP_PROXY_DATA`).
+    pub env: EnvLookup,
+}
+
+impl Context {
+    /// The production context: the process environment, plus `AHP_PROXY_EXE` (this binary)
+    /// and `AHP_PROXY_DATA` (the data folder).
+    pub fn from_process(data_dir: PathBuf) -> Self {
+        let exe = std::env::current_exe()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "ahp-proxy".into());
+        let data = data_dir.to_string_lossy().into_owned();
+        Self {
+            data_dir,
+            env: Box::new(move |name| match name {
+                "AHP_PROXY_EXE" => Some(exe.clone()),
+                "AHP_PROXY_DATA" => Some(data.clone()),
+                _ => std::env::var(name).ok(),
+            }),
+        }
+    }
+
+    /// `${PLUGIN_DATA}` for a plugin: `<data_dir>/plugin-data/<name>-<hash of its folder>`,
+    /// stable across restarts and distinct for same-named plugins in different folders.
+    pub fn plugin_data(&self, name: &str, root: &Path) -> PathBuf {
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        let hash = fnv1a(root.as_os_str().as_encoded_bytes());
+        self.data_dir
+            .join("plugin-data")
+            .join(format!("{safe}-{:08x}", hash as u32))
+    }
+}
+
+/// FNV-1a: a stable (not randomly seeded) hash for folder names.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// `path` relative to `base` for messages, or the whole path when it is elsewhere.
+pub fn display_path(path: &Path, base: &Path) -> String {
+    path.strip_prefix(base)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// What scanning one unit (a plugin folder, a manifest file, a watched directory) found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Top-level customizations, in a stable order.
+    pub customizations: Vec<ahp_types::state::Customization>,
+    /// Launch specs of every server those customizations declare.
+    pub servers: Vec<DeclaredServer>,
+    /// Every problem found (also summarised in the containers' load states).
+    pub problems: Vec<Problem>,
+    /// Folders and files whose changes should trigger a rescan of this unit.
+    pub watched: Vec<PathBuf>,
+}

@@ -1,0 +1,90 @@
+//! One file read for discovery: bounded size, UTF-8 checked, with its `file://` URI and a
+//! line index that turns byte spans into `file:line:col` text and LSP (UTF-16) ranges.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use ahp_types::state::{TextPosition, TextRange};
+
+use crate::line_index::LineIndex;
+
+/// Files larger than this are refused: manifests and frontmatter files are small.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A file's text plus everything needed to point into it.
+pub struct SourceFile {
+    /// Where it is on disk.
+    pub path: PathBuf,
+    /// Its `file://` URI (customization `uri`, id base).
+    pub uri: String,
+    /// How messages name it (relative to the container's parent folder).
+    pub display: String,
+    /// The contents.
+    pub text: String,
+    line_starts: Vec<usize>,
+}
+
+impl SourceFile {
+    /// Read `path`; `display` is the name used in messages. The error is a full message.
+    pub fn read(path: &Path, display: String) -> Result<Self, String> {
+        let file = std::fs::File::open(path).map_err(|e| format!("{display}: cannot read: {e}"))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("{display}: cannot read: {e}"))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(format!(
+                "{display}: larger than {MAX_FILE_BYTES} bytes; not read"
+            ));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            format!(
+                "{display}: not valid UTF-8 (byte {})",
+                e.utf8_error().valid_up_to()
+            )
+        })?;
+        Ok(Self::from_text(path, display, text))
+    }
+
+    /// Wrap text that is already in memory.
+    pub fn from_text(path: &Path, display: String, text: String) -> Self {
+        let line_starts = LineIndex::new(&text).line_starts().to_vec();
+        Self {
+            uri: super::uri::file_uri(path),
+            path: path.to_path_buf(),
+            display,
+            text,
+            line_starts,
+        }
+    }
+
+    fn index(&self) -> LineIndex<'_> {
+        LineIndex::with_line_starts(&self.text, &self.line_starts)
+    }
+
+    /// `display:line:col` (1-based, characters) of a byte offset.
+    pub fn location(&self, offset: usize) -> String {
+        format!("{}:{}", self.display, self.index().position(offset).human())
+    }
+
+    /// `display:line:col` for a 1-based line and column the caller already has.
+    pub fn location_at(&self, line: usize, column: usize) -> String {
+        format!("{}:{line}:{column}", self.display)
+    }
+
+    /// The zero-based, UTF-16 range of a byte span (LSP / VS Code convention).
+    pub fn range(&self, span: std::ops::Range<usize>) -> TextRange {
+        let index = self.index();
+        let point = |offset| {
+            let p = index.position(offset);
+            TextPosition {
+                line: i64::from(p.line),
+                character: i64::from(p.column_utf16),
+            }
+        };
+        TextRange {
+            start: point(span.start),
+            end: point(span.end),
+        }
+    }
+}
