@@ -6,7 +6,8 @@ use std::sync::Arc;
 use ahp_types::commands::{
     CompletionsResult, CreateSessionParams, DispatchActionParams, DisposeSessionParams,
     InitializeParams, ListSessionsParams, ReconnectParams, ResolveSessionConfigResult,
-    SessionConfigCompletionsResult, SubscribeParams, UnsubscribeParams,
+    ResourceCopyResult, ResourceDeleteResult, ResourceMkdirResult, ResourceMoveResult,
+    ResourceWriteResult, SessionConfigCompletionsResult, SubscribeParams, UnsubscribeParams,
 };
 use ahp_types::errors::UnsupportedProtocolVersionErrorData;
 use ahp_types::state::SessionConfigSchema;
@@ -269,6 +270,38 @@ impl Connection {
             m if UNSUPPORTED.contains(&m) => Err(RpcError::method_not_found(format!(
                 "{m} is not supported by this host (it serves customizations and MCP servers, not chats, terminals or automations)"
             ))),
+            "resourceRead" => {
+                let result = self.host.files().read(decode_params(method, params)?)?;
+                self.reply(id, &result)
+            }
+            "resourceWrite" => {
+                self.host.files().write(decode_params(method, params)?)?;
+                self.reply(id, &ResourceWriteResult {})
+            }
+            "resourceList" => {
+                let result = self.host.files().list(decode_params(method, params)?)?;
+                self.reply(id, &result)
+            }
+            "resourceDelete" => {
+                self.host.files().delete(decode_params(method, params)?)?;
+                self.reply(id, &ResourceDeleteResult {})
+            }
+            "resourceMkdir" => {
+                self.host.files().mkdir(decode_params(method, params)?)?;
+                self.reply(id, &ResourceMkdirResult {})
+            }
+            "resourceResolve" => {
+                let result = self.host.files().resolve(decode_params(method, params)?)?;
+                self.reply(id, &result)
+            }
+            "resourceCopy" => {
+                self.host.files().copy(decode_params(method, params)?)?;
+                self.reply(id, &ResourceCopyResult {})
+            }
+            "resourceMove" => {
+                self.host.files().rename(decode_params(method, params)?)?;
+                self.reply(id, &ResourceMoveResult {})
+            }
             m if m.starts_with("resource") || m == "createResourceWatch" || m == "authenticate" => {
                 Err(RpcError::method_not_found(format!("{m} is not available yet on this host")))
             }

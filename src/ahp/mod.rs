@@ -3,4 +3,5 @@
 
 pub mod commands;
 pub mod listener;
+pub mod resources;
 pub mod socket;

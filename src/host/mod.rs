@@ -70,6 +70,7 @@ struct Core {
 /// The AHP host: shared by every connection and, later, by discovery and the supervisor.
 pub struct Host {
     core: Mutex<Core>,
+    files: crate::ahp::resources::Files,
     queue_capacity: usize,
     next_conn: AtomicU64,
 }
@@ -96,6 +97,7 @@ impl Host {
             Vec::new(),
         );
         Self {
+            files: crate::ahp::resources::Files::new(&config.directories),
             core: Mutex::new(Core {
                 store,
                 fanout: Fanout::default(),
@@ -105,6 +107,11 @@ impl Host {
             queue_capacity: config.limits.client_queue,
             next_conn: AtomicU64::new(1),
         }
+    }
+
+    /// Host files clients may touch with `resource*` commands (writable directories only).
+    pub fn files(&self) -> &crate::ahp::resources::Files {
+        &self.files
     }
 
     fn core(&self) -> MutexGuard<'_, Core> {
