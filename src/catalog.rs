@@ -109,17 +109,17 @@ impl Catalog {
     }
 
     fn flattened(&self) -> Vec<&Customization> {
-        let mut seen = HashSet::new();
-        self.units
-            .iter()
-            .flat_map(|(_, scan)| &scan.customizations)
-            .filter(|c| id_of(c).is_some_and(|id| seen.insert(id)))
-            .collect()
+        self.owned().map(|(_, c)| c).collect()
     }
 
     /// Every declared server, in catalog order.
     pub fn servers(&self) -> impl Iterator<Item = &DeclaredServer> {
         self.units.iter().flat_map(|(_, scan)| &scan.servers)
+    }
+
+    /// Whether a configured plugin root could not be listed (missing, not a folder, …).
+    pub fn has_unreadable_roots(&self) -> bool {
+        !self.root_problems.is_empty()
     }
 
     /// Every problem: unreadable roots first, then each unit's.
@@ -196,16 +196,24 @@ impl Catalog {
     /// into the new one: `customizationUpdated` per changed or new container,
     /// `customizationRemoved` per vanished one, nothing for unchanged ones.
     pub fn rescan(&mut self, dirty: &Dirty, ctx: &Context) -> Vec<StateAction> {
-        let before: HashMap<String, Customization> = self
-            .flattened()
-            .into_iter()
-            .filter_map(|c| Some((id_of(c)?.to_string(), c.clone())))
-            .collect();
         let mut roots = dirty.roots.clone();
         for unit in &dirty.units {
             if let Unit::Plugin { root, dir } = unit {
                 if !plugin::looks_like_plugin(dir) {
                     roots.insert(*root);
+                }
+            }
+        }
+        let affected = |unit: &Unit| {
+            dirty.units.contains(unit)
+                || matches!(unit, Unit::Plugin { root, .. } if roots.contains(root))
+        };
+        // Only the affected units' containers can change: clone just those.
+        let mut before: HashMap<String, Customization> = HashMap::new();
+        for (unit, c) in self.owned() {
+            if affected(unit) {
+                if let Some(id) = id_of(c) {
+                    before.insert(id.to_string(), c.clone());
                 }
             }
         }
@@ -224,16 +232,17 @@ impl Catalog {
             *scan = scan_unit(unit, &self.sources, ctx);
         }
         self.units.sort_by(|a, b| a.0.cmp(&b.0));
-        let after = self.flattened();
         let mut actions = Vec::new();
         let mut present = HashSet::new();
-        for c in &after {
+        for (unit, c) in self.owned() {
             let Some(id) = id_of(c) else { continue };
             present.insert(id);
-            if before.get(id) != Some(*c) {
+            // An unaffected unit's container matters only if it now owns an id that an
+            // affected unit gave up.
+            if (affected(unit) || before.contains_key(id)) && before.get(id) != Some(c) {
                 actions.push(StateAction::SessionCustomizationUpdated(Box::new(
                     SessionCustomizationUpdatedAction {
-                        customization: (*c).clone(),
+                        customization: c.clone(),
                     },
                 )));
             }
@@ -249,6 +258,15 @@ impl Catalog {
             ));
         }
         actions
+    }
+
+    /// Each unit's containers whose id no earlier unit has claimed (first one wins).
+    fn owned(&self) -> impl Iterator<Item = (&Unit, &Customization)> {
+        let mut seen = HashSet::new();
+        self.units
+            .iter()
+            .flat_map(|(unit, scan)| scan.customizations.iter().map(move |c| (unit, c)))
+            .filter(move |(_, c)| id_of(c).is_some_and(|id| seen.insert(id)))
     }
 
     /// Re-derive the plugin folders of root `index`; rescan new ones and those in `dirty`.

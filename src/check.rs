@@ -8,18 +8,19 @@ use serde_json::json;
 
 use crate::catalog::Catalog;
 
-/// Whether anything is in `error`: a container that could not load, or a server whose
-/// declaration cannot be launched.
+/// Whether anything is in `error`: a plugin root that cannot be listed, a container that
+/// could not load, or a server whose declaration cannot be launched.
 pub fn has_errors(catalog: &Catalog) -> bool {
-    catalog.customizations().iter().any(|c| match c {
-        Customization::Plugin(p) => {
-            matches!(p.load, Some(CustomizationLoadState::Error(_)))
-                || p.children.iter().flatten().any(child_in_error)
-        }
-        Customization::Directory(d) => matches!(d.load, Some(CustomizationLoadState::Error(_))),
-        Customization::McpServer(m) => matches!(m.state, McpServerState::Error(_)),
-        Customization::Unknown(_) => false,
-    })
+    catalog.has_unreadable_roots()
+        || catalog.customizations().iter().any(|c| match c {
+            Customization::Plugin(p) => {
+                matches!(p.load, Some(CustomizationLoadState::Error(_)))
+                    || p.children.iter().flatten().any(child_in_error)
+            }
+            Customization::Directory(d) => matches!(d.load, Some(CustomizationLoadState::Error(_))),
+            Customization::McpServer(m) => matches!(m.state, McpServerState::Error(_)),
+            Customization::Unknown(_) => false,
+        })
 }
 
 fn child_in_error(child: &ChildCustomization) -> bool {

@@ -25,6 +25,79 @@ fn check_accepts_the_bundled_config() {
     );
     assert!(stdout.contains("ws://127.0.0.1:8765"), "{stdout}");
     assert!(stdout.contains("plugins-examples"), "{stdout}");
+    // Every dialect example, the plugins.json plugins, the directory, and the broken one.
+    for line in [
+        "plugin team-notes 0.1.0  [loaded]",
+        "plugin release-helper 0.4.0  [loaded]",
+        "plugin lint-kit 1.0.0  [loaded]",
+        "plugin broken-plugin 0.0.1  [degraded]",
+        "plugin ops-tools 0.2.0  [loaded]",
+        "directory Prompts  [loaded, writable]",
+        "mcpServer notes  [starting] @ 8:5-13:6",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
+    }
+    assert!(
+        stdout.contains("broken-plugin/.mcp.json:4:36: invalid JSON: Expected comma"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_json_prints_the_wire_tree_and_fails_on_errors() {
+    let dir = ScratchDir::new("check-json");
+    let plugin = dir.path().join("plugins/p");
+    std::fs::create_dir_all(plugin.join(".plugin")).expect("mkdir");
+    std::fs::write(
+        plugin.join(".plugin/plugin.json"),
+        "{ \"name\": \"p\", \"mcpServers\": { \"s\": { \"command\": \"x\", \"env\": { \"T\": \"${AHP_PROXY_TEST_UNSET_VAR}\" } } } }",
+    )
+    .expect("write manifest");
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(&config, "plugin_roots = [\"plugins\"]\n").expect("write config");
+    let output = proxy()
+        .arg("--config")
+        .arg(&config)
+        .args(["check", "--json"])
+        .env_remove("AHP_PROXY_TEST_UNSET_VAR")
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a server in error fails check"
+    );
+    let tree: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let server = &tree["customizations"][0]["children"][0];
+    assert_eq!(server["type"], "mcpServer");
+    assert_eq!(server["state"]["kind"], "error");
+    let message = server["state"]["error"]["message"]
+        .as_str()
+        .expect("message");
+    assert!(
+        message.contains("${AHP_PROXY_TEST_UNSET_VAR} is not set"),
+        "{message}"
+    );
+    assert_eq!(tree["problems"], serde_json::json!([]));
+
+    std::fs::write(plugin.join(".plugin/plugin.json"), "{ \"name\": ").expect("break it");
+    let output = proxy()
+        .arg("--config")
+        .arg(&config)
+        .arg("check")
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a container in error fails check"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("plugin p  [error]"), "{stdout}");
+    assert!(
+        stdout.contains("p/.plugin/plugin.json:1:11: invalid JSON"),
+        "{stdout}"
+    );
 }
 
 #[test]
