@@ -289,6 +289,7 @@ fn enabled_by_default() -> bool {
 /// Collects problems while turning the raw schema into a [`Config`].
 struct Checker<'a> {
     file: &'a str,
+    text: &'a str,
     index: LineIndex<'a>,
     problems: Vec<Problem>,
 }
@@ -350,6 +351,7 @@ impl Config {
     pub fn parse(text: &str, file: &str, base: &Path) -> Result<Self, ConfigError> {
         let mut checker = Checker {
             file,
+            text,
             index: LineIndex::new(text),
             problems: Vec::new(),
         };
@@ -454,9 +456,9 @@ impl Config {
         let resolve = |p: &str| -> PathBuf {
             let path = Path::new(p);
             if path.is_absolute() {
-                path.to_path_buf()
+                normalize(path)
             } else {
-                base.join(path)
+                normalize(&base.join(path))
             }
         };
         let mut paths = |key: &str, list: Vec<Spanned<String>>| -> Vec<PathBuf> {
@@ -549,6 +551,47 @@ impl Config {
     }
 }
 
+/// `a/./b/../c` → `a/c` without touching the disk (`..` never climbs above the root), so
+/// the same folder always has the same path, URI and id.
+pub fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Where a server's declaration ends. toml spans a `[servers.x]` table as just its header,
+/// so for that form the table runs to the last key line before the next header.
+fn table_end(text: &str, span: std::ops::Range<usize>) -> usize {
+    if !text.get(span.clone()).is_some_and(|t| t.starts_with('[')) {
+        return span.end;
+    }
+    let line_start = text[..span.end].rfind('\n').map_or(0, |i| i + 1);
+    let mut end = span.end;
+    let mut pos = line_start;
+    for (n, line) in text[line_start..].split_inclusive('\n').enumerate() {
+        let trimmed = line.trim();
+        if n > 0 && trimmed.starts_with('[') {
+            break;
+        }
+        if n > 0 && !trimmed.is_empty() && !trimmed.starts_with('#') {
+            end = pos + line.trim_end().len();
+        }
+        pos += line.len();
+    }
+    end
+}
+
 /// `$XDG_DATA_HOME/ahp-proxy`, else `~/.local/share/ahp-proxy`, else `<config dir>/.ahp-proxy`.
 fn default_data_dir(base: &Path) -> PathBuf {
     let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
@@ -600,7 +643,7 @@ fn check_server(
         };
         TextRange {
             start: point(name_at),
-            end: point(server.span().end),
+            end: point(table_end(checker.text, server.span())),
         }
     };
     let at = server.span().start;
@@ -783,6 +826,11 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(config.plugin_roots, vec![PathBuf::from("/base/plugins")]);
+        let odd = parse("plugin_roots = [\"./a/../b/.\", \"../up\"]\n").expect("valid");
+        assert_eq!(
+            odd.plugin_roots,
+            [PathBuf::from("/base/b"), PathBuf::from("/up")]
+        );
         assert_eq!(config.servers.len(), 2);
         assert_eq!(config.servers[0].name, "echo");
         assert_eq!(config.servers[0].declared_at, "proxy.toml:2:10");
@@ -795,6 +843,23 @@ mod tests {
         }
         assert!(!config.servers[1].enabled);
         assert_eq!(config.servers[1].transport.kind(), "http");
+    }
+
+    #[test]
+    fn server_ranges_cover_the_whole_table() {
+        let text = "[servers.a]\ncommand = \"x\"\nargs = [\"y\"]  # note\n\n# comment\n[servers.b]\nurl = \"http://h\"\n";
+        let config = parse(text).expect("valid");
+        let a = &config.servers[0].range;
+        assert_eq!((a.start.line, a.start.character), (0, 9));
+        assert_eq!((a.end.line, a.end.character), (2, 20));
+        let b = &config.servers[1].range;
+        assert_eq!((b.start.line, b.end.line, b.end.character), (5, 6, 16));
+        let inline = parse("[servers]\nc = { command = \"x\" }\n").expect("valid");
+        let c = &inline.servers[0].range;
+        assert_eq!(
+            (c.start.line, c.start.character, c.end.line, c.end.character),
+            (1, 0, 1, 21)
+        );
     }
 
     #[test]

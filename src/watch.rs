@@ -23,6 +23,15 @@ const EVENT_QUEUE: usize = 8192;
 /// A batch never waits longer than this many debounce periods, even under a steady stream.
 const MAX_BATCH_PERIODS: u32 = 10;
 
+/// Everything a rescan needs; moved onto a blocking thread for each batch.
+struct Scanner {
+    catalog: Catalog,
+    ctx: Context,
+    watcher: notify::RecommendedWatcher,
+    /// `(path, recursive)` currently watched.
+    watched: BTreeSet<(PathBuf, bool)>,
+}
+
 /// Start watching everything the catalog was built from. Runs until `shutdown`.
 pub fn spawn(
     catalog: Catalog,
@@ -34,75 +43,124 @@ pub fn spawn(
     let (tx, rx) = mpsc::channel::<PathBuf>(EVENT_QUEUE);
     let overflow = Arc::new(AtomicBool::new(false));
     let flag = overflow.clone();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        match event {
-            Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
+    let handler = move |event: notify::Result<notify::Event>| {
+        let lost = match event {
+            // Opening and closing files (our own scans do it) changes nothing.
+            Ok(event) if matches!(event.kind, EventKind::Access(_)) => false,
             Ok(event) => {
-                if event.need_rescan() {
-                    flag.store(true, Ordering::Relaxed);
-                    let _ = tx.try_send(PathBuf::new()); // wake the debouncer
-                }
+                let lost = event.need_rescan();
+                let mut full = false;
                 for path in event.paths {
-                    if tx.try_send(path).is_err() {
-                        flag.store(true, Ordering::Relaxed);
-                    }
+                    full |= tx.try_send(path).is_err();
                 }
+                lost || full
             }
-            Err(_) => flag.store(true, Ordering::Relaxed),
+            Err(_) => true,
+        };
+        if lost {
+            flag.store(true, Ordering::Relaxed);
+            let _ = tx.try_send(PathBuf::new()); // wake the debouncer
         }
-    })
-    .map_err(|e| format!("cannot start the file watcher: {e}"))?;
-    let mut watched = BTreeSet::new();
-    sync_watches(&mut watcher, &mut watched, &catalog);
+    };
+    // Links are not followed: discovery refuses anything a link leads to outside a plugin,
+    // and following `link -> /` would watch the whole disk.
+    let config = notify::Config::default().with_follow_symlinks(false);
+    let watcher = notify::RecommendedWatcher::new(handler, config)
+        .map_err(|e| format!("cannot start the file watcher: {e}"))?;
+    let mut scanner = Scanner {
+        catalog,
+        ctx,
+        watcher,
+        watched: BTreeSet::new(),
+    };
+    scanner.sync_watches(&BTreeSet::new());
     Ok(tokio::spawn(run(
-        catalog, ctx, host, debounce, shutdown, rx, overflow, watcher, watched,
+        scanner, host, debounce, shutdown, rx, overflow,
     )))
 }
 
-/// Watch what the catalog now needs and stop watching what it no longer does.
-fn sync_watches(
-    watcher: &mut notify::RecommendedWatcher,
-    watched: &mut BTreeSet<(PathBuf, bool)>,
-    catalog: &Catalog,
-) {
-    let wanted: BTreeSet<(PathBuf, bool)> = catalog.watch_targets().into_iter().collect();
-    for (path, _) in watched.difference(&wanted) {
-        let _ = watcher.unwatch(path);
-    }
-    let mut now = BTreeSet::new();
-    for (path, recursive) in wanted {
-        if watched.contains(&(path.clone(), recursive)) {
-            now.insert((path, recursive));
-            continue;
+impl Scanner {
+    /// Watch what the catalog now needs (plus the parents of roots and directories, so one
+    /// that is created or replaced later is noticed) and drop what it no longer needs.
+    /// Targets named in `touched` are re-added: their old watch may have died with them.
+    fn sync_watches(&mut self, touched: &BTreeSet<PathBuf>) {
+        let mut wanted: BTreeSet<(PathBuf, bool)> = BTreeSet::new();
+        for (path, recursive) in self.catalog.watch_targets() {
+            if recursive {
+                if let Some(parent) = path.parent() {
+                    wanted.insert((parent.to_path_buf(), false));
+                }
+            }
+            wanted.insert((path, recursive));
         }
-        let mode = if recursive {
-            RecursiveMode::Recursive
-        } else {
-            RecursiveMode::NonRecursive
-        };
-        match watcher.watch(&path, mode) {
-            Ok(()) => {
+        for (path, _) in self.watched.difference(&wanted) {
+            let _ = self.watcher.unwatch(path);
+        }
+        let mut now = BTreeSet::new();
+        for (path, recursive) in wanted {
+            let alive =
+                self.watched.contains(&(path.clone(), recursive)) && !touched.contains(&path);
+            if alive {
                 now.insert((path, recursive));
+                continue;
             }
-            Err(error) => {
-                tracing::warn!(path = %path.display(), %error, "cannot watch; changes there are not seen until it exists at start-up")
+            let _ = self.watcher.unwatch(&path);
+            let mode = if recursive {
+                RecursiveMode::Recursive
+            } else {
+                RecursiveMode::NonRecursive
+            };
+            match self.watcher.watch(&path, mode) {
+                Ok(()) => {
+                    now.insert((path, recursive));
+                }
+                Err(error) => {
+                    tracing::debug!(path = %path.display(), %error, "not watched (yet)");
+                }
             }
         }
+        self.watched = now;
     }
-    *watched = now;
+
+    /// Rescan what a batch of changed paths touches; returns the actions to commit.
+    fn batch(
+        &mut self,
+        paths: &BTreeSet<PathBuf>,
+        everything: bool,
+    ) -> Vec<ahp_types::StateAction> {
+        let mut dirty = if everything {
+            self.catalog.everything()
+        } else {
+            Dirty::default()
+        };
+        for path in paths {
+            dirty.merge(self.catalog.dirty_for(path));
+        }
+        if dirty.is_empty() {
+            return Vec::new();
+        }
+        let started = std::time::Instant::now();
+        let actions = self.catalog.rescan(&dirty, &self.ctx);
+        tracing::debug!(
+            paths = paths.len(),
+            units = dirty.units.len(),
+            roots = dirty.roots.len(),
+            actions = actions.len(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "rescanned"
+        );
+        self.sync_watches(paths);
+        actions
+    }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn run(
-    mut catalog: Catalog,
-    ctx: Context,
+    mut scanner: Scanner,
     host: Arc<Host>,
     debounce: Duration,
     shutdown: CancellationToken,
     mut rx: mpsc::Receiver<PathBuf>,
     overflow: Arc<AtomicBool>,
-    mut watcher: notify::RecommendedWatcher,
-    mut watched: BTreeSet<(PathBuf, bool)>,
 ) {
     loop {
         let first = tokio::select! {
@@ -125,34 +183,24 @@ async fn run(
                 },
             }
         }
-        let mut dirty = Dirty::default();
-        if overflow.swap(false, Ordering::Relaxed) {
-            dirty = catalog.everything();
-        }
-        for path in &paths {
-            dirty.merge(catalog.dirty_for(path));
-        }
-        if dirty.is_empty() {
-            continue;
-        }
-        let started = std::time::Instant::now();
-        let actions = tokio::task::block_in_place(|| catalog.rescan(&dirty, &ctx));
-        tracing::debug!(
-            paths = paths.len(),
-            units = dirty.units.len(),
-            roots = dirty.roots.len(),
-            actions = actions.len(),
-            elapsed_us = started.elapsed().as_micros() as u64,
-            "rescanned"
-        );
+        paths.remove(&PathBuf::new());
+        let everything = overflow.swap(false, Ordering::Relaxed);
+        // Scanning reads files: do it off the async workers.
+        let joined = tokio::task::spawn_blocking(move || {
+            let actions = scanner.batch(&paths, everything);
+            (scanner, actions)
+        })
+        .await;
+        let actions;
+        (scanner, actions) = match joined {
+            Ok(done) => done,
+            Err(error) => {
+                tracing::error!(%error, "discovery rescan failed; live updates stop");
+                return;
+            }
+        };
         for action in &actions {
             host.emit_to_sessions(action);
-        }
-        if !actions.is_empty() {
-            for problem in catalog.problems() {
-                tracing::debug!(%problem, "discovery problem");
-            }
-            sync_watches(&mut watcher, &mut watched, &catalog);
         }
     }
 }

@@ -784,3 +784,46 @@ fn rescans_emit_only_what_changed() {
     );
     assert_eq!(catalog.customizations().len(), 2);
 }
+
+#[test]
+fn fifos_bom_and_floods_of_bad_entries_are_handled() {
+    let dir = scratch("hostile");
+    // A FIFO where a component file belongs must not hang the scan.
+    std::fs::create_dir_all(dir.join("p/agents")).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(dir.join("p/agents/pipe.md"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // A byte-order mark is not part of the text: ranges count without it.
+    write(
+        &dir.join("p/.mcp.json"),
+        "\u{feff}{ \"mcpServers\": { \"s\": { \"command\": \"x\" } } }",
+    );
+    let scan = scan_plugin(&dir.join("p"), &ctx(&[]));
+    let (state, message) = load_message(&scan);
+    assert_eq!(state, "degraded");
+    assert!(
+        message.contains("p/agents/pipe.md: cannot read: not a regular file"),
+        "{message}"
+    );
+    let s: TextRange = serde_json::from_value(child(&scan, "s")["range"].clone()).unwrap();
+    assert_eq!(s, range(0, 18, 0, 41));
+
+    // 20,000 broken entries: each skipped, the message capped, nothing quadratic.
+    let mut text = String::from("{ \"mcpServers\": {");
+    for i in 0..20_000 {
+        text.push_str(&format!("\"e{i}\": 1, \"e{i}\": 2,"));
+    }
+    text.push_str("\"ok\": { \"command\": \"y\" } } }");
+    write(&dir.join("q/.mcp.json"), &text);
+    let scan = scan_plugin(&dir.join("q"), &ctx(&[]));
+    let (_, message) = load_message(&scan);
+    assert_eq!(message.lines().count(), 101, "100 problems and a count");
+    assert!(
+        message.ends_with("… and 39900 more problems"),
+        "{}",
+        &message[message.len() - 80..]
+    );
+    assert_eq!(scan.servers.len(), 1);
+}

@@ -383,3 +383,42 @@ async fn writable_directories_accept_resource_commands_only_inside() {
     assert_eq!(v["children"].as_array().unwrap().len(), 1);
     client.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_root_created_after_start_up_or_replaced_is_picked_up() {
+    let dir = ScratchDir::new("watch-late-root");
+    let plugins = dir.path().join("plugins");
+    let proxy = Proxy::start(&config(&plugins, ""));
+    let client = initialized_client(&proxy, "late").await;
+    let (result, mut sub) = client
+        .subscribe(DEFAULT_SESSION.into())
+        .await
+        .expect("subscribe");
+    assert_eq!(
+        names(&session(result.snapshot.unwrap().state)),
+        Vec::<String>::new()
+    );
+
+    // The root did not exist at start-up: creating it (and a plugin in it) is noticed.
+    write(
+        &plugins.join("late/.plugin/plugin.json"),
+        &plugin_json("late", "1.0.0"),
+    );
+    assert_eq!(describe(&next_action(&mut sub).await), "updated late");
+
+    // Replace the whole root (rm -rf + re-create, as a fresh checkout does).
+    std::fs::remove_dir_all(&plugins).unwrap();
+    assert_eq!(describe(&next_action(&mut sub).await), "removed late");
+    write(
+        &plugins.join("again/.plugin/plugin.json"),
+        &plugin_json("again", "1.0.0"),
+    );
+    assert_eq!(describe(&next_action(&mut sub).await), "updated again");
+    // And the new root is watched: an edit inside it still arrives.
+    write(
+        &plugins.join("again/skills/s/SKILL.md"),
+        "---\ndescription: s\n---\n",
+    );
+    assert_eq!(describe(&next_action(&mut sub).await), "updated again");
+    client.shutdown().await;
+}

@@ -85,8 +85,16 @@ impl Files {
             }
             // Symlinks inside the folder must not lead out of it: resolve the deepest part
             // that exists and check it is still under the canonical root.
-            let mut existing = canonical.join(relative);
-            while !existing.exists() {
+            let target = canonical.join(relative);
+            if std::fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(denied(format!(
+                    "{} is a symbolic link; resource commands do not follow links",
+                    path.display()
+                )));
+            }
+            // `symlink_metadata`, not `exists`: a dangling link must count as present.
+            let mut existing = target.clone();
+            while std::fs::symlink_metadata(&existing).is_err() {
                 match existing.parent() {
                     Some(parent) => existing = parent.to_path_buf(),
                     None => break,
@@ -100,7 +108,7 @@ impl Files {
                     configured.display()
                 )));
             }
-            return Ok(canonical.join(relative));
+            return Ok(target);
         }
         Err(denied(format!(
             "{} is outside every writable directory; writable: {}",
@@ -120,7 +128,13 @@ impl Files {
     /// `resourceRead`.
     pub fn read(&self, params: ResourceReadParams) -> Result<ResourceReadResult, RpcError> {
         let path = self.locate(&params.uri, false)?;
-        let file = std::fs::File::open(&path).map_err(|e| io_error(&path, e))?;
+        let file = open_no_follow(&path, std::fs::OpenOptions::new().read(true))?;
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(RpcError::invalid_params(format!(
+                "{} is not a regular file",
+                path.display()
+            )));
+        }
         let mut bytes = Vec::new();
         file.take(MAX_READ_BYTES + 1)
             .read_to_end(&mut bytes)
@@ -176,27 +190,10 @@ impl Files {
             std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
         }
         match params.mode.unwrap_or(ResourceWriteMode::Truncate) {
-            ResourceWriteMode::Truncate => {
-                let temp = path.with_file_name(format!(
-                    ".{}.ahp-proxy-{}.tmp",
-                    path.file_name()
-                        .map(|n| n.to_string_lossy())
-                        .unwrap_or_default(),
-                    std::process::id()
-                ));
-                let written =
-                    std::fs::write(&temp, &data).and_then(|()| std::fs::rename(&temp, &path));
-                if let Err(e) = written {
-                    let _ = std::fs::remove_file(&temp);
-                    return Err(io_error(&path, e));
-                }
-            }
+            ResourceWriteMode::Truncate => replace_atomically(&path, &data)?,
             ResourceWriteMode::Append => {
-                let mut file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .map_err(|e| io_error(&path, e))?;
+                let mut file =
+                    open_no_follow(&path, std::fs::OpenOptions::new().create(true).append(true))?;
                 file.write_all(&data).map_err(|e| io_error(&path, e))?;
             }
             ResourceWriteMode::Insert => {
@@ -277,12 +274,22 @@ impl Files {
         })
     }
 
-    /// `resourceCopy` (files only).
+    /// `resourceCopy` (files only): read the source without following links, then replace
+    /// the destination atomically (a link there is replaced, never followed).
     pub fn copy(&self, params: ResourceCopyParams) -> Result<(), RpcError> {
         let (from, to) = self.pair(&params.source, &params.destination, params.fail_if_exists)?;
-        std::fs::copy(&from, &to)
-            .map(|_| ())
-            .map_err(|e| io_error(&from, e))
+        let file = open_no_follow(&from, std::fs::OpenOptions::new().read(true))?;
+        let mut data = Vec::new();
+        file.take(MAX_READ_BYTES + 1)
+            .read_to_end(&mut data)
+            .map_err(|e| io_error(&from, e))?;
+        if data.len() as u64 > MAX_READ_BYTES {
+            return Err(RpcError::invalid_params(format!(
+                "{} is larger than {MAX_READ_BYTES} bytes",
+                from.display()
+            )));
+        }
+        replace_atomically(&to, &data)
     }
 
     /// `resourceMove`.
@@ -307,6 +314,55 @@ impl Files {
         }
         Ok((from, to))
     }
+}
+
+/// Open `path` without following a symbolic link in its last component (and without
+/// blocking on a FIFO).
+fn open_no_follow(
+    path: &Path,
+    options: &mut std::fs::OpenOptions,
+) -> Result<std::fs::File, RpcError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => denied(format!(
+                "{} is a symbolic link; resource commands do not follow links",
+                path.display()
+            )),
+            _ => io_error(path, e),
+        })
+}
+
+/// Write `data` to a fresh, exclusively created temp file next to `path`, then rename it
+/// over `path`: readers and the watcher never see a half-written file, and nothing already
+/// sitting at the temp name (a planted link) is ever opened.
+fn replace_atomically(path: &Path, data: &[u8]) -> Result<(), RpcError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let temp = path.with_file_name(format!(
+        ".{}.ahp-proxy-{}-{}-{nanos}.tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+    ));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .and_then(|mut file| file.write_all(data))
+        .and_then(|()| std::fs::rename(&temp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(io_error(path, e));
+    }
+    Ok(())
 }
 
 /// Resolve `.` and `..` without touching the disk; `None` if it climbs above `/`.
@@ -385,6 +441,46 @@ mod tests {
             f.locate(&root, false).unwrap_err().code,
             ahp_codes::PERMISSION_DENIED
         );
+    }
+
+    #[test]
+    fn dangling_links_never_lead_outside() {
+        let dir = scratch("links");
+        std::fs::create_dir_all(dir.join("out")).unwrap();
+        std::os::unix::fs::symlink(dir.join("out/created.txt"), dir.join("w/evil.md")).unwrap();
+        let f = files(&dir);
+        let evil = uri::file_uri(&dir.join("w/evil.md"));
+        let error = f.locate(&evil, false).unwrap_err();
+        assert_eq!(
+            error.code,
+            ahp_codes::PERMISSION_DENIED,
+            "{}",
+            error.message
+        );
+        let write = |mode| ResourceWriteParams {
+            channel: String::new(),
+            meta: None,
+            uri: evil.clone(),
+            data: "x".into(),
+            encoding: ContentEncoding::Utf8,
+            content_type: None,
+            create_only: None,
+            mode: Some(mode),
+            if_match: None,
+            position: None,
+        };
+        assert!(f.write(write(ResourceWriteMode::Append)).is_err());
+        assert!(f.write(write(ResourceWriteMode::Truncate)).is_err());
+        std::fs::write(dir.join("w/source.md"), "data").unwrap();
+        let copy = ResourceCopyParams {
+            channel: String::new(),
+            meta: None,
+            source: uri::file_uri(&dir.join("w/source.md")),
+            destination: evil.clone(),
+            fail_if_exists: None,
+        };
+        assert!(f.copy(copy).is_err());
+        assert!(!dir.join("out/created.txt").exists());
     }
 
     #[test]

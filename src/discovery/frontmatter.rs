@@ -1,11 +1,14 @@
 //! YAML frontmatter of skill, agent, rule and prompt files: finds the `---` block, parses it
 //! with yaml-rust2's event parser (no aliases, bounded size) and reads typed fields.
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 /// Frontmatter larger than this is refused: it is metadata, not content.
 pub const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
+
+/// Deepest nesting of sequences and mappings accepted in frontmatter.
+pub const MAX_DEPTH: usize = 32;
 
 /// A parsed YAML node: only what frontmatter needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,11 +77,19 @@ pub fn parse(text: &str) -> Result<Frontmatter, FrontmatterError> {
     }
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(yaml);
-    parser
-        .load(&mut builder, false)
-        .map_err(|error| at(error.marker(), error.info().to_string()))?;
-    if let Some((mark, message)) = builder.error {
-        return Err(at(&mark, message));
+    // Pull events one at a time (`Parser::load` recurses once per nesting level, and block
+    // sequences are not covered by yaml-rust2's own depth limit).
+    loop {
+        let (event, mark) = parser
+            .next_token()
+            .map_err(|error| at(error.marker(), error.info().to_string()))?;
+        if matches!(event, Event::StreamEnd) {
+            break;
+        }
+        builder.on_event(event, mark);
+        if let Some((mark, message)) = builder.error.take() {
+            return Err(at(&mark, message));
+        }
     }
     match builder.root {
         Some(Yaml::Map(fields)) => Ok(Frontmatter { fields }),
@@ -100,7 +111,8 @@ fn at(mark: &Marker, message: String) -> FrontmatterError {
     }
 }
 
-/// Builds [`Yaml`] from parser events; refuses aliases (no billion laughs) and complex keys.
+/// Builds [`Yaml`] from parser events; refuses aliases (no billion laughs), complex keys and
+/// nesting deeper than [`MAX_DEPTH`].
 #[derive(Default)]
 struct Builder {
     stack: Vec<Partial>,
@@ -138,7 +150,7 @@ impl Builder {
     }
 }
 
-impl MarkedEventReceiver for Builder {
+impl Builder {
     fn on_event(&mut self, event: Event, mark: Marker) {
         if self.error.is_some() {
             return;
@@ -148,6 +160,9 @@ impl MarkedEventReceiver for Builder {
             Event::Scalar(text, style, ..) => {
                 let plain = style == TScalarStyle::Plain;
                 self.push_value(Yaml::Scalar { text, plain }, mark);
+            }
+            Event::SequenceStart(..) | Event::MappingStart(..) if self.stack.len() >= MAX_DEPTH => {
+                self.fail(mark, format!("nested deeper than {MAX_DEPTH} levels"));
             }
             Event::SequenceStart(..) => self.stack.push(Partial::Seq(Vec::new())),
             Event::MappingStart(..) => self.stack.push(Partial::Map {
@@ -276,6 +291,14 @@ mod tests {
         assert!(error.message.contains("aliases"), "{error:?}");
         assert!(parse("---\n- a\n- b\n---\n").is_err());
         assert!(parse("---\njust text\n---\n").is_err());
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let text = format!("---\na:\n{}x\n---\n", "- ".repeat(10_000));
+        assert!(parse(&text).unwrap_err().message.contains("nested deeper"));
+        let text = format!("---\na: {}{}\n---\n", "[".repeat(200), "]".repeat(200));
+        assert!(parse(&text).is_err());
     }
 
     #[test]

@@ -152,10 +152,11 @@ impl Node {
 
 /// Members of `members` whose key appeared earlier too: `(earlier, later)` pairs.
 pub fn duplicates(members: &[Member]) -> Vec<(&Member, &Member)> {
+    let mut last: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut out = Vec::new();
     for (i, later) in members.iter().enumerate() {
-        if let Some(earlier) = members[..i].iter().rev().find(|m| m.key == later.key) {
-            out.push((earlier, later));
+        if let Some(earlier) = last.insert(later.key.as_str(), i) {
+            out.push((&members[earlier], later));
         }
     }
     out

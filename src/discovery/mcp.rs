@@ -35,17 +35,23 @@ pub struct Servers {
 impl Servers {
     /// Add `other`'s servers whose names are not taken yet; report the ones that are.
     pub fn merge_first_wins(&mut self, other: Servers, problems: &mut Problems) {
+        let mut kept: std::collections::HashMap<String, String> = self
+            .declared
+            .iter()
+            .map(|s| (s.name.clone(), s.declared_at.clone()))
+            .collect();
         for (child, server) in other.children.into_iter().zip(other.declared) {
-            if let Some(kept) = self.declared.iter().find(|s| s.name == server.name) {
+            if let Some(at) = kept.get(&server.name) {
                 problems.warn_at(
                     &server.declared_at,
                     format!(
-                        "server {:?} is already declared at {}; this declaration is ignored",
-                        server.name, kept.declared_at
+                        "server {:?} is already declared at {at}; this declaration is ignored",
+                        server.name
                     ),
                 );
                 continue;
             }
+            kept.insert(server.name.clone(), server.declared_at.clone());
             self.children.push(child);
             self.declared.push(server);
         }
@@ -119,9 +125,14 @@ pub fn parse_servers(
             ),
         );
     }
+    let last: std::collections::HashMap<&str, usize> = members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.key.as_str(), i))
+        .collect();
     for (i, member) in members.iter().enumerate() {
-        if members[i + 1..].iter().any(|m| m.key == member.key) {
-            continue;
+        if last.get(member.key.as_str()) != Some(&i) {
+            continue; // a later declaration of the same name wins
         }
         if member.key.starts_with('$') {
             continue;

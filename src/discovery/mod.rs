@@ -68,11 +68,16 @@ impl fmt::Display for Problem {
     }
 }
 
+/// At most this many problems are kept per container; the rest are counted.
+pub const MAX_PROBLEMS: usize = 100;
+
 /// Problems found while scanning one container.
 #[derive(Debug, Default)]
 pub struct Problems {
-    /// Everything reported, in order.
+    /// The first [`MAX_PROBLEMS`] reported, in order.
     pub list: Vec<Problem>,
+    /// How many more were reported and dropped.
+    pub dropped: usize,
 }
 
 impl Problems {
@@ -83,10 +88,18 @@ impl Problems {
 
     /// A problem at a location already formatted.
     pub fn warn_at(&mut self, location: &str, message: String) {
-        self.list.push(Problem {
+        self.push(Problem {
             location: location.to_string(),
             message,
         });
+    }
+
+    fn push(&mut self, problem: Problem) {
+        if self.list.len() < MAX_PROBLEMS {
+            self.list.push(problem);
+        } else {
+            self.dropped += 1;
+        }
     }
 
     /// A problem given as one full `location: message` string (read errors).
@@ -95,7 +108,7 @@ impl Problems {
             Some((location, message)) => (location.to_string(), message.to_string()),
             None => (String::new(), full),
         };
-        self.list.push(Problem { location, message });
+        self.push(Problem { location, message });
     }
 
     /// The container's load state: `loaded`, or `degraded` listing every problem.
@@ -117,7 +130,10 @@ impl Problems {
     }
 
     fn summary(&self) -> String {
-        let lines: Vec<String> = self.list.iter().map(Problem::to_string).collect();
+        let mut lines: Vec<String> = self.list.iter().map(Problem::to_string).collect();
+        if self.dropped > 0 {
+            lines.push(format!("… and {} more problems", self.dropped));
+        }
         lines.join("\n")
     }
 }

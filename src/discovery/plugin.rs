@@ -85,8 +85,8 @@ pub fn plugin_folders(root: &Path) -> Result<Vec<PathBuf>, String> {
 pub fn detect(dir: &Path) -> (Dialect, Option<PathBuf>) {
     let root_manifest = dir.join("plugin.json");
     if root_manifest.is_file() {
-        if let Ok(text) = std::fs::read_to_string(&root_manifest) {
-            let schema = json::parse(&text).ok().and_then(|n| {
+        if let Ok(file) = SourceFile::read(&root_manifest, String::new()) {
+            let schema = json::parse(&file.text).ok().and_then(|n| {
                 n.get("$schema")
                     .and_then(|m| m.node.as_str().map(str::to_string))
             });
@@ -145,9 +145,16 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
         }
     };
     let (dialect, manifest_path) = detect(dir);
+    let bounds = Bounds {
+        root: &root,
+        display_base: &display_base,
+    };
     let manifest = match &manifest_path {
         None => None,
-        Some(path) => match read_manifest(path, &display_base) {
+        Some(path) => match bounds
+            .check(path)
+            .and_then(|_| read_manifest(path, &display_base))
+        {
             Ok(manifest) => Some(manifest),
             Err(message) => {
                 problems.push_message(message);
@@ -175,11 +182,8 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
             }
         }
     }
-    let bounds = Bounds {
-        root: &root,
-        display_base: &display_base,
-    };
     let mut children: Vec<ChildCustomization> = Vec::new();
+    let seen = std::cell::RefCell::new(std::collections::HashSet::new());
     let component = |kind: Kind,
                      key: &str,
                      default: &[&str],
@@ -193,7 +197,8 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
         };
         for d in dirs {
             for child in components::scan_dir(kind, &d, &bounds, problems) {
-                if !children.iter().any(|c| child_id(c) == child_id(&child)) {
+                let id = child_id(&child).map(str::to_string);
+                if id.is_none_or(|id| seen.borrow_mut().insert(id)) {
                     children.push(child);
                 }
             }
@@ -235,14 +240,17 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
         &mut children,
         &mut problems,
     );
-    if field("skills").is_none() && !dir.join("skills").exists() && dir.join("SKILL.md").is_file() {
-        if let Some(child) = components::parse_file(
-            Kind::Skill,
-            &dir.join("SKILL.md"),
-            &display_base,
-            &mut problems,
-        ) {
-            children.push(child);
+    let root_skill = dir.join("SKILL.md");
+    if field("skills").is_none() && !dir.join("skills").exists() && root_skill.is_file() {
+        match bounds.check(&root_skill) {
+            Err(message) => problems.push_message(message),
+            Ok(_) => {
+                if let Some(child) =
+                    components::parse_file(Kind::Skill, &root_skill, &display_base, &mut problems)
+                {
+                    children.push(child);
+                }
+            }
         }
     }
     hooks(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use ahp_types::state::{TextPosition, TextRange};
 
-use crate::line_index::LineIndex;
+use crate::line_index::{LineIndex, LineTable};
 
 /// Files larger than this are refused: manifests and frontmatter files are small.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -21,13 +21,23 @@ pub struct SourceFile {
     pub display: String,
     /// The contents.
     pub text: String,
-    line_starts: Vec<usize>,
+    lines: LineTable,
 }
 
 impl SourceFile {
     /// Read `path`; `display` is the name used in messages. The error is a full message.
     pub fn read(path: &Path, display: String) -> Result<Self, String> {
-        let file = std::fs::File::open(path).map_err(|e| format!("{display}: cannot read: {e}"))?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let meta = std::fs::metadata(path).map_err(|e| format!("{display}: cannot read: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("{display}: cannot read: not a regular file"));
+        }
+        // O_NONBLOCK: a FIFO swapped in after the check must not hang the scan.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| format!("{display}: cannot read: {e}"))?;
         let mut bytes = Vec::new();
         file.take(MAX_FILE_BYTES + 1)
             .read_to_end(&mut bytes)
@@ -36,6 +46,10 @@ impl SourceFile {
             return Err(format!(
                 "{display}: larger than {MAX_FILE_BYTES} bytes; not read"
             ));
+        }
+        // Editors drop a byte-order mark from the document, so positions are counted without it.
+        if bytes.starts_with(b"\xEF\xBB\xBF") {
+            bytes.drain(..3);
         }
         let text = String::from_utf8(bytes).map_err(|e| {
             format!(
@@ -48,18 +62,18 @@ impl SourceFile {
 
     /// Wrap text that is already in memory.
     pub fn from_text(path: &Path, display: String, text: String) -> Self {
-        let line_starts = LineIndex::new(&text).line_starts().to_vec();
+        let lines = LineTable::new(&text);
         Self {
             uri: super::uri::file_uri(path),
             path: path.to_path_buf(),
             display,
             text,
-            line_starts,
+            lines,
         }
     }
 
     fn index(&self) -> LineIndex<'_> {
-        LineIndex::with_line_starts(&self.text, &self.line_starts)
+        LineIndex::with_table(&self.text, &self.lines)
     }
 
     /// `display:line:col` (1-based, characters) of a byte offset.
