@@ -117,6 +117,28 @@ impl Catalog {
         self.units.iter().flat_map(|(_, scan)| &scan.servers)
     }
 
+    /// What the supervisor needs: every declared server and, per server id, the id of the
+    /// container (plugin or directory) that shows it.
+    pub fn supervision(&self) -> crate::supervisor::Command {
+        let mut containers = HashMap::new();
+        for customization in self.flattened() {
+            let (id, children) = match customization {
+                Customization::Plugin(p) => (&p.id, p.children.as_deref()),
+                Customization::Directory(d) => (&d.id, d.children.as_deref()),
+                _ => continue,
+            };
+            for child in children.unwrap_or(&[]) {
+                if let ahp_types::state::ChildCustomization::McpServer(m) = child {
+                    containers.insert(m.id.clone(), id.clone());
+                }
+            }
+        }
+        crate::supervisor::Command::Sync {
+            servers: self.servers().cloned().collect(),
+            containers,
+        }
+    }
+
     /// Whether a configured plugin root could not be listed (missing, not a folder, …).
     pub fn has_unreadable_roots(&self) -> bool {
         !self.root_problems.is_empty()

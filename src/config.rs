@@ -30,6 +30,8 @@ pub struct Config {
     pub session: SessionConfig,
     /// Bounds on queues, logs, frames and connections.
     pub limits: Limits,
+    /// How MCP servers are started, restarted and stopped.
+    pub supervisor: SupervisorConfig,
     /// Folders whose sub-folders are plugins, or single plugin folders.
     pub plugin_roots: Vec<PathBuf>,
     /// `plugins.json`, `.mcp.json`, VS Code `mcp.json` or Claude Desktop config files.
@@ -67,6 +69,36 @@ pub struct AgentConfig {
 pub struct SessionConfig {
     /// Title of the default session.
     pub title: String,
+}
+
+/// `[supervisor]`: timings of starting, restarting and stopping MCP servers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SupervisorConfig {
+    /// How long `initialize` + `tools/list` may take before the start counts as failed.
+    pub start_timeout: Duration,
+    /// Between SIGTERM and SIGKILL when a stdio server is stopped.
+    pub stop_grace: Duration,
+    /// First restart delay after a failure; doubles per consecutive failure (with jitter).
+    pub restart_delay: Duration,
+    /// The restart delay never grows past this.
+    pub restart_delay_max: Duration,
+    /// Consecutive failures after which a server stays in `error` until asked to start.
+    pub crash_loop_limit: u32,
+    /// Uptime after which a server counts as healthy again (its failure count resets).
+    pub healthy_after: Duration,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        Self {
+            start_timeout: Duration::from_secs(30),
+            stop_grace: Duration::from_millis(2000),
+            restart_delay: Duration::from_millis(500),
+            restart_delay_max: Duration::from_secs(30),
+            crash_loop_limit: 5,
+            healthy_after: Duration::from_secs(30),
+        }
+    }
 }
 
 /// `[limits]`: every bound the host enforces.
@@ -215,6 +247,8 @@ struct RawConfig {
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
+    supervisor: RawSupervisor,
+    #[serde(default)]
     servers: BTreeMap<Spanned<String>, Spanned<RawServer>>,
     #[serde(default)]
     directories: Vec<Spanned<RawDirectory>>,
@@ -260,6 +294,17 @@ struct RawLimits {
     max_connections: Option<Spanned<i64>>,
     active_client_grace_secs: Option<Spanned<i64>>,
     watch_debounce_ms: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSupervisor {
+    start_timeout_ms: Option<Spanned<i64>>,
+    stop_grace_ms: Option<Spanned<i64>>,
+    restart_delay_ms: Option<Spanned<i64>>,
+    restart_delay_max_ms: Option<Spanned<i64>>,
+    crash_loop_limit: Option<Spanned<i64>>,
+    healthy_after_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -321,7 +366,7 @@ impl<'a> Checker<'a> {
         if number < min || number > max {
             self.problem(
                 value.span().start,
-                format!("limits.{key} = {number} is out of range: expected {min}..={max}"),
+                format!("{key} = {number} is out of range: expected {min}..={max}"),
             );
             return default;
         }
@@ -410,47 +455,104 @@ impl Config {
         let defaults = Limits::default();
         let limits = Limits {
             max_frame_bytes: checker.bounded(
-                "max_frame_bytes",
+                "limits.max_frame_bytes",
                 raw.limits.max_frame_bytes,
                 1024,
                 256 * 1024 * 1024,
                 defaults.max_frame_bytes,
             ),
             client_queue: checker.bounded(
-                "client_queue",
+                "limits.client_queue",
                 raw.limits.client_queue,
                 1,
                 1_000_000,
                 defaults.client_queue,
             ),
             replay_log: checker.bounded(
-                "replay_log",
+                "limits.replay_log",
                 raw.limits.replay_log,
                 0,
                 10_000_000,
                 defaults.replay_log,
             ),
             max_connections: checker.bounded(
-                "max_connections",
+                "limits.max_connections",
                 raw.limits.max_connections,
                 1,
                 100_000,
                 defaults.max_connections,
             ),
             active_client_grace: Duration::from_secs(checker.bounded(
-                "active_client_grace_secs",
+                "limits.active_client_grace_secs",
                 raw.limits.active_client_grace_secs,
                 0,
                 86_400,
                 defaults.active_client_grace.as_secs() as usize,
             ) as u64),
             watch_debounce: Duration::from_millis(checker.bounded(
-                "watch_debounce_ms",
+                "limits.watch_debounce_ms",
                 raw.limits.watch_debounce_ms,
                 0,
                 10_000,
                 defaults.watch_debounce.as_millis() as usize,
             ) as u64),
+        };
+
+        let sv = SupervisorConfig::default();
+        let mut millis =
+            |key: &str, value: Option<Spanned<i64>>, min: i64, max: i64, default: Duration| {
+                Duration::from_millis(checker.bounded(
+                    key,
+                    value,
+                    min,
+                    max,
+                    default.as_millis() as usize,
+                ) as u64)
+            };
+        let raw_sv = raw.supervisor;
+        let supervisor = SupervisorConfig {
+            start_timeout: millis(
+                "supervisor.start_timeout_ms",
+                raw_sv.start_timeout_ms,
+                100,
+                3_600_000,
+                sv.start_timeout,
+            ),
+            stop_grace: millis(
+                "supervisor.stop_grace_ms",
+                raw_sv.stop_grace_ms,
+                0,
+                600_000,
+                sv.stop_grace,
+            ),
+            restart_delay: millis(
+                "supervisor.restart_delay_ms",
+                raw_sv.restart_delay_ms,
+                1,
+                3_600_000,
+                sv.restart_delay,
+            ),
+            restart_delay_max: millis(
+                "supervisor.restart_delay_max_ms",
+                raw_sv.restart_delay_max_ms,
+                1,
+                86_400_000,
+                sv.restart_delay_max,
+            ),
+            healthy_after: millis(
+                "supervisor.healthy_after_ms",
+                raw_sv.healthy_after_ms,
+                0,
+                86_400_000,
+                sv.healthy_after,
+            ),
+            crash_loop_limit: checker.bounded(
+                "supervisor.crash_loop_limit",
+                raw_sv.crash_loop_limit,
+                1,
+                1000,
+                sv.crash_loop_limit as usize,
+            ) as u32,
         };
 
         let resolve = |p: &str| -> PathBuf {
@@ -537,6 +639,7 @@ impl Config {
                     title: raw.session.title.unwrap_or_else(|| "Workspace".to_string()),
                 },
                 limits,
+                supervisor,
                 plugin_roots,
                 manifests,
                 servers,

@@ -4,15 +4,17 @@
 //! Map: `config` (proxy.toml), `host` (AHP state, single writer), `ahp` (WebSocket face),
 //! `jsonrpc` (framing), `line_index` (byte offsets → positions). See ARCHITECTURE.md.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod ahp;
 pub mod catalog;
 pub mod check;
 pub mod config;
 pub mod discovery;
+pub mod example_server;
 pub mod host;
 pub mod jsonrpc;
 pub mod line_index;
 pub mod serve;
+pub mod supervisor;
 pub mod watch;

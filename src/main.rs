@@ -43,6 +43,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one of the bundled example MCP servers on stdio (what plugins-examples/ launches).
+    ExampleServer(ahp_proxy::example_server::Options),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -52,7 +54,8 @@ enum LogFormat {
 }
 
 fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -64,6 +67,11 @@ fn init_logging(format: LogFormat) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::ExampleServer(options)) = cli.command {
+        // No config and no logging: stdout belongs to MCP, stderr to the server's own lines.
+        let status = ahp_proxy::example_server::run(options);
+        return ExitCode::from(u8::try_from(status).unwrap_or(1));
+    }
     init_logging(cli.log_format);
     let config = match Config::load(&cli.config) {
         Ok(config) => config,
@@ -75,6 +83,7 @@ fn main() -> ExitCode {
     match cli.command.unwrap_or(Command::Serve { listen: None }) {
         Command::Check { json } => check(&config, json),
         Command::Serve { listen } => serve(config, listen),
+        Command::ExampleServer(_) => unreachable!("handled before the config is read"),
     }
 }
 

@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::discovery::configured::Configured;
 use crate::discovery::Context;
 use crate::host::Host;
+use crate::supervisor::Supervisor;
 use crate::watch;
 
 /// Run the proxy on `config` until Ctrl-C / SIGTERM. Errors are start-up failures.
@@ -34,6 +35,18 @@ pub async fn run(config: Config) -> Result<(), String> {
     host.emit_to_sessions(&StateAction::SessionCustomizationsChanged(
         SessionCustomizationsChangedAction { customizations },
     ));
+    let (supervisor, mut events) = Supervisor::spawn(config.supervisor.clone());
+    host.set_control(supervisor.commands());
+    let bridge = {
+        let host = host.clone();
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                host.server_event(event);
+            }
+        })
+    };
+    // Nothing else has a sender yet: this cannot be full.
+    let _ = supervisor.commands().send(catalog.supervision()).await;
     let tcp = listener::bind(config.ahp.listen).await?;
     let addr = tcp
         .local_addr()
@@ -48,20 +61,27 @@ pub async fn run(config: Config) -> Result<(), String> {
         catalog,
         ctx,
         host.clone(),
+        supervisor.commands(),
         config.limits.watch_debounce,
         shutdown.clone(),
     )?;
+    let listening = CancellationToken::new();
     let server = tokio::spawn(listener::serve(
         tcp,
-        host,
+        host.clone(),
         config.limits.clone(),
-        shutdown.clone(),
+        listening.clone(),
     ));
     wait_for_signal().await;
     tracing::info!("shutting down");
     shutdown.cancel();
-    let _ = server.await;
     let _ = watcher.await;
+    // Stop every server while clients are still connected, so they see each one `stopped`.
+    host.set_control_closed();
+    supervisor.shutdown().await;
+    let _ = bridge.await;
+    listening.cancel();
+    let _ = server.await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::{Catalog, Dirty};
 use crate::discovery::Context;
 use crate::host::Host;
+use crate::supervisor::Command;
 
 /// Changed paths buffered between notify's thread and the debouncer; overflow means
 /// "rescan everything" rather than unbounded memory.
@@ -37,6 +38,7 @@ pub fn spawn(
     catalog: Catalog,
     ctx: Context,
     host: Arc<Host>,
+    supervisor: mpsc::Sender<Command>,
     debounce: Duration,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
@@ -75,7 +77,7 @@ pub fn spawn(
     };
     scanner.sync_watches(&BTreeSet::new());
     Ok(tokio::spawn(run(
-        scanner, host, debounce, shutdown, rx, overflow,
+        scanner, host, supervisor, debounce, shutdown, rx, overflow,
     )))
 }
 
@@ -157,6 +159,7 @@ impl Scanner {
 async fn run(
     mut scanner: Scanner,
     host: Arc<Host>,
+    supervisor: mpsc::Sender<Command>,
     debounce: Duration,
     shutdown: CancellationToken,
     mut rx: mpsc::Receiver<PathBuf>,
@@ -201,6 +204,16 @@ async fn run(
         };
         for action in &actions {
             host.emit_to_sessions(action);
+        }
+        if !actions.is_empty() {
+            // The supervisor diffs the set itself: only changed servers restart.
+            if supervisor
+                .send(scanner.catalog.supervision())
+                .await
+                .is_err()
+            {
+                return;
+            }
         }
     }
 }

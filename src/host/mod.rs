@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod fanout;
+pub mod live;
 pub mod replay;
 pub mod store;
 
@@ -62,6 +63,8 @@ pub struct Attachment {
 
 struct Core {
     store: Store,
+    live: live::Live,
+    control: Option<mpsc::Sender<crate::supervisor::Command>>,
     fanout: Fanout,
     clients: HashMap<String, ClientRecord>,
     client_order: VecDeque<String>,
@@ -100,6 +103,8 @@ impl Host {
             files: crate::ahp::resources::Files::new(&config.directories),
             core: Mutex::new(Core {
                 store,
+                live: live::Live::default(),
+                control: None,
                 fanout: Fanout::default(),
                 clients: HashMap::new(),
                 client_order: VecDeque::new(),
@@ -282,6 +287,7 @@ impl Host {
             ) {
                 Ok(commit) => {
                     core.publish(commit);
+                    core.carry_out(&params.channel, &params.action);
                     return;
                 }
                 Err(CommitError::Refused(reason)) => reason,
@@ -309,10 +315,61 @@ impl Host {
         Ok(seq)
     }
 
+    /// Send supervisor commands for accepted client actions (toggle, start, stop) here.
+    pub fn set_control(&self, control: mpsc::Sender<crate::supervisor::Command>) {
+        self.core().control = Some(control);
+    }
+
+    /// Drop the supervisor sender (shutdown): client requests are no longer carried out.
+    pub fn set_control_closed(&self) {
+        self.core().control = None;
+    }
+
+    /// A supervised server changed state: remember it and tell every session that shows it.
+    pub fn server_event(&self, event: crate::supervisor::ServerEvent) {
+        let mut core = self.core();
+        let Some(status) = event.status else {
+            core.live.forget_state(&event.id);
+            return;
+        };
+        let state = live::server_state(&status);
+        core.live.set_state(&event.id, state.clone());
+        let uris: Vec<String> = core
+            .store
+            .session_uris()
+            .filter(|uri| {
+                core.store.session(uri).is_some_and(|s| {
+                    admission::find_customization(
+                        s.customizations.as_deref().unwrap_or(&[]),
+                        &event.id,
+                    ) == Some(admission::Target::McpServer)
+                })
+            })
+            .map(str::to_string)
+            .collect();
+        for uri in uris {
+            let action = StateAction::SessionMcpServerStateChanged(Box::new(
+                ahp_types::actions::SessionMcpServerStateChangedAction {
+                    id: event.id.clone(),
+                    state: state.clone(),
+                    channel: None,
+                },
+            ));
+            match core.store.commit(&uri, action, None) {
+                Ok(commit) => core.publish(commit),
+                Err(error) => tracing::warn!(session = %uri, ?error, "server state not applied"),
+            }
+        }
+    }
+
     /// Commit a host-originated session action to every session (customization changes
-    /// apply to all of them). Returns how many sessions took it.
+    /// apply to all of them, with live server states and client toggles laid over them).
+    /// Returns how many sessions took it.
     pub fn emit_to_sessions(&self, action: &StateAction) -> usize {
         let mut core = self.core();
+        let mut action = action.clone();
+        core.live.patch_action(&mut action);
+        let action = &action;
         let uris: Vec<String> = core.store.session_uris().map(str::to_string).collect();
         let mut applied = 0;
         for uri in uris {
@@ -482,6 +539,40 @@ impl Host {
 
 impl Core {
     /// Broadcast a committed envelope, and the summary change it caused, if any.
+    /// Side effects of an accepted client action: toggles are remembered (and mirrored to
+    /// the other sessions, since servers are shared), start/stop go to the supervisor.
+    fn carry_out(&mut self, channel: &str, action: &StateAction) {
+        use crate::supervisor::Command;
+        let command = match action {
+            StateAction::SessionCustomizationToggled(a) => {
+                self.live.record_toggle(&a.id, &a.enablement);
+                let others: Vec<String> = self
+                    .store
+                    .session_uris()
+                    .filter(|uri| *uri != channel)
+                    .map(str::to_string)
+                    .collect();
+                for uri in others {
+                    if let Ok(commit) = self.store.commit(&uri, action.clone(), None) {
+                        self.publish(commit);
+                    }
+                }
+                Command::Toggle {
+                    id: a.id.clone(),
+                    enabled: live::effective(&a.enablement),
+                }
+            }
+            StateAction::SessionMcpServerStartRequested(a) => Command::Start(a.id.clone()),
+            StateAction::SessionMcpServerStopRequested(a) => Command::Stop(a.id.clone()),
+            _ => return,
+        };
+        if let Some(control) = &self.control {
+            if let Err(error) = control.try_send(command) {
+                tracing::warn!(%error, "supervisor busy; client request dropped");
+            }
+        }
+    }
+
     fn publish(&mut self, commit: Commit) {
         let channel = commit.envelope.channel.clone();
         self.fanout

@@ -1,0 +1,291 @@
+//! Facts that outlast a rescan: each supervised server's live state and every client
+//! enablement decision, laid over freshly scanned customizations before they are committed.
+
+use std::collections::HashMap;
+
+use ahp_types::actions::StateAction;
+use ahp_types::state::{
+    ChildCustomization, Customization, CustomizationEnablement, ErrorInfo,
+    McpServerAuthRequiredState, McpServerErrorState, McpServerReadyState, McpServerStartingState,
+    McpServerState, McpServerStoppedState,
+};
+
+use crate::supervisor::Status;
+
+/// Live server states and client enablement decisions, by customization id.
+#[derive(Debug, Default)]
+pub struct Live {
+    states: HashMap<String, McpServerState>,
+    enablement: HashMap<String, Vec<CustomizationEnablement>>,
+}
+
+impl Live {
+    /// Remember server `id`'s state.
+    pub fn set_state(&mut self, id: &str, state: McpServerState) {
+        self.states.insert(id.to_string(), state);
+    }
+
+    /// Forget server `id`'s state (it was removed).
+    pub fn forget_state(&mut self, id: &str) {
+        self.states.remove(id);
+    }
+
+    /// Remember a client's enablement array for `id`; an empty array clears the decision.
+    pub fn record_toggle(&mut self, id: &str, enablement: &[CustomizationEnablement]) {
+        if enablement.is_empty() {
+            self.enablement.remove(id);
+        } else {
+            self.enablement.insert(id.to_string(), enablement.to_vec());
+        }
+    }
+
+    /// Lay live facts over the customizations a host-originated action carries.
+    pub fn patch_action(&self, action: &mut StateAction) {
+        match action {
+            StateAction::SessionCustomizationsChanged(a) => {
+                a.customizations.iter_mut().for_each(|c| self.patch(c));
+            }
+            StateAction::SessionCustomizationUpdated(a) => self.patch(&mut a.customization),
+            _ => {}
+        }
+    }
+
+    /// Lay live facts over one top-level customization and its children.
+    pub fn patch(&self, customization: &mut Customization) {
+        match customization {
+            Customization::Plugin(p) => {
+                if let Some(e) = self.enablement.get(&p.id) {
+                    p.enablement = Some(e.clone());
+                }
+                p.children
+                    .iter_mut()
+                    .flatten()
+                    .for_each(|c| self.patch_child(c));
+            }
+            Customization::Directory(d) => {
+                if let Some(e) = self.enablement.get(&d.id) {
+                    d.enabled = effective(e).unwrap_or(true);
+                }
+                d.children
+                    .iter_mut()
+                    .flatten()
+                    .for_each(|c| self.patch_child(c));
+            }
+            Customization::McpServer(m) => {
+                if let Some(e) = self.enablement.get(&m.id) {
+                    m.enablement = Some(e.clone());
+                }
+                if let Some(state) = self.states.get(&m.id) {
+                    m.state = state.clone();
+                }
+            }
+            Customization::Unknown(_) => {}
+        }
+    }
+
+    fn patch_child(&self, child: &mut ChildCustomization) {
+        let (id, enabled) = match child {
+            ChildCustomization::McpServer(m) => {
+                if let Some(e) = self.enablement.get(&m.id) {
+                    m.enablement = Some(e.clone());
+                }
+                if let Some(state) = self.states.get(&m.id) {
+                    m.state = state.clone();
+                }
+                return;
+            }
+            ChildCustomization::Agent(c) => (&c.id, &mut c.enabled),
+            ChildCustomization::Skill(c) => (&c.id, &mut c.enabled),
+            ChildCustomization::Prompt(c) => (&c.id, &mut c.enabled),
+            ChildCustomization::Rule(c) => (&c.id, &mut c.enabled),
+            ChildCustomization::Hook(c) => (&c.id, &mut c.enabled),
+            ChildCustomization::Unknown(_) => return,
+        };
+        if let Some(e) = self.enablement.get(id) {
+            *enabled = Some(effective(e).unwrap_or(true));
+        }
+    }
+}
+
+/// The effective value of an enablement array (its first entry), `None` when empty.
+pub fn effective(enablement: &[CustomizationEnablement]) -> Option<bool> {
+    match enablement.first()? {
+        CustomizationEnablement::Session { enabled, .. }
+        | CustomizationEnablement::Workspace { enabled, .. }
+        | CustomizationEnablement::Global { enabled, .. } => Some(*enabled),
+        CustomizationEnablement::Unknown(_) => None,
+    }
+}
+
+/// The AHP state for a supervisor status.
+pub fn server_state(status: &Status) -> McpServerState {
+    match status {
+        Status::Starting => McpServerState::Starting(McpServerStartingState { blocking: None }),
+        Status::Ready { .. } => McpServerState::Ready(McpServerReadyState {}),
+        Status::Stopped => McpServerState::Stopped(McpServerStoppedState {}),
+        Status::Error { kind, message } => McpServerState::Error(McpServerErrorState {
+            error: ErrorInfo {
+                error_type: (*kind).to_string(),
+                message: message.clone(),
+                stack: None,
+                meta: None,
+            },
+        }),
+        Status::AuthRequired {
+            resource,
+            challenge,
+            insufficient_scope,
+        } => {
+            let params = challenge
+                .as_deref()
+                .map(challenge_params)
+                .unwrap_or_default();
+            let scopes: Option<Vec<String>> = params
+                .get("scope")
+                .map(|s| s.split_whitespace().map(str::to_string).collect());
+            let metadata = serde_json::json!({ "resource": resource });
+            match serde_json::from_value(metadata) {
+                Ok(resource) => {
+                    McpServerState::AuthRequired(Box::new(McpServerAuthRequiredState {
+                        reason: if *insufficient_scope {
+                            ahp_types::state::McpAuthRequiredReason::InsufficientScope
+                        } else {
+                            ahp_types::state::McpAuthRequiredReason::Required
+                        },
+                        oauth_client: None,
+                        resource,
+                        required_scopes: scopes,
+                        description: params.get("error_description").cloned(),
+                    }))
+                }
+                Err(error) => McpServerState::Error(McpServerErrorState {
+                    error: ErrorInfo {
+                        error_type: "authRequired".into(),
+                        message: format!("the server requires authorization ({error})"),
+                        stack: None,
+                        meta: None,
+                    },
+                }),
+            }
+        }
+    }
+}
+
+/// `key=value` / `key="value"` parameters of a `WWW-Authenticate: Bearer …` challenge.
+pub fn challenge_params(challenge: &str) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let rest = challenge
+        .trim()
+        .strip_prefix("Bearer")
+        .or_else(|| challenge.trim().strip_prefix("bearer"))
+        .unwrap_or(challenge);
+    let mut chars = rest.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| *c == ',' || c.is_whitespace()) {
+            chars.next();
+        }
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        if key.is_empty() {
+            return out;
+        }
+        let mut value = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => value.extend(chars.next()),
+                    '"' => break,
+                    c => value.push(c),
+                }
+            }
+        } else {
+            while let Some(c) = chars.peek().copied() {
+                if c == ',' || c.is_whitespace() {
+                    break;
+                }
+                value.push(c);
+                chars.next();
+            }
+        }
+        out.insert(key.trim().to_ascii_lowercase(), value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn customization(value: serde_json::Value) -> Customization {
+        serde_json::from_value(value).expect("valid customization")
+    }
+
+    #[test]
+    fn rescanned_containers_keep_live_states_and_toggles() {
+        let mut live = Live::default();
+        live.set_state("m", server_state(&Status::Ready { tools: 2 }));
+        let off = vec![CustomizationEnablement::Session { enabled: false }];
+        live.record_toggle("p", &off);
+        live.record_toggle("s", &off);
+        let mut plugin = customization(json!({
+        "type": "plugin", "id": "p", "uri": "file:///p", "name": "p", "children": [
+            {"type": "skill", "id": "s", "uri": "file:///p/s", "name": "s"},
+            {"type": "mcpServer", "id": "m", "uri": "file:///p/.mcp.json", "name": "m", "state": {"kind": "starting"}}
+        ]}));
+        live.patch(&mut plugin);
+        let value = serde_json::to_value(&plugin).unwrap();
+        assert_eq!(
+            value["enablement"],
+            json!([{"kind": "session", "enabled": false}])
+        );
+        assert_eq!(value["children"][0]["enabled"], json!(false));
+        assert_eq!(value["children"][1]["state"], json!({"kind": "ready"}));
+        live.record_toggle("p", &[]);
+        live.forget_state("m");
+        let mut fresh = customization(json!({
+        "type": "plugin", "id": "p", "uri": "file:///p", "name": "p", "children": [
+            {"type": "mcpServer", "id": "m", "uri": "file:///p/.mcp.json", "name": "m", "state": {"kind": "starting"}}
+        ]}));
+        live.patch(&mut fresh);
+        let value = serde_json::to_value(&fresh).unwrap();
+        assert!(value.get("enablement").is_none());
+        assert_eq!(value["children"][0]["state"], json!({"kind": "starting"}));
+    }
+
+    #[test]
+    fn statuses_map_to_wire_states() {
+        let error = serde_json::to_value(server_state(&Status::error(
+            "exited",
+            "exited with status 3".into(),
+        )))
+        .unwrap();
+        assert_eq!(
+            error,
+            json!({"kind": "error", "error": {"errorType": "exited", "message": "exited with status 3"}})
+        );
+        let auth = serde_json::to_value(server_state(&Status::AuthRequired {
+            resource: "https://mcp.example.com/mcp".into(),
+            challenge: Some(r#"Bearer error="insufficient_scope", scope="read write", error_description="more, please""#.into()),
+            insufficient_scope: true,
+        }))
+        .unwrap();
+        assert_eq!(auth["kind"], "authRequired");
+        assert_eq!(auth["reason"], "insufficientScope");
+        assert_eq!(
+            auth["resource"],
+            json!({"resource": "https://mcp.example.com/mcp"})
+        );
+        assert_eq!(auth["requiredScopes"], json!(["read", "write"]));
+        assert_eq!(auth["description"], "more, please");
+    }
+
+    #[test]
+    fn effective_enablement_is_the_first_entry() {
+        assert_eq!(effective(&[]), None);
+        let entries = vec![
+            CustomizationEnablement::Session { enabled: false },
+            CustomizationEnablement::Global { enabled: true },
+        ];
+        assert_eq!(effective(&entries), Some(false));
+    }
+}

@@ -1,0 +1,306 @@
+//! The supervisor: one lifecycle task per declared MCP server, reconciled against what
+//! discovery declares and what clients ask (toggle, start, stop). Knows nothing of AHP.
+//!
+//! It reports every transition as a [`ServerEvent`]; the host turns those into
+//! `session/mcpServerStateChanged` actions.
+
+pub mod policy;
+#[allow(unsafe_code)] // pre_exec (parent-death signal) and killpg: the only unsafe in the crate
+pub mod process;
+pub mod server;
+pub mod stderr;
+pub mod upstream;
+
+use std::collections::{HashMap, HashSet};
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ServerTransport, SupervisorConfig};
+use crate::discovery::DeclaredServer;
+
+/// Where a server is in its life, as the supervisor sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// Being spawned / connected / initialized.
+    Starting,
+    /// Initialized and listed its tools.
+    Ready {
+        /// How many tools it offered.
+        tools: usize,
+    },
+    /// An HTTP server answered 401/403.
+    AuthRequired {
+        /// The server URL without credentials, query or fragment.
+        resource: String,
+        /// The raw `WWW-Authenticate` challenge, when one came.
+        challenge: Option<String>,
+        /// 403 (more scope needed) rather than 401.
+        insufficient_scope: bool,
+    },
+    /// Failed; `kind` is a short machine-readable tag, `message` says what happened.
+    Error {
+        /// `config`, `spawn`, `startFailed`, `timeout`, `exited`, `crashLoop`, `unsupported`.
+        kind: &'static str,
+        /// What happened, with the exit status and last stderr lines where there are some.
+        message: String,
+    },
+    /// Not running, on purpose.
+    Stopped,
+}
+
+impl Status {
+    /// An error status.
+    pub fn error(kind: &'static str, message: String) -> Self {
+        Self::Error { kind, message }
+    }
+}
+
+/// A transition of server `id`; `status: None` means the server was removed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerEvent {
+    /// The `mcpServer` customization id.
+    pub id: String,
+    /// Its new status, or `None` once it is gone for good.
+    pub status: Option<Status>,
+}
+
+/// What one lifecycle task should be doing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Desired {
+    /// How to launch it (or why it cannot be launched).
+    pub launch: Result<ServerTransport, String>,
+    /// Whether it should be running.
+    pub run: bool,
+    /// Bumped by every start/stop request: the task answers each with its state.
+    pub epoch: u64,
+}
+
+/// Requests to the supervisor.
+#[derive(Debug)]
+pub enum Command {
+    /// The complete set of declared servers and, per server id, its container's id.
+    Sync {
+        /// Every declared server, in catalog order (the first of a duplicated id wins).
+        servers: Vec<DeclaredServer>,
+        /// Server id → id of the plugin/directory that declares it.
+        containers: HashMap<String, String>,
+    },
+    /// A client's enablement decision for a server or a container (`None`: cleared).
+    Toggle {
+        /// The customization id.
+        id: String,
+        /// The effective value, or `None` when the decision was cleared.
+        enabled: Option<bool>,
+    },
+    /// `session/mcpServerStartRequested`.
+    Start(String),
+    /// `session/mcpServerStopRequested`.
+    Stop(String),
+}
+
+/// The handle: send [`Command`]s, then [`Supervisor::shutdown`].
+pub struct Supervisor {
+    commands: mpsc::Sender<Command>,
+    shutdown: CancellationToken,
+    owner: JoinHandle<()>,
+}
+
+impl Supervisor {
+    /// Start the supervisor. Transitions arrive on the returned receiver.
+    pub fn spawn(config: SupervisorConfig) -> (Self, mpsc::Receiver<ServerEvent>) {
+        let (commands, inbox) = mpsc::channel(1024);
+        let (events, outbox) = mpsc::channel(1024);
+        let shutdown = CancellationToken::new();
+        let owner = Owner {
+            config,
+            events,
+            shutdown: shutdown.clone(),
+            servers: HashMap::new(),
+            toggles: HashMap::new(),
+        };
+        let owner = tokio::spawn(owner.run(inbox));
+        (
+            Self {
+                commands,
+                shutdown,
+                owner,
+            },
+            outbox,
+        )
+    }
+
+    /// A sender for commands (the host and the watcher each keep one).
+    pub fn commands(&self) -> mpsc::Sender<Command> {
+        self.commands.clone()
+    }
+
+    /// Stop every server (reporting `stopped` for each) and wait for them.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        drop(self.commands);
+        let _ = self.owner.await;
+    }
+}
+
+struct Entry {
+    server: DeclaredServer,
+    container: Option<String>,
+    /// The latest explicit start (true) or stop (false) request; cleared by toggles.
+    request: Option<bool>,
+    epoch: u64,
+    desired: watch::Sender<Desired>,
+    task: JoinHandle<()>,
+}
+
+struct Owner {
+    config: SupervisorConfig,
+    events: mpsc::Sender<ServerEvent>,
+    shutdown: CancellationToken,
+    servers: HashMap<String, Entry>,
+    /// Client enablement decisions by customization id (servers and containers).
+    toggles: HashMap<String, bool>,
+}
+
+impl Owner {
+    async fn run(mut self, mut inbox: mpsc::Receiver<Command>) {
+        loop {
+            let command = tokio::select! {
+                command = inbox.recv() => command,
+                _ = self.shutdown.cancelled() => None,
+            };
+            let Some(command) = command else { break };
+            self.apply(command);
+        }
+        // Shutdown: every task stops its server and reports `stopped`.
+        self.shutdown.cancel();
+        for (_, entry) in self.servers.drain() {
+            let _ = entry.task.await;
+        }
+    }
+
+    fn apply(&mut self, command: Command) {
+        match command {
+            Command::Sync {
+                servers,
+                containers,
+            } => self.sync(servers, containers),
+            Command::Toggle { id, enabled } => {
+                match enabled {
+                    Some(value) => self.toggles.insert(id.clone(), value),
+                    None => self.toggles.remove(&id),
+                };
+                for entry in self.servers.values_mut() {
+                    if entry.server.id == id || entry.container.as_deref() == Some(&id) {
+                        entry.request = None;
+                    }
+                }
+                self.reconcile();
+            }
+            Command::Start(id) | Command::Stop(id) if !self.servers.contains_key(&id) => {
+                tracing::debug!(server = %id, "start/stop request for an unknown server ignored");
+            }
+            Command::Start(id) => self.request(&id, true),
+            Command::Stop(id) => self.request(&id, false),
+        }
+    }
+
+    fn request(&mut self, id: &str, run: bool) {
+        if let Some(entry) = self.servers.get_mut(id) {
+            entry.request = Some(run);
+            entry.epoch += 1;
+        }
+        self.reconcile();
+    }
+
+    fn sync(&mut self, servers: Vec<DeclaredServer>, containers: HashMap<String, String>) {
+        let mut seen = HashSet::new();
+        let mut declared = Vec::new();
+        for server in servers {
+            if seen.insert(server.id.clone()) {
+                declared.push(server);
+            }
+        }
+        self.servers.retain(|id, entry| {
+            let keep = seen.contains(id);
+            if !keep {
+                tracing::info!(server = %entry.server.name, "server removed; stopping it");
+            }
+            keep // dropping the entry drops its sender: the task stops and reports removal
+        });
+        for server in declared {
+            let container = containers.get(&server.id).cloned();
+            match self.servers.get_mut(&server.id) {
+                Some(entry) => {
+                    entry.server = server;
+                    entry.container = container;
+                }
+                None => {
+                    let id = server.id.clone();
+                    let entry = self.start_task(server, container);
+                    self.servers.insert(id, entry);
+                }
+            }
+        }
+        self.reconcile();
+    }
+
+    fn start_task(&self, server: DeclaredServer, container: Option<String>) -> Entry {
+        let desired = Desired {
+            launch: server.launch.clone(),
+            run: false,
+            epoch: 0,
+        };
+        let (tx, rx) = watch::channel(desired);
+        let task = server::Task {
+            id: server.id.clone(),
+            name: server.name.clone(),
+            config: self.config.clone(),
+            events: self.events.clone(),
+            shutdown: self.shutdown.clone(),
+        };
+        let span = tracing::info_span!("server", name = %server.name);
+        let handle = tokio::spawn(tracing::Instrument::instrument(task.run(rx), span));
+        Entry {
+            server,
+            container,
+            request: None,
+            epoch: 0,
+            desired: tx,
+            task: handle,
+        }
+    }
+
+    /// Push each server's desired state to its task (only real changes wake a task).
+    fn reconcile(&mut self) {
+        for entry in self.servers.values() {
+            let run = entry.request.unwrap_or_else(|| {
+                let own = self
+                    .toggles
+                    .get(&entry.server.id)
+                    .copied()
+                    .unwrap_or(entry.server.enabled);
+                let container = entry
+                    .container
+                    .as_ref()
+                    .and_then(|c| self.toggles.get(c).copied())
+                    .unwrap_or(true);
+                own && container
+            });
+            let want = Desired {
+                launch: entry.server.launch.clone(),
+                run,
+                epoch: entry.epoch,
+            };
+            entry.desired.send_if_modified(|current| {
+                if *current == want {
+                    false
+                } else {
+                    *current = want;
+                    true
+                }
+            });
+        }
+    }
+}

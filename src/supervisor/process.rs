@@ -1,0 +1,221 @@
+//! Child processes for stdio servers: each in its own process group, killed by the kernel if
+//! the sidecar dies, stopped with SIGTERM to the whole group and SIGKILL after a grace period.
+
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+/// A running child with its pipes taken apart.
+pub struct Spawned {
+    /// The process (its pid is also its process group id).
+    pub child: Child,
+    /// Its stdin (MCP requests go here).
+    pub stdin: ChildStdin,
+    /// Its stdout (MCP responses come from here).
+    pub stdout: ChildStdout,
+    /// Its stderr (drained into logs and the error tail).
+    pub stderr: ChildStderr,
+}
+
+/// Start `command args` in `cwd` with `env` added, in a new process group, with SIGKILL as
+/// its parent-death signal. The error says why without naming the command (a secret).
+pub fn spawn(
+    command: &str,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: Option<&Path>,
+) -> Result<Spawned, String> {
+    let mut cmd = Command::new(command);
+    cmd.args(args)
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: the closure runs in the forked child before exec and only calls
+        // async-signal-safe functions (prctl, getppid, _exit).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The sidecar may have died between fork and prctl: then nobody will signal us.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|error| describe_spawn_error(&error, cwd))?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err("the server process started without its pipes".into());
+    };
+    Ok(Spawned {
+        child,
+        stdin,
+        stdout,
+        stderr,
+    })
+}
+
+fn describe_spawn_error(error: &std::io::Error, cwd: Option<&Path>) -> String {
+    use std::io::ErrorKind;
+    match error.kind() {
+        ErrorKind::NotFound if cwd.is_some_and(|c| !c.is_dir()) => {
+            "cannot start the server: its working directory does not exist".into()
+        }
+        ErrorKind::NotFound => {
+            "cannot start the server: command not found (check the command and PATH)".into()
+        }
+        ErrorKind::PermissionDenied => {
+            "cannot start the server: permission denied (is the command executable?)".into()
+        }
+        _ => format!("cannot start the server: {error}"),
+    }
+}
+
+/// Stop `child` and everything in its process group: SIGTERM, then SIGKILL after `grace`.
+/// Returns how it ended (None if it could not be waited for).
+pub async fn terminate(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    if let Ok(Some(status)) = child.try_wait() {
+        kill_group(child, libc::SIGKILL);
+        return Some(status);
+    }
+    let group = child.id();
+    signal_group(group, libc::SIGTERM);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(status) => {
+            // Grandchildren that ignored SIGTERM go too.
+            signal_group(group, libc::SIGKILL);
+            status.ok()
+        }
+        Err(_) => {
+            signal_group(group, libc::SIGKILL);
+            child.wait().await.ok()
+        }
+    }
+}
+
+/// Send `signal` to the group of a child that may already have exited.
+pub fn kill_group(child: &Child, signal: libc::c_int) {
+    signal_group(child.id(), signal);
+}
+
+fn signal_group(pid: Option<u32>, signal: libc::c_int) {
+    if let Some(pid) = pid.and_then(|p| libc::pid_t::try_from(p).ok()) {
+        if pid > 0 {
+            // SAFETY: killpg has no memory effects; a stale group id fails with ESRCH.
+            unsafe {
+                libc::killpg(pid, signal);
+            }
+        }
+    }
+}
+
+/// "exited with status 3" / "killed by signal 9 (SIGKILL)".
+pub fn describe_exit(status: &ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        return format!("exited with status {code}");
+    }
+    match status.signal() {
+        Some(signal) => format!("killed by signal {signal} ({})", signal_name(signal)),
+        None => "ended".into(),
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn exits_are_described_by_status_or_signal() {
+        assert_eq!(
+            describe_exit(&ExitStatus::from_raw(3 << 8)),
+            "exited with status 3"
+        );
+        assert_eq!(
+            describe_exit(&ExitStatus::from_raw(9)),
+            "killed by signal 9 (SIGKILL)"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_command_is_reported_without_naming_it() {
+        let error = spawn("/no/such/secret-command", &[], &Default::default(), None)
+            .err()
+            .expect("cannot spawn");
+        assert!(error.contains("command not found"), "{error}");
+        assert!(!error.contains("secret"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn terminate_takes_the_whole_group() {
+        // A shell that starts a grandchild and ignores SIGTERM: both must be gone.
+        let script = "trap '' TERM; sleep 300 & echo $!; wait".to_string();
+        let mut spawned =
+            spawn("sh", &["-c".into(), script], &Default::default(), None).expect("sh runs");
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(&mut spawned.stdout).lines();
+        let grandchild: i32 = lines
+            .next_line()
+            .await
+            .unwrap()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let status = terminate(&mut spawned.child, Duration::from_millis(200)).await;
+        assert!(status.is_some());
+        // The grandchild was SIGKILLed with the group; once reaped by init it is gone.
+        let mut gone = false;
+        for _ in 0..250 {
+            // Gone, or a zombie waiting for a reaper: either way it runs no more.
+            let stat =
+                std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
+            if stat.is_empty()
+                || stat
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+            {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(gone, "grandchild {grandchild} survived");
+    }
+}

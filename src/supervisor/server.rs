@@ -1,0 +1,492 @@
+//! One server's lifecycle task: start (spawn + handshake + tools/list), watch it run, stop it,
+//! restart it with backoff after a failure, and report every transition as a [`Status`].
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::policy::{Jitter, RestartPolicy};
+use super::process::{self, Spawned};
+use super::stderr::{self, SharedTail};
+use super::upstream::{self, ConnectError, Connection};
+use super::{Desired, ServerEvent, Status};
+use crate::config::{ServerTransport, SupervisorConfig};
+
+/// How often a running server's transport is checked, and how often HTTP servers are pinged.
+const CLOSED_POLL: Duration = Duration::from_millis(250);
+const HTTP_PING_EVERY: Duration = Duration::from_secs(15);
+const HTTP_PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a failed handshake, how long to wait for the child's exit status.
+const EXIT_STATUS_WAIT: Duration = Duration::from_secs(1);
+
+/// Everything one lifecycle task needs besides its desired-state channel.
+pub struct Task {
+    /// The customization id.
+    pub id: String,
+    /// The declared name (logs).
+    pub name: String,
+    /// Timings.
+    pub config: SupervisorConfig,
+    /// Where transitions go.
+    pub events: mpsc::Sender<ServerEvent>,
+    /// Cancelled when the sidecar shuts down.
+    pub shutdown: CancellationToken,
+}
+
+/// A started server: its connection and, for stdio, its process.
+struct Running {
+    connection: Connection,
+    child: Option<tokio::process::Child>,
+    tail: SharedTail,
+}
+
+/// How a running server stopped running.
+enum Ended {
+    /// It died or hung up: the message says how.
+    Failed(String),
+    /// We want something else now (stop, restart with a new spec, removal).
+    Changed,
+    /// The sidecar is shutting down.
+    Shutdown,
+}
+
+/// Why a start did not produce a running server.
+enum Interrupted {
+    /// It failed; this status says how.
+    Failed(Status),
+    /// The desired state changed (or shutdown) first.
+    Woke(Wake),
+}
+
+/// What the desired-state channel said while we waited.
+enum Wake {
+    Changed,
+    Removed,
+    Shutdown,
+}
+
+impl Task {
+    /// Run until the server is removed or the sidecar shuts down.
+    pub async fn run(self, mut desired: watch::Receiver<Desired>) {
+        let policy = RestartPolicy::new(&self.config);
+        let mut jitter = Jitter::new(seed(&self.id));
+        let mut failures: u32 = 0;
+        let mut epoch = desired.borrow().epoch;
+        let mut launch_seen = desired.borrow().launch.clone();
+        loop {
+            let want = desired.borrow_and_update().clone();
+            // A start request or a new launch spec deserves fresh attempts.
+            if want.epoch != epoch || want.launch != launch_seen {
+                epoch = want.epoch;
+                launch_seen = want.launch.clone();
+                failures = 0;
+            }
+            let wake = if !want.run {
+                self.report(Status::Stopped).await;
+                self.wait(&mut desired).await
+            } else {
+                match &want.launch {
+                    Err(message) => {
+                        self.report(Status::error("config", message.clone())).await;
+                        self.wait(&mut desired).await
+                    }
+                    Ok(launch) => {
+                        match self
+                            .attempt(launch, &mut desired, &policy, &mut failures)
+                            .await
+                        {
+                            Some(wake) => wake,
+                            None => {
+                                // Failed: back off (or give up) before the next attempt.
+                                if policy.gives_up(failures) {
+                                    self.wait(&mut desired).await
+                                } else {
+                                    let delay = policy.delay(failures, jitter.next_unit());
+                                    tracing::debug!(server = %self.name, failures, delay_ms = delay.as_millis() as u64, "restarting after a delay");
+                                    tokio::select! {
+                                        _ = tokio::time::sleep(delay) => Wake::Changed,
+                                        wake = self.wait(&mut desired) => wake,
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            match wake {
+                Wake::Changed => continue,
+                Wake::Removed => {
+                    let _ = self
+                        .events
+                        .send(ServerEvent {
+                            id: self.id.clone(),
+                            status: None,
+                        })
+                        .await;
+                    return;
+                }
+                Wake::Shutdown => {
+                    self.report(Status::Stopped).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One start and, if it comes up, its whole run. `None` means it failed (the error is
+    /// already reported and counted); `Some` means the desired state changed first.
+    async fn attempt(
+        &self,
+        launch: &ServerTransport,
+        desired: &mut watch::Receiver<Desired>,
+        policy: &RestartPolicy,
+        failures: &mut u32,
+    ) -> Option<Wake> {
+        self.report(Status::Starting).await;
+        let mut running = match self.start(launch, desired).await {
+            Ok(running) => running,
+            Err(Interrupted::Woke(wake)) => return Some(wake),
+            Err(Interrupted::Failed(status @ Status::AuthRequired { .. })) => {
+                // Retrying without credentials cannot help: wait to be asked again.
+                self.report(status).await;
+                return Some(self.wait(desired).await);
+            }
+            Err(Interrupted::Failed(status)) => {
+                *failures = policy.count_failure(*failures, None);
+                self.report(self.give_up_if_needed(status, policy, *failures))
+                    .await;
+                return None;
+            }
+        };
+        self.report(Status::Ready {
+            tools: running.connection.tools.len(),
+        })
+        .await;
+        tracing::info!(server = %self.name, tools = running.connection.tools.len(), "server ready");
+        let up_since = Instant::now();
+        let ended = self.watch_running(&mut running, launch, desired).await;
+        match ended {
+            Ended::Failed(how) => {
+                let uptime = up_since.elapsed();
+                let stderr_tail = self.stop(running).await;
+                *failures = policy.count_failure(*failures, Some(uptime));
+                tracing::warn!(server = %self.name, failures, "server failed: {how}");
+                let status = Status::error("exited", with_tail(how, &stderr_tail));
+                self.report(self.give_up_if_needed(status, policy, *failures))
+                    .await;
+                None
+            }
+            Ended::Changed => {
+                self.stop(running).await;
+                Some(Wake::Changed)
+            }
+            Ended::Shutdown => {
+                self.stop(running).await;
+                Some(Wake::Shutdown)
+            }
+        }
+    }
+
+    /// After the crash-loop limit the error says so, and the task waits to be asked.
+    fn give_up_if_needed(&self, status: Status, policy: &RestartPolicy, failures: u32) -> Status {
+        match status {
+            Status::Error { kind, message } if policy.gives_up(failures) => Status::Error {
+                kind: "crashLoop",
+                message: format!(
+                    "failed {failures} times in a row ({kind}); not restarting until a start is requested. Last failure: {message}"
+                ),
+            },
+            other => other,
+        }
+    }
+
+    /// Spawn (stdio) or dial (HTTP), then handshake within the start timeout. A change of
+    /// the desired state or shutdown interrupts it (and stops what was started).
+    async fn start(
+        &self,
+        launch: &ServerTransport,
+        desired: &mut watch::Receiver<Desired>,
+    ) -> Result<Running, Interrupted> {
+        let failed = |status| Interrupted::Failed(status);
+        match launch {
+            ServerTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let Spawned {
+                    mut child,
+                    stdin,
+                    stdout,
+                    stderr: pipe,
+                } = process::spawn(command, args, env, cwd.as_deref())
+                    .map_err(|m| failed(Status::error("spawn", m)))?;
+                let tail = SharedTail::default();
+                tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
+                let handshake = tokio::time::timeout(
+                    self.config.start_timeout,
+                    upstream::connect(&self.name, (stdout, stdin), None),
+                );
+                let outcome = tokio::select! {
+                    outcome = handshake => outcome,
+                    wake = self.wait(desired) => {
+                        process::terminate(&mut child, self.config.stop_grace).await;
+                        return Err(Interrupted::Woke(wake));
+                    }
+                };
+                match outcome {
+                    Ok(Ok(connection)) => Ok(Running {
+                        connection,
+                        child: Some(child),
+                        tail,
+                    }),
+                    Ok(Err(error)) => {
+                        let why = match error {
+                            ConnectError::Failed(message) => message,
+                            ConnectError::AuthRequired { .. } => {
+                                "the server asked for authorization".into()
+                            }
+                        };
+                        let exit = tokio::time::timeout(EXIT_STATUS_WAIT, child.wait()).await;
+                        let how = match exit {
+                            Ok(Ok(status)) => {
+                                process::kill_group(&child, libc::SIGKILL);
+                                format!(
+                                    "{} before the MCP handshake completed",
+                                    process::describe_exit(&status)
+                                )
+                            }
+                            _ => {
+                                process::terminate(&mut child, self.config.stop_grace).await;
+                                why
+                            }
+                        };
+                        let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
+                        Err(failed(Status::error("startFailed", with_tail(how, &tail))))
+                    }
+                    Err(_) => {
+                        process::terminate(&mut child, self.config.stop_grace).await;
+                        let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
+                        let how = format!(
+                            "did not finish initialize and tools/list within {} ms",
+                            self.config.start_timeout.as_millis()
+                        );
+                        Err(failed(Status::error("timeout", with_tail(how, &tail))))
+                    }
+                }
+            }
+            ServerTransport::Http { sse: true, .. } => Err(failed(Status::error(
+                "unsupported",
+                "the legacy HTTP+SSE transport is not supported; use streamable HTTP".into(),
+            ))),
+            ServerTransport::Http {
+                url,
+                headers,
+                sse: false,
+            } => {
+                let transport = upstream::http_transport(url, headers)
+                    .map_err(|m| failed(Status::error("config", m)))?;
+                let handshake = tokio::time::timeout(
+                    self.config.start_timeout,
+                    upstream::connect(&self.name, transport, Some(url)),
+                );
+                let outcome = tokio::select! {
+                    outcome = handshake => outcome,
+                    wake = self.wait(desired) => return Err(Interrupted::Woke(wake)),
+                };
+                let status = match outcome {
+                    Ok(Ok(connection)) => {
+                        return Ok(Running {
+                            connection,
+                            child: None,
+                            tail: SharedTail::default(),
+                        })
+                    }
+                    Ok(Err(ConnectError::AuthRequired {
+                        challenge,
+                        insufficient_scope,
+                    })) => Status::AuthRequired {
+                        resource: public_resource(url),
+                        challenge,
+                        insufficient_scope,
+                    },
+                    Ok(Err(ConnectError::Failed(message))) => Status::error("startFailed", message),
+                    Err(_) => Status::error(
+                        "timeout",
+                        format!(
+                            "did not finish initialize and tools/list within {} ms",
+                            self.config.start_timeout.as_millis()
+                        ),
+                    ),
+                };
+                Err(failed(status))
+            }
+        }
+    }
+
+    /// Wait while the server runs: until it fails, the wanted state changes, or shutdown.
+    /// A change that keeps the same launch spec running (a start request on a ready server)
+    /// is answered with `ready` again instead of a restart.
+    async fn watch_running(
+        &self,
+        running: &mut Running,
+        launch: &ServerTransport,
+        desired: &mut watch::Receiver<Desired>,
+    ) -> Ended {
+        let peer = running.connection.service.peer().clone();
+        let is_http = running.child.is_none();
+        let health = async {
+            let mut last_ping = Instant::now();
+            loop {
+                tokio::time::sleep(CLOSED_POLL).await;
+                if peer.is_transport_closed() {
+                    return "closed the MCP connection".to_string();
+                }
+                if is_http && last_ping.elapsed() >= HTTP_PING_EVERY {
+                    last_ping = Instant::now();
+                    let ping = tokio::time::timeout(
+                        HTTP_PING_TIMEOUT,
+                        peer.send_request(rmcp::model::ClientRequest::PingRequest(
+                            Default::default(),
+                        )),
+                    );
+                    match ping.await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(error)) => {
+                            let url = match launch {
+                                ServerTransport::Http { url, .. } => Some(url.as_str()),
+                                _ => None,
+                            };
+                            return upstream::scrub(&format!("stopped answering: {error}"), url);
+                        }
+                        Err(_) => return "did not answer ping within 10 s".to_string(),
+                    }
+                }
+            }
+        };
+        tokio::pin!(health);
+        loop {
+            let exited = async {
+                match running.child.as_mut() {
+                    Some(child) => child.wait().await.ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                status = exited => {
+                    return Ended::Failed(match status {
+                        Some(status) => process::describe_exit(&status),
+                        None => "ended".into(),
+                    });
+                }
+                how = &mut health => return Ended::Failed(how),
+                _ = self.shutdown.cancelled() => return Ended::Shutdown,
+                changed = desired.changed() => {
+                    if changed.is_err() {
+                        return Ended::Changed;
+                    }
+                    let now = desired.borrow().clone();
+                    if now.run && now.launch.as_ref().ok() == Some(launch) {
+                        self.report(Status::Ready { tools: running.connection.tools.len() }).await;
+                        continue;
+                    }
+                    return Ended::Changed;
+                }
+            }
+        }
+    }
+
+    /// Hang up and stop the process group. Returns the stderr tail.
+    async fn stop(&self, running: Running) -> String {
+        let Running {
+            connection,
+            child,
+            tail,
+        } = running;
+        if let Some(mut child) = child {
+            process::terminate(&mut child, self.config.stop_grace).await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(1), connection.service.cancel()).await;
+        let text = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
+        text
+    }
+
+    /// Wait for the desired state to change.
+    async fn wait(&self, desired: &mut watch::Receiver<Desired>) -> Wake {
+        tokio::select! {
+            changed = desired.changed() => match changed {
+                Ok(()) => Wake::Changed,
+                Err(_) => Wake::Removed,
+            },
+            _ = self.shutdown.cancelled() => Wake::Shutdown,
+        }
+    }
+
+    async fn report(&self, status: Status) {
+        tracing::debug!(server = %self.name, ?status, "status");
+        let _ = self
+            .events
+            .send(ServerEvent {
+                id: self.id.clone(),
+                status: Some(status),
+            })
+            .await;
+    }
+}
+
+fn with_tail(how: String, tail: &str) -> String {
+    if tail.is_empty() {
+        how
+    } else {
+        format!("{how}; last stderr lines:\n{tail}")
+    }
+}
+
+/// The server URL without credentials, query or fragment: what may be shown as the
+/// protected resource.
+pub fn public_resource(url: &str) -> String {
+    let cut = url.find(['?', '#']).unwrap_or(url.len());
+    let url = &url[..cut];
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
+fn seed(id: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in id.bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    hash ^ now
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_resource_drops_credentials_query_and_fragment() {
+        assert_eq!(
+            public_resource("https://user:pw@mcp.example.com:8443/v1/mcp?key=s3cret#x"),
+            "https://mcp.example.com:8443/v1/mcp"
+        );
+        assert_eq!(
+            public_resource("http://127.0.0.1:9/mcp"),
+            "http://127.0.0.1:9/mcp"
+        );
+    }
+}
