@@ -54,8 +54,15 @@ enum LogFormat {
 }
 
 fn init_logging(format: LogFormat) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // rmcp's own log lines can carry server URLs (with their tokens) inside transport
+    // errors; every failure is reported by the supervisor instead, scrubbed. Opt in with
+    // an explicit `rmcp` directive in RUST_LOG.
+    if !std::env::var("RUST_LOG").is_ok_and(|v| v.contains("rmcp")) {
+        if let Ok(directive) = "rmcp=off".parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -131,7 +138,10 @@ fn serve(mut config: Config, listen: Option<SocketAddr>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(ahp_proxy::serve::run(config)) {
+    let outcome = runtime.block_on(ahp_proxy::serve::run(config));
+    // Timers still pending (client grace periods) must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error}");

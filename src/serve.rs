@@ -77,11 +77,18 @@ pub async fn run(config: Config) -> Result<(), String> {
     shutdown.cancel();
     let _ = watcher.await;
     // Stop every server while clients are still connected, so they see each one `stopped`.
+    // Each step is bounded: a wedged server or client cannot hold the exit.
     host.set_control_closed();
-    supervisor.shutdown().await;
-    let _ = bridge.await;
+    let patience = config.supervisor.stop_grace + std::time::Duration::from_secs(5);
+    if tokio::time::timeout(patience, supervisor.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some servers did not stop in time; exiting anyway");
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), bridge).await;
     listening.cancel();
-    let _ = server.await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), server).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -124,12 +124,13 @@ impl Scanner {
         self.watched = now;
     }
 
-    /// Rescan what a batch of changed paths touches; returns the actions to commit.
+    /// Rescan what a batch of changed paths touches; returns the actions to commit, or
+    /// `None` when nothing was rescanned.
     fn batch(
         &mut self,
         paths: &BTreeSet<PathBuf>,
         everything: bool,
-    ) -> Vec<ahp_types::StateAction> {
+    ) -> Option<Vec<ahp_types::StateAction>> {
         let mut dirty = if everything {
             self.catalog.everything()
         } else {
@@ -139,7 +140,7 @@ impl Scanner {
             dirty.merge(self.catalog.dirty_for(path));
         }
         if dirty.is_empty() {
-            return Vec::new();
+            return None;
         }
         let started = std::time::Instant::now();
         let actions = self.catalog.rescan(&dirty, &self.ctx);
@@ -152,7 +153,7 @@ impl Scanner {
             "rescanned"
         );
         self.sync_watches(paths);
-        actions
+        Some(actions)
     }
 }
 
@@ -202,18 +203,18 @@ async fn run(
                 return;
             }
         };
+        let Some(actions) = actions else { continue };
         for action in &actions {
             host.emit_to_sessions(action);
         }
-        if !actions.is_empty() {
-            // The supervisor diffs the set itself: only changed servers restart.
-            if supervisor
-                .send(scanner.catalog.supervision())
-                .await
-                .is_err()
-            {
-                return;
-            }
+        // Launch specs are not part of the tree: a rescan with no action can still change
+        // one. The supervisor diffs the set itself; only changed servers restart.
+        if supervisor
+            .send(scanner.catalog.supervision())
+            .await
+            .is_err()
+        {
+            return;
         }
     }
 }

@@ -107,6 +107,26 @@ impl Live {
     }
 }
 
+/// The current state of MCP server `id` (top-level or child) in a customization list.
+pub fn server_state_in<'a>(list: &'a [Customization], id: &str) -> Option<&'a McpServerState> {
+    for entry in list {
+        let children = match entry {
+            Customization::McpServer(m) if m.id == id => return Some(&m.state),
+            Customization::Plugin(p) => p.children.as_deref(),
+            Customization::Directory(d) => d.children.as_deref(),
+            _ => None,
+        };
+        for child in children.unwrap_or(&[]) {
+            if let ChildCustomization::McpServer(m) = child {
+                if m.id == id {
+                    return Some(&m.state);
+                }
+            }
+        }
+    }
+    None
+}
+
 /// The effective value of an enablement array (its first entry), `None` when empty.
 pub fn effective(enablement: &[CustomizationEnablement]) -> Option<bool> {
     match enablement.first()? {

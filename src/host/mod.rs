@@ -334,15 +334,15 @@ impl Host {
         };
         let state = live::server_state(&status);
         core.live.set_state(&event.id, state.clone());
+        // Sessions that show this server in another state (client actions were applied to
+        // host state too, so an equal state means every mirror already agrees).
         let uris: Vec<String> = core
             .store
             .session_uris()
             .filter(|uri| {
                 core.store.session(uri).is_some_and(|s| {
-                    admission::find_customization(
-                        s.customizations.as_deref().unwrap_or(&[]),
-                        &event.id,
-                    ) == Some(admission::Target::McpServer)
+                    live::server_state_in(s.customizations.as_deref().unwrap_or(&[]), &event.id)
+                        .is_some_and(|current| *current != state)
                 })
             })
             .map(str::to_string)

@@ -135,7 +135,8 @@ impl Proxy {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "proxy did not exit after SIGTERM"
+                "proxy did not exit after SIGTERM; stderr:\n{}",
+                self.logs()
             );
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -1,0 +1,579 @@
+//! The supervisor end to end: the real binary launches real child processes (the bundled
+//! example servers), and the official AHP client watches their lifecycle and steers them.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use ahp::{Client, SessionSubscription};
+use ahp_types::state::{SessionState, SnapshotState};
+use ahp_types::StateAction;
+use common::{initialized_client, next_action, Proxy, Raw, ScratchDir, DEFAULT_SESSION, PATIENCE};
+use serde_json::{json, Value};
+
+const EXE: &str = env!("CARGO_BIN_EXE_ahp-proxy");
+
+/// `[supervisor]` timings that keep crash tests short.
+const FAST: &str = "[supervisor]\nrestart_delay_ms = 50\nrestart_delay_max_ms = 200\ncrash_loop_limit = 3\nstop_grace_ms = 500\n";
+
+/// A `[servers.<name>]` table running an example server with extra arguments.
+fn server(name: &str, kind: &str, extra: &[&str]) -> String {
+    let mut args = vec!["example-server".to_string(), kind.to_string()];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    format!(
+        "[servers.{name}]\ncommand = {EXE:?}\nargs = {}\n",
+        serde_json::to_string(&args).unwrap()
+    )
+}
+
+/// An official client subscribed to the default session, with a mirror kept by the
+/// official reducers.
+struct Watcher {
+    client: Client,
+    sub: SessionSubscription,
+    mirror: SessionState,
+}
+
+impl Watcher {
+    async fn open(proxy: &Proxy) -> Self {
+        let client = initialized_client(proxy, "supervisor-test").await;
+        let (result, sub) = client.subscribe(DEFAULT_SESSION.into()).await.unwrap();
+        let mirror = match result.snapshot.expect("snapshot").state {
+            SnapshotState::Session(s) => *s,
+            other => panic!("expected a session, got {other:?}"),
+        };
+        Self {
+            client,
+            sub,
+            mirror,
+        }
+    }
+
+    /// Every mcpServer (top-level or child) in the mirror, as JSON.
+    fn servers(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for c in self.mirror.customizations.iter().flatten() {
+            let c = serde_json::to_value(c).unwrap();
+            if c["type"] == "mcpServer" {
+                out.push(c.clone());
+            }
+            for child in c["children"].as_array().into_iter().flatten() {
+                if child["type"] == "mcpServer" {
+                    out.push(child.clone());
+                }
+            }
+        }
+        out
+    }
+
+    fn server(&self, name: &str) -> Value {
+        self.servers()
+            .into_iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no server {name} in {:?}", self.servers()))
+    }
+
+    fn id(&self, name: &str) -> String {
+        self.server(name)["id"].as_str().unwrap().to_string()
+    }
+
+    fn name_of(&self, id: &str) -> String {
+        self.servers()
+            .into_iter()
+            .find(|s| s["id"] == id)
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Apply the next action to the mirror; returns `(server name, state)` when it changed
+    /// a server's state (the host's state changes and echoes of start/stop requests).
+    async fn step(&mut self) -> Option<(String, Value)> {
+        let envelope = next_action(&mut self.sub).await;
+        let _ = ahp::reducers::apply_action_to_session(&mut self.mirror, &envelope.action);
+        let id = match &envelope.action {
+            StateAction::SessionMcpServerStateChanged(a) => &a.id,
+            StateAction::SessionMcpServerStartRequested(a) => &a.id,
+            StateAction::SessionMcpServerStopRequested(a) => &a.id,
+            _ => return None,
+        };
+        let name = self.name_of(id);
+        Some((name.clone(), self.server(&name)["state"].clone()))
+    }
+
+    /// Wait until server `name` is in state `kind`; returns that state. Every state change
+    /// seen on the way is recorded in `seen` as `name kind`.
+    async fn until(&mut self, name: &str, kind: &str, seen: &mut Vec<String>) -> Value {
+        let current = self.server(name)["state"].clone();
+        if current["kind"] == kind {
+            return current;
+        }
+        loop {
+            if let Some((who, state)) = self.step().await {
+                seen.push(format!("{who} {}", state["kind"].as_str().unwrap()));
+                if who == name && state["kind"] == kind {
+                    return state;
+                }
+            }
+        }
+    }
+
+    async fn dispatch(&self, action: Value) {
+        let action: StateAction = serde_json::from_value(action).unwrap();
+        self.client
+            .dispatch(DEFAULT_SESSION.into(), action)
+            .await
+            .unwrap();
+    }
+}
+
+/// `(pid, command line)` of every process whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r.to_string()) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent) && fields[0] != "Z" {
+            let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .unwrap_or_default()
+                .replace('\0', " ");
+            out.push((pid, cmdline));
+        }
+    }
+    out
+}
+
+/// Whether `pid` still runs (a zombie waiting for a reaper does not count).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+async fn wait_until_gone(pids: &[u32]) -> Vec<u32> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+        if left.is_empty() || tokio::time::Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_come_up_ready_and_a_missing_command_is_an_error_without_secrets() {
+    let config = format!(
+        "{FAST}{}{}[servers.missing]\ncommand = \"/no/such/dir/secret-command\"\n",
+        server("echo", "echo", &[]),
+        server("app", "app", &[]),
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("echo", "ready", &mut seen).await;
+    w.until("app", "ready", &mut seen).await;
+    let error = w.until("missing", "error", &mut seen).await;
+    assert_eq!(error["error"]["errorType"], "spawn");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("command not found"), "{message}");
+    assert!(!message.contains("secret-command"), "{message}");
+    // A spawn failure is retried with backoff like any failure, then given up on.
+    let error = w.until_crash_loop("missing", &mut seen).await;
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("failed 3 times in a row"));
+}
+
+impl Watcher {
+    /// Wait for the crash-loop error of `name`.
+    async fn until_crash_loop(&mut self, name: &str, seen: &mut Vec<String>) -> Value {
+        loop {
+            let state = self.until(name, "error", seen).await;
+            if state["error"]["errorType"] == "crashLoop" {
+                return state;
+            }
+            // Not yet: wait for the next attempt.
+            self.until(name, "starting", seen).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_is_an_error_with_exit_status_and_stderr_then_a_restart() {
+    let dir = ScratchDir::new("crash-once");
+    let marker = dir.path().join("crashed");
+    let config = format!(
+        "{FAST}{}",
+        server(
+            "flaky",
+            "echo",
+            &[
+                "--exit-after-ms",
+                "300",
+                "--exit-code",
+                "7",
+                "--once",
+                marker.to_str().unwrap()
+            ]
+        ),
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("flaky", "ready", &mut seen).await;
+    let error = w.until("flaky", "error", &mut seen).await;
+    let message = error["error"]["message"].as_str().unwrap();
+    assert_eq!(error["error"]["errorType"], "exited");
+    assert!(message.starts_with("exited with status 7"), "{message}");
+    assert!(
+        message.contains("last stderr lines:\nexample-server: exiting with status 7"),
+        "{message}"
+    );
+    w.until("flaky", "starting", &mut seen).await;
+    w.until("flaky", "ready", &mut seen).await;
+    // (`exited`, not `startFailed`: it was running when it crashed.)
+    assert!(
+        seen.ends_with(&[
+            "flaky error".into(),
+            "flaky starting".into(),
+            "flaky ready".into()
+        ]),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_loop_stops_at_the_limit_until_a_start_request() {
+    let config = format!(
+        "{FAST}{}",
+        server("loop", "echo", &["--exit-after-ms", "100"])
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    let error = w.until_crash_loop("loop", &mut seen).await;
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("failed 3 times in a row (exited)"),
+        "{message}"
+    );
+    assert!(message.contains("exited with status 3"), "{message}");
+    // Given up: no restart follows on its own. Give one the time it would need (several
+    // maximum delays), then fence with an action of our own: the state is still the error.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    w.dispatch(json!({"type": "session/titleChanged", "title": "fence"}))
+        .await;
+    loop {
+        w.step().await;
+        if w.mirror.title == "fence" {
+            break;
+        }
+    }
+    assert_eq!(w.server("loop")["state"]["error"]["errorType"], "crashLoop");
+    // A start request tries again (and it comes up before crashing again).
+    let id = w.id("loop");
+    w.dispatch(json!({"type": "session/mcpServerStartRequested", "id": id}))
+        .await;
+    seen.clear();
+    w.until("loop", "ready", &mut seen).await;
+    assert_eq!(seen.first().map(String::as_str), Some("loop starting"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn toggles_and_start_stop_requests_are_obeyed_and_answered() {
+    let config = format!(
+        "{FAST}{}{}",
+        server("a", "echo", &[]),
+        server("b", "clock", &[])
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("a", "ready", &mut seen).await;
+    w.until("b", "ready", &mut seen).await;
+    let a = w.id("a");
+    let pid_of = |marker: &str| {
+        children_of(proxy.pid())
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains(marker))
+            .map(|(pid, _)| pid)
+            .collect::<Vec<_>>()
+    };
+    let echo_pids = pid_of("example-server echo");
+    assert_eq!(echo_pids.len(), 1);
+
+    // Toggle off: stopped, process gone; b untouched.
+    w.dispatch(json!({"type": "session/customizationToggled", "id": a,
+        "enablement": [{"kind": "session", "enabled": false}]}))
+        .await;
+    seen.clear();
+    w.until("a", "stopped", &mut seen).await;
+    assert!(wait_until_gone(&echo_pids).await.is_empty());
+    assert_eq!(
+        w.server("a")["enablement"],
+        json!([{"kind": "session", "enabled": false}])
+    );
+
+    // Toggle on again: starting → ready.
+    w.dispatch(json!({"type": "session/customizationToggled", "id": a,
+        "enablement": [{"kind": "session", "enabled": true}]}))
+        .await;
+    seen.clear();
+    w.until("a", "ready", &mut seen).await;
+    assert!(seen.contains(&"a starting".to_string()), "{seen:?}");
+
+    // Stop request: the optimistic `stopped` is confirmed by the host.
+    w.dispatch(json!({"type": "session/mcpServerStopRequested", "id": a}))
+        .await;
+    seen.clear();
+    w.until("a", "stopped", &mut seen).await;
+    // Start request: starting → ready.
+    w.dispatch(json!({"type": "session/mcpServerStartRequested", "id": a}))
+        .await;
+    seen.clear();
+    w.until("a", "ready", &mut seen).await;
+    // A start request on a ready server is answered with `ready`, without a restart.
+    let before = pid_of("example-server echo");
+    w.dispatch(json!({"type": "session/mcpServerStartRequested", "id": a}))
+        .await;
+    seen.clear();
+    w.until("a", "starting", &mut seen).await; // the client's own optimistic echo
+    w.until("a", "ready", &mut seen).await;
+    assert_eq!(pid_of("example-server echo"), before);
+    assert!(!seen.iter().any(|s| s.starts_with("b ")), "{seen:?}");
+    assert_eq!(w.server("b")["state"], json!({"kind": "ready"}));
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn mcp_json(b_arg: &str) -> String {
+    let args = |extra: &str| {
+        let mut v = vec!["example-server", "echo", "--exit-code"];
+        v.push(extra);
+        serde_json::to_string(&v).unwrap()
+    };
+    format!(
+        "{{\"mcpServers\": {{\n  \"a\": {{\"command\": {EXE:?}, \"args\": {}}},\n  \"b\": {{\"command\": {EXE:?}, \"args\": {}}}\n}}}}\n",
+        args("11"),
+        args(b_arg)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manifest_edit_restarts_only_the_edited_server_and_removal_stops_it() {
+    let dir = ScratchDir::new("edit");
+    let plugin = dir.path().join("plugins/kit");
+    write(
+        &plugin.join(".plugin/plugin.json"),
+        "{\"name\": \"kit\", \"version\": \"1.0.0\"}",
+    );
+    write(&plugin.join(".mcp.json"), &mcp_json("12"));
+    let config = format!(
+        "plugin_roots = [{:?}]\n{FAST}[limits]\nwatch_debounce_ms = 50\n",
+        dir.path().join("plugins").display().to_string()
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("a", "ready", &mut seen).await;
+    w.until("b", "ready", &mut seen).await;
+    let pid_with = |code: &str| {
+        children_of(proxy.pid())
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains(&format!("--exit-code {code}")))
+            .map(|(pid, _)| pid)
+            .collect::<Vec<_>>()
+    };
+    let a_pid = pid_with("11");
+    let b_pid = pid_with("12");
+    assert_eq!((a_pid.len(), b_pid.len()), (1, 1));
+
+    write(&plugin.join(".mcp.json"), &mcp_json("13"));
+    seen.clear();
+    w.until("b", "starting", &mut seen).await;
+    w.until("b", "ready", &mut seen).await;
+    assert!(!seen.iter().any(|s| s.starts_with("a ")), "{seen:?}");
+    assert_eq!(pid_with("11"), a_pid, "a kept running");
+    assert!(wait_until_gone(&b_pid).await.is_empty(), "old b stopped");
+    assert_eq!(pid_with("13").len(), 1);
+
+    // Removing b from the manifest stops its process.
+    let b_new = pid_with("13");
+    write(
+        &plugin.join(".mcp.json"),
+        &format!(
+            "{{\"mcpServers\": {{\"a\": {{\"command\": {EXE:?}, \"args\": [\"example-server\", \"echo\", \"--exit-code\", \"11\"]}}}}}}"
+        ),
+    );
+    assert!(
+        wait_until_gone(&b_new).await.is_empty(),
+        "removed b stopped"
+    );
+    assert_eq!(pid_with("11"), a_pid);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_of_the_sidecar_leaves_no_child_behind() {
+    let config = format!(
+        "{}{}{}",
+        server("one", "echo", &[]),
+        server("two", "clock", &[]),
+        server("three", "notes", &[])
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in ["one", "two", "three"] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    let pids: Vec<u32> = children_of(proxy.pid())
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(pids.len(), 3, "{pids:?}");
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &proxy.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(wait_until_gone(&pids).await, Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_every_server_tells_clients_and_exits_0() {
+    let config = format!(
+        "{}{}",
+        server("one", "echo", &[]),
+        server("two", "app", &[])
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("one", "ready", &mut seen).await;
+    w.until("two", "ready", &mut seen).await;
+    let pids: Vec<u32> = children_of(proxy.pid())
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(pids.len(), 2);
+    let pid = proxy.pid();
+    let exit = tokio::task::spawn_blocking(move || proxy.terminate());
+    w.until("one", "stopped", &mut seen).await;
+    w.until("two", "stopped", &mut seen).await;
+    let status = exit.await.unwrap();
+    assert_eq!(status.code(), Some(0), "exit status of {pid}");
+    assert_eq!(wait_until_gone(&pids).await, Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http_servers_get_their_headers_and_401_is_auth_required() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let mut upstream = std::process::Command::new(EXE)
+        .args([
+            "example-server",
+            "notes",
+            "--http",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args(["--require-header", "x-api-key=HEADER-SENTINEL-5d1"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let config = format!(
+        "{FAST}[servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ x-api-key = \"HEADER-SENTINEL-5d1\" }}\n\
+         [servers.locked]\nurl = \"http://127.0.0.1:{port}/mcp?token=QUERY-SENTINEL-77\"\n"
+    );
+    // The upstream may need a moment to listen; the supervisor retries with backoff anyway.
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("remote", "ready", &mut seen).await;
+    let auth = w.until("locked", "authRequired", &mut seen).await;
+    assert_eq!(auth["reason"], "required");
+    assert_eq!(
+        auth["resource"]["resource"],
+        format!("http://127.0.0.1:{port}/mcp")
+    );
+    let snapshot = serde_json::to_string(&w.mirror).unwrap();
+    assert!(!snapshot.contains("SENTINEL"), "{snapshot}");
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+    // The upstream went away: the ready server notices (transport closed or failed ping).
+    let _ = w.until("remote", "error", &mut seen).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_launch_secret_ever_appears_in_ahp_frames_or_info_logs() {
+    let dir = ScratchDir::new("secrets");
+    let plugin = dir.path().join("plugins/sec");
+    write(
+        &plugin.join(".plugin/plugin.json"),
+        "{\"name\": \"sec\", \"version\": \"1.0.0\"}",
+    );
+    write(
+        &plugin.join(".mcp.json"),
+        &format!(
+            "{{\"mcpServers\": {{\"s\": {{\"command\": {EXE:?}, \"args\": [\"example-server\", \"echo\", \"--require-header\", \"x-k=ARG-SENTINEL-a81\"], \"env\": {{\"TOKEN\": \"ENV-SENTINEL-a81\"}}}},\n\
+             \"gone\": {{\"command\": \"/nope/CMD-SENTINEL-a81\", \"env\": {{\"K\": \"ENV-SENTINEL-a81\"}}}},\n\
+             \"web\": {{\"url\": \"http://127.0.0.1:9/mcp?key=URL-SENTINEL-a81\", \"headers\": {{\"Authorization\": \"Bearer HDR-SENTINEL-a81\"}}}}}}}}"
+        ),
+    );
+    let config = format!(
+        "plugin_roots = [{:?}]\n{FAST}",
+        dir.path().join("plugins").display().to_string()
+    );
+    let proxy = Proxy::start(&config);
+    // A raw client sees every frame exactly as sent.
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("raw-capture", &[DEFAULT_SESSION]).await;
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("s", "ready", &mut seen).await;
+    w.until_crash_loop("gone", &mut seen).await;
+    w.until_crash_loop("web", &mut seen).await;
+    let s = w.id("s");
+    w.dispatch(json!({"type": "session/mcpServerStopRequested", "id": s}))
+        .await;
+    w.until("s", "stopped", &mut seen).await;
+    w.dispatch(json!({"type": "session/mcpServerStartRequested", "id": s}))
+        .await;
+    w.until("s", "ready", &mut seen).await;
+    // Everything the raw client received up to a ping round trip.
+    raw.ping().await;
+    let frames: Vec<String> = raw.notifications.iter().map(Value::to_string).collect();
+    assert!(frames.len() > 10, "captured {} frames", frames.len());
+    for frame in &frames {
+        assert!(
+            !frame.contains("SENTINEL"),
+            "secret in an AHP frame: {frame}"
+        );
+    }
+    let logs = proxy.logs();
+    for line in logs.lines() {
+        let level = serde_json::from_str::<Value>(line)
+            .map(|v| v["level"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default();
+        if level == "INFO" || level == "WARN" || level == "ERROR" {
+            assert!(!line.contains("SENTINEL"), "secret in a log line: {line}");
+        }
+    }
+}
