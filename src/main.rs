@@ -74,11 +74,14 @@ fn init_logging(format: LogFormat) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::ExampleServer(options)) = cli.command {
-        // No config and no logging: stdout belongs to MCP, stderr to the server's own lines.
-        let status = ahp_proxy::example_server::run(options);
-        return ExitCode::from(u8::try_from(status).unwrap_or(1));
-    }
+    let command = match cli.command.unwrap_or(Command::Serve { listen: None }) {
+        Command::ExampleServer(options) => {
+            // No config and no logging: stdout belongs to MCP, stderr to the server's lines.
+            let status = ahp_proxy::example_server::run(options);
+            return ExitCode::from(u8::try_from(status).unwrap_or(1));
+        }
+        other => other,
+    };
     init_logging(cli.log_format);
     let config = match Config::load(&cli.config) {
         Ok(config) => config,
@@ -87,10 +90,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match cli.command.unwrap_or(Command::Serve { listen: None }) {
+    match command {
         Command::Check { json } => check(&config, json),
         Command::Serve { listen } => serve(config, listen),
-        Command::ExampleServer(_) => unreachable!("handled before the config is read"),
+        Command::ExampleServer(_) => ExitCode::FAILURE, // returned above
     }
 }
 

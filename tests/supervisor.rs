@@ -473,9 +473,18 @@ async fn sigterm_stops_every_server_tells_clients_and_exits_0() {
         .collect();
     assert_eq!(pids.len(), 2);
     let pid = proxy.pid();
+    let logs = proxy.log_sink();
     let exit = tokio::task::spawn_blocking(move || proxy.terminate());
-    w.until("one", "stopped", &mut seen).await;
-    w.until("two", "stopped", &mut seen).await;
+    let stopped = async move {
+        w.until("one", "stopped", &mut seen).await;
+        w.until("two", "stopped", &mut seen).await;
+    };
+    if let Err(panic) = tokio::spawn(stopped).await {
+        panic!(
+            "{panic:?}; proxy stderr:\n{}",
+            logs.lock().unwrap().join("\n")
+        );
+    }
     let status = exit.await.unwrap();
     assert_eq!(status.code(), Some(0), "exit status of {pid}");
     assert_eq!(wait_until_gone(&pids).await, Vec::<u32>::new());

@@ -45,6 +45,17 @@ pub async fn run<S>(
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => {
+                // What the host queued before shutting down (servers reported `stopped`)
+                // still goes out, ahead of the close frame; the close grace bounds it.
+                let flush = async {
+                    while let Ok(frame) = attachment.outbox.try_recv() {
+                        if ws.feed(Message::Text(frame)).await.is_err() {
+                            return;
+                        }
+                    }
+                    let _ = ws.flush().await;
+                };
+                let _ = tokio::time::timeout(CLOSE_GRACE, flush).await;
                 break Ending::Close(CloseCode::Away, "host shutting down".into());
             }
             _ = attachment.kicked.cancelled() => {
@@ -55,10 +66,11 @@ pub async fn run<S>(
             }
             frame = attachment.outbox.recv() => {
                 let Some(frame) = frame else { break Ending::PeerGone };
+                // Shutdown does not abort a send: the frame goes out, then the shutdown
+                // branch flushes the rest and closes (serve bounds the whole wait).
                 let sent = tokio::select! {
                     sent = ws.send(Message::Text(frame)) => sent.is_ok(),
                     _ = attachment.kicked.cancelled() => false,
-                    _ = shutdown.cancelled() => false,
                 };
                 if !sent {
                     break Ending::PeerGone;

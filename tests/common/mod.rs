@@ -117,6 +117,11 @@ impl Proxy {
         self.logs.lock().expect("log lock").join("\n")
     }
 
+    /// A handle on the captured stderr that outlives `self` (for tests that terminate it).
+    pub fn log_sink(&self) -> Arc<Mutex<Vec<String>>> {
+        self.logs.clone()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
