@@ -426,6 +426,45 @@ async fn a_manifest_edit_restarts_only_the_edited_server_and_removal_stops_it() 
         "removed b stopped"
     );
     assert_eq!(pid_with("11"), a_pid);
+
+    // Toggling the plugin off stops the servers it declares; on starts them again, and the
+    // plugin's enablement survives a rescan of the folder.
+    let kit = |w: &Watcher| {
+        w.mirror
+            .customizations
+            .iter()
+            .flatten()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .find(|c| c["name"] == "kit")
+            .unwrap()
+    };
+    let plugin_id = kit(&w)["id"].as_str().unwrap().to_string();
+    w.dispatch(
+        json!({"type": "session/customizationToggled", "id": plugin_id,
+        "enablement": [{"kind": "session", "enabled": false}]}),
+    )
+    .await;
+    seen.clear();
+    w.until("a", "stopped", &mut seen).await;
+    assert!(wait_until_gone(&a_pid).await.is_empty());
+    write(
+        &plugin.join(".plugin/plugin.json"),
+        "{\"name\": \"kit\", \"version\": \"1.0.1\"}",
+    );
+    while kit(&w)["version"] != "1.0.1" {
+        w.step().await;
+    }
+    assert_eq!(
+        kit(&w)["enablement"],
+        json!([{"kind": "session", "enabled": false}])
+    );
+    assert_eq!(kit(&w)["children"][0]["state"], json!({"kind": "stopped"}));
+    w.dispatch(
+        json!({"type": "session/customizationToggled", "id": plugin_id,
+        "enablement": [{"kind": "session", "enabled": true}]}),
+    )
+    .await;
+    w.until("a", "ready", &mut seen).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

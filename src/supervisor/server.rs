@@ -13,8 +13,10 @@ use super::upstream::{self, ConnectError, Connection};
 use super::{Desired, ServerEvent, Status};
 use crate::config::{ServerTransport, SupervisorConfig};
 
-/// How often a running server's transport is checked, and how often HTTP servers are pinged.
-const CLOSED_POLL: Duration = Duration::from_millis(250);
+/// How often a running server's transport is checked (a stdio crash is seen at once through
+/// its exit; this catches a server that hangs up but lives), and how often HTTP servers
+/// are pinged.
+const CLOSED_POLL: Duration = Duration::from_secs(1);
 const HTTP_PING_EVERY: Duration = Duration::from_secs(15);
 const HTTP_PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// After a failed handshake, how long to wait for the child's exit status.

@@ -122,12 +122,29 @@ fn triage(error: &ClientInitializeError, hide: Option<&str>) -> ConnectError {
     ConnectError::Failed(scrub(&message, hide))
 }
 
-/// Remove `hide` (a server URL, which may carry tokens) from a message.
+/// Remove `hide` (a server URL, which may carry tokens) from a message: the URL as given,
+/// and separately its query string and user info, in case a library printed the URL
+/// normalised.
 pub fn scrub(message: &str, hide: Option<&str>) -> String {
-    match hide {
-        Some(secret) if !secret.is_empty() => message.replace(secret, "<server url>"),
-        _ => message.to_string(),
+    let Some(url) = hide.filter(|u| !u.is_empty()) else {
+        return message.to_string();
+    };
+    let mut out = message.replace(url, "<server url>");
+    if let Some((_, query)) = url.split_once('?') {
+        let query = query.split('#').next().unwrap_or_default();
+        if !query.is_empty() {
+            out = out.replace(query, "<query>");
+        }
     }
+    if let Some((_, rest)) = url.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            if !userinfo.is_empty() {
+                out = out.replace(userinfo, "<credentials>");
+            }
+        }
+    }
+    out
 }
 
 /// The streamable HTTP transport for `url` with `headers`. An `Authorization: Bearer …`
@@ -156,4 +173,22 @@ pub fn http_transport(
     Ok(rmcp::transport::StreamableHttpClientTransport::from_config(
         config.custom_headers(custom),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrub_removes_the_url_its_query_and_credentials_even_when_normalised() {
+        let url = "HTTP://user:pw@Example.com:80/mcp?key=s3cret";
+        let printed = "error sending request for url (http://user:pw@example.com/mcp?key=s3cret)";
+        let clean = scrub(printed, Some(url));
+        assert!(
+            !clean.contains("s3cret") && !clean.contains("pw"),
+            "{clean}"
+        );
+        assert_eq!(scrub(&format!("at {url}"), Some(url)), "at <server url>");
+        assert_eq!(scrub("plain", None), "plain");
+    }
 }
