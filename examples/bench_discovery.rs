@@ -9,11 +9,12 @@
 //! Run: `cargo run --release --example bench_discovery` (builds the proxy binary first:
 //! `cargo build --release`).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+mod common;
 
 use ahp::{Client, ClientConfig, SubscriptionEvent};
 use ahp_proxy::catalog::{Catalog, Sources};
@@ -66,7 +67,7 @@ fn main() {
 fn report(label: &str, samples: &[f64]) {
     let mut s = samples.to_vec();
     s.sort_by(f64::total_cmp);
-    let pct = |p: f64| s[((s.len() as f64 - 1.0) * p).round() as usize];
+    let pct = |p: f64| common::percentile(&s, p * 100.0);
     println!(
         "{label:<28} p50 {:>7.1}ms  p99 {:>7.1}ms  max {:>7.1}ms  (n={})",
         pct(0.5),
@@ -84,7 +85,8 @@ fn best_of(n: usize, mut f: impl FnMut() -> (f64, f64, usize)) -> (f64, f64, usi
 }
 
 /// Write the tree: per plugin a manifest with one inline server, 3 skills, 2 agents,
-/// 1 command, 2 rules, 1 hooks file = 10 files.
+/// 1 command, 2 rules, 1 hooks file = 10 files. The servers are declared `disabled`: this
+/// measures discovery, not 1,000 supervisors retrying a command that does not exist.
 fn generate(root: &Path) -> usize {
     let mut count = 0;
     let mut put = |path: PathBuf, text: String| {
@@ -96,7 +98,7 @@ fn generate(root: &Path) -> usize {
         let p = root.join(format!("plugin-{i:04}"));
         put(
             p.join(".plugin/plugin.json"),
-            format!("{{\n  \"name\": \"plugin-{i:04}\",\n  \"version\": \"1.0.{i}\",\n  \"mcpServers\": {{\n    \"server-{i}\": {{ \"command\": \"${{PLUGIN_ROOT}}/bin/server\", \"args\": [\"--id\", \"{i}\"] }}\n  }}\n}}\n"),
+            format!("{{\n  \"name\": \"plugin-{i:04}\",\n  \"version\": \"1.0.{i}\",\n  \"mcpServers\": {{\n    \"server-{i}\": {{ \"command\": \"${{PLUGIN_ROOT}}/bin/server\", \"args\": [\"--id\", \"{i}\"], \"disabled\": true }}\n  }}\n}}\n"),
         );
         for s in 0..3 {
             put(p.join(format!("skills/skill-{s}/SKILL.md")), format!("---\nname: skill-{s}\ndescription: Skill {s} of plugin {i}.\n---\n\nDo the thing.\n"));
@@ -186,13 +188,7 @@ fn child_walk(plugins: &Path) {
 
 /// Start the real binary on the tree and time edits end to end.
 fn edit_latency(dir: &Path, plugins: &Path) -> (Vec<f64>, Vec<f64>) {
-    let exe = std::env::current_exe().unwrap();
-    let binary = exe.parent().unwrap().parent().unwrap().join("ahp-proxy");
-    assert!(
-        binary.exists(),
-        "build the proxy first: cargo build --release ({})",
-        binary.display()
-    );
+    let binary = common::proxy_binary();
     let config = dir.join("proxy.toml");
     std::fs::write(
         &config,
@@ -202,30 +198,8 @@ fn edit_latency(dir: &Path, plugins: &Path) -> (Vec<f64>, Vec<f64>) {
         ),
     )
     .unwrap();
-    let mut child = Command::new(&binary)
-        .args(["--log-format", "json", "--config"])
-        .arg(&config)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start proxy");
-    let stderr = child.stderr.take().unwrap();
-    let (addr_tx, addr_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
-                if v["fields"]["message"] == "AHP endpoint listening" {
-                    let _ =
-                        addr_tx.send(v["fields"]["addr"].as_str().unwrap_or_default().to_string());
-                }
-            }
-        }
-    });
-    let addr = addr_rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("proxy address");
+    let proxy = common::start_proxy(&binary, &config);
+    let url = proxy.url.clone();
 
     // Raw notify baseline: a watcher in this process on the same tree.
     let (ev_tx, ev_rx) = mpsc::channel::<Instant>();
@@ -246,9 +220,7 @@ fn edit_latency(dir: &Path, plugins: &Path) -> (Vec<f64>, Vec<f64>) {
         .build()
         .unwrap();
     let result = runtime.block_on(async {
-        let transport = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}"))
-            .await
-            .unwrap();
+        let transport = ahp_ws::WebSocketTransport::connect(&url).await.unwrap();
         let client = Client::connect(transport, ClientConfig::default())
             .await
             .unwrap();
@@ -291,7 +263,6 @@ fn edit_latency(dir: &Path, plugins: &Path) -> (Vec<f64>, Vec<f64>) {
         client.shutdown().await;
         (proxy_ms, notify_ms)
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(proxy);
     result
 }

@@ -11,11 +11,13 @@
 //!
 //! Run: `cargo build --release && cargo run --release --example bench_supervisor`.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{percentile, proxy_binary, start_proxy, Proxy};
 
 use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
 use ahp_types::state::{SessionState, SnapshotState};
@@ -109,17 +111,6 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn proxy_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let binary = exe.parent().unwrap().parent().unwrap().join("ahp-proxy");
-    assert!(
-        binary.exists(),
-        "build the proxy first: cargo build --release ({})",
-        binary.display()
-    );
-    binary
-}
-
 fn servers_config(binary: &Path, n: usize, kind: &str, extra: &str) -> String {
     let mut text = String::from(extra);
     for i in 0..n {
@@ -161,50 +152,6 @@ async fn direct_startup(binary: &Path) -> f64 {
         let _ = child.kill().await;
     }
     elapsed
-}
-
-struct Proxy {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_proxy(binary: &Path, config: &Path) -> Proxy {
-    let mut child = Command::new(binary)
-        .args(["--log-format", "json", "--config"])
-        .arg(config)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start proxy");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
-                if v["fields"]["message"] == "AHP endpoint listening" {
-                    let _ = tx.send(v["fields"]["addr"].as_str().unwrap_or_default().to_string());
-                }
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("proxy address");
-    Proxy {
-        child,
-        url: format!("ws://{addr}"),
-    }
 }
 
 async fn subscribe(proxy: &Proxy) -> (Client, SessionSubscription, SessionState) {
@@ -369,12 +316,4 @@ async fn proxied_crash(binary: &Path, config: &Path) -> (Vec<f64>, Vec<f64>) {
 fn median(samples: &mut [f64]) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples[samples.len() / 2]
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }

@@ -1,0 +1,74 @@
+//! Shared by the benchmark programs: find the release binary and start it on a config.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The `ahp-proxy` binary next to this example (build it first with `cargo build --release`).
+pub fn proxy_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe.parent().unwrap().parent().unwrap().join("ahp-proxy");
+    assert!(
+        binary.exists(),
+        "build the proxy first: cargo build --release ({})",
+        binary.display()
+    );
+    binary
+}
+
+/// A running `ahp-proxy serve`; SIGTERMed and reaped on drop.
+pub struct Proxy {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `binary serve` on `config` with a free port; returns once it listens.
+pub fn start_proxy(binary: &Path, config: &Path) -> Proxy {
+    let mut child = Command::new(binary)
+        .args(["--log-format", "json", "--config"])
+        .arg(config)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start proxy");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                if v["fields"]["message"] == "AHP endpoint listening" {
+                    let _ = tx.send(v["fields"]["addr"].as_str().unwrap_or_default().to_string());
+                }
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("proxy address");
+    Proxy {
+        child,
+        url: format!("ws://{addr}"),
+    }
+}
+
+/// The `p`th percentile of sorted samples (nearest rank).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
