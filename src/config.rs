@@ -32,6 +32,8 @@ pub struct Config {
     pub limits: Limits,
     /// How MCP servers are started, restarted and stopped.
     pub supervisor: SupervisorConfig,
+    /// The MCP front the harness connects to.
+    pub mcp: McpConfig,
     /// Folders whose sub-folders are plugins, or single plugin folders.
     pub plugin_roots: Vec<PathBuf>,
     /// `plugins.json`, `.mcp.json`, VS Code `mcp.json` or Claude Desktop config files.
@@ -70,6 +72,16 @@ pub struct SessionConfig {
     /// Title of the default session.
     pub title: String,
 }
+
+/// `[mcp]`: the MCP front (streamable HTTP; stdio is `serve --stdio`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpConfig {
+    /// Where `/mcp` and `/mcp/<server>` are served; `None` when `http = false`.
+    pub listen: Option<SocketAddr>,
+}
+
+/// Default address of the MCP HTTP front.
+pub const DEFAULT_MCP_LISTEN: &str = "127.0.0.1:8766";
 
 /// `[supervisor]`: timings of starting, restarting and stopping MCP servers.
 #[derive(Debug, Clone, PartialEq)]
@@ -249,6 +261,8 @@ struct RawConfig {
     #[serde(default)]
     supervisor: RawSupervisor,
     #[serde(default)]
+    mcp: RawMcp,
+    #[serde(default)]
     servers: BTreeMap<Spanned<String>, Spanned<RawServer>>,
     #[serde(default)]
     directories: Vec<Spanned<RawDirectory>>,
@@ -294,6 +308,13 @@ struct RawLimits {
     max_connections: Option<Spanned<i64>>,
     active_client_grace_secs: Option<Spanned<i64>>,
     watch_debounce_ms: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMcp {
+    http: Option<bool>,
+    listen: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -411,6 +432,25 @@ impl Config {
             }
         };
 
+        let mcp_listen = match raw.mcp.listen {
+            None => DEFAULT_MCP_LISTEN.parse().ok(),
+            Some(listen) => match listen.get_ref().parse::<SocketAddr>() {
+                Ok(addr) => Some(addr),
+                Err(_) => {
+                    checker.problem(
+                        listen.span().start,
+                        format!(
+                            "mcp.listen = {:?} is not a socket address: expected IP:PORT, e.g. {DEFAULT_MCP_LISTEN:?}",
+                            listen.get_ref()
+                        ),
+                    );
+                    None
+                }
+            },
+        };
+        let mcp = McpConfig {
+            listen: mcp_listen.filter(|_| raw.mcp.http.unwrap_or(true)),
+        };
         let listen = match raw.ahp.listen {
             None => DEFAULT_LISTEN.parse().ok(),
             Some(listen) => match listen.get_ref().parse::<SocketAddr>() {
@@ -640,6 +680,7 @@ impl Config {
                 },
                 limits,
                 supervisor,
+                mcp,
                 plugin_roots,
                 manifests,
                 servers,

@@ -266,6 +266,9 @@ impl Example {
                 {"name": "show_dashboard", "description": "Show the release dashboard (an MCP App).",
                  "inputSchema": {"type": "object", "properties": {}},
                  "_meta": {"ui": {"resourceUri": APP_URI}, "ui/resourceUri": APP_URI}},
+                {"name": "refresh_dashboard", "description": "Called by the dashboard view only.",
+                 "inputSchema": {"type": "object", "properties": {}},
+                 "_meta": {"ui": {"resourceUri": APP_URI, "visibility": ["app"]}}},
             ]),
             Kind::Echo => json!([
                 {"name": "echo", "description": "Return the text unchanged.",
@@ -316,7 +319,7 @@ impl Example {
                     .ok_or_else(|| format!("no note titled {title:?}"))
             }
             (Kind::Clock, "now") => Ok(jiff::Timestamp::now().to_string()),
-            (Kind::App, "show_dashboard") => {
+            (Kind::App, "show_dashboard" | "refresh_dashboard") => {
                 Ok("Release 1.4.0: 12 merged, 2 open, CI green.".into())
             }
             (Kind::Echo, "echo") => arg("text"),

@@ -35,6 +35,13 @@ enum Command {
         /// Override `ahp.listen` (e.g. 127.0.0.1:0 for any free port).
         #[arg(long)]
         listen: Option<SocketAddr>,
+        /// Override `mcp.listen`, the MCP HTTP front (127.0.0.1:0 for any free port).
+        #[arg(long)]
+        mcp_listen: Option<SocketAddr>,
+        /// Also serve MCP on stdin/stdout: the harness launches ahp-proxy as its one MCP
+        /// server. Logs stay on stderr; the proxy exits when stdin closes.
+        #[arg(long)]
+        stdio: bool,
     },
     /// Validate the configuration, scan every plugin and manifest, and print the tree an AHP
     /// client would see with every problem found. Exit 1 when something is in error.
@@ -74,7 +81,11 @@ fn init_logging(format: LogFormat) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let command = match cli.command.unwrap_or(Command::Serve { listen: None }) {
+    let command = match cli.command.unwrap_or(Command::Serve {
+        listen: None,
+        mcp_listen: None,
+        stdio: false,
+    }) {
         Command::ExampleServer(options) => {
             // No config and no logging: stdout belongs to MCP, stderr to the server's lines.
             let status = ahp_proxy::example_server::run(options);
@@ -92,7 +103,11 @@ fn main() -> ExitCode {
     };
     match command {
         Command::Check { json } => check(&config, json),
-        Command::Serve { listen } => serve(config, listen),
+        Command::Serve {
+            listen,
+            mcp_listen,
+            stdio,
+        } => serve(config, listen, mcp_listen, stdio),
         Command::ExampleServer(_) => ExitCode::FAILURE, // returned above
     }
 }
@@ -127,9 +142,17 @@ fn check(config: &Config, json: bool) -> ExitCode {
     }
 }
 
-fn serve(mut config: Config, listen: Option<SocketAddr>) -> ExitCode {
+fn serve(
+    mut config: Config,
+    listen: Option<SocketAddr>,
+    mcp_listen: Option<SocketAddr>,
+    stdio: bool,
+) -> ExitCode {
     if let Some(listen) = listen {
         config.ahp.listen = listen;
+    }
+    if let Some(mcp_listen) = mcp_listen {
+        config.mcp.listen = Some(mcp_listen);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -141,7 +164,7 @@ fn serve(mut config: Config, listen: Option<SocketAddr>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outcome = runtime.block_on(ahp_proxy::serve::run(config));
+    let outcome = runtime.block_on(ahp_proxy::serve::run(config, stdio));
     // Timers still pending (client grace periods) must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match outcome {

@@ -17,8 +17,9 @@ use crate::host::Host;
 use crate::supervisor::Supervisor;
 use crate::watch;
 
-/// Run the proxy on `config` until Ctrl-C / SIGTERM. Errors are start-up failures.
-pub async fn run(config: Config) -> Result<(), String> {
+/// Run the proxy on `config` until Ctrl-C / SIGTERM (or, with `stdio`, until the harness
+/// closes our stdin). Errors are start-up failures.
+pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     let host = Arc::new(Host::new(&config));
     let ctx = Context::from_process(config.data_dir.clone());
     let catalog = Catalog::scan(sources(&config), &ctx);
@@ -35,7 +36,9 @@ pub async fn run(config: Config) -> Result<(), String> {
     host.emit_to_sessions(&StateAction::SessionCustomizationsChanged(
         SessionCustomizationsChangedAction { customizations },
     ));
-    let (supervisor, mut events) = Supervisor::spawn(config.supervisor.clone());
+    let connections = crate::supervisor::connections::Connections::new();
+    let (supervisor, mut events) =
+        Supervisor::spawn(config.supervisor.clone(), connections.clone());
     host.set_control(supervisor.commands());
     let bridge = {
         let host = host.clone();
@@ -65,6 +68,37 @@ pub async fn run(config: Config) -> Result<(), String> {
         config.limits.watch_debounce,
         shutdown.clone(),
     )?;
+    let mcp_http = match config.mcp.listen {
+        Some(addr) => {
+            let tcp = crate::front::http::bind(addr).await?;
+            let addr = tcp
+                .local_addr()
+                .map_err(|e| format!("cannot read the bound address: {e}"))?;
+            if !addr.ip().is_loopback() {
+                tracing::warn!(%addr, "the MCP front is listening on a non-loopback address without authentication");
+            }
+            tracing::info!(addr = %addr, url = %format!("http://{addr}/mcp"), "MCP endpoint listening");
+            Some(tokio::spawn(crate::front::http::serve(
+                tcp,
+                connections.clone(),
+                shutdown.clone(),
+            )))
+        }
+        None => None,
+    };
+    let harness = if stdio {
+        use rmcp::ServiceExt;
+        let front = crate::front::Front::new(connections.clone(), crate::front::Scope::All);
+        match front.serve(rmcp::transport::stdio_pipes()).await {
+            Ok(running) => {
+                tracing::info!("serving MCP on stdin/stdout");
+                Some(running)
+            }
+            Err(error) => return Err(format!("the harness's MCP handshake on stdio failed: {error}")),
+        }
+    } else {
+        None
+    };
     let listening = CancellationToken::new();
     let server = tokio::spawn(listener::serve(
         tcp,
@@ -72,7 +106,16 @@ pub async fn run(config: Config) -> Result<(), String> {
         config.limits.clone(),
         listening.clone(),
     ));
-    wait_for_signal().await;
+    match harness {
+        Some(running) => {
+            let token = running.cancellation_token();
+            tokio::select! {
+                _ = wait_for_signal() => token.cancel(),
+                _ = running.waiting() => tracing::info!("the harness closed stdin"),
+            }
+        }
+        None => wait_for_signal().await,
+    }
     tracing::info!("shutting down");
     shutdown.cancel();
     let _ = watcher.await;
@@ -89,6 +132,9 @@ pub async fn run(config: Config) -> Result<(), String> {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), bridge).await;
     listening.cancel();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), server).await;
+    if let Some(mcp_http) = mcp_http {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), mcp_http).await;
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! It reports every transition as a [`ServerEvent`]; the host turns those into
 //! `session/mcpServerStateChanged` actions.
 
+pub mod connections;
 pub mod policy;
 #[allow(unsafe_code)] // pre_exec (parent-death signal) and killpg: the only unsafe in the crate
 pub mod process;
@@ -109,12 +110,17 @@ pub struct Supervisor {
 
 impl Supervisor {
     /// Start the supervisor. Transitions arrive on the returned receiver.
-    pub fn spawn(config: SupervisorConfig) -> (Self, mpsc::Receiver<ServerEvent>) {
+    /// Ready servers' connections are published in `connections`.
+    pub fn spawn(
+        config: SupervisorConfig,
+        connections: std::sync::Arc<connections::Connections>,
+    ) -> (Self, mpsc::Receiver<ServerEvent>) {
         let (commands, inbox) = mpsc::channel(1024);
         let (events, outbox) = mpsc::channel(1024);
         let shutdown = CancellationToken::new();
         let owner = Owner {
             config,
+            connections,
             events,
             shutdown: shutdown.clone(),
             servers: HashMap::new(),
@@ -156,6 +162,7 @@ struct Entry {
 
 struct Owner {
     config: SupervisorConfig,
+    connections: std::sync::Arc<connections::Connections>,
     events: mpsc::Sender<ServerEvent>,
     shutdown: CancellationToken,
     servers: HashMap<String, Entry>,
@@ -259,6 +266,7 @@ impl Owner {
             config: self.config.clone(),
             events: self.events.clone(),
             shutdown: self.shutdown.clone(),
+            connections: self.connections.clone(),
         };
         let span = tracing::info_span!("server", name = %server.name);
         let handle = tokio::spawn(tracing::Instrument::instrument(task.run(rx), span));

@@ -10,7 +10,9 @@ use super::policy::{Jitter, RestartPolicy};
 use super::process::{self, Spawned};
 use super::stderr::{self, SharedTail};
 use super::upstream::{self, ConnectError, Connection};
+use super::connections::{Connected, Connections};
 use super::{Desired, ServerEvent, Status};
+use std::sync::Arc;
 use crate::config::{ServerTransport, SupervisorConfig};
 
 /// How often a running server's transport is checked (a stdio crash is seen at once through
@@ -34,6 +36,8 @@ pub struct Task {
     pub events: mpsc::Sender<ServerEvent>,
     /// Cancelled when the sidecar shuts down.
     pub shutdown: CancellationToken,
+    /// Where a ready server's connection is published for the MCP front.
+    pub connections: Arc<Connections>,
 }
 
 /// A started server: its connection and, for stdio, its process.
@@ -166,8 +170,17 @@ impl Task {
         })
         .await;
         tracing::info!(server = %self.name, tools = running.connection.tools.len(), "server ready");
+        self.connections.insert(
+            &self.id,
+            Connected {
+                name: self.name.clone(),
+                peer: running.connection.service.peer().clone(),
+                tools: running.connection.tools.clone(),
+            },
+        );
         let up_since = Instant::now();
         let ended = self.watch_running(&mut running, launch, desired).await;
+        self.connections.remove(&self.id);
         match ended {
             Ended::Failed(how) => {
                 let uptime = up_since.elapsed();
@@ -229,7 +242,7 @@ impl Task {
                 tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
                 let handshake = tokio::time::timeout(
                     self.config.start_timeout,
-                    upstream::connect(&self.name, (stdout, stdin), None),
+                    upstream::connect(self.upstream(), (stdout, stdin), None),
                 );
                 let outcome = tokio::select! {
                     outcome = handshake => outcome,
@@ -292,7 +305,7 @@ impl Task {
                     .map_err(|m| failed(Status::error("config", m)))?;
                 let handshake = tokio::time::timeout(
                     self.config.start_timeout,
-                    upstream::connect(&self.name, transport, Some(url)),
+                    upstream::connect(self.upstream(), transport, Some(url)),
                 );
                 let outcome = tokio::select! {
                     outcome = handshake => outcome,
@@ -413,6 +426,10 @@ impl Task {
         let _ = tokio::time::timeout(Duration::from_secs(1), connection.service.cancel()).await;
         let text = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
         text
+    }
+
+    fn upstream(&self) -> upstream::Upstream {
+        upstream::Upstream::new(&self.id, &self.name, self.connections.clone())
     }
 
     /// Wait for the desired state to change.

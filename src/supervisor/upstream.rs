@@ -2,6 +2,9 @@
 //! included), the handshake over a child's pipes or streamable HTTP, and failure triage.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::connections::Connections;
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool};
 use rmcp::service::{ClientInitializeError, RunningService};
@@ -16,13 +19,18 @@ pub const MCP_APP_MIME: &str = "text/html;profile=mcp-app";
 #[derive(Clone)]
 pub struct Upstream {
     server: String,
+    id: String,
+    connections: Arc<Connections>,
 }
 
 impl Upstream {
-    /// A client for server `server` (its name, for logs).
-    pub fn new(server: &str) -> Self {
+    /// A client for server `id` (declared as `server`), publishing tool changes to
+    /// `connections`.
+    pub fn new(id: &str, server: &str, connections: Arc<Connections>) -> Self {
         Self {
             server: server.to_string(),
+            id: id.to_string(),
+            connections,
         }
     }
 }
@@ -40,8 +48,14 @@ impl ClientHandler for Upstream {
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
     }
 
-    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+    async fn on_tool_list_changed(&self, context: rmcp::service::NotificationContext<RoleClient>) {
         tracing::debug!(server = %self.server, "upstream tools changed");
+        match context.peer.list_all_tools().await {
+            Ok(tools) => self.connections.set_tools(&self.id, tools),
+            Err(error) => {
+                tracing::debug!(server = %self.server, %error, "re-listing tools failed")
+            }
+        }
     }
 }
 
@@ -69,7 +83,7 @@ pub enum ConnectError {
 
 /// Handshake over `transport`, then `tools/list`. `hide` is removed from error text (a URL).
 pub async fn connect<T, E, A>(
-    server: &str,
+    upstream: Upstream,
     transport: T,
     hide: Option<&str>,
 ) -> Result<Connection, ConnectError>
@@ -77,7 +91,7 @@ where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let service = match Upstream::new(server).serve(transport).await {
+    let service = match upstream.serve(transport).await {
         Ok(service) => service,
         Err(error) => return Err(triage(&error, hide)),
     };

@@ -56,6 +56,8 @@ impl Drop for ScratchDir {
 pub struct Proxy {
     child: Child,
     pub addr: SocketAddr,
+    /// `http://…/mcp`, the aggregated MCP endpoint.
+    pub mcp_url: String,
     pub url: String,
     logs: Arc<Mutex<Vec<String>>>,
     _dir: ScratchDir,
@@ -70,7 +72,7 @@ impl Proxy {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
             .args(["--log-format", "json", "--config"])
             .arg(&config_path)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0"])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -80,6 +82,7 @@ impl Proxy {
         let stderr = child.stderr.take().expect("stderr is piped");
         let logs = Arc::new(Mutex::new(Vec::new()));
         let (addr_tx, addr_rx) = mpsc::channel();
+        let (mcp_tx, mcp_rx) = mpsc::channel();
         let sink = logs.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -87,6 +90,11 @@ impl Proxy {
                     if event["fields"]["message"] == "AHP endpoint listening" {
                         if let Some(addr) = event["fields"]["addr"].as_str() {
                             let _ = addr_tx.send(addr.to_string());
+                        }
+                    }
+                    if event["fields"]["message"] == "MCP endpoint listening" {
+                        if let Some(url) = event["fields"]["url"].as_str() {
+                            let _ = mcp_tx.send(url.to_string());
                         }
                     }
                 }
@@ -103,8 +111,11 @@ impl Proxy {
                 );
             }
         };
+        // The MCP front binds before the AHP endpoint, so its line is already there.
+        let mcp_url = mcp_rx.recv_timeout(Duration::from_secs(1)).unwrap_or_default();
         Self {
             child,
+            mcp_url,
             url: format!("ws://{addr}"),
             addr,
             logs,

@@ -1,0 +1,139 @@
+//! The MCP front over streamable HTTP (rmcp's session service on hyper): `/mcp` is the
+//! aggregated endpoint, `/mcp/<server>` one server's transparent endpoint; loopback by default.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{Front, Scope};
+use crate::supervisor::connections::Connections;
+
+type Body = BoxBody<Bytes, Infallible>;
+type Service = StreamableHttpService<Front, LocalSessionManager>;
+
+/// Endpoints by path, created on first use.
+struct Router {
+    connections: Arc<Connections>,
+    shutdown: CancellationToken,
+    endpoints: Mutex<HashMap<String, Service>>,
+}
+
+impl Router {
+    fn endpoint(&self, path: &str) -> Option<Service> {
+        let scope = match path.trim_end_matches('/') {
+            "/mcp" => Scope::All,
+            other => {
+                let name = other.strip_prefix("/mcp/")?;
+                if name.is_empty() || name.contains('/') {
+                    return None;
+                }
+                Scope::Server(name.to_string())
+            }
+        };
+        let key = match &scope {
+            Scope::All => String::new(),
+            Scope::Server(name) => name.clone(),
+        };
+        let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(service) = endpoints.get(&key) {
+            return Some(service.clone());
+        }
+        // Per-server endpoints are kept for declared names only (bounded by the config).
+        if let Scope::Server(name) = &scope {
+            self.connections.by_name(name)?;
+        }
+        let connections = self.connections.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(Front::new(connections.clone(), scope.clone())),
+            LocalSessionManager::default().into(),
+            StreamableHttpServerConfig::default().with_cancellation_token(self.shutdown.child_token()),
+        );
+        endpoints.insert(key, service.clone());
+        Some(service)
+    }
+}
+
+fn not_found(path: &str) -> http::Response<Body> {
+    let text = format!(
+        "no MCP endpoint at {path}: use /mcp (every server) or /mcp/<server> (one ready server)\n"
+    );
+    let mut response = http::Response::new(Full::new(Bytes::from(text)).boxed());
+    *response.status_mut() = http::StatusCode::NOT_FOUND;
+    response
+}
+
+/// Bind the MCP HTTP front.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen for MCP on {addr}: {e}"))
+}
+
+/// Serve until `shutdown`, then wait for open connections to finish.
+pub async fn serve(listener: TcpListener, connections: Arc<Connections>, shutdown: CancellationToken) {
+    let router = Arc::new(Router {
+        connections,
+        shutdown: shutdown.clone(),
+        endpoints: Mutex::new(HashMap::new()),
+    });
+    let tasks = TaskTracker::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "MCP accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        let shutdown = shutdown.clone();
+        tasks.spawn(async move {
+            let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+                let router = router.clone();
+                async move {
+                    let path = request.uri().path().to_string();
+                    match router.endpoint(&path) {
+                        Some(endpoint) => {
+                            let response = tower::ServiceExt::oneshot(endpoint, request).await;
+                            Ok::<_, Infallible>(match response {
+                                Ok(response) => response,
+                                Err(never) => match never {},
+                            })
+                        }
+                        None => Ok(not_found(&path)),
+                    }
+                }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), connection).await;
+                }
+            }
+            tracing::debug!(%peer, "MCP HTTP connection closed");
+        });
+    }
+    tasks.close();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(3), tasks.wait()).await;
+}
