@@ -78,6 +78,29 @@ pub struct SessionConfig {
 pub struct McpConfig {
     /// Where `/mcp` and `/mcp/<server>` are served; `None` when `http = false`.
     pub listen: Option<SocketAddr>,
+    /// When tool and prompt names get their server's prefix in `/mcp`.
+    pub prefix: crate::front::naming::Prefix,
+    /// Between the server's name and the tool's, e.g. `notes__add_note`.
+    pub separator: String,
+    /// How long a server may take to answer a forwarded request (its progress resets it).
+    pub request_timeout: Duration,
+    /// How long a harness's first listing waits for servers that are still starting.
+    pub first_list_wait: Duration,
+    /// Events queued for the AHP mirror of tool calls (two per call in flight).
+    pub mirror_queue: usize,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_MCP_LISTEN.parse().ok(),
+            prefix: crate::front::naming::Prefix::OnCollision,
+            separator: "__".into(),
+            request_timeout: Duration::from_secs(300),
+            first_list_wait: Duration::from_secs(10),
+            mirror_queue: 1024,
+        }
+    }
 }
 
 /// Default address of the MCP HTTP front.
@@ -315,6 +338,11 @@ struct RawLimits {
 struct RawMcp {
     http: Option<bool>,
     listen: Option<Spanned<String>>,
+    prefix: Option<Spanned<String>>,
+    separator: Option<Spanned<String>>,
+    request_timeout_ms: Option<Spanned<i64>>,
+    first_list_wait_ms: Option<Spanned<i64>>,
+    mirror_queue: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -448,8 +476,71 @@ impl Config {
                 }
             },
         };
+        let mcp_defaults = McpConfig::default();
+        let prefix = match raw.mcp.prefix {
+            None => mcp_defaults.prefix,
+            Some(value) => match value.get_ref().as_str() {
+                "on-collision" => crate::front::naming::Prefix::OnCollision,
+                "always" => crate::front::naming::Prefix::Always,
+                other => {
+                    checker.problem(
+                        value.span().start,
+                        format!("mcp.prefix = {other:?}: expected \"on-collision\" or \"always\""),
+                    );
+                    mcp_defaults.prefix
+                }
+            },
+        };
+        let separator = match raw.mcp.separator {
+            None => mcp_defaults.separator.clone(),
+            Some(value) => {
+                let text = value.get_ref();
+                let ok = (1..=8).contains(&text.len())
+                    && text
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+                if !ok {
+                    checker.problem(
+                        value.span().start,
+                        format!(
+                            "mcp.separator = {text:?}: expected 1 to 8 of A-Z a-z 0-9 _ - . (tool names allow nothing else)"
+                        ),
+                    );
+                    mcp_defaults.separator.clone()
+                } else {
+                    text.clone()
+                }
+            }
+        };
+        let mcp_timeouts = (
+            Duration::from_millis(checker.bounded(
+                "mcp.request_timeout_ms",
+                raw.mcp.request_timeout_ms,
+                100,
+                86_400_000,
+                mcp_defaults.request_timeout.as_millis() as usize,
+            ) as u64),
+            Duration::from_millis(checker.bounded(
+                "mcp.first_list_wait_ms",
+                raw.mcp.first_list_wait_ms,
+                0,
+                600_000,
+                mcp_defaults.first_list_wait.as_millis() as usize,
+            ) as u64),
+        );
         let mcp = McpConfig {
             listen: mcp_listen.filter(|_| raw.mcp.http.unwrap_or(true)),
+            prefix,
+            separator,
+            request_timeout: mcp_timeouts.0,
+            first_list_wait: mcp_timeouts.1,
+            mirror_queue: checker.bounded(
+                "mcp.mirror_queue",
+                raw.mcp.mirror_queue,
+                2,
+                1_000_000,
+                mcp_defaults.mirror_queue,
+            ),
         };
         let listen = match raw.ahp.listen {
             None => DEFAULT_LISTEN.parse().ok(),

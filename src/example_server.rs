@@ -29,6 +29,8 @@ pub enum Kind {
     Crash,
     /// Fails to start: prints an error on stderr and exits 1 before the MCP handshake.
     Fail,
+    /// Every MCP feature a proxy must forward, for end-to-end tests (see `features_server`).
+    Features,
 }
 
 /// How to run it.
@@ -91,7 +93,13 @@ async fn serve(options: Options) -> i32 {
             });
         }
     }
-    let server = Example::new(options.kind, options.exit_code);
+    match options.kind {
+        Kind::Features => serve_with(crate::features_server::Features::default(), options).await,
+        kind => serve_with(Example::new(kind, options.exit_code), options).await,
+    }
+}
+
+async fn serve_with<S: ServerHandler + Clone>(server: S, options: Options) -> i32 {
     match options.http {
         Some(addr) => serve_http(server, addr, options.require_header).await,
         None => match server.serve(rmcp::transport::stdio_pipes()).await {
@@ -107,7 +115,11 @@ async fn serve(options: Options) -> i32 {
     }
 }
 
-async fn serve_http(server: Example, addr: std::net::SocketAddr, required: Option<String>) -> i32 {
+async fn serve_http<S: ServerHandler + Clone>(
+    server: S,
+    addr: std::net::SocketAddr,
+    required: Option<String>,
+) -> i32 {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::service::TowerToHyperService;
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -278,7 +290,7 @@ impl Example {
                 {"name": "crash", "description": "Exit the server process at once (to see the error state and the restart).",
                  "inputSchema": {"type": "object", "properties": {}}},
             ]),
-            Kind::Fail => json!([]),
+            Kind::Fail | Kind::Features => json!([]),
         }
     }
 

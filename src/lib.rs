@@ -12,6 +12,7 @@ pub mod check;
 pub mod config;
 pub mod discovery;
 pub mod example_server;
+pub mod features_server;
 pub mod front;
 pub mod host;
 pub mod jsonrpc;

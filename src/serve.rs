@@ -13,6 +13,10 @@ use crate::catalog::{Catalog, Sources};
 use crate::config::Config;
 use crate::discovery::configured::Configured;
 use crate::discovery::Context;
+use crate::front::mirror::Mirror;
+use crate::front::naming::Policy;
+use crate::front::registry::Scope;
+use crate::front::{Front, Hub, Settings};
 use crate::host::Host;
 use crate::supervisor::Supervisor;
 use crate::watch;
@@ -37,6 +41,23 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         SessionCustomizationsChangedAction { customizations },
     ));
     let connections = crate::supervisor::connections::Connections::new();
+    let (mirror, mirror_task) = Mirror::spawn(
+        host.clone(),
+        crate::host::HARNESS_CHAT_URI.to_string(),
+        config.mcp.mirror_queue,
+    );
+    let hub = Hub::start(
+        connections.clone(),
+        Settings {
+            policy: Policy {
+                prefix: config.mcp.prefix,
+                separator: config.mcp.separator.clone(),
+            },
+            request_timeout: config.mcp.request_timeout,
+            first_list_wait: config.mcp.first_list_wait,
+        },
+        mirror,
+    );
     let (supervisor, mut events) =
         Supervisor::spawn(config.supervisor.clone(), connections.clone());
     host.set_control(supervisor.commands());
@@ -80,7 +101,7 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
             tracing::info!(addr = %addr, url = %format!("http://{addr}/mcp"), "MCP endpoint listening");
             Some(tokio::spawn(crate::front::http::serve(
                 tcp,
-                connections.clone(),
+                hub.clone(),
                 shutdown.clone(),
             )))
         }
@@ -88,13 +109,17 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     };
     let harness = if stdio {
         use rmcp::ServiceExt;
-        let front = crate::front::Front::new(connections.clone(), crate::front::Scope::All);
+        let front = Front::new(hub.clone(), Scope::All);
         match front.serve(rmcp::transport::stdio_pipes()).await {
             Ok(running) => {
                 tracing::info!("serving MCP on stdin/stdout");
                 Some(running)
             }
-            Err(error) => return Err(format!("the harness's MCP handshake on stdio failed: {error}")),
+            Err(error) => {
+                return Err(format!(
+                    "the harness's MCP handshake on stdio failed: {error}"
+                ))
+            }
         }
     } else {
         None
@@ -135,6 +160,9 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     if let Some(mcp_http) = mcp_http {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), mcp_http).await;
     }
+    // Every session is gone: the mirror's queue closes and its last turn completes.
+    drop(hub);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), mirror_task).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -38,7 +38,13 @@ pub fn start_proxy(binary: &Path, config: &Path) -> Proxy {
     let mut child = Command::new(binary)
         .args(["--log-format", "json", "--config"])
         .arg(config)
-        .args(["serve", "--listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--mcp-listen",
+            "127.0.0.1:0",
+        ])
         .env("RUST_LOG", "info")
         .stderr(Stdio::piped())
         .stdout(Stdio::null())

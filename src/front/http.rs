@@ -17,48 +17,48 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Front, Scope};
-use crate::supervisor::connections::Connections;
+use super::registry::Scope;
+use super::{Front, Hub};
 
 type Body = BoxBody<Bytes, Infallible>;
 type Service = StreamableHttpService<Front, LocalSessionManager>;
 
-/// Endpoints by path, created on first use.
+/// Endpoints by scope, created on first use: `/mcp`, and `/mcp/<server>` for each declared
+/// server (by its qualifier, the same prefix the aggregated endpoint uses).
 struct Router {
-    connections: Arc<Connections>,
+    hub: Arc<Hub>,
     shutdown: CancellationToken,
-    endpoints: Mutex<HashMap<String, Service>>,
+    endpoints: Mutex<HashMap<Scope, Service>>,
 }
 
 impl Router {
-    fn endpoint(&self, path: &str) -> Option<Service> {
-        let scope = match path.trim_end_matches('/') {
-            "/mcp" => Scope::All,
+    fn scope(&self, path: &str) -> Option<Scope> {
+        match path.trim_end_matches('/') {
+            "/mcp" => Some(Scope::All),
             other => {
-                let name = other.strip_prefix("/mcp/")?;
-                if name.is_empty() || name.contains('/') {
-                    return None;
-                }
-                Scope::Server(name.to_string())
+                let key = other.strip_prefix("/mcp/")?;
+                let qualifiers = super::naming::qualifiers(&self.hub.connections.declared());
+                qualifiers
+                    .into_iter()
+                    .find(|(_, q)| q == key)
+                    .map(|(id, _)| Scope::Server(id))
             }
-        };
-        let key = match &scope {
-            Scope::All => String::new(),
-            Scope::Server(name) => name.clone(),
-        };
+        }
+    }
+
+    fn endpoint(&self, path: &str) -> Option<Service> {
+        let scope = self.scope(path)?;
         let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(service) = endpoints.get(&key) {
+        if let Some(service) = endpoints.get(&scope) {
             return Some(service.clone());
         }
-        // Per-server endpoints are kept for declared names only (bounded by the config).
-        if let Scope::Server(name) = &scope {
-            self.connections.by_name(name)?;
-        }
-        let connections = self.connections.clone();
+        let hub = self.hub.clone();
+        let key = scope.clone();
         let service = StreamableHttpService::new(
-            move || Ok(Front::new(connections.clone(), scope.clone())),
+            move || Ok(Front::new(hub.clone(), scope.clone())),
             LocalSessionManager::default().into(),
-            StreamableHttpServerConfig::default().with_cancellation_token(self.shutdown.child_token()),
+            StreamableHttpServerConfig::default()
+                .with_cancellation_token(self.shutdown.child_token()),
         );
         endpoints.insert(key, service.clone());
         Some(service)
@@ -67,7 +67,7 @@ impl Router {
 
 fn not_found(path: &str) -> http::Response<Body> {
     let text = format!(
-        "no MCP endpoint at {path}: use /mcp (every server) or /mcp/<server> (one ready server)\n"
+        "no MCP endpoint at {path}: use /mcp (every server) or /mcp/<server> (one declared server)\n"
     );
     let mut response = http::Response::new(Full::new(Bytes::from(text)).boxed());
     *response.status_mut() = http::StatusCode::NOT_FOUND;
@@ -82,9 +82,9 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
 }
 
 /// Serve until `shutdown`, then wait for open connections to finish.
-pub async fn serve(listener: TcpListener, connections: Arc<Connections>, shutdown: CancellationToken) {
+pub async fn serve(listener: TcpListener, hub: Arc<Hub>, shutdown: CancellationToken) {
     let router = Arc::new(Router {
-        connections,
+        hub,
         shutdown: shutdown.clone(),
         endpoints: Mutex::new(HashMap::new()),
     });

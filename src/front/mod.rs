@@ -1,149 +1,304 @@
 //! The MCP front: the harness's MCP server. One aggregated endpoint over every ready server
-//! (names per [`names`]) and one transparent endpoint per server; calls go to the live
-//! upstream connections, and list changes are announced as they happen.
+//! (names per [`naming`]) and one transparent endpoint per server, over stdio or streamable
+//! HTTP; requests go to the live upstream connections, list changes are announced as they
+//! happen, and every tool call is mirrored into AHP.
 
+// Logging, sampling and roots are deprecated by SEP-2577 but still forwarded faithfully.
+#![allow(deprecated)]
+
+pub mod forward;
 pub mod http;
-pub mod names;
+pub mod hub;
+pub mod mirror;
+pub mod naming;
+pub mod registry;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, CompleteRequestParams,
+    CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, Prompt, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    Reference, Request, RequestOptionalParam, ServerCapabilities, ServerConfig, ServerResult,
+    SetLevelRequestParams, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceError};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
 
-use crate::supervisor::connections::{Connected, Connections};
-use names::Exposed;
+pub use hub::{Hub, Settings};
+use mirror::{CallStart, Outcome};
+use naming::Route;
+use registry::{HarnessId, Scope};
 
-/// Which servers an endpoint shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
-    /// Every ready server, names per the collision policy.
-    All,
-    /// One server by declared name, untouched.
-    Server(String),
-}
-
-/// The harness-facing MCP server for one scope.
-#[derive(Clone)]
+/// One harness session's MCP server (a stdio front, or one streamable HTTP session).
 pub struct Front {
-    connections: Arc<Connections>,
+    hub: Arc<Hub>,
     scope: Scope,
+    id: HarnessId,
+    listed: AtomicBool,
 }
 
 impl Front {
-    /// An endpoint over `connections` showing `scope`.
-    pub fn new(connections: Arc<Connections>, scope: Scope) -> Self {
-        Self { connections, scope }
-    }
-
-    /// The ready servers in scope: `(id, server)` in id order.
-    fn servers(&self) -> Vec<(String, Connected)> {
-        match &self.scope {
-            Scope::All => self.connections.snapshot().into_iter().collect(),
-            Scope::Server(name) => self.connections.by_name(name).into_iter().collect(),
+    /// A session over `hub` showing `scope`.
+    pub fn new(hub: Arc<Hub>, scope: Scope) -> Self {
+        let id = hub.next_harness();
+        Self {
+            hub,
+            scope,
+            id,
+            listed: AtomicBool::new(false),
         }
     }
 
-    fn tools(&self) -> Vec<Exposed<Tool>> {
-        let servers: Vec<(String, String, Vec<Tool>)> = self
-            .servers()
-            .into_iter()
-            .map(|(id, s)| {
-                let tools = s
+    fn aggregated(&self) -> bool {
+        self.scope == Scope::All
+    }
+
+    /// Register the harness on first contact and note its activity.
+    fn seen(&self, peer: &rmcp::Peer<RoleServer>) {
+        self.hub.join(self.id, &self.scope, peer);
+        self.hub.registry().touch(self.id);
+    }
+
+    /// Before the first listing: let servers that are about to be ready get there.
+    async fn first_listing(&self) {
+        if !self.listed.swap(true, Ordering::AcqRel) {
+            self.hub
+                .connections
+                .settled(self.hub.settings.first_list_wait)
+                .await;
+        }
+    }
+
+    /// The one server of a per-server endpoint.
+    fn own_server(&self) -> Option<&str> {
+        match &self.scope {
+            Scope::All => None,
+            Scope::Server(id) => Some(id),
+        }
+    }
+
+    fn shows_app_only(&self, peer: &rmcp::Peer<RoleServer>) -> bool {
+        hub::abilities_of(peer).apps
+    }
+
+    async fn send(
+        &self,
+        server: &str,
+        request: ClientRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let connected = self.hub.ready(server)?;
+        forward::forward(
+            &self.hub,
+            self.id,
+            forward::Target {
+                server,
+                name: &connected.name,
+                peer: &connected.peer,
+            },
+            request,
+            context,
+        )
+        .await
+    }
+
+    /// Rewrite a result from `server` to the URIs this endpoint shows.
+    fn rewrite<T: serde::Serialize + serde::de::DeserializeOwned>(
+        &self,
+        server: &str,
+        value: T,
+    ) -> T {
+        if !self.aggregated() {
+            return value;
+        }
+        let catalog = self.hub.catalog();
+        if !catalog.renames_uris_of(server) {
+            return value;
+        }
+        let Ok(mut json) = serde_json::to_value(&value) else {
+            return value;
+        };
+        catalog.rewrite_uris(server, &mut json);
+        serde_json::from_value(json).unwrap_or(value)
+    }
+
+    /// Where a resource URI from the harness goes: `(server, uri)` candidates in order.
+    fn resource_targets(&self, uri: &str) -> Vec<(String, String)> {
+        match self.own_server() {
+            Some(id) => vec![(id.to_string(), uri.to_string())],
+            None => match self.hub.catalog().route_uri(uri) {
+                Route::To { server, uri } => vec![(server, uri)],
+                Route::Ask(servers) => servers
+                    .into_iter()
+                    .filter(|id| {
+                        self.hub
+                            .connections
+                            .get(id)
+                            .is_some_and(|c| c.capabilities.resources.is_some())
+                    })
+                    .map(|id| (id, uri.to_string()))
+                    .collect(),
+            },
+        }
+    }
+
+    /// The tool the harness called `name`: `(server, the server's name for it, the tool)`.
+    fn find_tool(&self, name: &str) -> Result<(String, Tool), ErrorData> {
+        let unknown = || ErrorData::invalid_params(format!("unknown tool {name:?}"), None);
+        match self.own_server() {
+            None => {
+                let catalog = self.hub.catalog();
+                let entry = catalog.tool(name).ok_or_else(unknown)?;
+                let connected = self.hub.ready(&entry.server)?;
+                let original = connected
+                    .offer()
                     .tools
                     .into_iter()
-                    .filter(|t| !names::app_only(t.meta.as_ref().map(|m| &m.0)))
-                    .collect();
-                (id, s.name, tools)
-            })
-            .collect();
-        names::expose(
-            &servers,
-            |t| t.name.to_string(),
-            |t, name| t.name = name.into(),
-        )
-    }
-
-    fn peer_of(&self, id: &str) -> Result<rmcp::Peer<rmcp::RoleClient>, ErrorData> {
-        self.connections
-            .snapshot()
-            .remove(id)
-            .map(|s| s.peer)
-            .ok_or_else(|| ErrorData::internal_error("the server is no longer running", None))
-    }
-
-    async fn prompts(&self) -> Vec<Exposed<Prompt>> {
-        let mut servers = Vec::new();
-        for (id, server) in self.servers() {
-            // Servers without prompts answer method-not-found: they simply have none.
-            let prompts = server.peer.list_all_prompts().await.unwrap_or_default();
-            servers.push((id, server.name, prompts));
+                    .find(|t| t.name == entry.original.as_str())
+                    .ok_or_else(unknown)?;
+                Ok((entry.server.clone(), original))
+            }
+            Some(id) => {
+                let connected = self.hub.ready(id)?;
+                let tool = connected.offer().tools.into_iter().find(|t| t.name == name);
+                // A tool this proxy has not listed yet still goes to the server: it decides.
+                let tool = tool.unwrap_or_else(|| {
+                    serde_json::from_value(serde_json::json!({
+                        "name": name, "inputSchema": {"type": "object"}
+                    }))
+                    .unwrap_or_else(|_| Tool::new(name.to_string(), "", Arc::default()))
+                });
+                Ok((id.to_string(), tool))
+            }
         }
-        names::expose(&servers, |p| p.name.clone(), |p, name| p.name = name)
+    }
+
+    async fn list_own<T>(
+        &self,
+        request: ClientRequest,
+        context: &RequestContext<RoleServer>,
+        empty: T,
+        pick: impl FnOnce(ServerResult) -> Option<T>,
+    ) -> Result<T, ErrorData> {
+        let Some(id) = self.own_server() else {
+            return Ok(empty);
+        };
+        if self.hub.connections.get(id).is_none() {
+            return Ok(empty);
+        }
+        let result = self.send(id, request, context).await?;
+        pick(result).ok_or_else(|| unexpected("a list"))
     }
 }
 
-/// An upstream failure as the harness should see it: the server's own error as it was,
-/// anything else (it died, it hung up) as an internal error saying so.
-fn upstream_error(error: ServiceError) -> ErrorData {
-    match error {
-        ServiceError::McpError(error) => error,
-        ServiceError::TransportClosed => {
-            ErrorData::internal_error("the MCP server stopped during the request", None)
-        }
-        other => ErrorData::internal_error(format!("the MCP server failed: {other}"), None),
+impl Drop for Front {
+    fn drop(&mut self) {
+        self.hub.leave(self.id);
     }
+}
+
+fn unexpected(what: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!("the MCP server answered {what} request with an unexpected result"),
+        None,
+    )
+}
+
+fn paginated(request: Option<PaginatedRequestParams>) -> Option<PaginatedRequestParams> {
+    request
 }
 
 impl ServerHandler for Front {
     fn get_info(&self) -> ServerConfig {
         let capabilities: ServerCapabilities = serde_json::from_value(serde_json::json!({
             "tools": {"listChanged": true},
-            "resources": {"listChanged": true},
             "prompts": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true},
+            "logging": {},
+            "completions": {},
         }))
         .unwrap_or_default();
-        let name = match &self.scope {
-            Scope::All => "ahp-proxy".to_string(),
-            Scope::Server(name) => format!("ahp-proxy/{name}"),
+        let version = env!("CARGO_PKG_VERSION");
+        let (name, instructions) = match &self.scope {
+            Scope::All => {
+                let mut parts = Vec::new();
+                for (id, server) in self.hub.connections.snapshot() {
+                    if let Some(text) = server.instructions.filter(|t| !t.trim().is_empty()) {
+                        parts.push(format!("## {}\n{}", self.hub.qualifier(&id), text.trim()));
+                    }
+                }
+                (
+                    "ahp-proxy".to_string(),
+                    (!parts.is_empty()).then(|| parts.join("\n\n")),
+                )
+            }
+            Scope::Server(id) => {
+                let connected = self.hub.connections.get(id);
+                let name = format!("ahp-proxy/{}", self.hub.qualifier(id));
+                (name, connected.and_then(|c| c.instructions))
+            }
         };
-        ServerConfig::new(capabilities)
-            .with_server_info(rmcp::model::Implementation::new(name, env!("CARGO_PKG_VERSION")))
+        let mut info =
+            ServerConfig::new(capabilities).with_server_info(Implementation::new(name, version));
+        info.instructions = instructions;
+        info
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        // Session semantics (subscriptions, server requests) need a handshake version.
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Announce every change of the ready set (or of a server's tools) to this client
-        // until it goes away.
-        let mut changed = self.connections.subscribe();
-        let peer = context.peer;
-        tokio::spawn(async move {
-            while changed.changed().await.is_ok() {
-                if peer.is_transport_closed() {
-                    return;
-                }
-                let sent = peer.notify_tool_list_changed().await.is_ok()
-                    && peer.notify_resource_list_changed().await.is_ok()
-                    && peer.notify_prompt_list_changed().await.is_ok();
-                if !sent {
-                    return;
-                }
-            }
-        });
+        self.seen(&context.peer);
+    }
+
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        self.seen(&context.peer);
+        self.hub.roots_changed(&self.scope);
     }
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(
-            self.tools().into_iter().map(|e| e.item).collect(),
-        ))
+        self.seen(&context.peer);
+        self.first_listing().await;
+        let apps = self.shows_app_only(&context.peer);
+        let visible = |t: &Tool| apps || !naming::app_only(t.meta.as_ref().map(|m| &m.0));
+        if self.aggregated() {
+            let tools = self
+                .hub
+                .catalog()
+                .tools
+                .iter()
+                .map(|e| e.item.clone())
+                .filter(|t| visible(t))
+                .collect();
+            return Ok(ListToolsResult::with_all_items(tools));
+        }
+        let request = ClientRequest::ListToolsRequest(RequestOptionalParam {
+            params: paginated(request),
+            ..Default::default()
+        });
+        let mut result = self
+            .list_own(
+                request,
+                &context,
+                ListToolsResult::with_all_items(vec![]),
+                |r| match r {
+                    ServerResult::ListToolsResult(r) => Some(r),
+                    _ => None,
+                },
+            )
+            .await?;
+        result.tools.retain(|t| visible(t));
+        Ok(result)
     }
 
     async fn call_tool(
@@ -151,28 +306,102 @@ impl ServerHandler for Front {
         mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(target) = self.tools().into_iter().find(|e| e.name == request.name) else {
+        self.seen(&context.peer);
+        let called = request.name.to_string();
+        let (server, tool) = self.find_tool(&called)?;
+        if !self.shows_app_only(&context.peer) && naming::app_only(tool.meta.as_ref().map(|m| &m.0))
+        {
             return Err(ErrorData::invalid_params(
-                format!("unknown tool {:?}", request.name),
+                format!("tool {called:?} is only callable from its MCP App view"),
                 None,
             ));
-        };
-        let peer = self.peer_of(&target.server)?;
-        request.name = target.original.into();
-        tokio::select! {
-            result = peer.call_tool_once(request) => result.map_err(upstream_error),
-            _ = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the client", None)),
         }
+        let server_name = self
+            .hub
+            .connections
+            .get(&server)
+            .map(|c| c.name)
+            .unwrap_or_default();
+        let ticket = self.hub.mirror.begin(|call| CallStart {
+            call,
+            server: server.clone(),
+            server_name: server_name.clone(),
+            tool: called.clone(),
+            display_name: tool
+                .title
+                .clone()
+                .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone()))
+                .unwrap_or_else(|| tool.name.to_string()),
+            input: request
+                .arguments
+                .as_ref()
+                .map(|a| Value::Object(a.clone()).to_string())
+                .unwrap_or_else(|| "{}".into()),
+            ui: tool.meta.as_ref().and_then(|m| m.0.get("ui")).cloned(),
+        });
+        request.name = tool.name.clone();
+        let answer = self
+            .send(
+                &server,
+                ClientRequest::CallToolRequest(Request::new(request)),
+                &context,
+            )
+            .await;
+        let response = answer.and_then(|result| match result {
+            ServerResult::CallToolResult(r) => {
+                Ok(CallToolResponse::Complete(self.rewrite(&server, r)))
+            }
+            ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
+            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            ServerResult::EmptyResult(_) => {
+                Ok(CallToolResponse::Complete(CallToolResult::default()))
+            }
+            _ => Err(unexpected("a tools/call")),
+        });
+        if let Some(ticket) = ticket {
+            ticket.finish(match &response {
+                Ok(CallToolResponse::Complete(r)) => {
+                    Outcome::Result(serde_json::to_value(r).unwrap_or(Value::Null))
+                }
+                Ok(_) => Outcome::Result(serde_json::json!({"content": []})),
+                Err(_) if context.ct.is_cancelled() => Outcome::Cancelled,
+                Err(error) => Outcome::Failed(error.message.to_string()),
+            });
+        }
+        response
     }
 
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(
-            self.prompts().await.into_iter().map(|e| e.item).collect(),
-        ))
+        self.seen(&context.peer);
+        self.first_listing().await;
+        if self.aggregated() {
+            let prompts = self
+                .hub
+                .catalog()
+                .prompts
+                .iter()
+                .map(|e| e.item.clone())
+                .collect();
+            return Ok(ListPromptsResult::with_all_items(prompts));
+        }
+        let request = ClientRequest::ListPromptsRequest(RequestOptionalParam {
+            params: paginated(request),
+            ..Default::default()
+        });
+        self.list_own(
+            request,
+            &context,
+            ListPromptsResult::with_all_items(vec![]),
+            |r| match r {
+                ServerResult::ListPromptsResult(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await
     }
 
     async fn get_prompt(
@@ -180,49 +409,99 @@ impl ServerHandler for Front {
         mut request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let Some(target) = self.prompts().await.into_iter().find(|e| e.name == request.name)
-        else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown prompt {:?}", request.name),
-                None,
-            ));
+        self.seen(&context.peer);
+        let server = match self.own_server() {
+            Some(id) => id.to_string(),
+            None => {
+                let catalog = self.hub.catalog();
+                let entry = catalog.prompt(&request.name).ok_or_else(|| {
+                    ErrorData::invalid_params(format!("unknown prompt {:?}", request.name), None)
+                })?;
+                request.name = entry.original.clone();
+                entry.server.clone()
+            }
         };
-        let peer = self.peer_of(&target.server)?;
-        request.name = target.original;
-        tokio::select! {
-            result = peer.get_prompt_once(request) => result.map_err(upstream_error),
-            _ = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the client", None)),
+        let result = self
+            .send(
+                &server,
+                ClientRequest::GetPromptRequest(Request::new(request)),
+                &context,
+            )
+            .await?;
+        match result {
+            ServerResult::GetPromptResult(r) => {
+                Ok(GetPromptResponse::Complete(self.rewrite(&server, r)))
+            }
+            ServerResult::InputRequiredResult(r) => Ok(GetPromptResponse::InputRequired(r)),
+            _ => Err(unexpected("a prompts/get")),
         }
     }
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let mut all = Vec::new();
-        for (_, server) in self.servers() {
-            all.extend(server.peer.list_all_resources().await.unwrap_or_default());
+        self.seen(&context.peer);
+        self.first_listing().await;
+        if self.aggregated() {
+            self.refresh_unannounced_resources().await;
+            let resources = self
+                .hub
+                .catalog()
+                .resources
+                .iter()
+                .map(|e| e.item.clone())
+                .collect();
+            return Ok(ListResourcesResult::with_all_items(resources));
         }
-        Ok(ListResourcesResult::with_all_items(all))
+        let request = ClientRequest::ListResourcesRequest(RequestOptionalParam {
+            params: paginated(request),
+            ..Default::default()
+        });
+        self.list_own(
+            request,
+            &context,
+            ListResourcesResult::with_all_items(vec![]),
+            |r| match r {
+                ServerResult::ListResourcesResult(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let mut all = Vec::new();
-        for (_, server) in self.servers() {
-            all.extend(
-                server
-                    .peer
-                    .list_all_resource_templates()
-                    .await
-                    .unwrap_or_default(),
-            );
+        self.seen(&context.peer);
+        self.first_listing().await;
+        if self.aggregated() {
+            let templates = self
+                .hub
+                .catalog()
+                .templates
+                .iter()
+                .map(|e| e.item.clone())
+                .collect();
+            return Ok(ListResourceTemplatesResult::with_all_items(templates));
         }
-        Ok(ListResourceTemplatesResult::with_all_items(all))
+        let request = ClientRequest::ListResourceTemplatesRequest(RequestOptionalParam {
+            params: paginated(request),
+            ..Default::default()
+        });
+        self.list_own(
+            request,
+            &context,
+            ListResourceTemplatesResult::with_all_items(vec![]),
+            |r| match r {
+                ServerResult::ListResourceTemplatesResult(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await
     }
 
     async fn read_resource(
@@ -230,46 +509,211 @@ impl ServerHandler for Front {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        // The server that lists the URI, or whose tool points at it (`ui://` views are often
-        // unlisted), answers; otherwise each server is asked in turn.
-        let servers = self.servers();
-        let mut order: Vec<&Connected> = Vec::new();
-        for (_, server) in &servers {
-            let points_at = server.tools.iter().any(|t| {
-                t.meta
-                    .as_ref()
-                    .and_then(|m| m.0.get("ui"))
-                    .and_then(|ui| ui.get("resourceUri"))
-                    .is_some_and(|u| u == request.uri.as_str())
-            });
-            let listed = !points_at
-                && server
-                    .peer
-                    .list_all_resources()
-                    .await
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|r| r.uri == request.uri);
-            if points_at || listed {
-                order.insert(0, server);
-            } else {
-                order.push(server);
-            }
-        }
+        self.seen(&context.peer);
         let mut last = ErrorData::resource_not_found(
-            format!("no ready server has resource {:?}", request.uri),
+            format!("no ready MCP server has resource {:?}", request.uri),
             None,
         );
-        for server in order {
-            let read = tokio::select! {
-                result = server.peer.read_resource_once(request.clone()) => result,
-                _ = context.ct.cancelled() => return Err(ErrorData::internal_error("cancelled by the client", None)),
-            };
-            match read {
-                Ok(response) => return Ok(response),
-                Err(error) => last = upstream_error(error),
+        for (server, uri) in self.resource_targets(&request.uri) {
+            let mut params = request.clone();
+            params.uri = uri;
+            match self
+                .send(
+                    &server,
+                    ClientRequest::ReadResourceRequest(Request::new(params)),
+                    &context,
+                )
+                .await
+            {
+                Ok(ServerResult::ReadResourceResult(r)) => {
+                    return Ok(ReadResourceResponse::Complete(self.rewrite(&server, r)))
+                }
+                Ok(ServerResult::InputRequiredResult(r)) => {
+                    return Ok(ReadResourceResponse::InputRequired(r))
+                }
+                Ok(_) => last = unexpected("a resources/read"),
+                // Not this server's: ask the next one.
+                Err(error)
+                    if error.code == ErrorCode::RESOURCE_NOT_FOUND
+                        || error.code == ErrorCode::INVALID_PARAMS =>
+                {
+                    last = error
+                }
+                Err(error) => return Err(error),
+            }
+            if context.ct.is_cancelled() {
+                break;
             }
         }
         Err(last)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.seen(&context.peer);
+        let (server, uri) = self
+            .resource_targets(&request.uri)
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("no ready MCP server offers {:?}", request.uri),
+                    None,
+                )
+            })?;
+        let first = self.hub.registry().subscribe(self.id, &server, &uri);
+        if first {
+            let mut params = request.clone();
+            params.uri = uri.clone();
+            if let Err(error) = self
+                .send(
+                    &server,
+                    ClientRequest::SubscribeRequest(Request::new(params)),
+                    &context,
+                )
+                .await
+            {
+                self.hub.registry().unsubscribe(self.id, &server, &uri);
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.seen(&context.peer);
+        let Some((server, uri)) = self.resource_targets(&request.uri).into_iter().next() else {
+            return Ok(());
+        };
+        let last = self.hub.registry().unsubscribe(self.id, &server, &uri);
+        if last && self.hub.connections.get(&server).is_some() {
+            let mut params = request.clone();
+            params.uri = uri;
+            self.send(
+                &server,
+                ClientRequest::UnsubscribeRequest(Request::new(params)),
+                &context,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        mut request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.seen(&context.peer);
+        let server = match (self.own_server(), &mut request.r#ref) {
+            (Some(id), _) => id.to_string(),
+            (None, Reference::Prompt(prompt)) => {
+                let catalog = self.hub.catalog();
+                let entry = catalog.prompt(&prompt.name).ok_or_else(|| {
+                    ErrorData::invalid_params(format!("unknown prompt {:?}", prompt.name), None)
+                })?;
+                prompt.name = entry.original.clone();
+                entry.server.clone()
+            }
+            (None, Reference::Resource(resource)) => {
+                let (server, uri) = self
+                    .resource_targets(&resource.uri)
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| {
+                        ErrorData::invalid_params(
+                            format!("unknown resource template {:?}", resource.uri),
+                            None,
+                        )
+                    })?;
+                resource.uri = uri;
+                server
+            }
+            (None, _) => {
+                return Err(ErrorData::invalid_params(
+                    "unsupported completion reference",
+                    None,
+                ))
+            }
+        };
+        if self
+            .hub
+            .connections
+            .get(&server)
+            .is_some_and(|c| c.capabilities.completions.is_none())
+        {
+            return Ok(CompleteResult::default());
+        }
+        match self
+            .send(
+                &server,
+                ClientRequest::CompleteRequest(Request::new(request)),
+                &context,
+            )
+            .await?
+        {
+            ServerResult::CompleteResult(r) => Ok(r),
+            _ => Err(unexpected("a completion/complete")),
+        }
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.seen(&context.peer);
+        self.hub.registry().set_log_level(self.id, request.level);
+        for (id, _) in self.hub.connections.snapshot() {
+            if self.scope.includes(&id) {
+                self.hub.apply_log_level(&id).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Front {
+    /// Servers that do not announce resource list changes are asked again on each listing;
+    /// a real difference updates the catalog (and is announced like any change).
+    async fn refresh_unannounced_resources(&self) {
+        for (id, connected) in self.hub.connections.snapshot() {
+            let Some(resources) = connected.capabilities.resources.as_ref() else {
+                continue;
+            };
+            if resources.list_changed == Some(true) {
+                continue;
+            }
+            let fresh = tokio::time::timeout(
+                self.hub.settings.request_timeout,
+                connected.peer.list_all_resources(),
+            )
+            .await;
+            let Ok(Ok(fresh)) = fresh else { continue };
+            let changed = {
+                let mut offer = connected.offer.write().unwrap_or_else(|p| p.into_inner());
+                let changed = offer.resources != fresh;
+                if changed {
+                    offer.resources = fresh;
+                }
+                changed
+            };
+            if changed {
+                self.hub.connections.changed(
+                    &id,
+                    crate::supervisor::connections::Lists {
+                        resources: true,
+                        ..Default::default()
+                    },
+                );
+            }
+        }
     }
 }

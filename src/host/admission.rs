@@ -114,6 +114,21 @@ pub fn admit_session(
     }
 }
 
+/// Judge an action a client dispatched on a chat channel. The host's chats mirror the
+/// harness's tool calls: clients may mark them read or archived, nothing else.
+pub fn admit_chat(action: &StateAction) -> Result<(), String> {
+    match action {
+        StateAction::ChatIsReadChanged(_) | StateAction::ChatIsArchivedChanged(_) => Ok(()),
+        StateAction::ChatTurnStarted(_)
+        | StateAction::ChatPendingMessageSet(_)
+        | StateAction::ChatDraftChanged(_) => Err(
+            "this chat is read-only: it shows the MCP harness's tool calls, and this host has no model to send messages to"
+                .into(),
+        ),
+        other => Err(not_dispatchable(other)),
+    }
+}
+
 fn mcp_server(list: &[Customization], id: &str) -> Result<(), String> {
     match find_customization(list, id) {
         Some(Target::McpServer) => Ok(()),

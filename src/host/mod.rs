@@ -38,6 +38,9 @@ use store::{seq_i64, Commit, CommitError, Store};
 /// URI of the session that exists from start-up.
 pub const DEFAULT_SESSION_URI: &str = "ahp-session:/default";
 
+/// URI of the default session's chat where the harness's tool calls appear.
+pub const HARNESS_CHAT_URI: &str = "ahp-chat:/harness";
+
 /// How many client ids (with their negotiated version) are remembered for `reconnect`.
 const REMEMBERED_CLIENTS: usize = 4096;
 
@@ -91,7 +94,7 @@ impl Host {
             capabilities: None,
         };
         let mut store = Store::new(agent, config.limits.replay_log);
-        // Adding the first session to an empty store always commits.
+        // Adding the first session (and its chat) to an empty store always commits.
         let _ = store.add_session(
             DEFAULT_SESSION_URI,
             &config.session.title,
@@ -99,6 +102,7 @@ impl Host {
             None,
             Vec::new(),
         );
+        let _ = store.add_chat(DEFAULT_SESSION_URI, HARNESS_CHAT_URI, "MCP harness", true);
         Self {
             files: crate::ahp::resources::Files::new(&config.directories),
             core: Mutex::new(Core {
@@ -271,6 +275,8 @@ impl Host {
             admission::admit_root(core.store.root(), &params.action)
         } else if let Some(session) = core.store.session(&params.channel) {
             admission::admit_session(session, client_id, &params.action)
+        } else if core.store.chat(&params.channel).is_some() {
+            admission::admit_chat(&params.action)
         } else {
             tracing::debug!(conn = id, channel = %params.channel, "dispatchAction on an unknown channel ignored");
             return;
@@ -287,6 +293,7 @@ impl Host {
             ) {
                 Ok(commit) => {
                     core.publish(commit);
+                    core.sync_chat(&params.channel);
                     core.carry_out(&params.channel, &params.action);
                     return;
                 }
@@ -306,13 +313,20 @@ impl Host {
         core.fanout.send(id, jsonrpc::notification("action", &echo));
     }
 
-    /// Commit a host-originated action and broadcast it. Returns its `serverSeq`.
+    /// Commit a host-originated action and broadcast it (on a chat, followed by the
+    /// `session/chatUpdated` it implies). Returns its `serverSeq`.
     pub fn emit(&self, channel: &str, action: StateAction) -> Result<u64, CommitError> {
         let mut core = self.core();
         let commit = core.store.commit(channel, action, None)?;
         let seq = commit.envelope.server_seq;
         core.publish(commit);
+        core.sync_chat(channel);
         Ok(seq)
+    }
+
+    /// A chat's state (the mirror reads its turns).
+    pub fn chat(&self, uri: &str) -> Option<ahp_types::state::ChatState> {
+        self.core().store.chat(uri).cloned()
     }
 
     /// Send supervisor commands for accepted client actions (toggle, start, stop) here.
@@ -505,11 +519,14 @@ impl Host {
     pub fn dispose_session(&self, id: ConnId, request_id: u64, uri: &str) -> Result<(), RpcError> {
         let mut core = self.core();
         let core = &mut *core;
-        let commit = core
+        let (commit, chats) = core
             .store
             .remove_session(uri)
             .ok_or_else(|| session_not_found(uri))?;
         core.fanout.forget_channel(uri);
+        for chat in &chats {
+            core.fanout.forget_channel(chat);
+        }
         core.fanout.send(id, jsonrpc::success(request_id, &()));
         core.publish(commit);
         let removed = SessionRemovedParams {
@@ -570,6 +587,13 @@ impl Core {
             if let Err(error) = control.try_send(command) {
                 tracing::warn!(%error, "supervisor busy; client request dropped");
             }
+        }
+    }
+
+    /// After a commit on `channel`: if it is a chat whose summary changed, tell its session.
+    fn sync_chat(&mut self, channel: &str) {
+        if let Some(commit) = self.store.sync_chat_summary(channel) {
+            self.publish(commit);
         }
     }
 

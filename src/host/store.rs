@@ -1,16 +1,19 @@
-//! The host's AHP state: root, sessions, the global `serverSeq` and the replay log.
-//! Pure: every change goes through the official `ahp::reducers`, nothing here does I/O.
+//! The host's AHP state: root, sessions, their chats, the global `serverSeq` and the replay
+//! log. Pure: every change goes through the official `ahp::reducers`, nothing here does I/O.
 
 use std::collections::{BTreeMap, HashSet};
 
-use ahp::reducers::{apply_action_to_root, apply_action_to_session, ReduceOutcome};
+use ahp::reducers::{
+    apply_action_to_chat, apply_action_to_root, apply_action_to_session, ReduceOutcome,
+};
 use ahp_types::actions::{
-    ActionEnvelope, ActionOrigin, RootActiveSessionsChangedAction, StateAction,
+    ActionEnvelope, ActionOrigin, PartialChatSummary, RootActiveSessionsChangedAction,
+    SessionChatAddedAction, SessionChatUpdatedAction, SessionDefaultChatChangedAction, StateAction,
 };
 use ahp_types::notifications::PartialSessionSummary;
 use ahp_types::state::{
-    AgentInfo, RootState, SessionActiveClient, SessionLifecycle, SessionState, SessionStatus,
-    SessionSummary, Snapshot, SnapshotState,
+    AgentInfo, ChatState, ChatSummary, RootState, SessionActiveClient, SessionLifecycle,
+    SessionState, SessionStatus, SessionSummary, Snapshot, SnapshotState,
 };
 use ahp_types::ROOT_RESOURCE_URI;
 
@@ -30,7 +33,7 @@ impl SessionRecord {
         SessionSummary {
             provider: s.provider.clone(),
             title: s.title.clone(),
-            status: s.status,
+            status: summary_status(s),
             activity: s.activity.clone(),
             origin: s.origin.clone(),
             project: s.project.clone(),
@@ -70,6 +73,8 @@ pub enum CommitError {
 pub struct Store {
     root: RootState,
     sessions: BTreeMap<String, SessionRecord>,
+    /// Chats by URI, with the session that owns each.
+    chats: BTreeMap<String, (ChatState, String)>,
     seq: u64,
     log: ReplayLog,
 }
@@ -91,6 +96,7 @@ impl Store {
                 meta: None,
             },
             sessions: BTreeMap::new(),
+            chats: BTreeMap::new(),
             seq: 0,
             log: ReplayLog::new(replay_capacity),
         }
@@ -125,15 +131,22 @@ impl Store {
         self.sessions.keys().map(String::as_str)
     }
 
+    /// A chat's state.
+    pub fn chat(&self, uri: &str) -> Option<&ChatState> {
+        self.chats.get(uri).map(|(chat, _)| chat)
+    }
+
     /// Whether `uri` is a state-bearing channel of this host.
     pub fn has_channel(&self, uri: &str) -> bool {
-        uri == ROOT_RESOURCE_URI || self.sessions.contains_key(uri)
+        uri == ROOT_RESOURCE_URI || self.sessions.contains_key(uri) || self.chats.contains_key(uri)
     }
 
     /// A complete snapshot of `uri` at the current `serverSeq`.
     pub fn snapshot(&self, uri: &str) -> Option<Snapshot> {
         let state = if uri == ROOT_RESOURCE_URI {
             SnapshotState::Root(Box::new(self.root.clone()))
+        } else if let Some((chat, _)) = self.chats.get(uri) {
+            SnapshotState::Chat(Box::new(chat.clone()))
         } else {
             SnapshotState::Session(Box::new(self.sessions.get(uri)?.state.clone()))
         };
@@ -175,6 +188,9 @@ impl Store {
         let summary_changes = if channel == ROOT_RESOURCE_URI {
             let outcome = apply_action_to_root(&mut self.root, &action);
             accept(outcome)?;
+            None
+        } else if let Some((chat, _)) = self.chats.get_mut(channel) {
+            accept(apply_action_to_chat(chat, &action))?;
             None
         } else {
             let record = self
@@ -249,10 +265,111 @@ impl Store {
         self.commit_session_count()
     }
 
-    /// Remove the session at `uri` and commit the new `root/activeSessionsChanged`.
-    pub fn remove_session(&mut self, uri: &str) -> Option<Commit> {
+    /// Remove the session at `uri` (and its chats) and commit the new
+    /// `root/activeSessionsChanged`. Returns the commit and the removed chats' URIs.
+    pub fn remove_session(&mut self, uri: &str) -> Option<(Commit, Vec<String>)> {
         self.sessions.remove(uri)?;
-        self.commit_session_count().ok()
+        let chats: Vec<String> = self
+            .chats
+            .iter()
+            .filter(|(_, (_, owner))| owner == uri)
+            .map(|(chat, _)| chat.clone())
+            .collect();
+        for chat in &chats {
+            self.chats.remove(chat);
+        }
+        Some((self.commit_session_count().ok()?, chats))
+    }
+
+    /// Add an empty chat `chat` to session `session`, read-only for users (its turns are
+    /// the host's), and commit `session/chatAdded` (plus `session/defaultChatChanged` when
+    /// it becomes the default chat).
+    pub fn add_chat(
+        &mut self,
+        session: &str,
+        chat: &str,
+        title: &str,
+        default: bool,
+    ) -> Result<Vec<Commit>, CommitError> {
+        if !self.sessions.contains_key(session) {
+            return Err(CommitError::UnknownChannel);
+        }
+        if self.has_channel(chat) {
+            return Err(CommitError::Refused(format!("{chat:?} already exists")));
+        }
+        let now = now_iso8601();
+        let state: ChatState = serde_json::from_value(serde_json::json!({
+            "resource": chat,
+            "title": title,
+            "status": SessionStatus::Idle.bits(),
+            "modifiedAt": now,
+            "interactivity": "read-only",
+            "turns": [],
+        }))
+        .map_err(|e| CommitError::Refused(e.to_string()))?;
+        let summary = chat_summary(&state);
+        self.chats
+            .insert(chat.to_string(), (state, session.to_string()));
+        let mut commits = vec![self.commit(
+            session,
+            StateAction::SessionChatAdded(SessionChatAddedAction { summary }),
+            None,
+        )?];
+        if default {
+            commits.push(self.commit(
+                session,
+                StateAction::SessionDefaultChatChanged(SessionDefaultChatChangedAction {
+                    default_chat: Some(chat.to_string()),
+                }),
+                None,
+            )?);
+        }
+        Ok(commits)
+    }
+
+    /// After a change on chat `chat`: commit `session/chatUpdated` on its session with the
+    /// summary fields that now differ from the session's catalogue entry, if any.
+    pub fn sync_chat_summary(&mut self, chat: &str) -> Option<Commit> {
+        let (state, session) = self.chats.get(chat)?;
+        let current = chat_summary(state);
+        let listed = self
+            .sessions
+            .get(session)?
+            .state
+            .chats
+            .iter()
+            .find(|c| c.resource == chat)?;
+        let mut changes = PartialChatSummary::default();
+        let mut changed = false;
+        if listed.title != current.title {
+            changes.title = Some(current.title.clone());
+            changed = true;
+        }
+        if listed.status != current.status {
+            changes.status = Some(current.status);
+            changed = true;
+        }
+        if listed.activity != current.activity {
+            changes.activity = current.activity.clone();
+            changed = true;
+        }
+        if listed.modified_at != current.modified_at {
+            changes.modified_at = Some(current.modified_at.clone());
+            changed = true;
+        }
+        if !changed {
+            return None;
+        }
+        let session = session.clone();
+        self.commit(
+            &session,
+            StateAction::SessionChatUpdated(SessionChatUpdatedAction {
+                chat: chat.to_string(),
+                changes,
+            }),
+            None,
+        )
+        .ok()
     }
 
     fn commit_session_count(&mut self) -> Result<Commit, CommitError> {
@@ -270,6 +387,62 @@ impl Store {
     pub fn replay(&self, after: u64, channels: &HashSet<&str>) -> Option<Vec<ActionEnvelope>> {
         self.log.since(after, self.seq, channels)
     }
+}
+
+/// The catalogue entry (`ChatSummary`) for a chat's state.
+pub fn chat_summary(state: &ChatState) -> ChatSummary {
+    ChatSummary {
+        resource: state.resource.clone(),
+        title: state.title.clone(),
+        status: state.status,
+        activity: state.activity.clone(),
+        modified_at: state.modified_at.clone(),
+        changes: state.changes.clone(),
+        origin: state.origin.clone(),
+        movable: state.movable,
+        interactivity: state.interactivity,
+        working_directories: state.working_directories.clone(),
+    }
+}
+
+/// The activity bits of a status (bits 0-4; bits 5-6 are the read/archived flags).
+const ACTIVITY_MASK: u32 = 0b1_1111;
+
+/// A session's status as its summary shows it: its own flags, with the activity taken from
+/// its chats (the default chat, else the most recently modified one; `InputNeeded` and
+/// `Error` of any chat win) unless the session itself needs input.
+pub fn summary_status(state: &SessionState) -> u32 {
+    let own = state.status & ACTIVITY_MASK;
+    let input_needed = SessionStatus::InputNeeded.bits();
+    let error = SessionStatus::Error.bits();
+    let activity = if own == input_needed || state.chats.is_empty() {
+        own
+    } else if state
+        .chats
+        .iter()
+        .any(|c| c.status & ACTIVITY_MASK == input_needed)
+    {
+        input_needed
+    } else if state
+        .chats
+        .iter()
+        .any(|c| c.status & ACTIVITY_MASK == error)
+    {
+        error
+    } else {
+        let lead = state
+            .default_chat
+            .as_ref()
+            .and_then(|d| state.chats.iter().find(|c| &c.resource == d))
+            .or_else(|| {
+                state
+                    .chats
+                    .iter()
+                    .max_by(|a, b| a.modified_at.cmp(&b.modified_at))
+            });
+        lead.map_or(own, |c| c.status & ACTIVITY_MASK)
+    };
+    (state.status & !ACTIVITY_MASK) | activity
 }
 
 /// `serverSeq` as the `i64` some wire fields use.
@@ -300,7 +473,7 @@ impl SummaryFields {
     fn of(state: &SessionState) -> Self {
         Self {
             title: state.title.clone(),
-            status: state.status,
+            status: summary_status(state),
             activity: state.activity.clone(),
             working_directories: state.working_directories.clone(),
             default_chat: state.default_chat.clone(),
@@ -457,7 +630,12 @@ mod tests {
     #[test]
     fn removing_a_session_updates_the_count() {
         let mut store = store_with_session();
-        store.remove_session("ahp-session:/s").expect("was there");
+        store
+            .add_chat("ahp-session:/s", "ahp-chat:/c", "C", true)
+            .expect("chat added");
+        let (_, chats) = store.remove_session("ahp-session:/s").expect("was there");
+        assert_eq!(chats, ["ahp-chat:/c"]);
+        assert!(!store.has_channel("ahp-chat:/c"));
         assert_eq!(store.root().active_sessions, Some(0));
         assert!(store.remove_session("ahp-session:/s").is_none());
     }

@@ -229,13 +229,21 @@ impl Owner {
                 declared.push(server);
             }
         }
+        let connections = self.connections.clone();
         self.servers.retain(|id, entry| {
             let keep = seen.contains(id);
             if !keep {
                 tracing::info!(server = %entry.server.name, "server removed; stopping it");
+                connections.set_pending(id, false);
             }
             keep // dropping the entry drops its sender: the task stops and reports removal
         });
+        self.connections.set_declared(
+            declared
+                .iter()
+                .map(|s| (s.id.clone(), s.name.clone()))
+                .collect(),
+        );
         for server in declared {
             let container = containers.get(&server.id).cloned();
             match self.servers.get_mut(&server.id) {
@@ -251,6 +259,7 @@ impl Owner {
             }
         }
         self.reconcile();
+        self.connections.mark_synced();
     }
 
     fn start_task(&self, server: DeclaredServer, container: Option<String>) -> Entry {
@@ -301,10 +310,16 @@ impl Owner {
                 run,
                 epoch: entry.epoch,
             };
+            let connections = &self.connections;
             entry.desired.send_if_modified(|current| {
                 if *current == want {
                     false
                 } else {
+                    // Until the task reports how this start went, the front's first
+                    // listing waits for it.
+                    if want.run {
+                        connections.set_pending(&entry.server.id, true);
+                    }
                     *current = want;
                     true
                 }

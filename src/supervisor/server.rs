@@ -6,14 +6,14 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::connections::{Connected, Connections};
 use super::policy::{Jitter, RestartPolicy};
 use super::process::{self, Spawned};
 use super::stderr::{self, SharedTail};
 use super::upstream::{self, ConnectError, Connection};
-use super::connections::{Connected, Connections};
 use super::{Desired, ServerEvent, Status};
-use std::sync::Arc;
 use crate::config::{ServerTransport, SupervisorConfig};
+use std::sync::Arc;
 
 /// How often a running server's transport is checked (a stdio crash is seen at once through
 /// its exit; this catches a server that hangs up but lives), and how often HTTP servers
@@ -165,19 +165,20 @@ impl Task {
                 return None;
             }
         };
-        self.report(Status::Ready {
-            tools: running.connection.tools.len(),
-        })
-        .await;
-        tracing::info!(server = %self.name, tools = running.connection.tools.len(), "server ready");
+        let tools = running.connection.tool_count();
+        // Published before `ready` is reported, so a client that sees `ready` can use it.
         self.connections.insert(
             &self.id,
             Connected {
                 name: self.name.clone(),
                 peer: running.connection.service.peer().clone(),
-                tools: running.connection.tools.clone(),
+                capabilities: running.connection.capabilities.clone(),
+                instructions: running.connection.instructions.clone(),
+                offer: running.connection.offer.clone(),
             },
         );
+        self.report(Status::Ready { tools }).await;
+        tracing::info!(server = %self.name, tools, "server ready");
         let up_since = Instant::now();
         let ended = self.watch_running(&mut running, launch, desired).await;
         self.connections.remove(&self.id);
@@ -404,7 +405,7 @@ impl Task {
                     }
                     let now = desired.borrow().clone();
                     if now.run && now.launch.as_ref().ok() == Some(launch) {
-                        self.report(Status::Ready { tools: running.connection.tools.len() }).await;
+                        self.report(Status::Ready { tools: running.connection.tool_count() }).await;
                         continue;
                     }
                     return Ended::Changed;
@@ -445,6 +446,8 @@ impl Task {
 
     async fn report(&self, status: Status) {
         tracing::debug!(server = %self.name, ?status, "status");
+        self.connections
+            .set_pending(&self.id, matches!(status, Status::Starting));
         let _ = self
             .events
             .send(ServerEvent {

@@ -2,42 +2,168 @@
 //! included), the handshake over a child's pipes or streamable HTTP, and failure triage.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
-use super::connections::Connections;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientResult, Implementation, ProtocolVersion,
+    ServerNotification, ServerRequest,
+};
+use rmcp::service::{
+    ClientInitializeError, NotificationContext, RequestContext, RunningService, Service,
+};
+use rmcp::{ErrorData, RoleClient, ServiceExt};
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool};
-use rmcp::service::{ClientInitializeError, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use super::connections::{Connections, Lists, Offer};
 
 /// The MCP Apps extension id, declared upstream so App servers keep their UI metadata.
 pub const MCP_APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
 /// The MCP Apps HTML profile.
 pub const MCP_APP_MIME: &str = "text/html;profile=mcp-app";
 
-/// The client side of one upstream connection.
+/// The client side of one upstream connection: keeps the server's offer fresh and hands
+/// everything else the server sends to the front's [`super::connections::Downstream`].
 #[derive(Clone)]
 pub struct Upstream {
     server: String,
     id: String,
     connections: Arc<Connections>,
+    offer: Arc<RwLock<Offer>>,
+    /// Serialises refreshes so the last one stored is the freshest.
+    refreshing: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Upstream {
-    /// A client for server `id` (declared as `server`), publishing tool changes to
+    /// A client for server `id` (declared as `server`), announcing its changes in
     /// `connections`.
     pub fn new(id: &str, server: &str, connections: Arc<Connections>) -> Self {
         Self {
             server: server.to_string(),
             id: id.to_string(),
             connections,
+            offer: Arc::default(),
+            refreshing: Arc::default(),
         }
+    }
+
+    /// What the server offers (shared: refreshed in place).
+    pub fn offer(&self) -> Arc<RwLock<Offer>> {
+        self.offer.clone()
+    }
+
+    /// Re-read the lists in `lists` from the server and announce the change.
+    async fn refresh(&self, peer: &rmcp::Peer<RoleClient>, lists: Lists) {
+        let _serial = self.refreshing.lock().await;
+        let capabilities = peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+            .unwrap_or_default();
+        match read_offer(peer, &capabilities, lists).await {
+            Ok(fresh) => {
+                let mut offer = self.offer.write().unwrap_or_else(|p| p.into_inner());
+                if lists.tools {
+                    offer.tools = fresh.tools;
+                }
+                if lists.prompts {
+                    offer.prompts = fresh.prompts;
+                }
+                if lists.resources {
+                    offer.resources = fresh.resources;
+                    offer.templates = fresh.templates;
+                }
+            }
+            Err(error) => {
+                tracing::debug!(server = %self.server, %error, "re-listing after a change failed");
+                return;
+            }
+        }
+        self.connections.changed(&self.id, lists);
     }
 }
 
-impl ClientHandler for Upstream {
+/// Read the lists in `lists` that the server's capabilities say it has (every page). Only
+/// `tools/list` must succeed; a server whose prompts or resources cannot be listed offers
+/// none.
+pub async fn read_offer(
+    peer: &rmcp::Peer<RoleClient>,
+    capabilities: &rmcp::model::ServerCapabilities,
+    lists: Lists,
+) -> Result<Offer, rmcp::ServiceError> {
+    let mut offer = Offer::default();
+    if lists.tools && capabilities.tools.is_some() {
+        offer.tools = peer.list_all_tools().await?;
+    }
+    if lists.prompts && capabilities.prompts.is_some() {
+        offer.prompts = peer.list_all_prompts().await.unwrap_or_default();
+    }
+    if lists.resources && capabilities.resources.is_some() {
+        offer.resources = peer.list_all_resources().await.unwrap_or_default();
+        offer.templates = peer.list_all_resource_templates().await.unwrap_or_default();
+    }
+    Ok(offer)
+}
+
+impl Service<RoleClient> for Upstream {
+    async fn handle_request(
+        &self,
+        request: ServerRequest,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ClientResult, ErrorData> {
+        if let ServerRequest::PingRequest(_) = request {
+            return Ok(ClientResult::empty(()));
+        }
+        match self.connections.downstream() {
+            Some(downstream) => downstream.request(self.id.clone(), request, context).await,
+            None => Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("{} is not served here", request_method(&request)),
+                None,
+            )),
+        }
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ServerNotification,
+        context: NotificationContext<RoleClient>,
+    ) -> Result<(), ErrorData> {
+        let lists = match &notification {
+            ServerNotification::ToolListChangedNotification(_) => Some(Lists {
+                tools: true,
+                ..Lists::default()
+            }),
+            ServerNotification::PromptListChangedNotification(_) => Some(Lists {
+                prompts: true,
+                ..Lists::default()
+            }),
+            ServerNotification::ResourceListChangedNotification(_) => Some(Lists {
+                resources: true,
+                ..Lists::default()
+            }),
+            _ => None,
+        };
+        match lists {
+            Some(lists) => {
+                tracing::debug!(server = %self.server, ?lists, "upstream lists changed");
+                self.refresh(&context.peer, lists).await;
+            }
+            None => {
+                if let Some(downstream) = self.connections.downstream() {
+                    downstream.notify(self.id.clone(), notification).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn get_info(&self) -> ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
+        // Declared upstream so servers offer their UI tools, ask for roots, sample and
+        // elicit; the front answers through the harness that caused the request.
+        let mut capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
+            "roots": {"listChanged": true},
+            "sampling": {},
+            "elicitation": {},
+        }))
+        .unwrap_or_default();
         let mut ui = serde_json::Map::new();
         ui.insert("mimeTypes".into(), serde_json::json!([MCP_APP_MIME]));
         capabilities.extensions = Some(BTreeMap::from([(MCP_APPS_EXTENSION.to_string(), ui)]));
@@ -47,15 +173,17 @@ impl ClientHandler for Upstream {
         )
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
     }
+}
 
-    async fn on_tool_list_changed(&self, context: rmcp::service::NotificationContext<RoleClient>) {
-        tracing::debug!(server = %self.server, "upstream tools changed");
-        match context.peer.list_all_tools().await {
-            Ok(tools) => self.connections.set_tools(&self.id, tools),
-            Err(error) => {
-                tracing::debug!(server = %self.server, %error, "re-listing tools failed")
-            }
-        }
+/// The JSON-RPC method of a server request.
+pub fn request_method(request: &ServerRequest) -> &str {
+    match request {
+        ServerRequest::PingRequest(_) => "ping",
+        ServerRequest::CreateMessageRequest(_) => "sampling/createMessage",
+        ServerRequest::ListRootsRequest(_) => "roots/list",
+        ServerRequest::ElicitRequest(_) => "elicitation/create",
+        ServerRequest::CustomRequest(r) => r.method.as_str(),
+        _ => "a server request",
     }
 }
 
@@ -63,8 +191,23 @@ impl ClientHandler for Upstream {
 pub struct Connection {
     /// The rmcp service (its peer sends requests; cancel it to hang up).
     pub service: RunningService<RoleClient, Upstream>,
-    /// `tools/list` at start-up.
-    pub tools: Vec<Tool>,
+    /// What it declared at `initialize`.
+    pub capabilities: rmcp::model::ServerCapabilities,
+    /// Its `instructions`.
+    pub instructions: Option<String>,
+    /// What it offers, kept fresh by its [`Upstream`].
+    pub offer: Arc<RwLock<Offer>>,
+}
+
+impl Connection {
+    /// How many tools it offers now.
+    pub fn tool_count(&self) -> usize {
+        self.offer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .tools
+            .len()
+    }
 }
 
 /// Why a connection could not be made.
@@ -81,7 +224,7 @@ pub enum ConnectError {
     Failed(String),
 }
 
-/// Handshake over `transport`, then `tools/list`. `hide` is removed from error text (a URL).
+/// Handshake over `transport`, then list what the server offers (tools, prompts, resources). `hide` is removed from error text (a URL).
 pub async fn connect<T, E, A>(
     upstream: Upstream,
     transport: T,
@@ -91,6 +234,7 @@ where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
+    let offer = upstream.offer();
     let service = match upstream.serve(transport).await {
         Ok(service) => service,
         Err(error) => return Err(triage(&error, hide)),
@@ -100,10 +244,26 @@ where
         .peer()
         .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
         .await;
-    match service.peer().list_all_tools().await {
-        Ok(tools) => Ok(Connection { service, tools }),
+    let (capabilities, instructions) = service
+        .peer()
+        .peer_info()
+        .map(|info| (info.capabilities.clone(), info.instructions.clone()))
+        .unwrap_or_default();
+    match read_offer(service.peer(), &capabilities, Lists::ALL).await {
+        Ok(read) => {
+            *offer.write().unwrap_or_else(|p| p.into_inner()) = read;
+            Ok(Connection {
+                service,
+                capabilities,
+                instructions,
+                offer,
+            })
+        }
         Err(error) => {
-            let message = scrub(&format!("tools/list failed: {error}"), hide);
+            let message = scrub(
+                &format!("listing what the server offers failed: {error}"),
+                hide,
+            );
             let _ = service.cancel().await;
             Err(ConnectError::Failed(message))
         }

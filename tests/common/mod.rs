@@ -72,7 +72,13 @@ impl Proxy {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
             .args(["--log-format", "json", "--config"])
             .arg(&config_path)
-            .args(["serve", "--listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--mcp-listen",
+                "127.0.0.1:0",
+            ])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -112,7 +118,9 @@ impl Proxy {
             }
         };
         // The MCP front binds before the AHP endpoint, so its line is already there.
-        let mcp_url = mcp_rx.recv_timeout(Duration::from_secs(1)).unwrap_or_default();
+        let mcp_url = mcp_rx
+            .recv_timeout(Duration::from_secs(1))
+            .unwrap_or_default();
         Self {
             child,
             mcp_url,

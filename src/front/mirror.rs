@@ -1,0 +1,712 @@
+//! The harness's tool calls, mirrored into AHP as tool calls in the default session's chat:
+//! a bounded, lossy hand-off from the call path, and the pure turn bookkeeping behind it.
+//!
+//! Calls join one open turn (started when the first call arrives, completed once no call
+//! has been in flight for a moment); each is `chat/toolCallStart` + `chat/toolCallReady`,
+//! then `chat/toolCallComplete`. The call path only ever `try_send`s: when the queue is
+//! full the call is not mirrored, and the next turn says how many were skipped.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahp_types::actions::{
+    ChatResponsePartAction, ChatToolCallCompleteAction, ChatToolCallReadyAction,
+    ChatToolCallStartAction, ChatTruncatedAction, ChatTurnCompleteAction, ChatTurnStartedAction,
+    StateAction,
+};
+use ahp_types::common::StringOrMarkdown;
+use ahp_types::state::{
+    MarkdownResponsePart, Message, MessageKind, MessageOrigin, ResponsePart,
+    ToolCallConfirmationReason, ToolCallContributor, ToolCallMcpContributor, ToolCallResult,
+    ToolInput, ToolResultContent, ToolResultEmbeddedResourceContent, ToolResultResourceContent,
+    ToolResultTextContent,
+};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::host::Host;
+
+/// Longest text (bytes) of one mirrored content block or tool input; longer is cut.
+pub const MAX_TEXT: usize = 16 * 1024;
+/// Largest binary (base64 bytes) mirrored inline; larger is described instead.
+pub const MAX_BINARY: usize = 256 * 1024;
+/// Tool calls per turn before new calls wait for the next turn.
+pub const MAX_CALLS_PER_TURN: usize = 64;
+/// Turns kept in the chat; the history is cleared (`chat/truncated`) beyond this.
+pub const MAX_TURNS: usize = 50;
+/// How long a turn stays open after its last call finished.
+pub const LINGER: Duration = Duration::from_millis(500);
+
+/// A harness tool call as it begins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallStart {
+    /// The mirror's id for the call.
+    pub call: u64,
+    /// The `mcpServer` customization id of the server that answers it.
+    pub server: String,
+    /// The server's declared name.
+    pub server_name: String,
+    /// The tool's name as the harness called it.
+    pub tool: String,
+    /// A human-readable name (the tool's title, else its name).
+    pub display_name: String,
+    /// The arguments, as JSON text.
+    pub input: String,
+    /// The tool's `_meta.ui` (MCP Apps), as the server declared it.
+    pub ui: Option<Value>,
+}
+
+/// How a harness tool call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The server answered with a result (possibly `isError`).
+    Result(Value),
+    /// It failed without a result (an MCP error, a timeout, the server died).
+    Failed(String),
+    /// The harness cancelled it or went away.
+    Cancelled,
+}
+
+enum Event {
+    Start(CallStart),
+    Finish(u64, Outcome),
+}
+
+/// The call path's end: cheap to clone, never waits.
+#[derive(Clone)]
+pub struct Mirror {
+    tx: mpsc::Sender<Event>,
+    next: Arc<AtomicU64>,
+    skipped: Arc<AtomicU64>,
+}
+
+/// One mirrored call in flight: finish it with its outcome (dropping it reports
+/// `Cancelled`).
+pub struct Ticket {
+    call: u64,
+    permit: Option<mpsc::OwnedPermit<Event>>,
+}
+
+impl Ticket {
+    /// Report how the call ended.
+    pub fn finish(mut self, outcome: Outcome) {
+        if let Some(permit) = self.permit.take() {
+            permit.send(Event::Finish(self.call, outcome));
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let Some(permit) = self.permit.take() {
+            permit.send(Event::Finish(self.call, Outcome::Cancelled));
+        }
+    }
+}
+
+impl Mirror {
+    /// Start the mirror task, emitting into `host`'s chat `chat`, with room for `queue`
+    /// events (each call in flight holds two).
+    pub fn spawn(
+        host: Arc<Host>,
+        chat: String,
+        queue: usize,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(queue.max(2));
+        let skipped = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(run(host, chat, rx, skipped.clone()));
+        (
+            Self {
+                tx,
+                next: Arc::new(AtomicU64::new(1)),
+                skipped,
+            },
+            task,
+        )
+    }
+
+    /// A mirror that shows nothing (no AHP host).
+    pub fn disabled() -> Self {
+        let (tx, _) = mpsc::channel(1);
+        Self {
+            tx,
+            next: Arc::new(AtomicU64::new(1)),
+            skipped: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Begin mirroring a call; `None` (and one more skipped call) when the queue is full.
+    pub fn begin(&self, mut start: impl FnMut(u64) -> CallStart) -> Option<Ticket> {
+        let (Ok(first), Ok(second)) = (
+            self.tx.clone().try_reserve_owned(),
+            self.tx.clone().try_reserve_owned(),
+        ) else {
+            if !self.tx.is_closed() {
+                self.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+            return None;
+        };
+        let call = self.next.fetch_add(1, Ordering::Relaxed);
+        first.send(Event::Start(start(call)));
+        Some(Ticket {
+            call,
+            permit: Some(second),
+        })
+    }
+}
+
+async fn run(
+    host: Arc<Host>,
+    chat: String,
+    mut rx: mpsc::Receiver<Event>,
+    skipped: Arc<AtomicU64>,
+) {
+    let epoch = Instant::now();
+    let mut turns = Turns::new(&chat);
+    let mut linger: Option<tokio::time::Instant> = None;
+    loop {
+        let event = tokio::select! {
+            event = rx.recv() => match event {
+                Some(event) => Some(event),
+                None => break,
+            },
+            _ = async {
+                match linger {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => None,
+        };
+        let now = epoch.elapsed().as_millis() as u64;
+        let actions = match event {
+            Some(Event::Start(start)) => {
+                let missed = skipped.swap(0, Ordering::Relaxed);
+                turns.start(start, missed, now, &crate::host::store::now_iso8601())
+            }
+            Some(Event::Finish(call, outcome)) => turns.finish(call, &outcome),
+            None => turns.close(now, &crate::host::store::now_iso8601()),
+        };
+        for action in actions {
+            if let Err(error) = host.emit(&chat, action) {
+                tracing::debug!(?error, "tool call not mirrored");
+            }
+        }
+        linger = turns.idle().then(|| tokio::time::Instant::now() + LINGER);
+    }
+    // The front is gone: close the open turn so no call stays running in clients' eyes.
+    let now = epoch.elapsed().as_millis() as u64;
+    for action in turns.shutdown(now) {
+        let _ = host.emit(&chat, action);
+    }
+}
+
+/// The open turn.
+#[derive(Debug)]
+struct Open {
+    id: String,
+    started_ms: u64,
+    calls: usize,
+    in_flight: HashSet<u64>,
+}
+
+/// Turn bookkeeping for one chat, pure: events in, actions out.
+#[derive(Debug)]
+pub struct Turns {
+    open: Option<Open>,
+    /// Calls that arrived while the open turn was full, with their outcome once known.
+    waiting: Vec<(CallStart, Option<Outcome>)>,
+    next_turn: u64,
+    kept: usize,
+    chat: String,
+    missed: u64,
+}
+
+impl Turns {
+    /// No turn yet.
+    pub fn new(chat: &str) -> Self {
+        Self {
+            open: None,
+            waiting: Vec::new(),
+            next_turn: 1,
+            kept: 0,
+            chat: chat.to_string(),
+            missed: 0,
+        }
+    }
+
+    /// Whether a turn is open with nothing in flight (it may be closed).
+    pub fn idle(&self) -> bool {
+        self.open.as_ref().is_some_and(|t| t.in_flight.is_empty())
+    }
+
+    /// A call began; `missed` calls were not mirrored since the last start.
+    pub fn start(
+        &mut self,
+        call: CallStart,
+        missed: u64,
+        now_ms: u64,
+        now_iso: &str,
+    ) -> Vec<StateAction> {
+        self.missed += missed;
+        let mut out = Vec::new();
+        if self
+            .open
+            .as_ref()
+            .is_some_and(|t| t.calls >= MAX_CALLS_PER_TURN)
+        {
+            self.waiting.push((call, None));
+            return out;
+        }
+        if self.open.is_none() {
+            self.open_turn(now_ms, now_iso, &mut out);
+        }
+        self.start_in_turn(&call, &mut out);
+        out
+    }
+
+    /// A call ended.
+    pub fn finish(&mut self, call: u64, outcome: &Outcome) -> Vec<StateAction> {
+        if let Some((_, slot)) = self.waiting.iter_mut().find(|(c, _)| c.call == call) {
+            *slot = Some(outcome.clone());
+            return Vec::new();
+        }
+        let Some(open) = self.open.as_mut() else {
+            return Vec::new();
+        };
+        if !open.in_flight.remove(&call) {
+            return Vec::new();
+        }
+        vec![complete(&open.id, call, outcome)]
+    }
+
+    /// Complete the open turn if it is idle; calls that waited start the next one.
+    pub fn close(&mut self, now_ms: u64, now_iso: &str) -> Vec<StateAction> {
+        let mut out = Vec::new();
+        if !self.idle() {
+            return out;
+        }
+        if let Some(open) = self.open.take() {
+            out.push(StateAction::ChatTurnComplete(ChatTurnCompleteAction {
+                turn_id: open.id,
+                duration: i64::try_from(now_ms.saturating_sub(open.started_ms)).unwrap_or(i64::MAX),
+                meta: None,
+            }));
+            self.kept += 1;
+        }
+        if !self.waiting.is_empty() {
+            self.open_turn(now_ms, now_iso, &mut out);
+            let waiting = std::mem::take(&mut self.waiting);
+            for (call, outcome) in waiting {
+                self.start_in_turn(&call, &mut out);
+                if let Some(outcome) = outcome {
+                    out.extend(self.finish(call.call, &outcome));
+                }
+            }
+        }
+        out
+    }
+
+    /// The mirror stops: complete the open turn (its unfinished calls end as skipped).
+    pub fn shutdown(&mut self, now_ms: u64) -> Vec<StateAction> {
+        self.open
+            .take()
+            .map(|open| {
+                StateAction::ChatTurnComplete(ChatTurnCompleteAction {
+                    turn_id: open.id,
+                    duration: i64::try_from(now_ms.saturating_sub(open.started_ms))
+                        .unwrap_or(i64::MAX),
+                    meta: None,
+                })
+            })
+            .into_iter()
+            .collect()
+    }
+
+    fn open_turn(&mut self, now_ms: u64, now_iso: &str, out: &mut Vec<StateAction>) {
+        if self.kept >= MAX_TURNS {
+            out.push(StateAction::ChatTruncated(ChatTruncatedAction {
+                turn_id: None,
+            }));
+            self.kept = 0;
+        }
+        let id = format!("harness-{}", self.next_turn);
+        self.next_turn += 1;
+        out.push(StateAction::ChatTurnStarted(ChatTurnStartedAction {
+            turn_id: id.clone(),
+            started_at: now_iso.to_string(),
+            message: Message {
+                text: "Tool calls from the MCP harness".into(),
+                origin: MessageOrigin {
+                    kind: MessageKind::Agent,
+                },
+                attachments: None,
+                model: None,
+                agent: None,
+                meta: None,
+            },
+            queued_message_id: None,
+            meta: None,
+        }));
+        if self.missed > 0 {
+            let missed = std::mem::take(&mut self.missed);
+            out.push(StateAction::ChatResponsePart(ChatResponsePartAction {
+                turn_id: id.clone(),
+                part: ResponsePart::Markdown(MarkdownResponsePart {
+                    id: format!("{id}-skipped"),
+                    content: format!(
+                        "{missed} tool call(s) were not shown here: the mirror was busy."
+                    ),
+                }),
+                meta: None,
+            }));
+        }
+        self.open = Some(Open {
+            id,
+            started_ms: now_ms,
+            calls: 0,
+            in_flight: HashSet::new(),
+        });
+        let _ = &self.chat;
+    }
+
+    fn start_in_turn(&mut self, call: &CallStart, out: &mut Vec<StateAction>) {
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        open.calls += 1;
+        open.in_flight.insert(call.call);
+        let meta = call.ui.as_ref().map(|ui| {
+            let mut meta = serde_json::Map::new();
+            meta.insert("ui".into(), ui.clone());
+            meta
+        });
+        out.push(StateAction::ChatToolCallStart(ChatToolCallStartAction {
+            turn_id: open.id.clone(),
+            tool_call_id: call_id(call.call),
+            meta,
+            tool_name: call.tool.clone(),
+            display_name: call.display_name.clone(),
+            intention: None,
+            contributor: Some(ToolCallContributor::Mcp(ToolCallMcpContributor {
+                customization_id: call.server.clone(),
+            })),
+        }));
+        out.push(StateAction::ChatToolCallReady(ChatToolCallReadyAction {
+            turn_id: open.id.clone(),
+            tool_call_id: call_id(call.call),
+            meta: None,
+            invocation_message: StringOrMarkdown::Plain(format!(
+                "Calling {} on {}",
+                call.display_name, call.server_name
+            )),
+            tool_input: Some(ToolInput::Inline(cut(&call.input, MAX_TEXT))),
+            contributor: None,
+            intention: None,
+            confirmation_title: None,
+            risk_assessment: None,
+            edits: None,
+            editable: None,
+            options: None,
+            confirmed: Some(ToolCallConfirmationReason::NotNeeded),
+        }));
+    }
+}
+
+fn call_id(call: u64) -> String {
+    format!("harness-call-{call}")
+}
+
+fn complete(turn: &str, call: u64, outcome: &Outcome) -> StateAction {
+    StateAction::ChatToolCallComplete(ChatToolCallCompleteAction {
+        turn_id: turn.to_string(),
+        tool_call_id: call_id(call),
+        meta: None,
+        result: tool_call_result(outcome),
+        requires_result_confirmation: None,
+    })
+}
+
+/// An MCP outcome as an AHP tool call result: content blocks mapped (text stays text,
+/// images and audio and blobs become embedded resources, resource links resource refs),
+/// large ones cut or described, `structuredContent` kept when it is an object.
+pub fn tool_call_result(outcome: &Outcome) -> ToolCallResult {
+    match outcome {
+        Outcome::Result(result) => {
+            let failed = result.get("isError").and_then(Value::as_bool) == Some(true);
+            let content: Vec<ToolResultContent> = result
+                .get("content")
+                .and_then(Value::as_array)
+                .map(|blocks| blocks.iter().filter_map(content_block).collect())
+                .unwrap_or_default();
+            let structured = result
+                .get("structuredContent")
+                .and_then(Value::as_object)
+                .filter(|o| Value::Object((*o).clone()).to_string().len() <= MAX_TEXT * 4)
+                .cloned();
+            ToolCallResult {
+                success: !failed,
+                past_tense_message: StringOrMarkdown::Plain(
+                    if failed {
+                        "The tool reported an error"
+                    } else {
+                        "Done"
+                    }
+                    .into(),
+                ),
+                content: Some(content),
+                structured_content: structured,
+                error: None,
+            }
+        }
+        Outcome::Failed(message) => ToolCallResult {
+            success: false,
+            past_tense_message: StringOrMarkdown::Plain(format!("Failed: {}", cut(message, 512))),
+            content: None,
+            structured_content: None,
+            error: Some(Value::String(cut(message, MAX_TEXT))),
+        },
+        Outcome::Cancelled => ToolCallResult {
+            success: false,
+            past_tense_message: StringOrMarkdown::Plain("Cancelled by the harness".into()),
+            content: None,
+            structured_content: None,
+            error: Some(Value::String("cancelled".into())),
+        },
+    }
+}
+
+fn content_block(block: &Value) -> Option<ToolResultContent> {
+    let text = |t: &str| {
+        ToolResultContent::Text(ToolResultTextContent {
+            text: cut(t, MAX_TEXT),
+        })
+    };
+    let binary = |data: &str, mime: &str| {
+        if data.len() <= MAX_BINARY {
+            ToolResultContent::EmbeddedResource(ToolResultEmbeddedResourceContent {
+                data: data.to_string(),
+                content_type: mime.to_string(),
+            })
+        } else {
+            text(&format!(
+                "[{mime}, {} bytes of base64, not mirrored]",
+                data.len()
+            ))
+        }
+    };
+    let str_of = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+    match block.get("type").and_then(Value::as_str)? {
+        "text" => Some(text(
+            block.get("text").and_then(Value::as_str).unwrap_or(""),
+        )),
+        "image" | "audio" => Some(binary(
+            block.get("data").and_then(Value::as_str).unwrap_or(""),
+            block
+                .get("mimeType")
+                .and_then(Value::as_str)
+                .unwrap_or("application/octet-stream"),
+        )),
+        "resource" => {
+            let resource = block.get("resource")?;
+            let mime = str_of(resource, "mimeType");
+            match (str_of(resource, "text"), str_of(resource, "blob")) {
+                (Some(t), _) => Some(text(&t)),
+                (None, Some(blob)) => Some(binary(
+                    &blob,
+                    mime.as_deref().unwrap_or("application/octet-stream"),
+                )),
+                (None, None) => None,
+            }
+        }
+        "resource_link" => Some(ToolResultContent::Resource(ToolResultResourceContent {
+            uri: str_of(block, "uri")?,
+            size_hint: block.get("size").and_then(Value::as_i64),
+            content_type: str_of(block, "mimeType"),
+            nonce: None,
+        })),
+        _ => None,
+    }
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), saying how much was cut.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} more bytes not shown)",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ahp::reducers::{apply_action_to_chat, ReduceOutcome};
+    use ahp_types::state::{ChatState, ToolCallState};
+    use serde_json::json;
+
+    fn chat() -> ChatState {
+        serde_json::from_value(json!({
+            "resource": "ahp-chat:/t", "title": "t", "status": 1,
+            "modifiedAt": "2026-01-01T00:00:00.000Z", "turns": []
+        }))
+        .unwrap()
+    }
+
+    fn call(n: u64) -> CallStart {
+        CallStart {
+            call: n,
+            server: "file:///m.json#mcp=s".into(),
+            server_name: "s".into(),
+            tool: "echo".into(),
+            display_name: "Echo".into(),
+            input: r#"{"text":"hi"}"#.into(),
+            ui: Some(json!({"resourceUri": "ui://v"})),
+        }
+    }
+
+    /// Apply actions with the official reducers; every one must apply.
+    fn apply(state: &mut ChatState, actions: Vec<StateAction>) {
+        for action in actions {
+            assert!(
+                !matches!(action, StateAction::Unknown(_)),
+                "unknown action {action:?}"
+            );
+            let outcome = apply_action_to_chat(state, &action);
+            assert_eq!(outcome, ReduceOutcome::Applied, "{action:?}");
+        }
+    }
+
+    const T0: &str = "2026-01-01T00:00:00.000Z";
+
+    #[test]
+    fn concurrent_calls_share_a_turn_that_closes_when_idle() {
+        let mut state = chat();
+        let mut turns = Turns::new("ahp-chat:/t");
+        apply(&mut state, turns.start(call(1), 0, 0, T0));
+        apply(&mut state, turns.start(call(2), 0, 1, T0));
+        assert!(!turns.idle());
+        assert!(turns.close(2, T0).is_empty(), "a busy turn stays open");
+        let active = state.active_turn.as_ref().expect("turn open");
+        assert_eq!(active.response_parts.len(), 2);
+        match &active.response_parts[0] {
+            ResponsePart::ToolCall(tc) => match &tc.tool_call {
+                ToolCallState::Running(r) => {
+                    assert_eq!(r.tool_name, "echo");
+                    assert_eq!(
+                        serde_json::to_value(&r.contributor).unwrap(),
+                        json!({"kind": "mcp", "customizationId": "file:///m.json#mcp=s"})
+                    );
+                    assert_eq!(
+                        serde_json::to_value(&r.meta).unwrap(),
+                        json!({"ui": {"resourceUri": "ui://v"}})
+                    );
+                }
+                other => panic!("expected running, got {other:?}"),
+            },
+            other => panic!("expected a tool call, got {other:?}"),
+        }
+        apply(
+            &mut state,
+            turns.finish(
+                2,
+                &Outcome::Result(json!({"content": [{"type": "text", "text": "hi"}]})),
+            ),
+        );
+        apply(&mut state, turns.finish(1, &Outcome::Failed("boom".into())));
+        assert!(turns.idle());
+        apply(&mut state, turns.close(40, T0));
+        assert!(state.active_turn.is_none());
+        assert_eq!(state.turns.len(), 1);
+        assert_eq!(state.status & 0b11111, 1, "idle again");
+    }
+
+    #[test]
+    fn a_full_turn_defers_new_calls_to_the_next_turn() {
+        let mut state = chat();
+        let mut turns = Turns::new("ahp-chat:/t");
+        for n in 0..MAX_CALLS_PER_TURN as u64 {
+            apply(&mut state, turns.start(call(n), 0, 0, T0));
+        }
+        assert!(turns.start(call(999), 3, 0, T0).is_empty());
+        // The deferred call finishes before its turn exists: it appears complete.
+        assert!(turns.finish(999, &Outcome::Cancelled).is_empty());
+        for n in 0..MAX_CALLS_PER_TURN as u64 {
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled));
+        }
+        apply(&mut state, turns.close(5, T0));
+        let active = state.active_turn.as_ref().expect("second turn");
+        // The skipped-calls note, then the deferred call, already complete.
+        assert_eq!(active.response_parts.len(), 2);
+        assert!(matches!(
+            active.response_parts[0],
+            ResponsePart::Markdown(_)
+        ));
+        match &active.response_parts[1] {
+            ResponsePart::ToolCall(tc) => {
+                assert!(matches!(tc.tool_call, ToolCallState::Completed(_)))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(turns.idle());
+    }
+
+    #[test]
+    fn history_is_bounded() {
+        let mut state = chat();
+        let mut turns = Turns::new("ahp-chat:/t");
+        for n in 0..(MAX_TURNS as u64 + 3) {
+            apply(&mut state, turns.start(call(n), 0, n, T0));
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled));
+            apply(&mut state, turns.close(n + 1, T0));
+        }
+        assert!(state.turns.len() <= MAX_TURNS);
+    }
+
+    #[test]
+    fn results_map_to_ahp_content_with_limits() {
+        let result = tool_call_result(&Outcome::Result(json!({
+            "content": [
+                {"type": "text", "text": "x".repeat(MAX_TEXT + 10)},
+                {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+                {"type": "resource_link", "uri": "file:///a", "name": "a", "mimeType": "text/plain"},
+                {"type": "resource", "resource": {"uri": "x://b", "blob": "AAEC", "mimeType": "application/x"}},
+                {"type": "mystery"}
+            ],
+            "structuredContent": {"sum": 3},
+            "isError": false
+        })));
+        let value = serde_json::to_value(&result).unwrap();
+        assert_eq!(value["success"], true);
+        let content = value["content"].as_array().unwrap();
+        assert_eq!(content.len(), 4);
+        assert!(content[0]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("(10 more bytes not shown)"));
+        assert_eq!(
+            content[1],
+            json!({"type": "embeddedResource", "data": "AAAA", "contentType": "image/png"})
+        );
+        assert_eq!(
+            content[2],
+            json!({"type": "resource", "uri": "file:///a", "contentType": "text/plain"})
+        );
+        assert_eq!(content[3]["type"], "embeddedResource");
+        assert_eq!(value["structuredContent"], json!({"sum": 3}));
+        let failed = serde_json::to_value(tool_call_result(&Outcome::Result(
+            json!({"content": [], "isError": true}),
+        )))
+        .unwrap();
+        assert_eq!(failed["success"], false);
+        assert_eq!(cut("héllo", 2), "h… (5 more bytes not shown)");
+    }
+}

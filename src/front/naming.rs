@@ -1,0 +1,599 @@
+//! The aggregated endpoint's naming policy, pure: which server answers each tool, prompt and
+//! resource URI the harness sees, and the renaming applied to keep every name unique.
+//!
+//! Tools and prompts keep their own names unless two ready servers offer the same one (or
+//! the policy says always): then each copy is `<server><separator><name>`. A resource URI
+//! claimed by two servers (listed, a template, or a tool's `_meta.ui.resourceUri`) gets the
+//! server after the scheme: `ui://view` → `ui://<server><separator>view`, so `ui://` stays
+//! `ui://` for MCP Apps hosts. Everything else passes untouched.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+use serde_json::Value;
+
+use crate::supervisor::connections::Offer;
+
+/// When tool and prompt names get their server's prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefix {
+    /// Only names that two or more ready servers share.
+    OnCollision,
+    /// Every name.
+    Always,
+}
+
+/// The naming policy (`[mcp] prefix` and `[mcp] separator`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// When names get a prefix.
+    pub prefix: Prefix,
+    /// Between the server and the name, e.g. `__`.
+    pub separator: String,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            prefix: Prefix::OnCollision,
+            separator: "__".into(),
+        }
+    }
+}
+
+/// One item as the harness sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry<T> {
+    /// The customization id of the server that answers it.
+    pub server: String,
+    /// The name (or URI) the server uses.
+    pub original: String,
+    /// The item with its exposed name (and URIs) already set.
+    pub item: T,
+}
+
+/// Where a URI from the harness goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// This server, with this URI (the server's own).
+    To {
+        /// The server's customization id.
+        server: String,
+        /// The URI to send it.
+        uri: String,
+    },
+    /// Not claimed by any server: ask these, in order (template matches first).
+    Ask(Vec<String>),
+}
+
+/// The prefix for each declared server: its name with characters outside `A-Za-z0-9_.-`
+/// replaced by `_`; servers whose names collide then get `-2`, `-3`… in id order.
+pub fn qualifiers(declared: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut taken: HashMap<String, usize> = HashMap::new();
+    let mut out = BTreeMap::new();
+    for (id, name) in declared {
+        let base: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let base = if base.is_empty() {
+            "server".into()
+        } else {
+            base
+        };
+        let count = taken.entry(base.clone()).or_default();
+        *count += 1;
+        let qualifier = if *count == 1 {
+            base
+        } else {
+            format!("{base}-{count}")
+        };
+        out.insert(id.clone(), qualifier);
+    }
+    out
+}
+
+/// The aggregated view of every ready server at one moment.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    /// Tools, in server order then the server's own order.
+    pub tools: Vec<Entry<Tool>>,
+    /// Prompts, likewise.
+    pub prompts: Vec<Entry<Prompt>>,
+    /// Resources, likewise.
+    pub resources: Vec<Entry<Resource>>,
+    /// Resource templates, likewise.
+    pub templates: Vec<Entry<ResourceTemplate>>,
+    tool_index: HashMap<String, usize>,
+    prompt_index: HashMap<String, usize>,
+    /// (server, original URI) → exposed URI, only for renamed URIs.
+    uri_out: HashMap<(String, String), String>,
+    /// Every claimed URI as exposed → (server, original).
+    uri_in: HashMap<String, (String, String)>,
+    /// Server id → qualifier, for prefixed URIs the server never listed.
+    qualifiers: Vec<(String, String)>,
+    /// Server ids in order, with their templates' literal prefixes.
+    template_prefixes: Vec<(String, Vec<String>)>,
+    separator: String,
+}
+
+impl Catalog {
+    /// Name every item of `servers` (`(id, qualifier, offer)` in a stable order).
+    pub fn build(servers: &[(String, String, Offer)], policy: &Policy) -> Self {
+        let sep = policy.separator.as_str();
+        let always = policy.prefix == Prefix::Always;
+        let mut catalog = Catalog {
+            separator: sep.to_string(),
+            qualifiers: servers
+                .iter()
+                .map(|(id, q, _)| (id.clone(), q.clone()))
+                .collect(),
+            ..Catalog::default()
+        };
+
+        // URI claims: listed resources, templates, and tools' UI resources.
+        let mut claims: HashMap<String, Vec<usize>> = HashMap::new();
+        for (index, (_, _, offer)) in servers.iter().enumerate() {
+            let mut own: HashSet<String> = HashSet::new();
+            own.extend(offer.resources.iter().map(|r| r.uri.clone()));
+            own.extend(offer.templates.iter().map(|t| t.uri_template.clone()));
+            for tool in &offer.tools {
+                own.extend(ui_uris(tool.meta.as_ref().map(|m| &m.0)));
+            }
+            for uri in own {
+                claims.entry(uri).or_default().push(index);
+            }
+        }
+        let mut claimed: Vec<(&String, &Vec<usize>)> = claims.iter().collect();
+        claimed.sort();
+        for (uri, owners) in claimed {
+            for &index in owners {
+                let (id, qualifier, _) = &servers[index];
+                let exposed = if owners.len() > 1 {
+                    let renamed = qualify_uri(uri, qualifier, sep);
+                    catalog
+                        .uri_out
+                        .insert((id.clone(), uri.clone()), renamed.clone());
+                    renamed
+                } else {
+                    uri.clone()
+                };
+                catalog
+                    .uri_in
+                    .entry(exposed)
+                    .or_insert_with(|| (id.clone(), uri.clone()));
+            }
+        }
+
+        let tool_counts = counts(
+            servers
+                .iter()
+                .flat_map(|(_, _, o)| o.tools.iter().map(|t| t.name.to_string())),
+        );
+        let prompt_counts = counts(
+            servers
+                .iter()
+                .flat_map(|(_, _, o)| o.prompts.iter().map(|p| p.name.clone())),
+        );
+        for (id, qualifier, offer) in servers {
+            let name_for = |original: &str, counts: &HashMap<String, usize>| {
+                if always || counts.get(original).copied().unwrap_or(0) > 1 {
+                    format!("{qualifier}{sep}{original}")
+                } else {
+                    original.to_string()
+                }
+            };
+            for tool in &offer.tools {
+                let original = tool.name.to_string();
+                let mut item = tool.clone();
+                item.name = name_for(&original, &tool_counts).into();
+                if let Some(meta) = item.meta.as_mut() {
+                    let mut value = Value::Object(std::mem::take(&mut meta.0));
+                    catalog.rewrite_uris(id, &mut value);
+                    if let Value::Object(map) = value {
+                        meta.0 = map;
+                    }
+                }
+                let exposed = item.name.to_string();
+                if !catalog.tool_index.contains_key(&exposed) {
+                    catalog.tool_index.insert(exposed, catalog.tools.len());
+                    catalog.tools.push(Entry {
+                        server: id.clone(),
+                        original,
+                        item,
+                    });
+                }
+            }
+            for prompt in &offer.prompts {
+                let original = prompt.name.clone();
+                let mut item = prompt.clone();
+                item.name = name_for(&original, &prompt_counts);
+                if !catalog.prompt_index.contains_key(&item.name) {
+                    catalog
+                        .prompt_index
+                        .insert(item.name.clone(), catalog.prompts.len());
+                    catalog.prompts.push(Entry {
+                        server: id.clone(),
+                        original,
+                        item,
+                    });
+                }
+            }
+            for resource in &offer.resources {
+                let mut item = resource.clone();
+                item.uri = catalog.expose_uri(id, &resource.uri);
+                catalog.resources.push(Entry {
+                    server: id.clone(),
+                    original: resource.uri.clone(),
+                    item,
+                });
+            }
+            let mut prefixes = Vec::new();
+            for template in &offer.templates {
+                let mut item = template.clone();
+                item.uri_template = catalog.expose_uri(id, &template.uri_template);
+                prefixes.push(literal_prefix(&template.uri_template).to_string());
+                catalog.templates.push(Entry {
+                    server: id.clone(),
+                    original: template.uri_template.clone(),
+                    item,
+                });
+            }
+            catalog.template_prefixes.push((id.clone(), prefixes));
+        }
+        catalog
+    }
+
+    /// The tool the harness calls `name`.
+    pub fn tool(&self, name: &str) -> Option<&Entry<Tool>> {
+        self.tool_index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// The prompt the harness calls `name`.
+    pub fn prompt(&self, name: &str) -> Option<&Entry<Prompt>> {
+        self.prompt_index.get(name).map(|&i| &self.prompts[i])
+    }
+
+    /// The URI the harness sees for server `server`'s URI `uri`.
+    pub fn expose_uri(&self, server: &str, uri: &str) -> String {
+        self.uri_out
+            .get(&(server.to_string(), uri.to_string()))
+            .cloned()
+            .unwrap_or_else(|| uri.to_string())
+    }
+
+    /// Where a URI (or URI template) from the harness goes.
+    pub fn route_uri(&self, uri: &str) -> Route {
+        if let Some((server, original)) = self.uri_in.get(uri) {
+            return Route::To {
+                server: server.clone(),
+                uri: original.clone(),
+            };
+        }
+        // A renamed URI the server never listed (e.g. from a renamed template).
+        for (server, qualifier) in &self.qualifiers {
+            if let Some(original) = unqualify_uri(uri, qualifier, &self.separator) {
+                if self.uri_out.keys().any(|(s, _)| s == server) {
+                    return Route::To {
+                        server: server.clone(),
+                        uri: original,
+                    };
+                }
+            }
+        }
+        let mut first = Vec::new();
+        let mut rest = Vec::new();
+        for (server, prefixes) in &self.template_prefixes {
+            if prefixes.iter().any(|p| !p.is_empty() && uri.starts_with(p)) {
+                first.push(server.clone());
+            } else {
+                rest.push(server.clone());
+            }
+        }
+        first.extend(rest);
+        Route::Ask(first)
+    }
+
+    /// Whether server `server` has any renamed URI (results from it need rewriting).
+    pub fn renames_uris_of(&self, server: &str) -> bool {
+        self.uri_out.keys().any(|(s, _)| s == server)
+    }
+
+    /// Rewrite every URI of server `server` inside a JSON value (`uri`, `uriTemplate`,
+    /// `resourceUri`, `ui/resourceUri` members) to what the harness sees.
+    pub fn rewrite_uris(&self, server: &str, value: &mut Value) {
+        if !self.renames_uris_of(server) {
+            return;
+        }
+        match value {
+            Value::Object(map) => {
+                for (key, member) in map.iter_mut() {
+                    match member {
+                        Value::String(text)
+                            if matches!(
+                                key.as_str(),
+                                "uri" | "uriTemplate" | "resourceUri" | "ui/resourceUri"
+                            ) =>
+                        {
+                            *text = self.expose_uri(server, text);
+                        }
+                        other => self.rewrite_uris(server, other),
+                    }
+                }
+            }
+            Value::Array(items) => items
+                .iter_mut()
+                .for_each(|item| self.rewrite_uris(server, item)),
+            _ => {}
+        }
+    }
+}
+
+/// `ui://x` → `ui://<qualifier><sep>x`; `urn:x` → `urn:<qualifier><sep>x`.
+pub fn qualify_uri(uri: &str, qualifier: &str, separator: &str) -> String {
+    match uri.split_once("://") {
+        Some((scheme, rest)) => format!("{scheme}://{qualifier}{separator}{rest}"),
+        None => match uri.split_once(':') {
+            Some((scheme, rest)) => format!("{scheme}:{qualifier}{separator}{rest}"),
+            None => format!("{qualifier}{separator}{uri}"),
+        },
+    }
+}
+
+/// The inverse of [`qualify_uri`], when `uri` carries that qualifier.
+pub fn unqualify_uri(uri: &str, qualifier: &str, separator: &str) -> Option<String> {
+    let marker = format!("{qualifier}{separator}");
+    match uri.split_once("://") {
+        Some((scheme, rest)) => rest
+            .strip_prefix(&marker)
+            .map(|rest| format!("{scheme}://{rest}")),
+        None => match uri.split_once(':') {
+            Some((scheme, rest)) => rest
+                .strip_prefix(&marker)
+                .map(|rest| format!("{scheme}:{rest}")),
+            None => uri.strip_prefix(&marker).map(str::to_string),
+        },
+    }
+}
+
+/// The `ui://` resources a tool's `_meta` points at (`ui.resourceUri`, `ui/resourceUri`).
+pub fn ui_uris(meta: Option<&serde_json::Map<String, Value>>) -> Vec<String> {
+    let Some(meta) = meta else {
+        return Vec::new();
+    };
+    let nested = meta
+        .get("ui")
+        .and_then(|ui| ui.get("resourceUri"))
+        .and_then(Value::as_str);
+    let flat = meta.get("ui/resourceUri").and_then(Value::as_str);
+    let mut out: Vec<String> = nested.into_iter().chain(flat).map(str::to_string).collect();
+    out.dedup();
+    out
+}
+
+/// Whether an MCP Apps tool is for its view only (`_meta.ui.visibility` without `model`).
+pub fn app_only(meta: Option<&serde_json::Map<String, Value>>) -> bool {
+    let Some(visibility) = meta
+        .and_then(|m| m.get("ui"))
+        .and_then(|ui| ui.get("visibility"))
+        .and_then(|v| v.as_array())
+    else {
+        return false;
+    };
+    !visibility.iter().any(|v| v == "model")
+}
+
+fn counts(names: impl Iterator<Item = String>) -> HashMap<String, usize> {
+    let mut out = HashMap::new();
+    for name in names {
+        *out.entry(name).or_default() += 1;
+    }
+    out
+}
+
+/// A URI template up to its first expression: `features://items/{id}` → `features://items/`.
+fn literal_prefix(template: &str) -> &str {
+    template.split('{').next().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn offer(tools: &[&str], prompts: &[&str], resources: &[&str], templates: &[&str]) -> Offer {
+        let tool = |name: &str| -> Tool {
+            serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"}}))
+                .unwrap()
+        };
+        Offer {
+            tools: tools.iter().map(|n| tool(n)).collect(),
+            prompts: prompts
+                .iter()
+                .map(|n| serde_json::from_value(json!({"name": n})).unwrap())
+                .collect(),
+            resources: resources
+                .iter()
+                .map(|u| serde_json::from_value(json!({"uri": u, "name": u})).unwrap())
+                .collect(),
+            templates: templates
+                .iter()
+                .map(|t| serde_json::from_value(json!({"uriTemplate": t, "name": t})).unwrap())
+                .collect(),
+        }
+    }
+
+    fn servers(list: Vec<(&str, Offer)>) -> Vec<(String, String, Offer)> {
+        list.into_iter()
+            .map(|(name, offer)| (format!("id-{name}"), name.to_string(), offer))
+            .collect()
+    }
+
+    fn tool_names(catalog: &Catalog) -> Vec<(&str, &str, &str)> {
+        catalog
+            .tools
+            .iter()
+            .map(|e| (e.item.name.as_ref(), e.server.as_str(), e.original.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn unique_names_stay_and_collisions_get_the_server_prefix() {
+        let catalog = Catalog::build(
+            &servers(vec![
+                ("a", offer(&["echo", "only_a"], &["greet"], &[], &[])),
+                ("b", offer(&["echo"], &["greet", "solo"], &[], &[])),
+            ]),
+            &Policy::default(),
+        );
+        assert_eq!(
+            tool_names(&catalog),
+            [
+                ("a__echo", "id-a", "echo"),
+                ("only_a", "id-a", "only_a"),
+                ("b__echo", "id-b", "echo")
+            ]
+        );
+        assert_eq!(catalog.tool("b__echo").unwrap().original, "echo");
+        assert!(catalog.tool("echo").is_none());
+        let prompts: Vec<&str> = catalog
+            .prompts
+            .iter()
+            .map(|e| e.item.name.as_str())
+            .collect();
+        assert_eq!(prompts, ["a__greet", "b__greet", "solo"]);
+    }
+
+    #[test]
+    fn the_always_policy_prefixes_everything_with_the_chosen_separator() {
+        let policy = Policy {
+            prefix: Prefix::Always,
+            separator: ".".into(),
+        };
+        let catalog = Catalog::build(&servers(vec![("a", offer(&["x"], &[], &[], &[]))]), &policy);
+        assert_eq!(tool_names(&catalog), [("a.x", "id-a", "x")]);
+    }
+
+    #[test]
+    fn colliding_uris_are_qualified_consistently_in_lists_tools_and_results() {
+        let mut a = offer(
+            &["show"],
+            &[],
+            &["ui://view", "file:///a"],
+            &["items://{id}"],
+        );
+        a.tools[0].meta = serde_json::from_value(
+            json!({"ui": {"resourceUri": "ui://view"}, "ui/resourceUri": "ui://view"}),
+        )
+        .unwrap();
+        let mut b = offer(&["show"], &[], &[], &["items://{id}"]);
+        b.tools[0].meta =
+            serde_json::from_value(json!({"ui": {"resourceUri": "ui://view"}})).unwrap();
+        let catalog = Catalog::build(&servers(vec![("a", a), ("b", b)]), &Policy::default());
+        // The tool metas point at each server's own copy.
+        let meta =
+            |name: &str| serde_json::to_value(&catalog.tool(name).unwrap().item.meta).unwrap();
+        assert_eq!(meta("a__show")["ui"]["resourceUri"], "ui://a__view");
+        assert_eq!(meta("a__show")["ui/resourceUri"], "ui://a__view");
+        assert_eq!(meta("b__show")["ui"]["resourceUri"], "ui://b__view");
+        // Unique URIs are untouched; the listed copy of the colliding one is renamed.
+        let uris: Vec<&str> = catalog
+            .resources
+            .iter()
+            .map(|e| e.item.uri.as_str())
+            .collect();
+        assert_eq!(uris, ["ui://a__view", "file:///a"]);
+        let templates: Vec<&str> = catalog
+            .templates
+            .iter()
+            .map(|e| e.item.uri_template.as_str())
+            .collect();
+        assert_eq!(templates, ["items://a__{id}", "items://b__{id}"]);
+        // Routing back.
+        assert_eq!(
+            catalog.route_uri("ui://b__view"),
+            Route::To {
+                server: "id-b".into(),
+                uri: "ui://view".into()
+            }
+        );
+        assert_eq!(
+            catalog.route_uri("items://a__42"),
+            Route::To {
+                server: "id-a".into(),
+                uri: "items://42".into()
+            }
+        );
+        assert_eq!(
+            catalog.route_uri("file:///a"),
+            Route::To {
+                server: "id-a".into(),
+                uri: "file:///a".into()
+            }
+        );
+        // Results: any `uri` member of server a's URIs is rewritten.
+        let mut result = json!({"contents": [{"uri": "ui://view", "text": "<p>"}]});
+        catalog.rewrite_uris("id-a", &mut result);
+        assert_eq!(result["contents"][0]["uri"], "ui://a__view");
+    }
+
+    #[test]
+    fn unclaimed_uris_ask_servers_with_matching_templates_first() {
+        let catalog = Catalog::build(
+            &servers(vec![
+                ("a", offer(&[], &[], &[], &[])),
+                ("b", offer(&[], &[], &[], &["notes:///{title}"])),
+            ]),
+            &Policy::default(),
+        );
+        assert_eq!(
+            catalog.route_uri("notes:///x"),
+            Route::Ask(vec!["id-b".into(), "id-a".into()])
+        );
+    }
+
+    #[test]
+    fn qualifiers_are_sanitised_and_unique() {
+        let declared: BTreeMap<String, String> = [
+            ("1".to_string(), "my server".to_string()),
+            ("2".to_string(), "notes".to_string()),
+            ("3".to_string(), "notes".to_string()),
+        ]
+        .into_iter()
+        .collect();
+        let q = qualifiers(&declared);
+        assert_eq!(q["1"], "my_server");
+        assert_eq!(q["2"], "notes");
+        assert_eq!(q["3"], "notes-2");
+    }
+
+    #[test]
+    fn uri_qualification_round_trips() {
+        for uri in ["ui://x/y.html", "urn:isbn:1", "plain", "file:///etc/hosts"] {
+            let q = qualify_uri(uri, "srv", "__");
+            assert_eq!(unqualify_uri(&q, "srv", "__").as_deref(), Some(uri));
+        }
+        assert_eq!(unqualify_uri("ui://x", "srv", "__"), None);
+    }
+
+    #[test]
+    fn app_only_tools_are_recognised() {
+        let meta = |v: Value| v.as_object().cloned();
+        assert!(app_only(
+            meta(json!({"ui": {"visibility": ["app"]}})).as_ref()
+        ));
+        assert!(!app_only(
+            meta(json!({"ui": {"visibility": ["model", "app"]}})).as_ref()
+        ));
+        assert!(!app_only(
+            meta(json!({"ui": {"resourceUri": "ui://x"}})).as_ref()
+        ));
+        assert!(!app_only(None));
+    }
+}
