@@ -18,9 +18,13 @@ use ahp_proxy::discovery::Context;
     about = "Serve MCP servers to an MCP-only harness and show them to AHP clients"
 )]
 struct Cli {
-    /// The configuration file.
-    #[arg(long, global = true, default_value = "proxy.toml")]
-    config: PathBuf,
+    /// The configuration file [default: ./proxy.toml when it exists, else built-in defaults].
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Also read this MCP manifest: an existing `.mcp.json`, VS Code `mcp.json`, Claude
+    /// Desktop config or `plugins.json`, unchanged (repeatable; added to `manifests`).
+    #[arg(long = "manifest", global = true, value_name = "FILE")]
+    manifests: Vec<PathBuf>,
     /// Log format on stderr. Filter with RUST_LOG (default: info).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -38,8 +42,9 @@ enum Command {
         /// Override `mcp.listen`, the MCP HTTP front (127.0.0.1:0 for any free port).
         #[arg(long)]
         mcp_listen: Option<SocketAddr>,
-        /// Also serve MCP on stdin/stdout: the harness launches ahp-proxy as its one MCP
-        /// server. Logs stay on stderr; the proxy exits when stdin closes.
+        /// Serve MCP on stdin/stdout: the harness launches ahp-proxy as its one MCP server.
+        /// Logs stay on stderr; the proxy exits when stdin closes. The HTTP front is then
+        /// off unless `--mcp-listen` is given.
         #[arg(long)]
         stdio: bool,
     },
@@ -94,13 +99,31 @@ fn main() -> ExitCode {
         other => other,
     };
     init_logging(cli.log_format);
-    let config = match Config::load(&cli.config) {
+    let loaded = match &cli.config {
+        Some(path) => Config::load(path),
+        None if std::path::Path::new("proxy.toml").exists() => {
+            Config::load(std::path::Path::new("proxy.toml"))
+        }
+        // No file: every key at its default (typically with --manifest).
+        None => Config::parse(
+            "",
+            "(defaults)",
+            &std::env::current_dir().unwrap_or_default(),
+        ),
+    };
+    let mut config = match loaded {
         Ok(config) => config,
         Err(error) => {
             eprintln!("{error}");
             return ExitCode::from(2);
         }
     };
+    for manifest in &cli.manifests {
+        let absolute = std::path::absolute(manifest).unwrap_or_else(|_| manifest.clone());
+        config
+            .manifests
+            .push(ahp_proxy::config::normalize(&absolute));
+    }
     match command {
         Command::Check { json } => check(&config, json),
         Command::Serve {
@@ -151,8 +174,12 @@ fn serve(
     if let Some(listen) = listen {
         config.ahp.listen = listen;
     }
-    if let Some(mcp_listen) = mcp_listen {
-        config.mcp.listen = Some(mcp_listen);
+    match mcp_listen {
+        Some(mcp_listen) => config.mcp.listen = Some(mcp_listen),
+        // A harness that launches the sidecar speaks MCP over stdio; several such sidecars
+        // must not fight over one HTTP port.
+        None if stdio => config.mcp.listen = None,
+        None => {}
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -75,6 +75,20 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     let addr = tcp
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let mcp_tcp = match config.mcp.listen {
+        Some(mcp_addr) => Some(crate::front::http::bind(mcp_addr).await?),
+        None => None,
+    };
+    // The MCP line comes first: whoever waits for the AHP line has both.
+    if let Some(mcp_tcp) = &mcp_tcp {
+        let mcp_addr = mcp_tcp
+            .local_addr()
+            .map_err(|e| format!("cannot read the bound address: {e}"))?;
+        if !mcp_addr.ip().is_loopback() {
+            tracing::warn!(addr = %mcp_addr, "the MCP front is listening on a non-loopback address without authentication");
+        }
+        tracing::info!(addr = %mcp_addr, url = %format!("http://{mcp_addr}/mcp"), "MCP endpoint listening");
+    }
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "AHP is listening on a non-loopback address without authentication");
     }
@@ -89,41 +103,13 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         config.limits.watch_debounce,
         shutdown.clone(),
     )?;
-    let mcp_http = match config.mcp.listen {
-        Some(addr) => {
-            let tcp = crate::front::http::bind(addr).await?;
-            let addr = tcp
-                .local_addr()
-                .map_err(|e| format!("cannot read the bound address: {e}"))?;
-            if !addr.ip().is_loopback() {
-                tracing::warn!(%addr, "the MCP front is listening on a non-loopback address without authentication");
-            }
-            tracing::info!(addr = %addr, url = %format!("http://{addr}/mcp"), "MCP endpoint listening");
-            Some(tokio::spawn(crate::front::http::serve(
-                tcp,
-                hub.clone(),
-                shutdown.clone(),
-            )))
-        }
-        None => None,
-    };
-    let harness = if stdio {
-        use rmcp::ServiceExt;
-        let front = Front::new(hub.clone(), Scope::All);
-        match front.serve(rmcp::transport::stdio_pipes()).await {
-            Ok(running) => {
-                tracing::info!("serving MCP on stdin/stdout");
-                Some(running)
-            }
-            Err(error) => {
-                return Err(format!(
-                    "the harness's MCP handshake on stdio failed: {error}"
-                ))
-            }
-        }
-    } else {
-        None
-    };
+    let mcp_http = mcp_tcp.map(|tcp| {
+        tokio::spawn(crate::front::http::serve(
+            tcp,
+            hub.clone(),
+            shutdown.clone(),
+        ))
+    });
     let listening = CancellationToken::new();
     let server = tokio::spawn(listener::serve(
         tcp,
@@ -131,15 +117,14 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         config.limits.clone(),
         listening.clone(),
     ));
-    match harness {
-        Some(running) => {
-            let token = running.cancellation_token();
-            tokio::select! {
-                _ = wait_for_signal() => token.cancel(),
-                _ = running.waiting() => tracing::info!("the harness closed stdin"),
-            }
+    if stdio {
+        let harness = tokio::spawn(serve_stdio(hub.clone(), shutdown.clone()));
+        tokio::select! {
+            _ = wait_for_signal() => {}
+            _ = harness => {}
         }
-        None => wait_for_signal().await,
+    } else {
+        wait_for_signal().await;
     }
     tracing::info!("shutting down");
     shutdown.cancel();
@@ -165,6 +150,29 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), mirror_task).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Serve MCP on stdin/stdout until the harness closes stdin (or `shutdown`).
+async fn serve_stdio(hub: std::sync::Arc<Hub>, shutdown: CancellationToken) {
+    use rmcp::ServiceExt;
+    let front = Front::new(hub, Scope::All);
+    let running = tokio::select! {
+        running = front.serve(rmcp::transport::stdio_pipes()) => running,
+        _ = shutdown.cancelled() => return,
+    };
+    match running {
+        Ok(running) => {
+            tracing::info!("serving MCP on stdin/stdout");
+            let token = running.cancellation_token();
+            tokio::select! {
+                _ = running.waiting() => tracing::info!("the harness closed stdin"),
+                _ = shutdown.cancelled() => token.cancel(),
+            }
+        }
+        Err(error) => {
+            tracing::error!("the harness's MCP handshake on stdio failed: {error}");
+        }
+    }
 }
 
 /// What proxy.toml asks discovery to look at.

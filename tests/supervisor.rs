@@ -6,126 +6,13 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use ahp::{Client, SessionSubscription};
-use ahp_types::state::{SessionState, SnapshotState};
-use ahp_types::StateAction;
-use common::{initialized_client, next_action, Proxy, Raw, ScratchDir, DEFAULT_SESSION, PATIENCE};
+use common::{server, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, PATIENCE};
 use serde_json::{json, Value};
 
 const EXE: &str = env!("CARGO_BIN_EXE_ahp-proxy");
 
 /// `[supervisor]` timings that keep crash tests short.
 const FAST: &str = "[supervisor]\nrestart_delay_ms = 50\nrestart_delay_max_ms = 200\ncrash_loop_limit = 3\nstop_grace_ms = 500\n";
-
-/// A `[servers.<name>]` table running an example server with extra arguments.
-fn server(name: &str, kind: &str, extra: &[&str]) -> String {
-    let mut args = vec!["example-server".to_string(), kind.to_string()];
-    args.extend(extra.iter().map(|a| a.to_string()));
-    format!(
-        "[servers.{name}]\ncommand = {EXE:?}\nargs = {}\n",
-        serde_json::to_string(&args).unwrap()
-    )
-}
-
-/// An official client subscribed to the default session, with a mirror kept by the
-/// official reducers.
-struct Watcher {
-    client: Client,
-    sub: SessionSubscription,
-    mirror: SessionState,
-}
-
-impl Watcher {
-    async fn open(proxy: &Proxy) -> Self {
-        let client = initialized_client(proxy, "supervisor-test").await;
-        let (result, sub) = client.subscribe(DEFAULT_SESSION.into()).await.unwrap();
-        let mirror = match result.snapshot.expect("snapshot").state {
-            SnapshotState::Session(s) => *s,
-            other => panic!("expected a session, got {other:?}"),
-        };
-        Self {
-            client,
-            sub,
-            mirror,
-        }
-    }
-
-    /// Every mcpServer (top-level or child) in the mirror, as JSON.
-    fn servers(&self) -> Vec<Value> {
-        let mut out = Vec::new();
-        for c in self.mirror.customizations.iter().flatten() {
-            let c = serde_json::to_value(c).unwrap();
-            if c["type"] == "mcpServer" {
-                out.push(c.clone());
-            }
-            for child in c["children"].as_array().into_iter().flatten() {
-                if child["type"] == "mcpServer" {
-                    out.push(child.clone());
-                }
-            }
-        }
-        out
-    }
-
-    fn server(&self, name: &str) -> Value {
-        self.servers()
-            .into_iter()
-            .find(|s| s["name"] == name)
-            .unwrap_or_else(|| panic!("no server {name} in {:?}", self.servers()))
-    }
-
-    fn id(&self, name: &str) -> String {
-        self.server(name)["id"].as_str().unwrap().to_string()
-    }
-
-    fn name_of(&self, id: &str) -> String {
-        self.servers()
-            .into_iter()
-            .find(|s| s["id"] == id)
-            .map(|s| s["name"].as_str().unwrap().to_string())
-            .unwrap_or_default()
-    }
-
-    /// Apply the next action to the mirror; returns `(server name, state)` when it changed
-    /// a server's state (the host's state changes and echoes of start/stop requests).
-    async fn step(&mut self) -> Option<(String, Value)> {
-        let envelope = next_action(&mut self.sub).await;
-        let _ = ahp::reducers::apply_action_to_session(&mut self.mirror, &envelope.action);
-        let id = match &envelope.action {
-            StateAction::SessionMcpServerStateChanged(a) => &a.id,
-            StateAction::SessionMcpServerStartRequested(a) => &a.id,
-            StateAction::SessionMcpServerStopRequested(a) => &a.id,
-            _ => return None,
-        };
-        let name = self.name_of(id);
-        Some((name.clone(), self.server(&name)["state"].clone()))
-    }
-
-    /// Wait until server `name` is in state `kind`; returns that state. Every state change
-    /// seen on the way is recorded in `seen` as `name kind`.
-    async fn until(&mut self, name: &str, kind: &str, seen: &mut Vec<String>) -> Value {
-        let current = self.server(name)["state"].clone();
-        if current["kind"] == kind {
-            return current;
-        }
-        loop {
-            if let Some((who, state)) = self.step().await {
-                seen.push(format!("{who} {}", state["kind"].as_str().unwrap()));
-                if who == name && state["kind"] == kind {
-                    return state;
-                }
-            }
-        }
-    }
-
-    async fn dispatch(&self, action: Value) {
-        let action: StateAction = serde_json::from_value(action).unwrap();
-        self.client
-            .dispatch(DEFAULT_SESSION.into(), action)
-            .await
-            .unwrap();
-    }
-}
 
 /// `(pid, command line)` of every process whose parent is `parent`.
 fn children_of(parent: u32) -> Vec<(u32, String)> {

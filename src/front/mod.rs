@@ -308,7 +308,15 @@ impl ServerHandler for Front {
     ) -> Result<CallToolResponse, ErrorData> {
         self.seen(&context.peer);
         let called = request.name.to_string();
-        let (server, tool) = self.find_tool(&called)?;
+        let (server, tool) = match self.find_tool(&called) {
+            Ok(found) => found,
+            // Called before any listing (right after start-up): servers may be a moment away.
+            Err(_) if !self.listed.load(Ordering::Acquire) => {
+                self.first_listing().await;
+                self.find_tool(&called)?
+            }
+            Err(error) => return Err(error),
+        };
         if !self.shows_app_only(&context.peer) && naming::app_only(tool.meta.as_ref().map(|m| &m.0))
         {
             return Err(ErrorData::invalid_params(

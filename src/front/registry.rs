@@ -210,10 +210,12 @@ impl Registry {
     }
 
     /// Which harness answers a request from server `server` that needs `need`: the one
-    /// whose request it was sent for (`origin`, known over streamable HTTP); else the
-    /// harness with the latest request in flight at that server; else the most recently
-    /// active harness that sees the server. Only harnesses that declared `need` qualify.
-    /// Returns the harness and the request of its that the server is working on, if known.
+    /// whose request it was sent for (`origin`, known over streamable HTTP); else, while
+    /// requests are in flight at that server, the harness with the latest of them (the
+    /// server is working for one of them); else (a request of the server's own, e.g.
+    /// `roots/list` after start-up) the most recently active harness that sees the server.
+    /// Only harnesses that declared `need` qualify. Returns the harness and the request of
+    /// its that the server is working on, if known.
     pub fn route(
         &self,
         server: &str,
@@ -227,18 +229,21 @@ impl Registry {
         };
         if let Some(origin) = origin {
             if let Some(f) = self.forwarded.get(&(server.to_string(), origin.clone())) {
-                if able(f.harness) {
-                    return Some((f.harness, Some(f.request.clone())));
-                }
+                return able(f.harness).then(|| (f.harness, Some(f.request.clone())));
             }
         }
-        let busy = self
+        let in_flight: Vec<&Forwarded> = self
             .forwarded
             .iter()
-            .filter(|((s, _), f)| s == server && able(f.harness))
-            .max_by_key(|(_, f)| f.started);
-        if let Some((_, f)) = busy {
-            return Some((f.harness, Some(f.request.clone())));
+            .filter(|((s, _), _)| s == server)
+            .map(|(_, f)| f)
+            .collect();
+        if !in_flight.is_empty() {
+            return in_flight
+                .into_iter()
+                .filter(|f| able(f.harness))
+                .max_by_key(|f| f.started)
+                .map(|f| (f.harness, Some(f.request.clone())));
         }
         self.harnesses
             .iter()
@@ -388,8 +393,13 @@ mod tests {
         let mut r = Registry::default();
         r.join(1, Scope::All, able(false));
         r.join(2, Scope::Server("other".into()), able(true));
+        r.join(3, Scope::All, able(true));
         r.forwarded("s", rid(1), 1, rid(5), None);
+        // The caller cannot sample: nobody else answers for it.
         assert_eq!(r.route("s", Some(&rid(1)), Need::Sampling), None);
+        assert_eq!(r.route("s", None, Need::Sampling), None);
+        assert_eq!(r.route("other", None, Need::Sampling), Some((3, None)));
+        r.touch(2);
         assert_eq!(r.route("other", None, Need::Sampling), Some((2, None)));
         assert_eq!(r.route("other", None, Need::Roots), None);
     }

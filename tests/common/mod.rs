@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
 use ahp_types::actions::ActionEnvelope;
+use ahp_types::state::{SessionState, SnapshotState};
+use ahp_types::StateAction;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
@@ -52,6 +54,9 @@ impl Drop for ScratchDir {
     }
 }
 
+/// A stdio front's MCP pipes: read its stdout, write its stdin.
+pub type StdioPipes = (tokio::process::ChildStdout, tokio::process::ChildStdin);
+
 /// A running `ahp-proxy serve`, killed on drop.
 pub struct Proxy {
     child: Child,
@@ -64,27 +69,50 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Start the binary on `config` (proxy.toml text) with an OS-chosen port.
+    /// Start the binary on `config` (proxy.toml text) with OS-chosen ports for AHP and the
+    /// MCP HTTP front.
     pub fn start(config: &str) -> Self {
+        Self::launch(config, false).0
+    }
+
+    /// Start the binary as a harness would: `serve --stdio`, MCP on its stdin/stdout (as
+    /// tokio pipes, for an rmcp client), AHP on an OS-chosen port. Call inside a runtime.
+    pub fn start_stdio(config: &str) -> (Self, StdioPipes) {
+        let (proxy, pipes) = Self::launch(config, true);
+        (proxy, pipes.expect("stdio pipes"))
+    }
+
+    fn launch(config: &str, stdio: bool) -> (Self, Option<StdioPipes>) {
         let dir = ScratchDir::new("proxy");
         let config_path = dir.path().join("proxy.toml");
         std::fs::write(&config_path, config).expect("write config");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"));
+        command
             .args(["--log-format", "json", "--config"])
             .arg(&config_path)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--mcp-listen",
-                "127.0.0.1:0",
-            ])
+            .args(["serve", "--listen", "127.0.0.1:0"])
             .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn ahp-proxy");
+            .stderr(Stdio::piped());
+        if stdio {
+            command
+                .arg("--stdio")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped());
+        } else {
+            command
+                .args(["--mcp-listen", "127.0.0.1:0"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null());
+        }
+        let mut child = command.spawn().expect("spawn ahp-proxy");
+        let pipes = stdio.then(|| {
+            let stdout = child.stdout.take().expect("stdout is piped");
+            let stdin = child.stdin.take().expect("stdin is piped");
+            (
+                tokio::process::ChildStdout::from_std(stdout).expect("async stdout"),
+                tokio::process::ChildStdin::from_std(stdin).expect("async stdin"),
+            )
+        });
         let stderr = child.stderr.take().expect("stderr is piped");
         let logs = Arc::new(Mutex::new(Vec::new()));
         let (addr_tx, addr_rx) = mpsc::channel();
@@ -117,18 +145,19 @@ impl Proxy {
                 );
             }
         };
-        // The MCP front binds before the AHP endpoint, so its line is already there.
-        let mcp_url = mcp_rx
-            .recv_timeout(Duration::from_secs(1))
-            .unwrap_or_default();
-        Self {
-            child,
-            mcp_url,
-            url: format!("ws://{addr}"),
-            addr,
-            logs,
-            _dir: dir,
-        }
+        // The MCP front logs its address before the AHP endpoint does (same reader thread).
+        let mcp_url = mcp_rx.try_recv().unwrap_or_default();
+        (
+            Self {
+                child,
+                mcp_url,
+                url: format!("ws://{addr}"),
+                addr,
+                logs,
+                _dir: dir,
+            },
+            pipes,
+        )
     }
 
     /// Everything the proxy wrote to stderr so far.
@@ -363,4 +392,115 @@ pub fn error_code(response: &Value) -> i64 {
     response["error"]["code"]
         .as_i64()
         .unwrap_or_else(|| panic!("expected an error response, got {response}"))
+}
+
+/// A `[servers.<name>]` table running an example server with extra arguments.
+pub fn server(name: &str, kind: &str, extra: &[&str]) -> String {
+    let mut args = vec!["example-server".to_string(), kind.to_string()];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    format!(
+        "[servers.{name}]\ncommand = {:?}\nargs = {}\n",
+        env!("CARGO_BIN_EXE_ahp-proxy"),
+        serde_json::to_string(&args).unwrap()
+    )
+}
+
+/// An official client subscribed to the default session, with a mirror kept by the
+/// official reducers.
+pub struct Watcher {
+    pub client: Client,
+    pub sub: SessionSubscription,
+    pub mirror: SessionState,
+}
+
+impl Watcher {
+    pub async fn open(proxy: &Proxy) -> Self {
+        let client = initialized_client(proxy, "supervisor-test").await;
+        let (result, sub) = client.subscribe(DEFAULT_SESSION.into()).await.unwrap();
+        let mirror = match result.snapshot.expect("snapshot").state {
+            SnapshotState::Session(s) => *s,
+            other => panic!("expected a session, got {other:?}"),
+        };
+        Self {
+            client,
+            sub,
+            mirror,
+        }
+    }
+
+    /// Every mcpServer (top-level or child) in the mirror, as JSON.
+    pub fn servers(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for c in self.mirror.customizations.iter().flatten() {
+            let c = serde_json::to_value(c).unwrap();
+            if c["type"] == "mcpServer" {
+                out.push(c.clone());
+            }
+            for child in c["children"].as_array().into_iter().flatten() {
+                if child["type"] == "mcpServer" {
+                    out.push(child.clone());
+                }
+            }
+        }
+        out
+    }
+
+    pub fn server(&self, name: &str) -> Value {
+        self.servers()
+            .into_iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no server {name} in {:?}", self.servers()))
+    }
+
+    pub fn id(&self, name: &str) -> String {
+        self.server(name)["id"].as_str().unwrap().to_string()
+    }
+
+    pub fn name_of(&self, id: &str) -> String {
+        self.servers()
+            .into_iter()
+            .find(|s| s["id"] == id)
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Apply the next action to the mirror; returns `(server name, state)` when it changed
+    /// a server's state (the host's state changes and echoes of start/stop requests).
+    pub async fn step(&mut self) -> Option<(String, Value)> {
+        let envelope = next_action(&mut self.sub).await;
+        let _ = ahp::reducers::apply_action_to_session(&mut self.mirror, &envelope.action);
+        let id = match &envelope.action {
+            StateAction::SessionMcpServerStateChanged(a) => &a.id,
+            StateAction::SessionMcpServerStartRequested(a) => &a.id,
+            StateAction::SessionMcpServerStopRequested(a) => &a.id,
+            _ => return None,
+        };
+        let name = self.name_of(id);
+        Some((name.clone(), self.server(&name)["state"].clone()))
+    }
+
+    /// Wait until server `name` is in state `kind`; returns that state. Every state change
+    /// seen on the way is recorded in `seen` as `name kind`.
+    pub async fn until(&mut self, name: &str, kind: &str, seen: &mut Vec<String>) -> Value {
+        let current = self.server(name)["state"].clone();
+        if current["kind"] == kind {
+            return current;
+        }
+        loop {
+            if let Some((who, state)) = self.step().await {
+                seen.push(format!("{who} {}", state["kind"].as_str().unwrap()));
+                if who == name && state["kind"] == kind {
+                    return state;
+                }
+            }
+        }
+    }
+
+    pub async fn dispatch(&self, action: Value) {
+        let action: StateAction = serde_json::from_value(action).unwrap();
+        self.client
+            .dispatch(DEFAULT_SESSION.into(), action)
+            .await
+            .unwrap();
+    }
 }
