@@ -88,6 +88,9 @@ pub struct McpConfig {
     pub first_list_wait: Duration,
     /// Events queued for the AHP mirror of tool calls (two per call in flight).
     pub mirror_queue: usize,
+    /// `Host` header values accepted besides loopback names and the listen address (DNS
+    /// rebinding protection).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for McpConfig {
@@ -99,6 +102,7 @@ impl Default for McpConfig {
             request_timeout: Duration::from_secs(300),
             first_list_wait: Duration::from_secs(10),
             mirror_queue: 1024,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -343,6 +347,7 @@ struct RawMcp {
     request_timeout_ms: Option<Spanned<i64>>,
     first_list_wait_ms: Option<Spanned<i64>>,
     mirror_queue: Option<Spanned<i64>>,
+    allowed_hosts: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -541,6 +546,7 @@ impl Config {
                 1_000_000,
                 mcp_defaults.mirror_queue,
             ),
+            allowed_hosts: raw.mcp.allowed_hosts.unwrap_or_default(),
         };
         let listen = match raw.ahp.listen {
             None => DEFAULT_LISTEN.parse().ok(),
@@ -1039,6 +1045,29 @@ mod tests {
         assert!(message.starts_with("proxy.toml:2:16: "), "{message}");
         assert!(
             message.contains("limits.client_queue = 0 is out of range"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_mcp_front_is_configurable_and_checked() {
+        let config = parse(
+            "[mcp]\nlisten = \"127.0.0.1:9000\"\nprefix = \"always\"\nseparator = \".\"\nrequest_timeout_ms = 1000\nallowed_hosts = [\"mcp.lan\"]\n",
+        )
+        .expect("valid");
+        assert_eq!(config.mcp.listen.map(|a| a.port()), Some(9000));
+        assert_eq!(config.mcp.prefix, crate::front::naming::Prefix::Always);
+        assert_eq!(config.mcp.separator, ".");
+        assert_eq!(config.mcp.request_timeout, Duration::from_secs(1));
+        assert_eq!(config.mcp.allowed_hosts, ["mcp.lan"]);
+        assert_eq!(parse("[mcp]\nhttp = false\n").unwrap().mcp.listen, None);
+        let message = error("[mcp]\nprefix = \"sometimes\"\nseparator = \"::\"\n");
+        assert!(
+            message.starts_with("proxy.toml:2:10: mcp.prefix"),
+            "{message}"
+        );
+        assert!(
+            message.contains("proxy.toml:3:13: mcp.separator"),
             "{message}"
         );
     }

@@ -142,6 +142,10 @@ fn check(config: &Config, json: bool) -> ExitCode {
         println!("{}", ahp_proxy::check::render_json(&catalog));
     } else {
         println!("AHP endpoint   ws://{}", config.ahp.listen);
+        match config.mcp.listen {
+            Some(addr) => println!("MCP endpoint   http://{addr}/mcp (and /mcp/<server>)"),
+            None => println!("MCP endpoint   stdio only (serve --stdio)"),
+        }
         println!(
             "agent          {} ({})",
             config.agent.display_name, config.agent.provider

@@ -107,6 +107,7 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         tokio::spawn(crate::front::http::serve(
             tcp,
             hub.clone(),
+            config.mcp.allowed_hosts.clone(),
             shutdown.clone(),
         ))
     });

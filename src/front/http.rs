@@ -27,6 +27,8 @@ type Service = StreamableHttpService<Front, LocalSessionManager>;
 /// server (by its qualifier, the same prefix the aggregated endpoint uses).
 struct Router {
     hub: Arc<Hub>,
+    /// Accepted `Host` headers.
+    hosts: Vec<String>,
     shutdown: CancellationToken,
     endpoints: Mutex<HashMap<Scope, Service>>,
 }
@@ -58,6 +60,7 @@ impl Router {
             move || Ok(Front::new(hub.clone(), scope.clone())),
             LocalSessionManager::default().into(),
             StreamableHttpServerConfig::default()
+                .with_allowed_hosts(self.hosts.clone())
                 .with_cancellation_token(self.shutdown.child_token()),
         );
         endpoints.insert(key, service.clone());
@@ -81,10 +84,24 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
         .map_err(|e| format!("cannot listen for MCP on {addr}: {e}"))
 }
 
-/// Serve until `shutdown`, then wait for open connections to finish.
-pub async fn serve(listener: TcpListener, hub: Arc<Hub>, shutdown: CancellationToken) {
+/// Serve until `shutdown`, then wait for open connections to finish. Requests must name
+/// a loopback host, the listen address, or one of `allowed_hosts` in `Host`.
+pub async fn serve(
+    listener: TcpListener,
+    hub: Arc<Hub>,
+    allowed_hosts: Vec<String>,
+    shutdown: CancellationToken,
+) {
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    if let Ok(addr) = listener.local_addr() {
+        if !addr.ip().is_loopback() && !addr.ip().is_unspecified() {
+            hosts.push(addr.ip().to_string());
+        }
+    }
+    hosts.extend(allowed_hosts);
     let router = Arc::new(Router {
         hub,
+        hosts,
         shutdown: shutdown.clone(),
         endpoints: Mutex::new(HashMap::new()),
     });

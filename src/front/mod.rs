@@ -38,6 +38,7 @@ pub struct Front {
     hub: Arc<Hub>,
     scope: Scope,
     id: HarnessId,
+    joined: AtomicBool,
     listed: AtomicBool,
 }
 
@@ -49,6 +50,7 @@ impl Front {
             hub,
             scope,
             id,
+            joined: AtomicBool::new(false),
             listed: AtomicBool::new(false),
         }
     }
@@ -59,7 +61,9 @@ impl Front {
 
     /// Register the harness on first contact and note its activity.
     fn seen(&self, peer: &rmcp::Peer<RoleServer>) {
-        self.hub.join(self.id, &self.scope, peer);
+        if !self.joined.swap(true, Ordering::AcqRel) {
+            self.hub.join(self.id, &self.scope, peer);
+        }
         self.hub.registry().touch(self.id);
     }
 
@@ -154,12 +158,7 @@ impl Front {
                 let catalog = self.hub.catalog();
                 let entry = catalog.tool(name).ok_or_else(unknown)?;
                 let connected = self.hub.ready(&entry.server)?;
-                let original = connected
-                    .offer()
-                    .tools
-                    .into_iter()
-                    .find(|t| t.name == entry.original.as_str())
-                    .ok_or_else(unknown)?;
+                let original = connected.tool(&entry.original).ok_or_else(unknown)?;
                 Ok((entry.server.clone(), original))
             }
             Some(id) => {
@@ -689,21 +688,32 @@ impl ServerHandler for Front {
 }
 
 impl Front {
-    /// Servers that do not announce resource list changes are asked again on each listing;
-    /// a real difference updates the catalog (and is announced like any change).
+    /// Servers that do not announce resource list changes are asked again on each listing
+    /// (all at once, briefly); a real difference updates the catalog and is announced like
+    /// any change.
     async fn refresh_unannounced_resources(&self) {
-        for (id, connected) in self.hub.connections.snapshot() {
-            let Some(resources) = connected.capabilities.resources.as_ref() else {
-                continue;
-            };
-            if resources.list_changed == Some(true) {
-                continue;
-            }
-            let fresh = tokio::time::timeout(
-                self.hub.settings.request_timeout,
-                connected.peer.list_all_resources(),
-            )
-            .await;
+        let patience = self
+            .hub
+            .settings
+            .request_timeout
+            .min(std::time::Duration::from_secs(5));
+        let asks = self
+            .hub
+            .connections
+            .snapshot()
+            .into_iter()
+            .filter(|(_, c)| {
+                c.capabilities
+                    .resources
+                    .as_ref()
+                    .is_some_and(|r| r.list_changed != Some(true))
+            })
+            .map(|(id, connected)| async move {
+                let fresh =
+                    tokio::time::timeout(patience, connected.peer.list_all_resources()).await;
+                (id, connected, fresh)
+            });
+        for (id, connected, fresh) in futures_util::future::join_all(asks).await {
             let Ok(Ok(fresh)) = fresh else { continue };
             let changed = {
                 let mut offer = connected.offer.write().unwrap_or_else(|p| p.into_inner());

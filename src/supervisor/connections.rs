@@ -42,6 +42,8 @@ pub struct Connected {
     pub capabilities: ServerCapabilities,
     /// Its `instructions`, if any.
     pub instructions: Option<String>,
+    /// Its `serverInfo`, if it sent one.
+    pub server_info: Option<rmcp::model::Implementation>,
     /// What it offers (shared with its connection, which refreshes it).
     pub offer: Arc<RwLock<Offer>>,
 }
@@ -50,6 +52,17 @@ impl Connected {
     /// A copy of what it offers now.
     pub fn offer(&self) -> Offer {
         self.offer.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Its tool `name`, if it offers one.
+    pub fn tool(&self, name: &str) -> Option<Tool> {
+        self.offer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
     }
 }
 

@@ -174,6 +174,7 @@ impl Task {
                 peer: running.connection.service.peer().clone(),
                 capabilities: running.connection.capabilities.clone(),
                 instructions: running.connection.instructions.clone(),
+                server_info: running.connection.server_info.clone(),
                 offer: running.connection.offer.clone(),
             },
         );

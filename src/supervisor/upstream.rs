@@ -195,6 +195,8 @@ pub struct Connection {
     pub capabilities: rmcp::model::ServerCapabilities,
     /// Its `instructions`.
     pub instructions: Option<String>,
+    /// Its `serverInfo`.
+    pub server_info: Option<Implementation>,
     /// What it offers, kept fresh by its [`Upstream`].
     pub offer: Arc<RwLock<Offer>>,
 }
@@ -244,10 +246,16 @@ where
         .peer()
         .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
         .await;
-    let (capabilities, instructions) = service
+    let (capabilities, instructions, server_info) = service
         .peer()
         .peer_info()
-        .map(|info| (info.capabilities.clone(), info.instructions.clone()))
+        .map(|info| {
+            (
+                info.capabilities.clone(),
+                info.instructions.clone(),
+                info.server_info.clone(),
+            )
+        })
         .unwrap_or_default();
     match read_offer(service.peer(), &capabilities, Lists::ALL).await {
         Ok(read) => {
@@ -256,6 +264,7 @@ where
                 service,
                 capabilities,
                 instructions,
+                server_info,
                 offer,
             })
         }
