@@ -872,3 +872,56 @@ async fn http_sessions_can_be_deleted_and_their_streams_resumed() {
     .unwrap();
     assert_eq!(after.status().as_u16(), 404);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_mirror_queue_skips_calls_without_slowing_them_and_says_how_many() {
+    let proxy = Proxy::start(&config("[mcp]\nmirror_queue = 2\n"));
+    let ahp = Watcher::open(&proxy).await;
+    let chat_uri = ahp.mirror.default_chat.clone().expect("default chat");
+    let (snapshot, mut sub) = ahp.client.subscribe(chat_uri).await.unwrap();
+    let mut chat: ChatState = match snapshot.snapshot.expect("snapshot").state {
+        SnapshotState::Chat(chat) => *chat,
+        other => panic!("expected a chat, got {other:?}"),
+    };
+    let (session, _heard) = connect_http(&proxy.mcp_url, "h", false, false).await;
+    let peer = session.peer();
+    tool_names(peer).await;
+    // Room for one call at a time: a burst of 20 concurrent calls all succeed, most unseen.
+    let calls = (0..20).map(|n| text(peer, "a__echo", json!({"text": format!("{n}")})));
+    let answers = futures_util::future::join_all(calls).await;
+    assert_eq!(answers.len(), 20);
+    // Apply what the official client receives until the chat is idle again.
+    async fn settle(chat: &mut ChatState, sub: &mut ahp::SessionSubscription, turns: usize) {
+        while chat.active_turn.is_some() || chat.turns.len() < turns {
+            let envelope = common::next_action(sub).await;
+            let _ = ahp::reducers::apply_action_to_chat(chat, &envelope.action);
+        }
+    }
+    settle(&mut chat, &mut sub, 1).await;
+    let after_burst = chat.turns.len();
+    // One more call: its turn opens with a note on what the last burst could not show.
+    assert!(!text(peer, "list_notes", json!({})).await.is_empty());
+    settle(&mut chat, &mut sub, after_burst + 1).await;
+    let mut mirrored = 0;
+    let mut skipped = 0;
+    for part in chat.turns.iter().flat_map(|t| &t.response_parts) {
+        match part {
+            ResponsePart::ToolCall(_) => mirrored += 1,
+            ResponsePart::Markdown(note) => {
+                skipped += note
+                    .content
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .unwrap_or_else(|| panic!("no count in {:?}", note.content));
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        skipped > 0,
+        "with room for one call, a burst cannot all be mirrored"
+    );
+    // Every call of the burst is either shown or counted (plus the list_notes call).
+    assert_eq!(mirrored + skipped, 21, "{:?}", chat.turns);
+}
