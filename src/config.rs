@@ -406,6 +406,32 @@ impl<'a> Checker<'a> {
         });
     }
 
+    /// A socket address (`IP:PORT`), or `default` when the key is absent; `None` (and a
+    /// problem) when it does not parse.
+    fn address(
+        &mut self,
+        key: &str,
+        value: Option<Spanned<String>>,
+        default: &str,
+    ) -> Option<SocketAddr> {
+        let Some(value) = value else {
+            return default.parse().ok();
+        };
+        match value.get_ref().parse::<SocketAddr>() {
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                self.problem(
+                    value.span().start,
+                    format!(
+                        "{key} = {:?} is not a socket address: expected IP:PORT, e.g. {default:?}",
+                        value.get_ref()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
     /// An integer limit within `min..=max`, or the default.
     fn bounded(
         &mut self,
@@ -465,22 +491,7 @@ impl Config {
             }
         };
 
-        let mcp_listen = match raw.mcp.listen {
-            None => DEFAULT_MCP_LISTEN.parse().ok(),
-            Some(listen) => match listen.get_ref().parse::<SocketAddr>() {
-                Ok(addr) => Some(addr),
-                Err(_) => {
-                    checker.problem(
-                        listen.span().start,
-                        format!(
-                            "mcp.listen = {:?} is not a socket address: expected IP:PORT, e.g. {DEFAULT_MCP_LISTEN:?}",
-                            listen.get_ref()
-                        ),
-                    );
-                    None
-                }
-            },
-        };
+        let mcp_listen = checker.address("mcp.listen", raw.mcp.listen, DEFAULT_MCP_LISTEN);
         let mcp_defaults = McpConfig::default();
         let prefix = match raw.mcp.prefix {
             None => mcp_defaults.prefix,
@@ -548,22 +559,7 @@ impl Config {
             ),
             allowed_hosts: raw.mcp.allowed_hosts.unwrap_or_default(),
         };
-        let listen = match raw.ahp.listen {
-            None => DEFAULT_LISTEN.parse().ok(),
-            Some(listen) => match listen.get_ref().parse::<SocketAddr>() {
-                Ok(addr) => Some(addr),
-                Err(_) => {
-                    checker.problem(
-                        listen.span().start,
-                        format!(
-                            "ahp.listen = {:?} is not a socket address: expected IP:PORT, e.g. {DEFAULT_LISTEN:?}",
-                            listen.get_ref()
-                        ),
-                    );
-                    None
-                }
-            },
-        };
+        let listen = checker.address("ahp.listen", raw.ahp.listen, DEFAULT_LISTEN);
 
         let provider = match raw.agent.provider {
             None => "ahp-proxy".to_string(),

@@ -19,4 +19,5 @@ pub mod jsonrpc;
 pub mod line_index;
 pub mod serve;
 pub mod supervisor;
+pub mod tcp;
 pub mod watch;

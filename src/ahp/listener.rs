@@ -27,19 +27,9 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let tasks = TaskTracker::new();
     loop {
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Typically EMFILE: back off briefly instead of spinning.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let Some((stream, peer)) = crate::tcp::accept(&listener, &shutdown, "AHP").await else {
+            break;
         };
-        let _ = stream.set_nodelay(true);
         let host = host.clone();
         let limits = limits.clone();
         let shutdown = shutdown.clone();

@@ -107,18 +107,9 @@ pub async fn serve(
     });
     let tasks = TaskTracker::new();
     loop {
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "MCP accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let Some((stream, peer)) = crate::tcp::accept(&listener, &shutdown, "MCP").await else {
+            break;
         };
-        let _ = stream.set_nodelay(true);
         let router = router.clone();
         let shutdown = shutdown.clone();
         tasks.spawn(async move {

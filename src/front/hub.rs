@@ -124,6 +124,13 @@ impl Hub {
         self.lock_peers().get(&id).cloned()
     }
 
+    /// Whether harness `id` uses the aggregated endpoint (renamed URIs, prefixed loggers).
+    fn aggregated(&self, id: HarnessId) -> bool {
+        self.registry()
+            .harness(id)
+            .is_some_and(|h| h.scope == Scope::All)
+    }
+
     /// The aggregated naming of every ready server, rebuilt only after a change.
     pub fn catalog(&self) -> Arc<Catalog> {
         let version = self.connections.version();
@@ -296,17 +303,16 @@ impl Hub {
                         continue;
                     };
                     let mut params = n.params.clone();
-                    let aggregated = self
-                        .registry()
-                        .harness(harness)
-                        .is_some_and(|h| h.scope == Scope::All);
-                    if aggregated {
+                    if self.aggregated(harness) {
                         params.logger = Some(match params.logger.take() {
                             Some(logger) => format!("{qualifier}/{logger}"),
                             None => qualifier.clone(),
                         });
                     }
-                    let _ = peer.notify_logging_message(params).await;
+                    // One slow harness must not hold up the others.
+                    tokio::spawn(async move {
+                        let _ = peer.notify_logging_message(params).await;
+                    });
                 }
             }
             ServerNotification::ResourceUpdatedNotification(n) => {
@@ -319,15 +325,13 @@ impl Hub {
                     let Some(peer) = self.peer(harness) else {
                         continue;
                     };
-                    let aggregated = self
-                        .registry()
-                        .harness(harness)
-                        .is_some_and(|h| h.scope == Scope::All);
                     let mut params = n.params.clone();
-                    if aggregated {
+                    if self.aggregated(harness) {
                         params.uri = exposed.clone();
                     }
-                    let _ = peer.notify_resource_updated(params).await;
+                    tokio::spawn(async move {
+                        let _ = peer.notify_resource_updated(params).await;
+                    });
                 }
             }
             other => {

@@ -127,16 +127,6 @@ impl Mirror {
         )
     }
 
-    /// A mirror that shows nothing (no AHP host).
-    pub fn disabled() -> Self {
-        let (tx, _) = mpsc::channel(1);
-        Self {
-            tx,
-            next: Arc::new(AtomicU64::new(1)),
-            skipped: Arc::new(AtomicU64::new(0)),
-        }
-    }
-
     /// Begin mirroring a call; `None` (and one more skipped call) when the queue is full.
     pub fn begin(&self, mut start: impl FnMut(u64) -> CallStart) -> Option<Ticket> {
         let (Ok(first), Ok(second)) = (
@@ -164,7 +154,7 @@ async fn run(
     skipped: Arc<AtomicU64>,
 ) {
     let epoch = Instant::now();
-    let mut turns = Turns::new(&chat);
+    let mut turns = Turns::new();
     let mut linger: Option<tokio::time::Instant> = None;
     loop {
         let event = tokio::select! {
@@ -212,26 +202,24 @@ struct Open {
 }
 
 /// Turn bookkeeping for one chat, pure: events in, actions out.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Turns {
     open: Option<Open>,
     /// Calls that arrived while the open turn was full, with their outcome once known.
     waiting: Vec<(CallStart, Option<Outcome>)>,
     next_turn: u64,
     kept: usize,
-    chat: String,
     missed: u64,
 }
 
 impl Turns {
     /// No turn yet.
-    pub fn new(chat: &str) -> Self {
+    pub fn new() -> Self {
         Self {
             open: None,
             waiting: Vec::new(),
             next_turn: 1,
             kept: 0,
-            chat: chat.to_string(),
             missed: 0,
         }
     }
@@ -368,7 +356,6 @@ impl Turns {
             calls: 0,
             in_flight: HashSet::new(),
         });
-        let _ = &self.chat;
     }
 
     fn start_in_turn(&mut self, call: &CallStart, out: &mut Vec<StateAction>) {
@@ -590,7 +577,7 @@ mod tests {
     #[test]
     fn concurrent_calls_share_a_turn_that_closes_when_idle() {
         let mut state = chat();
-        let mut turns = Turns::new("ahp-chat:/t");
+        let mut turns = Turns::new();
         apply(&mut state, turns.start(call(1), 0, 0, T0));
         apply(&mut state, turns.start(call(2), 0, 1, T0));
         assert!(!turns.idle());
@@ -632,7 +619,7 @@ mod tests {
     #[test]
     fn a_full_turn_defers_new_calls_to_the_next_turn() {
         let mut state = chat();
-        let mut turns = Turns::new("ahp-chat:/t");
+        let mut turns = Turns::new();
         for n in 0..MAX_CALLS_PER_TURN as u64 {
             apply(&mut state, turns.start(call(n), 0, 0, T0));
         }
@@ -662,7 +649,7 @@ mod tests {
     #[test]
     fn history_is_bounded() {
         let mut state = chat();
-        let mut turns = Turns::new("ahp-chat:/t");
+        let mut turns = Turns::new();
         for n in 0..(MAX_TURNS as u64 + 3) {
             apply(&mut state, turns.start(call(n), 0, n, T0));
             apply(&mut state, turns.finish(n, &Outcome::Cancelled));

@@ -324,11 +324,6 @@ impl Host {
         Ok(seq)
     }
 
-    /// A chat's state (the mirror reads its turns).
-    pub fn chat(&self, uri: &str) -> Option<ahp_types::state::ChatState> {
-        self.core().store.chat(uri).cloned()
-    }
-
     /// Send supervisor commands for accepted client actions (toggle, start, stop) here.
     pub fn set_control(&self, control: mpsc::Sender<crate::supervisor::Command>) {
         self.core().control = Some(control);
