@@ -121,7 +121,8 @@ fn static_tools() -> Vec<Value> {
         json!({"name": "slow", "description": "Wait ms milliseconds, with progress every 50 ms; cancellable.", "inputSchema": ms()}),
         json!({"name": "cancellations", "description": "How many slow calls were cancelled.", "inputSchema": none()}),
         json!({"name": "die", "description": "Exit the server (status 7) after ms milliseconds, without answering.", "inputSchema": ms()}),
-        json!({"name": "ask_llm", "description": "Ask the client's model (sampling/createMessage).", "inputSchema": string("prompt")}),
+        json!({"name": "ask_llm", "description": "Ask the client's model (sampling/createMessage), optionally after delay_ms.",
+               "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}, "delay_ms": {"type": "integer", "minimum": 0}}, "required": ["prompt"]}}),
         json!({"name": "roots", "description": "The client's roots (roots/list), one URI a line.", "inputSchema": none()}),
         json!({"name": "ask_user", "description": "Ask the user a question (elicitation/create).", "inputSchema": string("question")}),
         json!({"name": "log", "description": "Send a log message (notifications/message) unless the level is filtered.",
@@ -274,6 +275,10 @@ async fn die(args: &JsonObject) -> Outcome {
 
 async fn ask_llm(args: &JsonObject, peer: &Peer<RoleServer>) -> Outcome {
     let prompt = str_arg(args, "prompt")?;
+    // Optional: think a while before asking (lets tests overlap other calls).
+    if let Some(ms) = args.get("delay_ms").and_then(Value::as_u64) {
+        tokio::time::sleep(Duration::from_millis(ms.min(60_000))).await;
+    }
     let params = CreateMessageRequestParams::new(vec![SamplingMessage::user_text(prompt)], 100);
     let result = peer
         .create_message(params)

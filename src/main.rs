@@ -47,6 +47,11 @@ enum Command {
         /// off unless `--mcp-listen` is given.
         #[arg(long)]
         stdio: bool,
+        /// Threads running the proxy's tasks [default: 1 with --stdio, where one harness
+        /// talks to one sidecar and a call should not hop between threads; else one per
+        /// core].
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+        worker_threads: Option<u16>,
     },
     /// Validate the configuration, scan every plugin and manifest, and print the tree an AHP
     /// client would see with every problem found. Exit 1 when something is in error.
@@ -90,6 +95,7 @@ fn main() -> ExitCode {
         listen: None,
         mcp_listen: None,
         stdio: false,
+        worker_threads: None,
     }) {
         Command::ExampleServer(options) => {
             // No config and no logging: stdout belongs to MCP, stderr to the server's lines.
@@ -130,7 +136,8 @@ fn main() -> ExitCode {
             listen,
             mcp_listen,
             stdio,
-        } => serve(config, listen, mcp_listen, stdio),
+            worker_threads,
+        } => serve(config, listen, mcp_listen, stdio, worker_threads),
         Command::ExampleServer(_) => ExitCode::FAILURE, // returned above
     }
 }
@@ -174,6 +181,7 @@ fn serve(
     listen: Option<SocketAddr>,
     mcp_listen: Option<SocketAddr>,
     stdio: bool,
+    worker_threads: Option<u16>,
 ) -> ExitCode {
     if let Some(listen) = listen {
         config.ahp.listen = listen;
@@ -185,10 +193,21 @@ fn serve(
         None if stdio => config.mcp.listen = None,
         None => {}
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    // Measured (examples/bench_front.rs, 2 cores): with a worker per core a stdio call
+    // crosses threads several times and the proxy adds ~2.5 direct round trips at p50;
+    // with one worker it adds under one.
+    match worker_threads {
+        Some(n) => {
+            builder.worker_threads(usize::from(n));
+        }
+        None if stdio => {
+            builder.worker_threads(1);
+        }
+        None => {}
+    }
+    let runtime = match builder.build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("cannot start the async runtime: {error}");

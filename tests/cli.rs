@@ -147,3 +147,34 @@ fn version_is_printed() {
         format!("ahp-proxy {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+#[test]
+fn worker_threads_below_one_are_refused_others_accepted() {
+    let dir = ScratchDir::new("workers");
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(&config, "").expect("write config");
+    let refused = proxy()
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "--stdio", "--worker-threads", "0"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run serve");
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--worker-threads"), "{stderr}");
+    // A harness that closes stdin at once: the sidecar (three workers) exits cleanly.
+    let served = proxy()
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "--stdio", "--listen", "127.0.0.1:0"])
+        .args(["--worker-threads", "3"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run serve");
+    assert!(
+        served.status.success(),
+        "{}",
+        String::from_utf8_lossy(&served.stderr)
+    );
+}

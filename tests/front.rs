@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use ahp_types::state::{ChatState, ResponsePart, SnapshotState, ToolCallState};
-use common::{server, Proxy, Watcher, PATIENCE};
+use common::{server, HttpExampleServer, Proxy, Watcher, PATIENCE};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequestParams, ElicitResult, ListRootsResult,
@@ -51,6 +51,8 @@ struct Harness {
     tag: String,
     able: bool,
     apps: bool,
+    /// How long it takes to "sample" (to make calls overlap).
+    thinking: Duration,
     heard: mpsc::UnboundedSender<Heard>,
 }
 
@@ -79,6 +81,7 @@ impl ClientHandler for Harness {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
+        tokio::time::sleep(self.thinking).await;
         let asked = serde_json::to_value(&params.messages).unwrap();
         let prompt = asked[0]["content"]["text"]
             .as_str()
@@ -157,6 +160,7 @@ fn harness(tag: &str, able: bool, apps: bool) -> (Harness, mpsc::UnboundedReceiv
             tag: tag.into(),
             able,
             apps,
+            thinking: Duration::ZERO,
             heard,
         },
         rx,
@@ -171,6 +175,14 @@ async fn connect_http(
     apps: bool,
 ) -> (Session, mpsc::UnboundedReceiver<Heard>) {
     let (handler, heard) = harness(tag, able, apps);
+    serve_http(url, handler, heard).await
+}
+
+async fn serve_http(
+    url: &str,
+    handler: Harness,
+    heard: mpsc::UnboundedReceiver<Heard>,
+) -> (Session, mpsc::UnboundedReceiver<Heard>) {
     let session = tokio::time::timeout(
         PATIENCE,
         handler.serve(StreamableHttpClientTransport::from_uri(url.to_string())),
@@ -924,4 +936,32 @@ async fn a_full_mirror_queue_skips_calls_without_slowing_them_and_says_how_many(
     );
     // Every call of the burst is either shown or counted (plus the list_notes call).
     assert_eq!(mirrored + skipped, 21, "{:?}", chat.turns);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_server_requests_over_http_reach_exactly_their_callers() {
+    // The upstream serves streamable HTTP: its sampling request arrives on the stream of
+    // the call that caused it, so two sessions calling at the same time are told apart.
+    let upstream = HttpExampleServer::start("features", &[]);
+    let proxy = Proxy::start(&format!(
+        "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
+        upstream.url
+    ));
+    let (first, _h1) = connect_http(&proxy.mcp_url, "first", true, false).await;
+    let (second, _h2) = connect_http(&proxy.mcp_url, "second", true, false).await;
+    tool_names(first.peer()).await;
+    // First's call asks for sampling only after second has started a newer call at the same
+    // server: "the latest call in flight" would pick second; the stream says first.
+    let asking = text(
+        first.peer(),
+        "ask_llm",
+        json!({"prompt": "mine", "delay_ms": 400}),
+    );
+    let busy = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        text(second.peer(), "slow", json!({"ms": 800})).await
+    };
+    let (answer, slept) = tokio::join!(asking, busy);
+    assert_eq!(answer, "first: mine");
+    assert_eq!(slept, "slept 800 ms");
 }

@@ -6,7 +6,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{server, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, PATIENCE};
+use common::{
+    server, HttpExampleServer, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, PATIENCE,
+};
 use serde_json::{json, Value};
 
 const EXE: &str = env!("CARGO_BIN_EXE_ahp-proxy");
@@ -418,24 +420,14 @@ async fn sigterm_stops_every_server_tells_clients_and_exits_0() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn http_servers_get_their_headers_and_401_is_auth_required() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let mut upstream = std::process::Command::new(EXE)
-        .args([
-            "example-server",
-            "notes",
-            "--http",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .args(["--require-header", "x-api-key=HEADER-SENTINEL-5d1"])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let upstream = HttpExampleServer::start(
+        "notes",
+        &["--require-header", "x-api-key=HEADER-SENTINEL-5d1"],
+    );
+    let remote = upstream.url.clone();
     let config = format!(
-        "{FAST}[servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ x-api-key = \"HEADER-SENTINEL-5d1\" }}\n\
-         [servers.locked]\nurl = \"http://127.0.0.1:{port}/mcp?token=QUERY-SENTINEL-77\"\n"
+        "{FAST}[servers.remote]\nurl = \"{remote}\"\nheaders = {{ x-api-key = \"HEADER-SENTINEL-5d1\" }}\n\
+         [servers.locked]\nurl = \"{remote}?token=QUERY-SENTINEL-77\"\n"
     );
     // The upstream may need a moment to listen; the supervisor retries with backoff anyway.
     let proxy = Proxy::start(&config);
@@ -444,14 +436,10 @@ async fn http_servers_get_their_headers_and_401_is_auth_required() {
     w.until("remote", "ready", &mut seen).await;
     let auth = w.until("locked", "authRequired", &mut seen).await;
     assert_eq!(auth["reason"], "required");
-    assert_eq!(
-        auth["resource"]["resource"],
-        format!("http://127.0.0.1:{port}/mcp")
-    );
+    assert_eq!(auth["resource"]["resource"], remote);
     let snapshot = serde_json::to_string(&w.mirror).unwrap();
     assert!(!snapshot.contains("SENTINEL"), "{snapshot}");
-    let _ = upstream.kill();
-    let _ = upstream.wait();
+    drop(upstream);
     // The upstream went away: the ready server notices (transport closed or failed ping).
     let _ = w.until("remote", "error", &mut seen).await;
 }

@@ -203,6 +203,48 @@ impl Drop for Proxy {
     }
 }
 
+/// A bundled example server serving streamable HTTP on a free loopback port, killed on
+/// drop (so a failing test does not leave it running).
+pub struct HttpExampleServer {
+    child: Child,
+    /// `http://127.0.0.1:<port>/mcp`
+    pub url: String,
+}
+
+impl HttpExampleServer {
+    /// `ahp-proxy example-server <kind> --http 127.0.0.1:<free port> <extra…>`.
+    pub fn start(kind: &str, extra: &[&str]) -> Self {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+            listener.local_addr().expect("local addr").port()
+        };
+        let child = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+            .args([
+                "example-server",
+                kind,
+                "--http",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn example server");
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpExampleServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// An official `ahp` client connected over the official `ahp-ws` transport.
 pub async fn client(proxy: &Proxy) -> Client {
     let transport = ahp_ws::WebSocketTransport::connect(&proxy.url)
