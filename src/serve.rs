@@ -58,6 +58,28 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         },
         mirror,
     );
+    // MCP Apps: `mcp://` channels served on the same connections, sampling answered by the
+    // harness (advertised only while one that can is connected), list changes relayed.
+    host.set_mcp_channels(crate::ahp::mcp_channel::McpChannels {
+        connections: connections.clone(),
+        hub: Arc::downgrade(&hub),
+        timeout: config.mcp.request_timeout,
+    });
+    tokio::spawn(crate::ahp::mcp_channel::relay_list_changes(
+        connections.clone(),
+        Arc::downgrade(&host),
+    ));
+    {
+        let mut sampling = hub.sampling_available();
+        let host = Arc::downgrade(&host);
+        tokio::spawn(async move {
+            while sampling.changed().await.is_ok() {
+                let Some(host) = host.upgrade() else { return };
+                let able = *sampling.borrow_and_update();
+                host.set_harness_sampling(able);
+            }
+        });
+    }
     let (supervisor, mut events) =
         Supervisor::spawn(config.supervisor.clone(), connections.clone());
     host.set_control(supervisor.commands());

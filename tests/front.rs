@@ -965,3 +965,66 @@ async fn concurrent_server_requests_over_http_reach_exactly_their_callers() {
     assert_eq!(answer, "first: mine");
     assert_eq!(slept, "slept 800 ms");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_app_samples_through_the_harness_over_its_channel() {
+    // Over HTTP, so the harness can come and go while the proxy stays.
+    let proxy = Proxy::start(&format!(
+        "[supervisor]\nrestart_delay_ms = 50\n{}",
+        server("a", "features", &[])
+    ));
+    let mut apps = Watcher::open_with_apps(&proxy, "app-view").await;
+    let mut seen = Vec::new();
+    apps.until("a", "ready", &mut seen).await;
+    let sampling = |w: &Watcher| {
+        w.server("a")["mcpApp"]["capabilities"]
+            .get("sampling")
+            .cloned()
+    };
+    assert_eq!(
+        sampling(&apps),
+        None,
+        "no harness yet: {}",
+        apps.server("a")
+    );
+    let channel = apps.server("a")["channel"].as_str().unwrap().to_string();
+
+    // A harness that declares sampling connects: the server's mcpApp gains `sampling`.
+    let (harness, _heard) = connect_http(&proxy.mcp_url, "harness", true, false).await;
+    while sampling(&apps).is_none() {
+        apps.step().await;
+    }
+    assert_eq!(sampling(&apps), Some(json!({})));
+    let answer: Value = apps
+        .client
+        .request(
+            "sampling/createMessage",
+            json!({"channel": channel, "maxTokens": 10,
+                   "messages": [{"role": "user", "content": {"type": "text", "text": "from the view"}}]}),
+        )
+        .await
+        .expect("sampling answered by the harness");
+    assert_eq!(
+        answer["content"]["text"], "harness: from the view",
+        "{answer}"
+    );
+    assert_eq!(answer["model"], "test-model");
+
+    // It leaves: `sampling` is withdrawn, and the method is no longer served.
+    harness.cancel().await.unwrap();
+    while sampling(&apps).is_some() {
+        apps.step().await;
+    }
+    let refused = apps
+        .client
+        .request::<_, Value>(
+            "sampling/createMessage",
+            json!({"channel": channel, "maxTokens": 10, "messages": []}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, ahp::ClientError::Rpc(e) if e.code == -32601),
+        "{refused}"
+    );
+}

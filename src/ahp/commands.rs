@@ -111,6 +111,12 @@ impl Connection {
 
     fn on_request(&mut self, id: u64, method: &str, params: Value) -> After {
         let outcome = match (&self.phase, method) {
+            // MCP on an `mcp://` channel (even `ping`: only the advertised methods are served).
+            (Phase::Ready { .. }, m)
+                if m != "subscribe" && super::mcp_channel::is_channel_request(&params) =>
+            {
+                return super::mcp_channel::request(&self.host, self.id, id, method, params);
+            }
             (_, "ping") => self.reply(id, &()),
             (Phase::Handshake, "initialize") => return self.initialize(id, params),
             (Phase::Handshake, "reconnect") => self.reconnect(id, params),
@@ -318,6 +324,10 @@ impl Connection {
             );
             return;
         };
+        if super::mcp_channel::is_channel_request(&params) {
+            super::mcp_channel::notification(&self.host, self.id, method, &params);
+            return;
+        }
         match method {
             "unsubscribe" => match decode_params::<UnsubscribeParams>(method, params) {
                 Ok(params) => self.host.unsubscribe(self.id, client_id, &params.channel),

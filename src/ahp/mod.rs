@@ -3,5 +3,6 @@
 
 pub mod commands;
 pub mod listener;
+pub mod mcp_channel;
 pub mod resources;
 pub mod socket;

@@ -60,6 +60,8 @@ pub struct Hub {
     /// The log level last sent to each server.
     applied_levels: Mutex<HashMap<String, LoggingLevel>>,
     next_harness: AtomicU64,
+    /// Whether some connected harness declared sampling.
+    sampling: tokio::sync::watch::Sender<bool>,
 }
 
 impl Hub {
@@ -75,6 +77,7 @@ impl Hub {
             catalog: Mutex::default(),
             applied_levels: Mutex::default(),
             next_harness: AtomicU64::new(1),
+            sampling: tokio::sync::watch::channel(false).0,
         });
         let downstream: Arc<dyn Downstream> = hub.clone();
         connections.set_downstream(Arc::downgrade(&downstream));
@@ -172,6 +175,7 @@ impl Hub {
         let known = self.lock_peers().insert(id, peer.clone()).is_some();
         let abilities = abilities_of(peer);
         self.registry().join(id, scope.clone(), abilities);
+        self.update_sampling();
         if known {
             return;
         }
@@ -188,12 +192,47 @@ impl Hub {
         }
     }
 
+    /// Follows whether some connected harness can answer `sampling/createMessage`.
+    pub fn sampling_available(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.sampling.subscribe()
+    }
+
+    fn update_sampling(&self) {
+        let able = self.registry().any_can(Need::Sampling);
+        self.sampling
+            .send_if_modified(|now| std::mem::replace(now, able) != able);
+    }
+
+    /// `sampling/createMessage` from an MCP App of server `server` (over its `mcp://`
+    /// channel): answered by a harness that declared sampling, like the server's own.
+    pub async fn sample_for_app(
+        &self,
+        server: &str,
+        params: serde_json::Value,
+    ) -> Result<ClientResult, ErrorData> {
+        let request: ServerRequest = serde_json::from_value(serde_json::json!({
+            "method": "sampling/createMessage",
+            "params": params,
+        }))
+        .map_err(|e| {
+            ErrorData::invalid_params(format!("invalid sampling/createMessage params: {e}"), None)
+        })?;
+        self.answer_with(
+            server,
+            request,
+            None,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+    }
+
     /// A harness session ended: forget it, release its subscriptions, relax log levels.
     pub fn leave(self: &Arc<Self>, id: HarnessId) {
         if self.lock_peers().remove(&id).is_none() {
             return;
         }
         let orphaned = self.registry().leave(id);
+        self.update_sampling();
         tracing::debug!(harness = id, "harness left");
         // Sessions can end while the runtime winds down: then there is nobody to tell.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -346,6 +385,22 @@ impl Hub {
         request: ServerRequest,
         context: RequestContext<RoleClient>,
     ) -> Result<ClientResult, ErrorData> {
+        let origin = match context.extensions.get::<InboundStreamOrigin>() {
+            Some(InboundStreamOrigin::OutboundRequest(id)) => Some(id.clone()),
+            _ => None,
+        };
+        self.answer_with(server, request, origin, context.ct).await
+    }
+
+    /// Route a request only a harness can answer to the right harness and wait for it;
+    /// `origin` is the upstream request the server is working on, if known.
+    async fn answer_with(
+        &self,
+        server: &str,
+        request: ServerRequest,
+        origin: Option<rmcp::model::RequestId>,
+        ct: tokio_util::sync::CancellationToken,
+    ) -> Result<ClientResult, ErrorData> {
         let method = crate::supervisor::upstream::request_method(&request).to_string();
         let need = match &request {
             ServerRequest::CreateMessageRequest(_) => Need::Sampling,
@@ -358,10 +413,6 @@ impl Hub {
                     None,
                 ))
             }
-        };
-        let origin = match context.extensions.get::<InboundStreamOrigin>() {
-            Some(InboundStreamOrigin::OutboundRequest(id)) => Some(id.clone()),
-            _ => None,
         };
         let route = self.registry().route(server, origin.as_ref(), need);
         let Some((harness, cause)) = route else {
@@ -390,7 +441,6 @@ impl Hub {
             request.extensions_mut().insert(OriginatingRequestId(cause));
         }
         let timeout = self.settings.request_timeout;
-        let ct = context.ct.clone();
         // A task of its own: the upstream request's task-local origin must not leak into
         // the request to the harness.
         let sent = tokio::spawn(async move {

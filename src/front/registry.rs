@@ -151,6 +151,11 @@ impl Registry {
             .collect()
     }
 
+    /// Whether some harness declared `need`.
+    pub fn any_can(&self, need: Need) -> bool {
+        self.harnesses.values().any(|h| h.abilities.has(need))
+    }
+
     /// Every harness.
     pub fn all(&self) -> Vec<HarnessId> {
         self.harnesses.keys().copied().collect()

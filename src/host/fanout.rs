@@ -17,6 +17,8 @@ struct Peer {
     kick: CancellationToken,
     subscriptions: HashSet<String>,
     client_id: Option<String>,
+    /// Declared `mcpApps`: sees channels and `mcpApp`s.
+    mcp_apps: bool,
 }
 
 /// The subscription table plus every live connection's queue.
@@ -36,6 +38,7 @@ impl Fanout {
                 kick,
                 subscriptions: HashSet::new(),
                 client_id: None,
+                mcp_apps: false,
             },
         );
     }
@@ -49,11 +52,18 @@ impl Fanout {
         }
     }
 
-    /// Record which client a connection belongs to (after `initialize`/`reconnect`).
-    pub fn set_client(&mut self, id: ConnId, client_id: &str) {
+    /// Record which client a connection belongs to (after `initialize`/`reconnect`) and
+    /// whether it declared `mcpApps`.
+    pub fn set_client(&mut self, id: ConnId, client_id: &str, mcp_apps: bool) {
         if let Some(peer) = self.peers.get_mut(&id) {
             peer.client_id = Some(client_id.to_string());
+            peer.mcp_apps = mcp_apps;
         }
+    }
+
+    /// Whether connection `id` declared `mcpApps`.
+    pub fn mcp_apps(&self, id: ConnId) -> bool {
+        self.peers.get(&id).is_some_and(|p| p.mcp_apps)
     }
 
     /// Whether any live connection belongs to `client_id`.
@@ -124,12 +134,22 @@ impl Fanout {
 
     /// Queue `frame` for every subscriber of `uri`.
     pub fn broadcast(&mut self, uri: &str, frame: &Frame) {
+        self.broadcast_views(uri, frame, None);
+    }
+
+    /// Queue `frame` for every subscriber of `uri`, except that subscribers without
+    /// `mcpApps` get `plain` when there is one.
+    pub fn broadcast_views(&mut self, uri: &str, frame: &Frame, plain: Option<&Frame>) {
         let Some(ids) = self.channels.get(uri) else {
             return;
         };
         let ids: Vec<ConnId> = ids.iter().copied().collect();
         for id in ids {
-            self.send(id, frame.clone());
+            let view = match plain {
+                Some(plain) if !self.mcp_apps(id) => plain,
+                _ => frame,
+            };
+            self.send(id, view.clone());
         }
     }
 }

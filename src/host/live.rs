@@ -1,25 +1,96 @@
-//! Facts that outlast a rescan: each supervised server's live state and every client
-//! enablement decision, laid over freshly scanned customizations before they are committed.
+//! Facts that outlast a rescan: each supervised server's live state, its `mcp://` channel and
+//! `mcpApp`, and every client enablement decision, laid over freshly scanned customizations.
 
 use std::collections::HashMap;
 
 use ahp_types::actions::StateAction;
 use ahp_types::state::{
     ChildCustomization, Customization, CustomizationEnablement, ErrorInfo,
-    McpServerAuthRequiredState, McpServerErrorState, McpServerReadyState, McpServerStartingState,
-    McpServerState, McpServerStoppedState,
+    McpServerAuthRequiredState, McpServerCustomization, McpServerErrorState, McpServerReadyState,
+    McpServerStartingState, McpServerState, McpServerStoppedState,
 };
 
-use crate::supervisor::Status;
+use super::apps;
+use crate::supervisor::{Served, Status};
 
 /// Live server states and client enablement decisions, by customization id.
 #[derive(Debug, Default)]
 pub struct Live {
     states: HashMap<String, McpServerState>,
+    /// What each server served when it was last ready (kept while it restarts).
+    served: HashMap<String, Served>,
+    /// Whether some harness declared sampling (channels then forward it).
+    sampling: bool,
     enablement: HashMap<String, Vec<CustomizationEnablement>>,
 }
 
 impl Live {
+    /// Remember what server `id` serves (it became ready).
+    pub fn set_served(&mut self, id: &str, served: Served) {
+        self.served.insert(id.to_string(), served);
+    }
+
+    /// Whether a harness that can answer sampling is connected; returns whether it changed.
+    pub fn set_sampling(&mut self, sampling: bool) -> bool {
+        std::mem::replace(&mut self.sampling, sampling) != sampling
+    }
+
+    /// Server `id`'s channel in `session` while it is ready.
+    pub fn channel(&self, session: &str, id: &str) -> Option<String> {
+        matches!(self.states.get(id), Some(McpServerState::Ready(_)))
+            .then(|| apps::channel_uri(session, id))
+    }
+
+    /// Lay live facts over server `id` only, wherever it is inside `customization`; whether
+    /// it is there.
+    pub fn patch_server(&self, session: &str, customization: &mut Customization, id: &str) -> bool {
+        match server_mut(customization, id) {
+            Some(m) => {
+                self.lay_over_server(session, m);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Refresh the `mcpApp` of every server inside `customization` (sampling came or went).
+    pub fn patch_apps(&self, customization: &mut Customization) {
+        let apply = |m: &mut ahp_types::state::McpServerCustomization| {
+            m.mcp_app = self
+                .served
+                .get(&m.id)
+                .map(|served| apps::capabilities(served, self.sampling));
+        };
+        match customization {
+            Customization::McpServer(m) => apply(m),
+            Customization::Plugin(p) => p.children.iter_mut().flatten().for_each(|c| {
+                if let ChildCustomization::McpServer(m) = c {
+                    apply(m)
+                }
+            }),
+            Customization::Directory(d) => d.children.iter_mut().flatten().for_each(|c| {
+                if let ChildCustomization::McpServer(m) = c {
+                    apply(m)
+                }
+            }),
+            Customization::Unknown(_) => {}
+        }
+    }
+
+    fn lay_over_server(&self, session: &str, m: &mut ahp_types::state::McpServerCustomization) {
+        if let Some(e) = self.enablement.get(&m.id) {
+            m.enablement = Some(e.clone());
+        }
+        if let Some(state) = self.states.get(&m.id) {
+            m.state = state.clone();
+        }
+        m.channel = self.channel(session, &m.id);
+        m.mcp_app = self
+            .served
+            .get(&m.id)
+            .map(|served| apps::capabilities(served, self.sampling));
+    }
+
     /// Remember server `id`'s state.
     pub fn set_state(&mut self, id: &str, state: McpServerState) {
         self.states.insert(id.to_string(), state);
@@ -28,6 +99,7 @@ impl Live {
     /// Forget server `id`'s state (it was removed).
     pub fn forget_state(&mut self, id: &str) {
         self.states.remove(id);
+        self.served.remove(id);
     }
 
     /// Remember a client's enablement array for `id`; an empty array clears the decision.
@@ -39,19 +111,24 @@ impl Live {
         }
     }
 
-    /// Lay live facts over the customizations a host-originated action carries.
-    pub fn patch_action(&self, action: &mut StateAction) {
+    /// Lay live facts over the customizations a host-originated action for `session` carries.
+    pub fn patch_action(&self, session: &str, action: &mut StateAction) {
         match action {
             StateAction::SessionCustomizationsChanged(a) => {
-                a.customizations.iter_mut().for_each(|c| self.patch(c));
+                a.customizations
+                    .iter_mut()
+                    .for_each(|c| self.patch(session, c));
             }
-            StateAction::SessionCustomizationUpdated(a) => self.patch(&mut a.customization),
+            StateAction::SessionCustomizationUpdated(a) => {
+                self.patch(session, &mut a.customization)
+            }
             _ => {}
         }
     }
 
-    /// Lay live facts over one top-level customization and its children.
-    pub fn patch(&self, customization: &mut Customization) {
+    /// Lay live facts over one top-level customization and its children, as `session`
+    /// shows them.
+    pub fn patch(&self, session: &str, customization: &mut Customization) {
         match customization {
             Customization::Plugin(p) => {
                 if let Some(e) = self.enablement.get(&p.id) {
@@ -60,7 +137,7 @@ impl Live {
                 p.children
                     .iter_mut()
                     .flatten()
-                    .for_each(|c| self.patch_child(c));
+                    .for_each(|c| self.patch_child(session, c));
             }
             Customization::Directory(d) => {
                 if let Some(e) = self.enablement.get(&d.id) {
@@ -69,29 +146,17 @@ impl Live {
                 d.children
                     .iter_mut()
                     .flatten()
-                    .for_each(|c| self.patch_child(c));
+                    .for_each(|c| self.patch_child(session, c));
             }
-            Customization::McpServer(m) => {
-                if let Some(e) = self.enablement.get(&m.id) {
-                    m.enablement = Some(e.clone());
-                }
-                if let Some(state) = self.states.get(&m.id) {
-                    m.state = state.clone();
-                }
-            }
+            Customization::McpServer(m) => self.lay_over_server(session, m),
             Customization::Unknown(_) => {}
         }
     }
 
-    fn patch_child(&self, child: &mut ChildCustomization) {
+    fn patch_child(&self, session: &str, child: &mut ChildCustomization) {
         let (id, enabled) = match child {
             ChildCustomization::McpServer(m) => {
-                if let Some(e) = self.enablement.get(&m.id) {
-                    m.enablement = Some(e.clone());
-                }
-                if let Some(state) = self.states.get(&m.id) {
-                    m.state = state.clone();
-                }
+                self.lay_over_server(session, m);
                 return;
             }
             ChildCustomization::Agent(c) => (&c.id, &mut c.enabled),
@@ -105,6 +170,72 @@ impl Live {
             *enabled = Some(effective(e).unwrap_or(true));
         }
     }
+}
+
+/// Whether MCP server `id` is `customization` or one of its children.
+pub fn server_in(customization: &Customization, id: &str) -> bool {
+    match customization {
+        Customization::McpServer(m) => m.id == id,
+        Customization::Plugin(p) => children_have(p.children.as_deref(), id),
+        Customization::Directory(d) => children_have(d.children.as_deref(), id),
+        Customization::Unknown(_) => false,
+    }
+}
+
+fn children_have(children: Option<&[ChildCustomization]>, id: &str) -> bool {
+    children
+        .unwrap_or_default()
+        .iter()
+        .any(|c| matches!(c, ChildCustomization::McpServer(m) if m.id == id))
+}
+
+/// The MCP server inside `customization` (itself or a child) whose channel is `channel`.
+pub fn server_with_channel<'a>(
+    customization: &'a Customization,
+    channel: &str,
+) -> Option<&'a McpServerCustomization> {
+    servers(customization).find(|m| m.channel.as_deref() == Some(channel))
+}
+
+/// MCP server `id` inside `customization` (itself or a child).
+pub fn server_of<'a>(
+    customization: &'a Customization,
+    id: &str,
+) -> Option<&'a McpServerCustomization> {
+    servers(customization).find(|m| m.id == id)
+}
+
+/// Every MCP server of `customization`: itself, or its children.
+fn servers(customization: &Customization) -> impl Iterator<Item = &McpServerCustomization> {
+    let (itself, children) = match customization {
+        Customization::McpServer(m) => (Some(&**m), None),
+        Customization::Plugin(p) => (None, p.children.as_deref()),
+        Customization::Directory(d) => (None, d.children.as_deref()),
+        Customization::Unknown(_) => (None, None),
+    };
+    itself
+        .into_iter()
+        .chain(children.unwrap_or_default().iter().filter_map(|c| match c {
+            ChildCustomization::McpServer(m) => Some(&**m),
+            _ => None,
+        }))
+}
+
+/// MCP server `id` inside `customization` (itself or one of its children).
+pub fn server_mut<'a>(
+    customization: &'a mut Customization,
+    id: &str,
+) -> Option<&'a mut ahp_types::state::McpServerCustomization> {
+    let children = match customization {
+        Customization::McpServer(m) => return (m.id == id).then_some(&mut **m),
+        Customization::Plugin(p) => p.children.as_mut()?,
+        Customization::Directory(d) => d.children.as_mut()?,
+        Customization::Unknown(_) => return None,
+    };
+    children.iter_mut().find_map(|c| match c {
+        ChildCustomization::McpServer(m) if m.id == id => Some(&mut **m),
+        _ => None,
+    })
 }
 
 /// The current state of MCP server `id` (top-level or child) in a customization list.
@@ -243,7 +374,13 @@ mod tests {
     #[test]
     fn rescanned_containers_keep_live_states_and_toggles() {
         let mut live = Live::default();
-        live.set_state("m", server_state(&Status::Ready { tools: 2 }));
+        live.set_state(
+            "m",
+            server_state(&Status::Ready {
+                tools: 2,
+                served: Served::default(),
+            }),
+        );
         let off = vec![CustomizationEnablement::Session { enabled: false }];
         live.record_toggle("p", &off);
         live.record_toggle("s", &off);
@@ -252,7 +389,7 @@ mod tests {
             {"type": "skill", "id": "s", "uri": "file:///p/s", "name": "s"},
             {"type": "mcpServer", "id": "m", "uri": "file:///p/.mcp.json", "name": "m", "state": {"kind": "starting"}}
         ]}));
-        live.patch(&mut plugin);
+        live.patch("ahp-session:/s", &mut plugin);
         let value = serde_json::to_value(&plugin).unwrap();
         assert_eq!(
             value["enablement"],
@@ -266,7 +403,7 @@ mod tests {
         "type": "plugin", "id": "p", "uri": "file:///p", "name": "p", "children": [
             {"type": "mcpServer", "id": "m", "uri": "file:///p/.mcp.json", "name": "m", "state": {"kind": "starting"}}
         ]}));
-        live.patch(&mut fresh);
+        live.patch("ahp-session:/s", &mut fresh);
         let value = serde_json::to_value(&fresh).unwrap();
         assert!(value.get("enablement").is_none());
         assert_eq!(value["children"][0]["state"], json!({"kind": "starting"}));

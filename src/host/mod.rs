@@ -5,6 +5,7 @@
 //! taken, so a client always sees its snapshot before any action that follows it.
 
 pub mod admission;
+pub mod apps;
 pub mod fanout;
 pub mod live;
 pub mod replay;
@@ -12,7 +13,7 @@ pub mod store;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ahp_types::actions::{
     ActionEnvelope, ActionOrigin, SessionActiveClientRemovedAction, StateAction,
@@ -76,6 +77,7 @@ struct Core {
 /// The AHP host: shared by every connection and, later, by discovery and the supervisor.
 pub struct Host {
     core: Mutex<Core>,
+    mcp_channels: std::sync::OnceLock<Arc<crate::ahp::mcp_channel::McpChannels>>,
     files: crate::ahp::resources::Files,
     queue_capacity: usize,
     next_conn: AtomicU64,
@@ -104,6 +106,7 @@ impl Host {
         );
         let _ = store.add_chat(DEFAULT_SESSION_URI, HARNESS_CHAT_URI, "MCP harness", true);
         Self {
+            mcp_channels: std::sync::OnceLock::new(),
             files: crate::ahp::resources::Files::new(&config.directories),
             core: Mutex::new(Core {
                 store,
@@ -115,6 +118,69 @@ impl Host {
             }),
             queue_capacity: config.limits.client_queue,
             next_conn: AtomicU64::new(1),
+        }
+    }
+
+    /// Serve `mcp://` channels with these (once, at start-up).
+    pub fn set_mcp_channels(&self, channels: crate::ahp::mcp_channel::McpChannels) {
+        let _ = self.mcp_channels.set(Arc::new(channels));
+    }
+
+    /// What serves `mcp://` channels, once installed.
+    pub fn mcp_channels(&self) -> Option<Arc<crate::ahp::mcp_channel::McpChannels>> {
+        self.mcp_channels.get().cloned()
+    }
+
+    /// The server behind `mcp://` channel `uri` and what its channel serves, for connection
+    /// `conn`. Only connections that declared `mcpApps` see channels; a channel exists while
+    /// its server is ready.
+    pub fn resolve_channel(
+        &self,
+        conn: ConnId,
+        uri: &str,
+    ) -> Result<(String, ahp_types::state::AhpMcpUiHostCapabilities), RpcError> {
+        let core = self.core();
+        let unknown = || {
+            RpcError::invalid_params(format!(
+                "{uri} is not an open mcp:// channel (the server is not ready, or the channel is unknown)"
+            ))
+        };
+        if !core.fanout.mcp_apps(conn) {
+            return Err(RpcError::invalid_params(format!(
+                "{uri}: mcp:// channels are only served to clients that declared capabilities.mcpApps at initialize"
+            )));
+        }
+        let found = core
+            .store
+            .session_uris()
+            .filter_map(|session| core.store.session(session))
+            .flat_map(|s| s.customizations.iter().flatten())
+            .find_map(|c| live::server_with_channel(c, uri))
+            .and_then(|m| Some((m.id.clone(), m.mcp_app.as_ref()?.capabilities.clone())));
+        found.ok_or_else(unknown)
+    }
+
+    /// Server `id` changed its `list` (`tools` or `resources`): tell the subscribers of its
+    /// channels that advertise `listChanged` for it.
+    pub fn announce_list_changed(&self, id: &str, list: &str) {
+        let mut core = self.core();
+        let core = &mut *core;
+        let channels: Vec<String> = core
+            .store
+            .session_uris()
+            .filter_map(|session| core.store.session(session))
+            .flat_map(|s| s.customizations.iter().flatten())
+            .filter_map(|c| live::server_of(c, id))
+            .filter(|m| {
+                m.mcp_app
+                    .as_ref()
+                    .is_some_and(|a| apps::announces(&a.capabilities, list))
+            })
+            .filter_map(|m| m.channel.clone())
+            .collect();
+        for channel in channels {
+            let frame = crate::ahp::mcp_channel::list_changed(&channel, list);
+            core.fanout.broadcast(&channel, &frame);
         }
     }
 
@@ -173,10 +239,10 @@ impl Host {
         let mut core = self.core();
         let core = &mut *core;
         core.remember(client_id, record.clone());
-        core.fanout.set_client(id, client_id);
+        core.fanout.set_client(id, client_id, record.mcp_apps);
         let mut snapshots = Vec::new();
         for uri in initial_subscriptions {
-            if let Some(snapshot) = core.store.snapshot(uri) {
+            if let Some(snapshot) = core.snapshot_for(id, uri) {
                 core.fanout.subscribe(id, uri);
                 snapshots.push(snapshot);
             }
@@ -212,26 +278,34 @@ impl Host {
         })?;
         let mut core = self.core();
         let core = &mut *core;
-        if !core.clients.contains_key(client_id) {
+        let Some(record) = core.clients.get(client_id) else {
             return Err(RpcError::new(
                 ahp_codes::NOT_FOUND,
                 format!("unknown clientId {client_id:?}: send initialize instead"),
             ));
-        }
-        core.fanout.set_client(id, client_id);
+        };
+        let mcp_apps = record.mcp_apps;
+        core.fanout.set_client(id, client_id, mcp_apps);
         let (live, missing): (Vec<&String>, Vec<&String>) = subscriptions
             .iter()
             .partition(|uri| core.store.has_channel(uri));
         let channels: HashSet<&str> = live.iter().map(|uri| uri.as_str()).collect();
         let result = match core.store.replay(last_seen, &channels) {
             Some(actions) => ReconnectResult::Replay(ReconnectReplayResult {
-                actions,
+                actions: if mcp_apps {
+                    actions
+                } else {
+                    actions
+                        .into_iter()
+                        .map(|e| apps::plain_envelope(&e).unwrap_or(e))
+                        .collect()
+                },
                 missing: missing.into_iter().cloned().collect(),
             }),
             None => ReconnectResult::Snapshot(ReconnectSnapshotResult {
                 snapshots: live
                     .iter()
-                    .filter_map(|uri| core.store.snapshot(uri))
+                    .filter_map(|uri| core.snapshot_for(id, uri))
                     .collect(),
             }),
         };
@@ -244,10 +318,18 @@ impl Host {
 
     /// Handle `subscribe` for a state-bearing channel.
     pub fn subscribe(&self, id: ConnId, request_id: u64, uri: &str) -> Result<(), RpcError> {
+        if uri.starts_with("mcp://") {
+            // Stateless: no snapshot, just the list-change notifications from now on.
+            self.resolve_channel(id, uri)?;
+            let mut core = self.core();
+            core.fanout.subscribe(id, uri);
+            let result = SubscribeResult { snapshot: None };
+            core.fanout.send(id, jsonrpc::success(request_id, &result));
+            return Ok(());
+        }
         let mut core = self.core();
         let snapshot = core
-            .store
-            .snapshot(uri)
+            .snapshot_for(id, uri)
             .ok_or_else(|| unknown_channel(uri))?;
         core.fanout.subscribe(id, uri);
         let result = SubscribeResult {
@@ -341,33 +423,19 @@ impl Host {
             core.live.forget_state(&event.id);
             return;
         };
-        let state = live::server_state(&status);
-        core.live.set_state(&event.id, state.clone());
-        // Sessions that show this server in another state (client actions were applied to
-        // host state too, so an equal state means every mirror already agrees).
-        let uris: Vec<String> = core
-            .store
-            .session_uris()
-            .filter(|uri| {
-                core.store.session(uri).is_some_and(|s| {
-                    live::server_state_in(s.customizations.as_deref().unwrap_or(&[]), &event.id)
-                        .is_some_and(|current| *current != state)
-                })
-            })
-            .map(str::to_string)
-            .collect();
-        for uri in uris {
-            let action = StateAction::SessionMcpServerStateChanged(Box::new(
-                ahp_types::actions::SessionMcpServerStateChangedAction {
-                    id: event.id.clone(),
-                    state: state.clone(),
-                    channel: None,
-                },
-            ));
-            match core.store.commit(&uri, action, None) {
-                Ok(commit) => core.publish(commit),
-                Err(error) => tracing::warn!(session = %uri, ?error, "server state not applied"),
-            }
+        if let crate::supervisor::Status::Ready { served, .. } = &status {
+            core.live.set_served(&event.id, *served);
+        }
+        core.live.set_state(&event.id, live::server_state(&status));
+        core.refresh_server(&event.id);
+    }
+
+    /// Whether a harness that answers sampling is connected: channels advertise `sampling`
+    /// only then, so every `mcpApp` follows it.
+    pub fn set_harness_sampling(&self, sampling: bool) {
+        let mut core = self.core();
+        if core.live.set_sampling(sampling) {
+            core.refresh_apps();
         }
     }
 
@@ -376,13 +444,12 @@ impl Host {
     /// Returns how many sessions took it.
     pub fn emit_to_sessions(&self, action: &StateAction) -> usize {
         let mut core = self.core();
-        let mut action = action.clone();
-        core.live.patch_action(&mut action);
-        let action = &action;
         let uris: Vec<String> = core.store.session_uris().map(str::to_string).collect();
         let mut applied = 0;
         for uri in uris {
-            match core.store.commit(&uri, action.clone(), None) {
+            let mut action = action.clone();
+            core.live.patch_action(&uri, &mut action);
+            match core.store.commit(&uri, action, None) {
                 Ok(commit) => {
                     core.publish(commit);
                     applied += 1;
@@ -473,7 +540,14 @@ impl Host {
             .next()
             .and_then(|existing| core.store.session(existing))
             .and_then(|s| s.customizations.clone())
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into_iter()
+            .map(|mut c| {
+                // Channels are per session.
+                core.live.patch(&uri, &mut c);
+                c
+            })
+            .collect();
         let title = params
             .config
             .as_ref()
@@ -550,6 +624,102 @@ impl Host {
 }
 
 impl Core {
+    /// A snapshot of `uri` as connection `id` sees it (without channels and `mcpApp`s unless
+    /// it declared `mcpApps`).
+    fn snapshot_for(&self, id: ConnId, uri: &str) -> Option<Snapshot> {
+        let snapshot = self.store.snapshot(uri)?;
+        Some(if self.fanout.mcp_apps(id) {
+            snapshot
+        } else {
+            apps::plain_snapshot(snapshot)
+        })
+    }
+
+    /// Bring every session's view of server `id` up to its live facts: anything besides its
+    /// state and channel (its `mcpApp`) first, as `session/customizationUpdated` of the
+    /// container it lives in; then the state and channel as `session/mcpServerStateChanged`,
+    /// so clients always see state transitions as such.
+    fn refresh_server(&mut self, id: &str) {
+        let uris: Vec<String> = self.store.session_uris().map(str::to_string).collect();
+        for uri in uris {
+            let Some(current) = self.store.session(&uri).and_then(|s| {
+                s.customizations
+                    .iter()
+                    .flatten()
+                    .find(|c| live::server_in(c, id))
+                    .cloned()
+            }) else {
+                continue;
+            };
+            let mut patched = current.clone();
+            self.live.patch_server(&uri, &mut patched, id);
+            let (Some(was), Some(now)) = (
+                live::server_of(&current, id).cloned(),
+                live::server_of(&patched, id).cloned(),
+            ) else {
+                continue;
+            };
+            let mut staged = patched;
+            if let Some(m) = live::server_mut(&mut staged, id) {
+                m.state = was.state.clone();
+                m.channel = was.channel.clone();
+            }
+            let mut actions = Vec::new();
+            if staged != current {
+                actions.push(StateAction::SessionCustomizationUpdated(Box::new(
+                    ahp_types::actions::SessionCustomizationUpdatedAction {
+                        customization: staged,
+                    },
+                )));
+            }
+            if now.state != was.state || now.channel != was.channel {
+                actions.push(StateAction::SessionMcpServerStateChanged(Box::new(
+                    ahp_types::actions::SessionMcpServerStateChangedAction {
+                        id: id.to_string(),
+                        state: now.state,
+                        channel: now.channel,
+                    },
+                )));
+            }
+            for action in actions {
+                match self.store.commit(&uri, action, None) {
+                    Ok(commit) => self.publish(commit),
+                    Err(error) => {
+                        tracing::warn!(session = %uri, ?error, "server state not applied")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Re-derive every server's `mcpApp` in every session (sampling came or went).
+    fn refresh_apps(&mut self) {
+        let uris: Vec<String> = self.store.session_uris().map(str::to_string).collect();
+        for uri in uris {
+            let list = self
+                .store
+                .session(&uri)
+                .and_then(|s| s.customizations.clone())
+                .unwrap_or_default();
+            for current in list {
+                let mut patched = current.clone();
+                self.live.patch_apps(&mut patched);
+                if patched == current {
+                    continue;
+                }
+                let action = StateAction::SessionCustomizationUpdated(Box::new(
+                    ahp_types::actions::SessionCustomizationUpdatedAction {
+                        customization: patched,
+                    },
+                ));
+                match self.store.commit(&uri, action, None) {
+                    Ok(commit) => self.publish(commit),
+                    Err(error) => tracing::warn!(session = %uri, ?error, "mcpApp not applied"),
+                }
+            }
+        }
+    }
+
     /// Broadcast a committed envelope, and the summary change it caused, if any.
     /// Side effects of an accepted client action: toggles are remembered (and mirrored to
     /// the other sessions, since servers are shared), start/stop go to the supervisor.
@@ -594,8 +764,13 @@ impl Core {
 
     fn publish(&mut self, commit: Commit) {
         let channel = commit.envelope.channel.clone();
-        self.fanout
-            .broadcast(&channel, &jsonrpc::notification("action", &commit.envelope));
+        let plain = apps::plain_envelope(&commit.envelope)
+            .map(|envelope| jsonrpc::notification("action", &envelope));
+        self.fanout.broadcast_views(
+            &channel,
+            &jsonrpc::notification("action", &commit.envelope),
+            plain.as_ref(),
+        );
         if let Some(changes) = commit.summary_changes {
             let params = SessionSummaryChangedParams {
                 channel: ROOT_RESOURCE_URI.to_string(),

@@ -30,6 +30,8 @@ pub enum Status {
     Ready {
         /// How many tools it offered.
         tools: usize,
+        /// What it serves, from the capabilities it declared.
+        served: Served,
     },
     /// An HTTP server answered 401/403.
     AuthRequired {
@@ -49,6 +51,35 @@ pub enum Status {
     },
     /// Not running, on purpose.
     Stopped,
+}
+
+/// What a ready server declared it serves, as far as the `mcp://` channel cares: each list
+/// with whether it announces changes (`Some(list_changed)`), and logging.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Served {
+    /// `tools`, with `listChanged`.
+    pub tools: Option<bool>,
+    /// `resources`, with `listChanged`.
+    pub resources: Option<bool>,
+    /// `logging`.
+    pub logging: bool,
+}
+
+impl Served {
+    /// From the capabilities a server declared at `initialize`.
+    pub fn of(capabilities: &rmcp::model::ServerCapabilities) -> Self {
+        Self {
+            tools: capabilities
+                .tools
+                .as_ref()
+                .map(|t| t.list_changed == Some(true)),
+            resources: capabilities
+                .resources
+                .as_ref()
+                .map(|r| r.list_changed == Some(true)),
+            logging: capabilities.logging.is_some(),
+        }
+    }
 }
 
 impl Status {

@@ -178,7 +178,8 @@ impl Task {
                 offer: running.connection.offer.clone(),
             },
         );
-        self.report(Status::Ready { tools }).await;
+        let served = super::Served::of(&running.connection.capabilities);
+        self.report(Status::Ready { tools, served }).await;
         tracing::info!(server = %self.name, tools, "server ready");
         let up_since = Instant::now();
         let ended = self.watch_running(&mut running, launch, desired).await;
@@ -406,7 +407,8 @@ impl Task {
                     }
                     let now = desired.borrow().clone();
                     if now.run && now.launch.as_ref().ok() == Some(launch) {
-                        self.report(Status::Ready { tools: running.connection.tool_count() }).await;
+                        let served = super::Served::of(&running.connection.capabilities);
+                        self.report(Status::Ready { tools: running.connection.tool_count(), served }).await;
                         continue;
                     }
                     return Ended::Changed;

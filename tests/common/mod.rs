@@ -458,6 +458,27 @@ pub struct Watcher {
 impl Watcher {
     pub async fn open(proxy: &Proxy) -> Self {
         let client = initialized_client(proxy, "supervisor-test").await;
+        Self::subscribed(client).await
+    }
+
+    /// Like `open`, as `client_id`, declaring `capabilities.mcpApps` (through the official
+    /// client's generic request: its `initialize` helper declares no capabilities).
+    pub async fn open_with_apps(proxy: &Proxy, client_id: &str) -> Self {
+        let client = client(proxy).await;
+        let _: Value = client
+            .request(
+                "initialize",
+                json!({
+                    "channel": "ahp-root://", "clientId": client_id,
+                    "protocolVersions": ["1.0.0"], "capabilities": {"mcpApps": {}}
+                }),
+            )
+            .await
+            .expect("initialize with mcpApps");
+        Self::subscribed(client).await
+    }
+
+    async fn subscribed(client: Client) -> Self {
         let (result, sub) = client.subscribe(DEFAULT_SESSION.into()).await.unwrap();
         let mirror = match result.snapshot.expect("snapshot").state {
             SnapshotState::Session(s) => *s,

@@ -1,0 +1,203 @@
+//! The `mcp://` side-channel: plain MCP requests from AHP clients that declared `mcpApps`,
+//! served on the upstream server's live connection (it never sees a second `initialize`).
+//!
+//! Only the methods of the capability sets advertised in the server's `mcpApp` are served;
+//! results and MCP errors pass through as the server sent them. List changes reach the
+//! connections subscribed to the channel.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use rmcp::model::{ClientRequest, CustomRequest, ErrorCode};
+use rmcp::service::PeerRequestOptions;
+use rmcp::ErrorData;
+use serde_json::{json, Value};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::commands::After;
+use crate::front::Hub;
+use crate::host::fanout::ConnId;
+use crate::host::{apps, Host};
+use crate::jsonrpc::{self, RpcError};
+use crate::supervisor::connections::Connections;
+
+/// What serving channels needs besides the host.
+pub struct McpChannels {
+    /// Ready servers' connections.
+    pub connections: Arc<Connections>,
+    /// The MCP front, for `sampling/createMessage` (held weakly: it outlives no one).
+    pub hub: Weak<Hub>,
+    /// How long one request may take.
+    pub timeout: Duration,
+}
+
+/// Whether a request belongs on the `mcp://` side-channel (its `params.channel` says so).
+pub fn is_channel_request(params: &Value) -> bool {
+    params
+        .get("channel")
+        .and_then(Value::as_str)
+        .is_some_and(|c| c.starts_with("mcp://"))
+}
+
+/// Serve request `id` (`method`, `params`) from connection `conn`: checked here, answered
+/// later from a task of its own, so a slow server never holds up the connection.
+pub fn request(host: &Arc<Host>, conn: ConnId, id: u64, method: &str, mut params: Value) -> After {
+    let outcome = (|| {
+        let channel = params
+            .get("channel")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let (server, capabilities) = host.resolve_channel(conn, &channel)?;
+        if !apps::serves(&capabilities, method) {
+            return Err(RpcError::method_not_found(format!(
+                "{method} is not served on {channel}"
+            )));
+        }
+        let Some(channels) = host.mcp_channels() else {
+            return Err(not_ready(&channel));
+        };
+        if let Some(object) = params.as_object_mut() {
+            object.remove("channel");
+        }
+        tracing::debug!(conn, server = %server, method, "mcp:// request");
+        let host = host.clone();
+        let method = method.to_string();
+        tokio::spawn(async move {
+            let answer = forward(&channels, &server, &channel, &method, params).await;
+            let frame = match answer {
+                Ok(result) => jsonrpc::success(id, &result),
+                Err(error) => jsonrpc::failure(&Value::from(id), &error),
+            };
+            host.send(conn, frame);
+        });
+        Ok(())
+    })();
+    if let Err(error) = outcome {
+        host.send(conn, jsonrpc::failure(&Value::from(id), &error));
+    }
+    After::Continue
+}
+
+/// A notification on a channel: `notifications/message` from an App is logged (at debug,
+/// with its server); anything else is ignored.
+pub fn notification(host: &Host, conn: ConnId, method: &str, params: &Value) {
+    let channel = params
+        .get("channel")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match host.resolve_channel(conn, channel) {
+        Ok((server, capabilities))
+            if method == "notifications/message" && capabilities.logging.is_some() =>
+        {
+            let level = params
+                .get("level")
+                .and_then(|l| l.as_str())
+                .unwrap_or("info");
+            let data = params
+                .get("data")
+                .map(|d| d.to_string())
+                .unwrap_or_default();
+            tracing::debug!(conn, server = %server, level, data, "MCP App log message");
+        }
+        _ => tracing::debug!(conn, method, "mcp:// notification ignored"),
+    }
+}
+
+async fn forward(
+    channels: &McpChannels,
+    server: &str,
+    channel: &str,
+    method: &str,
+    params: Value,
+) -> Result<Value, RpcError> {
+    if method == "sampling/createMessage" {
+        let Some(hub) = channels.hub.upgrade() else {
+            return Err(not_ready(channel));
+        };
+        let result = hub
+            .sample_for_app(server, params)
+            .await
+            .map_err(mcp_error)?;
+        return serde_json::to_value(result)
+            .map_err(|e| RpcError::new(jsonrpc::codes::INTERNAL_ERROR, e.to_string()));
+    }
+    let Some(connected) = channels.connections.get(server) else {
+        return Err(not_ready(channel));
+    };
+    let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
+    let options = PeerRequestOptions::with_timeout(channels.timeout);
+    let sent = connected
+        .peer
+        .send_request_with_option(request, options)
+        .await
+        .map_err(|e| service_error(e, method, channels.timeout))?;
+    let result = sent
+        .await_response()
+        .await
+        .map_err(|e| service_error(e, method, channels.timeout))?;
+    serde_json::to_value(result)
+        .map_err(|e| RpcError::new(jsonrpc::codes::INTERNAL_ERROR, e.to_string()))
+}
+
+/// Relay the servers' `list_changed` to the connections subscribed to their channels.
+pub async fn relay_list_changes(connections: Arc<Connections>, host: Weak<Host>) {
+    let mut changes = connections.subscribe();
+    loop {
+        let change = match changes.recv().await {
+            Ok(change) => change,
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => return,
+        };
+        let Some(host) = host.upgrade() else { return };
+        // Becoming ready or going away is told by the channel's own appearance.
+        if change.ready.is_none() {
+            if change.lists.tools {
+                host.announce_list_changed(&change.server, "tools");
+            }
+            if change.lists.resources {
+                host.announce_list_changed(&change.server, "resources");
+            }
+        }
+    }
+}
+
+/// The `notifications/<list>/list_changed` frame for `channel`.
+pub fn list_changed(channel: &str, list: &str) -> jsonrpc::Frame {
+    jsonrpc::notification(
+        &format!("notifications/{list}/list_changed"),
+        &json!({ "channel": channel }),
+    )
+}
+
+fn not_ready(channel: &str) -> RpcError {
+    RpcError::invalid_params(format!(
+        "{channel} is not an open mcp:// channel (the server is not ready, or the channel is unknown)"
+    ))
+}
+
+/// An MCP error from the server (or the harness), as it was.
+fn mcp_error(error: ErrorData) -> RpcError {
+    RpcError {
+        code: error.code.0,
+        message: error.message.into_owned(),
+        data: error.data,
+    }
+}
+
+fn service_error(error: rmcp::ServiceError, method: &str, timeout: Duration) -> RpcError {
+    match error {
+        rmcp::ServiceError::McpError(error) => mcp_error(error),
+        rmcp::ServiceError::Timeout { .. } => RpcError::new(
+            crate::front::forward::REQUEST_TIMEOUT,
+            format!(
+                "the MCP server did not answer {method} within {} ms",
+                timeout.as_millis()
+            ),
+        ),
+        _ => RpcError::new(
+            ErrorCode::INTERNAL_ERROR.0,
+            format!("the MCP server's connection ended before it answered {method}"),
+        ),
+    }
+}
