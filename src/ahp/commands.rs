@@ -308,7 +308,14 @@ impl Connection {
                 self.host.files().rename(decode_params(method, params)?)?;
                 self.reply(id, &ResourceMoveResult {})
             }
-            m if m.starts_with("resource") || m == "createResourceWatch" || m == "authenticate" => {
+            "authenticate" => {
+                let params: ahp_types::commands::AuthenticateParams =
+                    decode_params(method, params)?;
+                on_root(&params.channel)?;
+                self.host.authenticate(params)?;
+                self.reply(id, &ahp_types::commands::AuthenticateResult {})
+            }
+            m if m.starts_with("resource") || m == "createResourceWatch" => {
                 Err(RpcError::method_not_found(format!("{m} is not available yet on this host")))
             }
             m => Err(RpcError::method_not_found(format!("unknown method {m:?}"))),

@@ -127,15 +127,16 @@ async fn forward(
     };
     let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
     let options = PeerRequestOptions::with_timeout(channels.timeout);
+    let failed = |e: rmcp::ServiceError| {
+        channels.connections.check_failure(server, &e);
+        service_error(e, method, channels.timeout)
+    };
     let sent = connected
         .peer
         .send_request_with_option(request, options)
         .await
-        .map_err(|e| service_error(e, method, channels.timeout))?;
-    let result = sent
-        .await_response()
-        .await
-        .map_err(|e| service_error(e, method, channels.timeout))?;
+        .map_err(failed)?;
+    let result = sent.await_response().await.map_err(failed)?;
     serde_json::to_value(result)
         .map_err(|e| RpcError::new(jsonrpc::codes::INTERNAL_ERROR, e.to_string()))
 }

@@ -41,7 +41,10 @@ pub async fn forward(
         .peer
         .send_request_with_option(request, options)
         .await
-        .map_err(|error| failure(error, target.name, &method, hub.settings.request_timeout))?;
+        .map_err(|error| {
+            hub.connections.check_failure(target.server, &error);
+            failure(error, target.name, &method, hub.settings.request_timeout)
+        })?;
     let upstream_id = handle.id.clone();
     let upstream_token = handle.progress_token.clone();
     let own_token = context.meta.get_progress_token();
@@ -60,7 +63,10 @@ pub async fn forward(
     };
     tokio::select! {
         answer = handle.await_response() => {
-            answer.map_err(|error| failure(error, target.name, &method, hub.settings.request_timeout))
+            answer.map_err(|error| {
+                hub.connections.check_failure(target.server, &error);
+                failure(error, target.name, &method, hub.settings.request_timeout)
+            })
         }
         _ = context.ct.cancelled() => {
             // Tell the server, so it stops working on it; its late answer is dropped.

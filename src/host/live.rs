@@ -11,7 +11,7 @@ use ahp_types::state::{
 };
 
 use super::apps;
-use crate::supervisor::{Served, Status};
+use crate::supervisor::{AuthReason, Served, Status};
 
 /// Live server states and client enablement decisions, by customization id.
 #[derive(Debug, Default)]
@@ -206,7 +206,7 @@ pub fn server_of<'a>(
 }
 
 /// Every MCP server of `customization`: itself, or its children.
-fn servers(customization: &Customization) -> impl Iterator<Item = &McpServerCustomization> {
+pub fn servers(customization: &Customization) -> impl Iterator<Item = &McpServerCustomization> {
     let (itself, children) = match customization {
         Customization::McpServer(m) => (Some(&**m), None),
         Customization::Plugin(p) => (None, p.children.as_deref()),
@@ -285,23 +285,35 @@ pub fn server_state(status: &Status) -> McpServerState {
         Status::AuthRequired {
             resource,
             challenge,
-            insufficient_scope,
+            reason,
+            metadata,
         } => {
             let params = challenge
                 .as_deref()
-                .map(challenge_params)
+                .map(crate::supervisor::auth::challenge_params)
                 .unwrap_or_default();
             let scopes: Option<Vec<String>> = params
                 .get("scope")
                 .map(|s| s.split_whitespace().map(str::to_string).collect());
-            let metadata = serde_json::json!({ "resource": resource });
-            match serde_json::from_value(metadata) {
+            // The fetched RFC 9728 metadata when it parses, else just the resource.
+            let fetched = metadata
+                .clone()
+                .and_then(|m| serde_json::from_value(m).ok());
+            let parsed = match fetched {
+                Some(resource) => Ok(resource),
+                None => serde_json::from_value(serde_json::json!({ "resource": resource })),
+            };
+            match parsed {
                 Ok(resource) => {
                     McpServerState::AuthRequired(Box::new(McpServerAuthRequiredState {
-                        reason: if *insufficient_scope {
-                            ahp_types::state::McpAuthRequiredReason::InsufficientScope
-                        } else {
-                            ahp_types::state::McpAuthRequiredReason::Required
+                        reason: match reason {
+                            AuthReason::Required => {
+                                ahp_types::state::McpAuthRequiredReason::Required
+                            }
+                            AuthReason::Expired => ahp_types::state::McpAuthRequiredReason::Expired,
+                            AuthReason::InsufficientScope => {
+                                ahp_types::state::McpAuthRequiredReason::InsufficientScope
+                            }
                         },
                         oauth_client: None,
                         resource,
@@ -319,46 +331,6 @@ pub fn server_state(status: &Status) -> McpServerState {
                 }),
             }
         }
-    }
-}
-
-/// `key=value` / `key="value"` parameters of a `WWW-Authenticate: Bearer …` challenge.
-pub fn challenge_params(challenge: &str) -> HashMap<String, String> {
-    let mut out = HashMap::new();
-    let rest = challenge
-        .trim()
-        .strip_prefix("Bearer")
-        .or_else(|| challenge.trim().strip_prefix("bearer"))
-        .unwrap_or(challenge);
-    let mut chars = rest.chars().peekable();
-    loop {
-        while chars.peek().is_some_and(|c| *c == ',' || c.is_whitespace()) {
-            chars.next();
-        }
-        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
-        if key.is_empty() {
-            return out;
-        }
-        let mut value = String::new();
-        if chars.peek() == Some(&'"') {
-            chars.next();
-            while let Some(c) = chars.next() {
-                match c {
-                    '\\' => value.extend(chars.next()),
-                    '"' => break,
-                    c => value.push(c),
-                }
-            }
-        } else {
-            while let Some(c) = chars.peek().copied() {
-                if c == ',' || c.is_whitespace() {
-                    break;
-                }
-                value.push(c);
-                chars.next();
-            }
-        }
-        out.insert(key.trim().to_ascii_lowercase(), value);
     }
 }
 
@@ -423,7 +395,8 @@ mod tests {
         let auth = serde_json::to_value(server_state(&Status::AuthRequired {
             resource: "https://mcp.example.com/mcp".into(),
             challenge: Some(r#"Bearer error="insufficient_scope", scope="read write", error_description="more, please""#.into()),
-            insufficient_scope: true,
+            reason: AuthReason::InsufficientScope,
+            metadata: None,
         }))
         .unwrap();
         assert_eq!(auth["kind"], "authRequired");
@@ -434,6 +407,25 @@ mod tests {
         );
         assert_eq!(auth["requiredScopes"], json!(["read", "write"]));
         assert_eq!(auth["description"], "more, please");
+        // Fetched metadata is shown as it came; unusable metadata falls back to the URL.
+        let metadata = json!({"resource": "https://mcp.example.com/mcp",
+            "authorization_servers": ["https://auth.example.com"], "scopes_supported": ["read"]});
+        let expired = |metadata: Option<serde_json::Value>| {
+            serde_json::to_value(server_state(&Status::AuthRequired {
+                resource: "https://mcp.example.com/mcp".into(),
+                challenge: None,
+                reason: AuthReason::Expired,
+                metadata,
+            }))
+            .unwrap()
+        };
+        let with = expired(Some(metadata.clone()));
+        assert_eq!(with["reason"], "expired");
+        assert_eq!(with["resource"], metadata);
+        assert_eq!(
+            expired(Some(json!({"no": "resource"})))["resource"],
+            json!({"resource": "https://mcp.example.com/mcp"})
+        );
     }
 
     #[test]

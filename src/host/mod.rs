@@ -72,6 +72,9 @@ struct Core {
     fanout: Fanout,
     clients: HashMap<String, ClientRecord>,
     client_order: VecDeque<String>,
+    /// Servers holding a token from `authenticate`, by the resource it was given for (so
+    /// the token can be replaced or revoked while the server is ready).
+    authenticated: HashMap<String, HashSet<String>>,
 }
 
 /// The AHP host: shared by every connection and, later, by discovery and the supervisor.
@@ -115,6 +118,7 @@ impl Host {
                 fanout: Fanout::default(),
                 clients: HashMap::new(),
                 client_order: VecDeque::new(),
+                authenticated: HashMap::new(),
             }),
             queue_capacity: config.limits.client_queue,
             next_conn: AtomicU64::new(1),
@@ -182,6 +186,109 @@ impl Host {
             let frame = crate::ahp::mcp_channel::list_changed(&channel, list);
             core.fanout.broadcast(&channel, &frame);
         }
+    }
+
+    /// Handle `authenticate`: the token goes to every server that asked for this resource
+    /// (or holds a token for it), which reconnects with it; an empty token revokes. Tokens
+    /// stay in memory, in the supervisor only; they never enter state or logs.
+    pub fn authenticate(
+        &self,
+        params: ahp_types::commands::AuthenticateParams,
+    ) -> Result<(), RpcError> {
+        let mut core = self.core();
+        let core = &mut *core;
+        let mut asking: Vec<ahp_types::state::McpServerAuthRequiredState> = Vec::new();
+        let mut ids: HashSet<String> = core
+            .authenticated
+            .get(&params.resource)
+            .cloned()
+            .unwrap_or_default();
+        for session in core.store.session_uris() {
+            let Some(state) = core.store.session(session) else {
+                continue;
+            };
+            for c in state.customizations.iter().flatten() {
+                for m in live::servers(c) {
+                    if let ahp_types::state::McpServerState::AuthRequired(auth) = &m.state {
+                        if auth.resource.resource == params.resource && ids.insert(m.id.clone()) {
+                            asking.push((**auth).clone());
+                        }
+                    }
+                }
+            }
+        }
+        if ids.is_empty() {
+            return Err(RpcError::invalid_params(format!(
+                "unknown resource {:?}: no MCP server asked for it",
+                params.resource
+            )));
+        }
+        let expires_at = match params.expires_in {
+            None => None,
+            Some(seconds) if seconds >= 1 => Some(
+                tokio::time::Instant::now()
+                    + std::time::Duration::from_secs(
+                        u64::try_from(seconds).unwrap_or(u64::MAX / 4),
+                    ),
+            ),
+            Some(seconds) => {
+                return Err(RpcError::invalid_params(format!(
+                    "expiresIn must be a positive number of seconds, not {seconds}"
+                )))
+            }
+        };
+        // Granted scopes, when given, must cover what the server asked for.
+        if let (Some(granted), false) = (&params.scopes, params.token.is_empty()) {
+            let short: Vec<_> = asking
+                .iter()
+                .filter(|a| {
+                    a.required_scopes
+                        .iter()
+                        .flatten()
+                        .any(|s| !granted.contains(s))
+                })
+                .map(|a| a.resource.clone())
+                .collect();
+            if !short.is_empty() {
+                let data = ahp_types::errors::AuthRequiredErrorData { resources: short };
+                return Err(RpcError {
+                    code: ahp_codes::AUTH_REQUIRED,
+                    message: "the granted scopes do not cover the scopes the server requires"
+                        .into(),
+                    data: serde_json::to_value(data).ok(),
+                });
+            }
+        }
+        let Some(control) = core.control.clone() else {
+            return Err(RpcError::new(
+                jsonrpc::codes::INTERNAL_ERROR,
+                "the host is shutting down",
+            ));
+        };
+        let bearer = (!params.token.is_empty()).then_some(crate::supervisor::Bearer {
+            token: params.token,
+            expires_at,
+        });
+        if bearer.is_some() {
+            core.authenticated
+                .insert(params.resource.clone(), ids.clone());
+        } else {
+            core.authenticated.remove(&params.resource);
+        }
+        for id in ids {
+            tracing::info!(server = %id, revoked = bearer.is_none(), "token received for an MCP server");
+            let command = crate::supervisor::Command::Authenticate {
+                id,
+                bearer: bearer.clone(),
+            };
+            if control.try_send(command).is_err() {
+                return Err(RpcError::new(
+                    jsonrpc::codes::INTERNAL_ERROR,
+                    "the supervisor is busy; try again",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Host files clients may touch with `resource*` commands (writable directories only).

@@ -116,8 +116,21 @@ pub trait Downstream: Send + Sync {
     ) -> BoxFuture<'static, Result<ClientResult, ErrorData>>;
 }
 
+/// An HTTP 401/403 that a request forwarded to server `server` got: its lifecycle task
+/// turns it into `authRequired`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthLost {
+    /// The server's customization id.
+    pub server: String,
+    /// The `WWW-Authenticate` challenge.
+    pub challenge: String,
+    /// 403 (more scope needed) rather than 401.
+    pub insufficient_scope: bool,
+}
+
 /// Ready servers by customization id, the declared names, and change announcements.
 pub struct Connections {
+    auth_losses: broadcast::Sender<AuthLost>,
     servers: RwLock<BTreeMap<String, Connected>>,
     /// Declared servers: id → name (for `/mcp/<name>`, whether ready or not).
     declared: RwLock<BTreeMap<String, String>>,
@@ -133,6 +146,7 @@ pub struct Connections {
 impl Default for Connections {
     fn default() -> Self {
         Self {
+            auth_losses: broadcast::channel(64).0,
             servers: RwLock::default(),
             declared: RwLock::default(),
             changes: broadcast::channel(1024).0,
@@ -194,6 +208,27 @@ impl Connections {
                 ready: None,
             });
         }
+    }
+
+    /// Look at a failed request to server `id`: an HTTP 401/403 is announced to its
+    /// lifecycle task. Returns whether it was one.
+    pub fn check_failure(&self, id: &str, error: &rmcp::ServiceError) -> bool {
+        match super::auth::auth_failure(error) {
+            Some((challenge, insufficient_scope)) => {
+                let _ = self.auth_losses.send(AuthLost {
+                    server: id.to_string(),
+                    challenge,
+                    insufficient_scope,
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Receiver of every later [`AuthLost`].
+    pub fn auth_losses(&self) -> broadcast::Receiver<AuthLost> {
+        self.auth_losses.subscribe()
     }
 
     /// Every ready server, by id.

@@ -4,6 +4,7 @@
 //! It reports every transition as a [`ServerEvent`]; the host turns those into
 //! `session/mcpServerStateChanged` actions.
 
+pub mod auth;
 pub mod connections;
 pub mod policy;
 #[allow(unsafe_code)] // pre_exec (parent-death signal) and killpg: the only unsafe in the crate
@@ -39,8 +40,11 @@ pub enum Status {
         resource: String,
         /// The raw `WWW-Authenticate` challenge, when one came.
         challenge: Option<String>,
-        /// 403 (more scope needed) rather than 401.
-        insufficient_scope: bool,
+        /// Why: no token yet, the token expired or was refused, or more scope is needed.
+        reason: AuthReason,
+        /// The RFC 9728 protected resource metadata the challenge pointed at, when it could
+        /// be fetched (a JSON object with at least `resource`).
+        metadata: Option<serde_json::Value>,
     },
     /// Failed; `kind` is a short machine-readable tag, `message` says what happened.
     Error {
@@ -51,6 +55,33 @@ pub enum Status {
     },
     /// Not running, on purpose.
     Stopped,
+}
+
+/// Why a server needs authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthReason {
+    /// It has no token.
+    Required,
+    /// Its token expired (by `expiresIn`) or was refused.
+    Expired,
+    /// Its token lacks a scope (HTTP 403 `insufficient_scope`).
+    InsufficientScope,
+}
+
+/// A bearer token for one server, from an AHP client's `authenticate`. Held in memory
+/// only; its `Debug` never shows the token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Bearer {
+    /// The token.
+    pub token: String,
+    /// When it stops being valid, if the client said.
+    pub expires_at: Option<tokio::time::Instant>,
+}
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bearer(redacted, expires_at: {:?})", self.expires_at)
+    }
 }
 
 /// What a ready server declared it serves, as far as the `mcp://` channel cares: each list
@@ -107,6 +138,8 @@ pub struct Desired {
     pub run: bool,
     /// Bumped by every start/stop request: the task answers each with its state.
     pub epoch: u64,
+    /// The bearer token an AHP client gave for it (HTTP servers).
+    pub bearer: Option<Bearer>,
 }
 
 /// Requests to the supervisor.
@@ -130,6 +163,13 @@ pub enum Command {
     Start(String),
     /// `session/mcpServerStopRequested`.
     Stop(String),
+    /// `authenticate`: use this token for server `id` (`None` revokes) and reconnect.
+    Authenticate {
+        /// The server's customization id.
+        id: String,
+        /// The token, or `None` to drop it.
+        bearer: Option<Bearer>,
+    },
 }
 
 /// The handle: send [`Command`]s, then [`Supervisor::shutdown`].
@@ -187,6 +227,7 @@ struct Entry {
     /// The latest explicit start (true) or stop (false) request; cleared by toggles.
     request: Option<bool>,
     epoch: u64,
+    bearer: Option<Bearer>,
     desired: watch::Sender<Desired>,
     task: JoinHandle<()>,
 }
@@ -241,6 +282,14 @@ impl Owner {
             }
             Command::Start(id) => self.request(&id, true),
             Command::Stop(id) => self.request(&id, false),
+            Command::Authenticate { id, bearer } => {
+                if let Some(entry) = self.servers.get_mut(&id) {
+                    entry.bearer = bearer;
+                    // A fresh attempt with the new credentials, whatever happened before.
+                    entry.epoch += 1;
+                }
+                self.reconcile();
+            }
         }
     }
 
@@ -298,6 +347,7 @@ impl Owner {
             launch: server.launch.clone(),
             run: false,
             epoch: 0,
+            bearer: None,
         };
         let (tx, rx) = watch::channel(desired);
         let task = server::Task {
@@ -307,6 +357,7 @@ impl Owner {
             events: self.events.clone(),
             shutdown: self.shutdown.clone(),
             connections: self.connections.clone(),
+            last_challenge: std::sync::Mutex::new(None),
         };
         let span = tracing::info_span!("server", name = %server.name);
         let handle = tokio::spawn(tracing::Instrument::instrument(task.run(rx), span));
@@ -315,6 +366,7 @@ impl Owner {
             container,
             request: None,
             epoch: 0,
+            bearer: None,
             desired: tx,
             task: handle,
         }
@@ -340,6 +392,7 @@ impl Owner {
                 launch: entry.server.launch.clone(),
                 run,
                 epoch: entry.epoch,
+                bearer: entry.bearer.clone(),
             };
             let connections = &self.connections;
             entry.desired.send_if_modified(|current| {

@@ -38,6 +38,8 @@ pub struct Task {
     pub shutdown: CancellationToken,
     /// Where a ready server's connection is published for the MCP front.
     pub connections: Arc<Connections>,
+    /// The last `WWW-Authenticate` challenge the server sent (for a timer expiry).
+    pub last_challenge: std::sync::Mutex<Option<String>>,
 }
 
 /// A started server: its connection and, for stdio, its process.
@@ -53,6 +55,8 @@ enum Ended {
     Failed(String),
     /// We want something else now (stop, restart with a new spec, removal).
     Changed,
+    /// Its token expired, or the server started refusing it: this status says how.
+    AuthLost(Status),
     /// The sidecar is shutting down.
     Shutdown,
 }
@@ -150,7 +154,8 @@ impl Task {
         failures: &mut u32,
     ) -> Option<Wake> {
         self.report(Status::Starting).await;
-        let mut running = match self.start(launch, desired).await {
+        let bearer = desired.borrow().bearer.clone();
+        let mut running = match self.start(launch, bearer.as_ref(), desired).await {
             Ok(running) => running,
             Err(Interrupted::Woke(wake)) => return Some(wake),
             Err(Interrupted::Failed(status @ Status::AuthRequired { .. })) => {
@@ -166,6 +171,8 @@ impl Task {
             }
         };
         let tools = running.connection.tool_count();
+        // Subscribed before anyone can use the connection: no refusal is missed.
+        let mut losses = self.connections.auth_losses();
         // Published before `ready` is reported, so a client that sees `ready` can use it.
         self.connections.insert(
             &self.id,
@@ -182,9 +189,17 @@ impl Task {
         self.report(Status::Ready { tools, served }).await;
         tracing::info!(server = %self.name, tools, "server ready");
         let up_since = Instant::now();
-        let ended = self.watch_running(&mut running, launch, desired).await;
+        let ended = self
+            .watch_running(&mut running, launch, bearer.as_ref(), &mut losses, desired)
+            .await;
         self.connections.remove(&self.id);
         match ended {
+            Ended::AuthLost(status) => {
+                self.stop(running).await;
+                tracing::info!(server = %self.name, "authorization lost; waiting for a new token");
+                self.report(status).await;
+                Some(self.wait(desired).await)
+            }
             Ended::Failed(how) => {
                 let uptime = up_since.elapsed();
                 let stderr_tail = self.stop(running).await;
@@ -224,6 +239,7 @@ impl Task {
     async fn start(
         &self,
         launch: &ServerTransport,
+        bearer: Option<&super::Bearer>,
         desired: &mut watch::Receiver<Desired>,
     ) -> Result<Running, Interrupted> {
         let failed = |status| Interrupted::Failed(status);
@@ -304,7 +320,8 @@ impl Task {
                 headers,
                 sse: false,
             } => {
-                let transport = upstream::http_transport(url, headers)
+                let token = bearer.map(|b| b.token.as_str());
+                let transport = upstream::http_transport(url, headers, token)
                     .map_err(|m| failed(Status::error("config", m)))?;
                 let handshake = tokio::time::timeout(
                     self.config.start_timeout,
@@ -325,11 +342,17 @@ impl Task {
                     Ok(Err(ConnectError::AuthRequired {
                         challenge,
                         insufficient_scope,
-                    })) => Status::AuthRequired {
-                        resource: public_resource(url),
-                        challenge,
-                        insufficient_scope,
-                    },
+                    })) => {
+                        let reason = if insufficient_scope {
+                            super::AuthReason::InsufficientScope
+                        } else if bearer.is_some() {
+                            // The token we sent was refused.
+                            super::AuthReason::Expired
+                        } else {
+                            super::AuthReason::Required
+                        };
+                        self.auth_status(url, challenge, reason).await
+                    }
                     Ok(Err(ConnectError::Failed(message))) => Status::error("startFailed", message),
                     Err(_) => Status::error(
                         "timeout",
@@ -351,16 +374,44 @@ impl Task {
         &self,
         running: &mut Running,
         launch: &ServerTransport,
+        bearer: Option<&super::Bearer>,
+        losses: &mut tokio::sync::broadcast::Receiver<super::connections::AuthLost>,
         desired: &mut watch::Receiver<Desired>,
     ) -> Ended {
         let peer = running.connection.service.peer().clone();
         let is_http = running.child.is_none();
+        let url = match launch {
+            ServerTransport::Http { url, .. } => Some(url.as_str()),
+            _ => None,
+        };
+        let expiry = async {
+            match bearer.and_then(|b| b.expires_at) {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(expiry);
+        let id = self.id.clone();
+        let refused = async move {
+            loop {
+                match losses.recv().await {
+                    Ok(lost) if lost.server == id => {
+                        return (lost.challenge, lost.insufficient_scope)
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        std::future::pending::<()>().await
+                    }
+                }
+            }
+        };
+        tokio::pin!(refused);
         let health = async {
             let mut last_ping = Instant::now();
             loop {
                 tokio::time::sleep(CLOSED_POLL).await;
                 if peer.is_transport_closed() {
-                    return "closed the MCP connection".to_string();
+                    return Ok("closed the MCP connection".to_string());
                 }
                 if is_http && last_ping.elapsed() >= HTTP_PING_EVERY {
                     last_ping = Instant::now();
@@ -373,13 +424,15 @@ impl Task {
                     match ping.await {
                         Ok(Ok(_)) => {}
                         Ok(Err(error)) => {
-                            let url = match launch {
-                                ServerTransport::Http { url, .. } => Some(url.as_str()),
-                                _ => None,
-                            };
-                            return upstream::scrub(&format!("stopped answering: {error}"), url);
+                            if let Some(refused) = super::auth::auth_failure(&error) {
+                                return Err(refused);
+                            }
+                            return Ok(upstream::scrub(
+                                &format!("stopped answering: {error}"),
+                                url,
+                            ));
                         }
-                        Err(_) => return "did not answer ping within 10 s".to_string(),
+                        Err(_) => return Ok("did not answer ping within 10 s".to_string()),
                     }
                 }
             }
@@ -399,14 +452,37 @@ impl Task {
                         None => "ended".into(),
                     });
                 }
-                how = &mut health => return Ended::Failed(how),
+                how = &mut health => return match how {
+                    Ok(how) => Ended::Failed(how),
+                    Err((challenge, insufficient_scope)) => {
+                        let reason = if insufficient_scope {
+                            super::AuthReason::InsufficientScope
+                        } else {
+                            super::AuthReason::Expired
+                        };
+                        Ended::AuthLost(self.auth_status(url.unwrap_or_default(), Some(challenge), reason).await)
+                    }
+                },
+                (challenge, insufficient_scope) = &mut refused => {
+                    let reason = if insufficient_scope {
+                        super::AuthReason::InsufficientScope
+                    } else {
+                        super::AuthReason::Expired
+                    };
+                    tracing::info!(server = %self.name, ?reason, "the server refused a request's authorization");
+                    return Ended::AuthLost(self.auth_status(url.unwrap_or_default(), Some(challenge), reason).await);
+                }
+                _ = &mut expiry => {
+                    tracing::info!(server = %self.name, "bearer token expired");
+                    return Ended::AuthLost(self.auth_status(url.unwrap_or_default(), None, super::AuthReason::Expired).await);
+                }
                 _ = self.shutdown.cancelled() => return Ended::Shutdown,
                 changed = desired.changed() => {
                     if changed.is_err() {
                         return Ended::Changed;
                     }
                     let now = desired.borrow().clone();
-                    if now.run && now.launch.as_ref().ok() == Some(launch) {
+                    if now.run && now.launch.as_ref().ok() == Some(launch) && now.bearer.as_ref() == bearer {
                         let served = super::Served::of(&running.connection.capabilities);
                         self.report(Status::Ready { tools: running.connection.tool_count(), served }).await;
                         continue;
@@ -430,6 +506,36 @@ impl Task {
         let _ = tokio::time::timeout(Duration::from_secs(1), connection.service.cancel()).await;
         let text = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
         text
+    }
+
+    /// `authRequired` for the server at `url`, with the metadata its challenge points at.
+    /// Without a challenge (a timer expiry), the last one seen is used.
+    async fn auth_status(
+        &self,
+        url: &str,
+        challenge: Option<String>,
+        reason: super::AuthReason,
+    ) -> Status {
+        let challenge = {
+            let mut last = self
+                .last_challenge
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match challenge {
+                Some(challenge) => {
+                    *last = Some(challenge.clone());
+                    Some(challenge)
+                }
+                None => last.clone(),
+            }
+        };
+        let metadata = super::auth::fetch_metadata(challenge.as_deref()).await;
+        Status::AuthRequired {
+            resource: public_resource(url),
+            challenge,
+            reason,
+            metadata,
+        }
     }
 
     fn upstream(&self) -> upstream::Upstream {

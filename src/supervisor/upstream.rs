@@ -331,16 +331,24 @@ pub fn scrub(message: &str, hide: Option<&str>) -> String {
 }
 
 /// The streamable HTTP transport for `url` with `headers`. An `Authorization: Bearer …`
-/// header becomes rmcp's bearer token; other headers go as they are.
+/// header becomes rmcp's bearer token; other headers go as they are. `bearer` (a token an
+/// AHP client gave) replaces any configured `Authorization`.
 pub fn http_transport(
     url: &str,
     headers: &BTreeMap<String, String>,
+    bearer: Option<&str>,
 ) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
     let mut custom = HashMap::new();
+    if let Some(token) = bearer {
+        config = config.auth_header(token.to_string());
+    }
     for (name, value) in headers {
         if name.eq_ignore_ascii_case("authorization") {
+            if bearer.is_some() {
+                continue;
+            }
             if let Some(token) = value.strip_prefix("Bearer ") {
                 config = config.auth_header(token.to_string());
                 continue;

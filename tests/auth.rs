@@ -1,0 +1,270 @@
+//! Authentication bridged to AHP: a real streamable HTTP MCP server inside the test (rmcp
+//! behind a small bearer check, with RFC 9728 metadata), the real proxy supervising it, and
+//! the official AHP client driving `authenticate`.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use common::{Proxy, Watcher};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+
+type Body = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
+
+/// A protected MCP server: `/mcp` needs `Authorization: Bearer <one of tokens>`; the
+/// metadata lives at `/.well-known/oauth-protected-resource`.
+struct Protected {
+    url: String,
+    metadata: Value,
+    tokens: Arc<Mutex<HashSet<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Protected {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn respond(
+    status: http::StatusCode,
+    headers: &[(&str, String)],
+    body: String,
+) -> http::Response<Body> {
+    let mut response = http::Response::new(
+        http_body_util::Full::new(bytes::Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        response.headers_mut().insert(
+            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            http::HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    response
+}
+
+async fn protected() -> Protected {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::service::TowerToHyperService;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let url = format!("{base}/mcp");
+    let metadata_url = format!("{base}/.well-known/oauth-protected-resource");
+    let metadata = json!({
+        "resource": url,
+        "authorization_servers": [format!("{base}/auth")],
+        "scopes_supported": ["notes"],
+        "resource_name": "protected test server",
+    });
+    let tokens: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let features = ahp_proxy::features_server::Features::default();
+    let mcp = StreamableHttpService::new(
+        move || Ok(features.clone()),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default(),
+    );
+    let (served_metadata, allowed) = (metadata.clone(), tokens.clone());
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((socket, _)) = listener.accept().await else {
+                continue;
+            };
+            let (mcp, metadata, allowed) = (mcp.clone(), served_metadata.clone(), allowed.clone());
+            let challenge = format!(r#"Bearer resource_metadata="{metadata_url}", scope="notes""#);
+            let gate = tower::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                let (mcp, metadata, allowed, challenge) = (
+                    mcp.clone(),
+                    metadata.clone(),
+                    allowed.clone(),
+                    challenge.clone(),
+                );
+                async move {
+                    if request.uri().path() == "/.well-known/oauth-protected-resource" {
+                        return Ok::<_, std::convert::Infallible>(respond(
+                            http::StatusCode::OK,
+                            &[("content-type", "application/json".into())],
+                            metadata.to_string(),
+                        ));
+                    }
+                    let presented = request
+                        .headers()
+                        .get("authorization")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.strip_prefix("Bearer "))
+                        .map(str::to_string);
+                    let ok = presented.is_some_and(|t| allowed.lock().unwrap().contains(&t));
+                    if !ok {
+                        return Ok(respond(
+                            http::StatusCode::UNAUTHORIZED,
+                            &[("www-authenticate", challenge)],
+                            "unauthorized".into(),
+                        ));
+                    }
+                    let response = tower::ServiceExt::oneshot(mcp, request).await.unwrap();
+                    Ok(response.map(|b| b.boxed()))
+                }
+            });
+            tokio::spawn(async move {
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(socket), TowerToHyperService::new(gate))
+                    .await;
+            });
+        }
+    });
+    Protected {
+        url,
+        metadata,
+        tokens,
+        task,
+    }
+}
+
+async fn authenticate(w: &Watcher, params: Value) -> Result<Value, (i32, String, Option<Value>)> {
+    let mut params = params;
+    params["channel"] = json!("ahp-root://");
+    w.client
+        .request::<_, Value>("authenticate", params)
+        .await
+        .map_err(|e| match e {
+            ahp::ClientError::Rpc(e) => (
+                e.code,
+                e.message,
+                e.data.map(|d| serde_json::to_value(d).unwrap()),
+            ),
+            other => panic!("transport failure: {other}"),
+        })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_it_down() {
+    let server = protected().await;
+    let proxy = Proxy::start(&format!(
+        "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
+        server.url
+    ));
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+
+    // 401 with a challenge: authRequired, the fetched metadata, the challenge's scopes.
+    let asked = w.until("remote", "authRequired", &mut seen).await;
+    assert_eq!(asked["reason"], "required", "{asked}");
+    assert_eq!(asked["resource"], server.metadata, "{asked}");
+    assert_eq!(asked["requiredScopes"], json!(["notes"]), "{asked}");
+
+    // Unknown resources and scopes that do not cover the requirement are refused.
+    let unknown = authenticate(
+        &w,
+        json!({"resource": "http://elsewhere/mcp", "token": "x"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(unknown.0, -32602, "{unknown:?}");
+    let narrow = authenticate(
+        &w,
+        json!({"resource": server.url, "token": "t", "scopes": ["other"]}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(narrow.0, -32007, "{narrow:?}");
+    assert_eq!(
+        narrow.2.unwrap()["resources"][0]["resource"],
+        json!(server.url)
+    );
+
+    // A token the server accepts: the server reconnects with it and is ready.
+    server
+        .tokens
+        .lock()
+        .unwrap()
+        .insert("TOKEN-SENTINEL-1".into());
+    let ok = authenticate(
+        &w,
+        json!({"resource": server.url, "token": "TOKEN-SENTINEL-1", "scopes": ["notes"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ok, json!({}));
+    w.until("remote", "ready", &mut seen).await;
+
+    // The server stops accepting it: the next request gets 401, the server is `expired`.
+    server.tokens.lock().unwrap().clear();
+    let mut raw = common::Raw::connect(&proxy).await;
+    let _ = raw
+        .request(
+            "initialize",
+            json!({"channel": "ahp-root://", "clientId": "apps", "protocolVersions": ["1.0.0"],
+                   "capabilities": {"mcpApps": {}}}),
+        )
+        .await;
+    let channel = w.server("remote")["channel"].clone();
+    assert!(
+        channel.is_null(),
+        "the plain watcher sees no channel: {channel}"
+    );
+    let snapshot = raw
+        .request("subscribe", json!({"channel": common::DEFAULT_SESSION}))
+        .await;
+    let channel = snapshot["result"]["snapshot"]["state"]["customizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "remote")
+        .and_then(|c| c["channel"].as_str())
+        .expect("a channel while ready")
+        .to_string();
+    let refused = raw.request("tools/list", json!({"channel": channel})).await;
+    assert!(refused.get("error").is_some(), "{refused}");
+    let expired = w.until("remote", "authRequired", &mut seen).await;
+    assert_eq!(expired["reason"], "expired", "{expired}");
+
+    // A new token with a lifetime: ready, then `expired` again when the lifetime is over.
+    server
+        .tokens
+        .lock()
+        .unwrap()
+        .insert("TOKEN-SENTINEL-2".into());
+    authenticate(
+        &w,
+        json!({"resource": server.url, "token": "TOKEN-SENTINEL-2", "expiresIn": 1}),
+    )
+    .await
+    .unwrap();
+    w.until("remote", "ready", &mut seen).await;
+    let lapsed = w.until("remote", "authRequired", &mut seen).await;
+    assert_eq!(lapsed["reason"], "expired", "{lapsed}");
+
+    // Revoking (empty token): back to `required` without any token.
+    server
+        .tokens
+        .lock()
+        .unwrap()
+        .insert("TOKEN-SENTINEL-3".into());
+    authenticate(
+        &w,
+        json!({"resource": server.url, "token": "TOKEN-SENTINEL-3"}),
+    )
+    .await
+    .unwrap();
+    w.until("remote", "ready", &mut seen).await;
+    authenticate(&w, json!({"resource": server.url, "token": ""}))
+        .await
+        .unwrap();
+    let revoked = w.until("remote", "authRequired", &mut seen).await;
+    assert_eq!(revoked["reason"], "required", "{revoked}");
+
+    // Tokens never reach AHP state or the logs.
+    let state = serde_json::to_string(&w.mirror).unwrap();
+    assert!(!state.contains("TOKEN-SENTINEL"), "{state}");
+    let logs = proxy.logs();
+    assert!(!logs.contains("TOKEN-SENTINEL"), "{logs}");
+}
