@@ -19,6 +19,8 @@ struct Protected {
     url: String,
     metadata: Value,
     tokens: Arc<Mutex<HashSet<String>>>,
+    /// Tokens that may also call `add` (scope `admin`); others get 403 for it.
+    admins: Arc<Mutex<HashSet<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -67,26 +69,37 @@ async fn protected() -> Protected {
         "resource_name": "protected test server",
     });
     let tokens: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let admins: Arc<Mutex<HashSet<String>>> = Arc::default();
     let features = ahp_proxy::features_server::Features::default();
     let mcp = StreamableHttpService::new(
         move || Ok(features.clone()),
         LocalSessionManager::default().into(),
         StreamableHttpServerConfig::default(),
     );
-    let (served_metadata, allowed) = (metadata.clone(), tokens.clone());
+    let (served_metadata, allowed, admitted) = (metadata.clone(), tokens.clone(), admins.clone());
     let task = tokio::spawn(async move {
         loop {
             let Ok((socket, _)) = listener.accept().await else {
                 continue;
             };
-            let (mcp, metadata, allowed) = (mcp.clone(), served_metadata.clone(), allowed.clone());
+            let (mcp, metadata, allowed, admitted) = (
+                mcp.clone(),
+                served_metadata.clone(),
+                allowed.clone(),
+                admitted.clone(),
+            );
             let challenge = format!(r#"Bearer resource_metadata="{metadata_url}", scope="notes""#);
+            let scope_challenge = format!(
+                r#"Bearer error="insufficient_scope", scope="notes admin", resource_metadata="{metadata_url}", error_description="add needs admin""#
+            );
             let gate = tower::service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                let (mcp, metadata, allowed, challenge) = (
+                let (mcp, metadata, allowed, admitted, challenge, scope_challenge) = (
                     mcp.clone(),
                     metadata.clone(),
                     allowed.clone(),
+                    admitted.clone(),
                     challenge.clone(),
+                    scope_challenge.clone(),
                 );
                 async move {
                     if request.uri().path() == "/.well-known/oauth-protected-resource" {
@@ -102,7 +115,9 @@ async fn protected() -> Protected {
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.strip_prefix("Bearer "))
                         .map(str::to_string);
-                    let ok = presented.is_some_and(|t| allowed.lock().unwrap().contains(&t));
+                    let ok = presented
+                        .as_ref()
+                        .is_some_and(|t| allowed.lock().unwrap().contains(t));
                     if !ok {
                         return Ok(respond(
                             http::StatusCode::UNAUTHORIZED,
@@ -110,6 +125,25 @@ async fn protected() -> Protected {
                             "unauthorized".into(),
                         ));
                     }
+                    let (parts, body) = request.into_parts();
+                    let body = body
+                        .collect()
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
+                    let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let admin = presented.is_some_and(|t| admitted.lock().unwrap().contains(&t));
+                    if message["method"] == "tools/call"
+                        && message["params"]["name"] == "add"
+                        && !admin
+                    {
+                        return Ok(respond(
+                            http::StatusCode::FORBIDDEN,
+                            &[("www-authenticate", scope_challenge)],
+                            "insufficient scope".into(),
+                        ));
+                    }
+                    let request = http::Request::from_parts(parts, http_body_util::Full::new(body));
                     let response = tower::ServiceExt::oneshot(mcp, request).await.unwrap();
                     Ok(response.map(|b| b.boxed()))
                 }
@@ -125,6 +159,7 @@ async fn protected() -> Protected {
         url,
         metadata,
         tokens,
+        admins,
         task,
     }
 }
@@ -267,4 +302,176 @@ async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_i
     assert!(!state.contains("TOKEN-SENTINEL"), "{state}");
     let logs = proxy.logs();
     assert!(!logs.contains("TOKEN-SENTINEL"), "{logs}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_call_that_needs_more_scope_pauses_until_authenticate_then_completes() {
+    use rmcp::ServiceExt;
+    let server = protected().await;
+    server
+        .tokens
+        .lock()
+        .unwrap()
+        .extend(["NARROW-SENTINEL".to_string(), "WIDE-SENTINEL".to_string()]);
+    server.admins.lock().unwrap().insert("WIDE-SENTINEL".into());
+    let proxy = Proxy::start(&format!(
+        "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
+        server.url
+    ));
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("remote", "authRequired", &mut seen).await;
+    authenticate(
+        &w,
+        json!({"resource": server.url, "token": "NARROW-SENTINEL"}),
+    )
+    .await
+    .unwrap();
+    w.until("remote", "ready", &mut seen).await;
+
+    // The harness chat, followed from before the call. (Subscribing later would not do:
+    // in ahp-types 1.0.0 an `auth-required` tool call in a snapshot does not deserialize,
+    // its `status` being both the tag and a field, so it arrives as `Unknown`.)
+    let (chat_snapshot, mut chat) = w
+        .client
+        .subscribe("ahp-chat:/harness".into())
+        .await
+        .unwrap();
+    let mut chat_state = match chat_snapshot.snapshot.unwrap().state {
+        ahp_types::state::SnapshotState::Chat(c) => *c,
+        other => panic!("{other:?}"),
+    };
+
+    // The harness calls `add`, which this token may not: the server says 403.
+    let harness = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            proxy.mcp_url.clone(),
+        ))
+        .await
+        .expect("harness handshake");
+    let peer = harness.peer().clone();
+    let call = tokio::spawn(async move {
+        let arguments = json!({"a": 2, "b": 3}).as_object().cloned().unwrap();
+        peer.call_tool(rmcp::model::CallToolRequestParams::new("add").with_arguments(arguments))
+            .await
+    });
+    let paused = w.until("remote", "authRequired", &mut seen).await;
+    assert_eq!(paused["reason"], "insufficientScope", "{paused}");
+    assert_eq!(
+        paused["requiredScopes"],
+        json!(["notes", "admin"]),
+        "{paused}"
+    );
+    assert_eq!(paused["description"], "add needs admin", "{paused}");
+
+    // The session asks for input; the mirrored call is paused in `auth-required`.
+    let status_of = |chat: &ahp_types::state::ChatState| -> Option<String> {
+        let parts = chat.active_turn.as_ref().map(|t| &t.response_parts)?;
+        parts.iter().find_map(|p| match p {
+            ahp_types::state::ResponsePart::ToolCall(t) => Some(
+                serde_json::to_value(&t.tool_call).unwrap()["status"]
+                    .as_str()?
+                    .to_string(),
+            ),
+            _ => None,
+        })
+    };
+    while w.mirror.input_needed.as_ref().is_none_or(|n| n.is_empty()) {
+        w.step().await;
+    }
+    let needed = serde_json::to_value(&w.mirror.input_needed).unwrap();
+    assert_eq!(needed[0]["kind"], "toolAuthentication", "{needed}");
+    assert_eq!(needed[0]["toolCall"]["status"], "auth-required", "{needed}");
+    assert_eq!(
+        needed[0]["toolCall"]["auth"]["reason"], "insufficientScope",
+        "{needed}"
+    );
+    while status_of(&chat_state).as_deref() != Some("auth-required") {
+        let envelope = common::next_action(&mut chat).await;
+        let _ = ahp::reducers::apply_action_to_chat(&mut chat_state, &envelope.action);
+    }
+
+    // A token with the scope: the server reconnects, the call is retried and completes.
+    authenticate(
+        &w,
+        json!({"resource": server.url, "token": "WIDE-SENTINEL", "scopes": ["notes", "admin"]}),
+    )
+    .await
+    .unwrap();
+    let result = tokio::time::timeout(common::PATIENCE, call)
+        .await
+        .expect("the call completes")
+        .unwrap()
+        .expect("a result, not an error");
+    let value = serde_json::to_value(&result).unwrap();
+    assert_eq!(value["structuredContent"]["sum"], json!(5), "{value}");
+    while !w.mirror.input_needed.as_ref().is_none_or(|n| n.is_empty()) {
+        w.step().await;
+    }
+    // The paused call resumed (running) and completed, in the official reducers' eyes.
+    let mut statuses = Vec::new();
+    loop {
+        if let Some(status) = status_of(&chat_state) {
+            if statuses.last() != Some(&status) {
+                statuses.push(status);
+            }
+        }
+        if statuses.last().map(String::as_str) == Some("completed") {
+            break;
+        }
+        let envelope = common::next_action(&mut chat).await;
+        let _ = ahp::reducers::apply_action_to_chat(&mut chat_state, &envelope.action);
+    }
+    assert_eq!(statuses, ["auth-required", "running", "completed"]);
+    let state = serde_json::to_string(&w.mirror).unwrap();
+    assert!(!state.contains("SENTINEL"), "{state}");
+    assert!(!proxy.logs().contains("SENTINEL"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_call_fails_clearly_when_no_token_comes() {
+    use rmcp::ServiceExt;
+    let server = protected().await;
+    server.tokens.lock().unwrap().insert("NARROW".to_string());
+    // Nobody will authenticate: the wait is bounded by the request timeout.
+    let proxy = Proxy::start(&format!(
+        "[mcp]\nrequest_timeout_ms = 500\n[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
+        server.url
+    ));
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("remote", "authRequired", &mut seen).await;
+    authenticate(&w, json!({"resource": server.url, "token": "NARROW"}))
+        .await
+        .unwrap();
+    w.until("remote", "ready", &mut seen).await;
+    let harness = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            proxy.mcp_url.clone(),
+        ))
+        .await
+        .expect("harness handshake");
+    let arguments = json!({"a": 1, "b": 1}).as_object().cloned().unwrap();
+    let refused = harness
+        .peer()
+        .call_tool(rmcp::model::CallToolRequestParams::new("add").with_arguments(arguments))
+        .await
+        .unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        message.contains("needs more authorization (insufficient scope)"),
+        "{message}"
+    );
+    let state = w.until("remote", "authRequired", &mut seen).await;
+    assert_eq!(state["reason"], "insufficientScope", "{state}");
+    // Whatever was shown meanwhile, nothing is left waiting for input (the entry, if the
+    // pause was shown before the timeout, is removed).
+    while w
+        .mirror
+        .input_needed
+        .as_ref()
+        .is_some_and(|n| !n.is_empty())
+    {
+        w.step().await;
+    }
 }

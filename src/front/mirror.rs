@@ -72,6 +72,10 @@ pub enum Outcome {
 enum Event {
     Start(CallStart),
     Finish(u64, Outcome),
+    /// The call is paused until its server gets a token with more scope.
+    AuthRequired(u64, Box<ahp_types::state::McpAuthRequirement>),
+    /// The server has its token again: the call resumes.
+    AuthResolved(u64),
 }
 
 /// The call path's end: cheap to clone, never waits.
@@ -87,9 +91,23 @@ pub struct Mirror {
 pub struct Ticket {
     call: u64,
     permit: Option<mpsc::OwnedPermit<Event>>,
+    tx: mpsc::Sender<Event>,
 }
 
 impl Ticket {
+    /// The call waits for authorization (`auth` says what is needed). Lossy: when the
+    /// queue is full the pause is simply not shown.
+    pub fn auth_required(&self, auth: ahp_types::state::McpAuthRequirement) {
+        let _ = self
+            .tx
+            .try_send(Event::AuthRequired(self.call, Box::new(auth)));
+    }
+
+    /// The call resumes after authorization (lossy, like [`Ticket::auth_required`]).
+    pub fn auth_resolved(&self) {
+        let _ = self.tx.try_send(Event::AuthResolved(self.call));
+    }
+
     /// Report how the call ended.
     pub fn finish(mut self, outcome: Outcome) {
         if let Some(permit) = self.permit.take() {
@@ -143,6 +161,7 @@ impl Mirror {
         Some(Ticket {
             call,
             permit: Some(second),
+            tx: self.tx.clone(),
         })
     }
 }
@@ -156,6 +175,16 @@ async fn run(
     let epoch = Instant::now();
     let mut turns = Turns::new();
     let mut linger: Option<tokio::time::Instant> = None;
+    // Calls shown as waiting for authorization (each with a session input-needed entry).
+    let mut paused: HashSet<u64> = HashSet::new();
+    let lift = |host: &Host, call: u64| {
+        let removed = StateAction::SessionInputNeededRemoved(
+            ahp_types::actions::SessionInputNeededRemovedAction {
+                id: input_id(&chat, call),
+            },
+        );
+        let _ = host.emit(crate::host::DEFAULT_SESSION_URI, removed);
+    };
     loop {
         let event = tokio::select! {
             event = rx.recv() => match event {
@@ -175,7 +204,29 @@ async fn run(
                 let missed = skipped.swap(0, Ordering::Relaxed);
                 turns.start(start, missed, now, &crate::host::store::now_iso8601())
             }
-            Some(Event::Finish(call, outcome)) => turns.finish(call, &outcome),
+            Some(Event::Finish(call, outcome)) => {
+                // A paused call that ends (given up) fails from `auth-required`.
+                let actions = turns.finish(call, &outcome);
+                if paused.remove(&call) {
+                    lift(&host, call);
+                }
+                actions
+            }
+            Some(Event::AuthRequired(call, auth)) => {
+                if let Some((turn, action)) = turns.auth_required(call, *auth) {
+                    if host.emit(&chat, action).is_ok() {
+                        raise_input_needed(&host, &chat, &turn, call);
+                        paused.insert(call);
+                    }
+                }
+                Vec::new()
+            }
+            Some(Event::AuthResolved(call)) => {
+                if paused.remove(&call) {
+                    lift(&host, call);
+                }
+                turns.auth_resolved(call)
+            }
             None => turns.close(now, &crate::host::store::now_iso8601()),
         };
         for action in actions {
@@ -189,6 +240,52 @@ async fn run(
     let now = epoch.elapsed().as_millis() as u64;
     for action in turns.shutdown(now) {
         let _ = host.emit(&chat, action);
+    }
+}
+
+/// The session-level entry for call `call` of `chat` waiting for authorization.
+fn input_id(chat: &str, call: u64) -> String {
+    format!("{chat}#{}", call_id(call))
+}
+
+/// Surface a paused call at the session level (`session/inputNeededSet`, kind
+/// `toolAuthentication`), with the tool call as the chat now holds it.
+fn raise_input_needed(host: &Host, chat: &str, turn: &str, call: u64) {
+    use ahp_types::state::{SnapshotState, ToolCallState};
+    let Some(snapshot) = host.snapshot(chat) else {
+        return;
+    };
+    let SnapshotState::Chat(state) = snapshot.state else {
+        return;
+    };
+    let id = call_id(call);
+    let paused = state
+        .active_turn
+        .iter()
+        .flat_map(|t| &t.response_parts)
+        .find_map(|p| match p {
+            ResponsePart::ToolCall(t) => match &t.tool_call {
+                ToolCallState::AuthRequired(a) if a.tool_call_id == id => Some((**a).clone()),
+                _ => None,
+            },
+            _ => None,
+        });
+    let Some(tool_call) = paused else {
+        return;
+    };
+    let request = ahp_types::state::SessionInputRequest::ToolAuthentication(Box::new(
+        ahp_types::state::SessionToolAuthenticationRequest {
+            id: input_id(chat, call),
+            chat: chat.to_string(),
+            turn_id: turn.to_string(),
+            tool_call,
+        },
+    ));
+    let set = StateAction::SessionInputNeededSet(Box::new(
+        ahp_types::actions::SessionInputNeededSetAction { request },
+    ));
+    if let Err(error) = host.emit(crate::host::DEFAULT_SESSION_URI, set) {
+        tracing::debug!(?error, "input-needed not raised");
     }
 }
 
@@ -267,6 +364,45 @@ impl Turns {
             return Vec::new();
         }
         vec![complete(&open.id, call, outcome)]
+    }
+
+    /// Call `call` is paused for authorization: the turn it is in and the action, when it
+    /// is in flight in the open turn.
+    pub fn auth_required(
+        &self,
+        call: u64,
+        auth: ahp_types::state::McpAuthRequirement,
+    ) -> Option<(String, StateAction)> {
+        let open = self.open.as_ref().filter(|o| o.in_flight.contains(&call))?;
+        Some((
+            open.id.clone(),
+            StateAction::ChatToolCallAuthRequired(
+                ahp_types::actions::ChatToolCallAuthRequiredAction {
+                    turn_id: open.id.clone(),
+                    tool_call_id: call_id(call),
+                    meta: None,
+                    auth,
+                },
+            ),
+        ))
+    }
+
+    /// Call `call` resumes after authorization.
+    pub fn auth_resolved(&self, call: u64) -> Vec<StateAction> {
+        self.open
+            .as_ref()
+            .filter(|o| o.in_flight.contains(&call))
+            .map(|open| {
+                StateAction::ChatToolCallAuthResolved(
+                    ahp_types::actions::ChatToolCallAuthResolvedAction {
+                        turn_id: open.id.clone(),
+                        tool_call_id: call_id(call),
+                        meta: None,
+                    },
+                )
+            })
+            .into_iter()
+            .collect()
     }
 
     /// Complete the open turn if it is idle; calls that waited start the next one.
@@ -573,6 +709,44 @@ mod tests {
     }
 
     const T0: &str = "2026-01-01T00:00:00.000Z";
+
+    #[test]
+    fn a_call_paused_for_authorization_resumes_and_completes() {
+        let mut state = chat();
+        let mut turns = Turns::new();
+        apply(&mut state, turns.start(call(1), 0, 0, T0));
+        let auth: ahp_types::state::McpAuthRequirement = serde_json::from_value(json!({
+            "reason": "insufficientScope", "resource": {"resource": "http://h/mcp"},
+            "requiredScopes": ["admin"]
+        }))
+        .unwrap();
+        let (turn, paused) = turns.auth_required(1, auth).expect("in flight");
+        assert_eq!(turn, "harness-1");
+        apply(&mut state, vec![paused]);
+        let status =
+            |state: &ChatState| match &state.active_turn.as_ref().unwrap().response_parts[0] {
+                ResponsePart::ToolCall(tc) => {
+                    serde_json::to_value(&tc.tool_call).unwrap()["status"].clone()
+                }
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(status(&state), "auth-required");
+        apply(&mut state, turns.auth_resolved(1));
+        assert_eq!(status(&state), "running");
+        apply(
+            &mut state,
+            turns.finish(1, &Outcome::Result(json!({"content": []}))),
+        );
+        assert_eq!(status(&state), "completed");
+        assert!(turns
+            .auth_required(
+                2,
+                serde_json::from_value(json!({
+            "reason": "required", "resource": {"resource": "http://h/mcp"}}))
+                .unwrap()
+            )
+            .is_none());
+    }
 
     #[test]
     fn concurrent_calls_share_a_turn_that_closes_when_idle() {

@@ -110,6 +110,68 @@ impl Front {
         .await
     }
 
+    /// A call to `server` was refused for want of scope: wait until the server is back with
+    /// a better token (an AHP client's `authenticate`), showing the mirrored call as paused
+    /// meanwhile. Gives up after `request_timeout_ms`, or when the harness cancels.
+    async fn await_authorization(
+        &self,
+        server: &str,
+        ticket: Option<&mirror::Ticket>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let connections = &self.hub.connections;
+        let mut changes = connections.subscribe();
+        let patience = self.hub.settings.request_timeout;
+        let name = connections
+            .declared()
+            .get(server)
+            .cloned()
+            .unwrap_or_else(|| server.to_string());
+        let wait = async {
+            // First it goes down (its lifecycle task saw the same refusal) ...
+            while connections.get(server).is_some() {
+                if changes.recv().await.is_err() {
+                    return false;
+                }
+            }
+            if let (Some(ticket), Some(status)) = (ticket, connections.auth_status(server)) {
+                if let Some(auth) = crate::host::live::auth_requirement(&status) {
+                    ticket.auth_required(auth);
+                }
+            }
+            // ... then it comes back with the new token.
+            loop {
+                if connections.get(server).is_some() {
+                    return true;
+                }
+                match changes.recv().await {
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+                }
+            }
+        };
+        let back = tokio::select! {
+            back = tokio::time::timeout(patience, wait) => back.unwrap_or(false),
+            _ = context.ct.cancelled() => false,
+        };
+        if back {
+            if let Some(ticket) = ticket {
+                ticket.auth_resolved();
+            }
+            tracing::info!(server = %name, "authorization granted; retrying the tool call");
+            Ok(())
+        } else {
+            Err(ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "MCP server {name} needs more authorization (insufficient scope) and none was provided within {} ms",
+                    patience.as_millis()
+                ),
+                None,
+            ))
+        }
+    }
+
     /// Rewrite a result from `server` to the URIs this endpoint shows.
     fn rewrite<T: serde::Serialize + serde::de::DeserializeOwned>(
         &self,
@@ -347,13 +409,32 @@ impl ServerHandler for Front {
             ui: tool.meta.as_ref().and_then(|m| m.0.get("ui")).cloned(),
         });
         request.name = tool.name.clone();
-        let answer = self
+        // Refusals (401/403) of this server from now on: a 403 for more scope pauses the
+        // call until the server has a better token, then it is retried once.
+        let mut refusals = self.hub.connections.auth_losses();
+        let mut answer = self
             .send(
                 &server,
-                ClientRequest::CallToolRequest(Request::new(request)),
+                ClientRequest::CallToolRequest(Request::new(request.clone())),
                 &context,
             )
             .await;
+        if answer.is_err() && wants_scope(&mut refusals, &server) {
+            answer = match self
+                .await_authorization(&server, ticket.as_ref(), &context)
+                .await
+            {
+                Ok(()) => {
+                    self.send(
+                        &server,
+                        ClientRequest::CallToolRequest(Request::new(request)),
+                        &context,
+                    )
+                    .await
+                }
+                Err(error) => Err(error),
+            };
+        }
         let response = answer.and_then(|result| match result {
             ServerResult::CallToolResult(r) => {
                 Ok(CallToolResponse::Complete(self.rewrite(&server, r)))
@@ -732,6 +813,22 @@ impl Front {
                     },
                 );
             }
+        }
+    }
+}
+
+/// Whether `server` refused a request for want of scope (HTTP 403 `insufficient_scope`)
+/// since `refusals` was taken.
+fn wants_scope(
+    refusals: &mut tokio::sync::broadcast::Receiver<crate::supervisor::connections::AuthLost>,
+    server: &str,
+) -> bool {
+    let mut wants = false;
+    loop {
+        match refusals.try_recv() {
+            Ok(lost) => wants |= lost.server == server && lost.insufficient_scope,
+            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(_) => return wants,
         }
     }
 }

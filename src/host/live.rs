@@ -268,6 +268,18 @@ pub fn effective(enablement: &[CustomizationEnablement]) -> Option<bool> {
     }
 }
 
+/// What a tool call paused by `status` (an `authRequired` one) is waiting for.
+pub fn auth_requirement(status: &Status) -> Option<ahp_types::state::McpAuthRequirement> {
+    let McpServerState::AuthRequired(state) = server_state(status) else {
+        return None;
+    };
+    let mut value = serde_json::to_value(*state).ok()?;
+    if let Some(object) = value.as_object_mut() {
+        object.remove("kind");
+    }
+    serde_json::from_value(value).ok()
+}
+
 /// The AHP state for a supervisor status.
 pub fn server_state(status: &Status) -> McpServerState {
     match status {

@@ -131,6 +131,8 @@ pub struct AuthLost {
 /// Ready servers by customization id, the declared names, and change announcements.
 pub struct Connections {
     auth_losses: broadcast::Sender<AuthLost>,
+    /// The `authRequired` status each server last lost its connection with.
+    auth_statuses: RwLock<std::collections::HashMap<String, super::Status>>,
     servers: RwLock<BTreeMap<String, Connected>>,
     /// Declared servers: id → name (for `/mcp/<name>`, whether ready or not).
     declared: RwLock<BTreeMap<String, String>>,
@@ -147,6 +149,7 @@ impl Default for Connections {
     fn default() -> Self {
         Self {
             auth_losses: broadcast::channel(64).0,
+            auth_statuses: RwLock::default(),
             servers: RwLock::default(),
             declared: RwLock::default(),
             changes: broadcast::channel(1024).0,
@@ -224,6 +227,24 @@ impl Connections {
             }
             None => false,
         }
+    }
+
+    /// Server `id` lost its connection for want of authorization, with this status
+    /// (recorded before it is removed, so whoever sees it go can ask why).
+    pub fn set_auth_status(&self, id: &str, status: super::Status) {
+        self.auth_statuses
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), status);
+    }
+
+    /// The `authRequired` status server `id` last went down with, if any.
+    pub fn auth_status(&self, id: &str) -> Option<super::Status> {
+        self.auth_statuses
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
     }
 
     /// Receiver of every later [`AuthLost`].

@@ -192,6 +192,9 @@ impl Task {
         let ended = self
             .watch_running(&mut running, launch, bearer.as_ref(), &mut losses, desired)
             .await;
+        if let Ended::AuthLost(status) = &ended {
+            self.connections.set_auth_status(&self.id, status.clone());
+        }
         self.connections.remove(&self.id);
         match ended {
             Ended::AuthLost(status) => {
