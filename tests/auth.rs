@@ -475,3 +475,63 @@ async fn a_paused_call_fails_clearly_when_no_token_comes() {
         w.step().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_who_gives_up_ends_the_paused_call_at_once() {
+    use rmcp::ServiceExt;
+    let server = protected().await;
+    server.tokens.lock().unwrap().insert("NARROW".to_string());
+    let proxy = Proxy::start(&format!(
+        "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
+        server.url
+    ));
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("remote", "authRequired", &mut seen).await;
+    authenticate(&w, json!({"resource": server.url, "token": "NARROW"}))
+        .await
+        .unwrap();
+    w.until("remote", "ready", &mut seen).await;
+    let harness = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            proxy.mcp_url.clone(),
+        ))
+        .await
+        .expect("harness handshake");
+    let peer = harness.peer().clone();
+    let call = tokio::spawn(async move {
+        let arguments = json!({"a": 1, "b": 1}).as_object().cloned().unwrap();
+        peer.call_tool(rmcp::model::CallToolRequestParams::new("add").with_arguments(arguments))
+            .await
+    });
+    // The session asks for input; the user declines with a failed completion of the call.
+    while w.mirror.input_needed.as_ref().is_none_or(|n| n.is_empty()) {
+        w.step().await;
+    }
+    let needed = serde_json::to_value(&w.mirror.input_needed).unwrap();
+    let (chat, turn, tool_call) = (
+        needed[0]["chat"].as_str().unwrap().to_string(),
+        needed[0]["turnId"].clone(),
+        needed[0]["toolCall"]["toolCallId"].clone(),
+    );
+    let decline: ahp_types::StateAction = serde_json::from_value(json!({
+        "type": "chat/toolCallComplete", "turnId": turn, "toolCallId": tool_call,
+        "result": {"success": false, "pastTenseMessage": "Declined by the user"}
+    }))
+    .unwrap();
+    w.client.dispatch(chat, decline).await.unwrap();
+    let refused = tokio::time::timeout(common::PATIENCE, call)
+        .await
+        .expect("the call ends")
+        .unwrap()
+        .unwrap_err();
+    assert!(refused.to_string().contains("declined"), "{refused}");
+    while w
+        .mirror
+        .input_needed
+        .as_ref()
+        .is_some_and(|n| !n.is_empty())
+    {
+        w.step().await;
+    }
+}

@@ -84,6 +84,13 @@ pub struct Mirror {
     tx: mpsc::Sender<Event>,
     next: Arc<AtomicU64>,
     skipped: Arc<AtomicU64>,
+    given_up: Arc<GivenUp>,
+}
+
+/// Where to hear that a client gave up on a paused call of the mirror's chat.
+struct GivenUp {
+    host: std::sync::Weak<Host>,
+    chat: String,
 }
 
 /// One mirrored call in flight: finish it with its outcome (dropping it reports
@@ -92,9 +99,28 @@ pub struct Ticket {
     call: u64,
     permit: Option<mpsc::OwnedPermit<Event>>,
     tx: mpsc::Sender<Event>,
+    given_up: Arc<GivenUp>,
 }
 
 impl Ticket {
+    /// Resolves when an AHP client gives up on this call (a failed `chat/toolCallComplete`
+    /// while it waits for authorization); never, if there is no host any more.
+    pub async fn given_up(&self) {
+        let Some(mut heard) = self.given_up.host.upgrade().map(|h| h.given_up()) else {
+            return std::future::pending().await;
+        };
+        let id = call_id(self.call);
+        loop {
+            match heard.recv().await {
+                Ok((chat, call)) if chat == self.given_up.chat && call == id => return,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    return std::future::pending().await
+                }
+            }
+        }
+    }
+
     /// The call waits for authorization (`auth` says what is needed). Lossy: when the
     /// queue is full the pause is simply not shown.
     pub fn auth_required(&self, auth: ahp_types::state::McpAuthRequirement) {
@@ -134,12 +160,17 @@ impl Mirror {
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(queue.max(2));
         let skipped = Arc::new(AtomicU64::new(0));
+        let given_up = GivenUp {
+            host: Arc::downgrade(&host),
+            chat: chat.clone(),
+        };
         let task = tokio::spawn(run(host, chat, rx, skipped.clone()));
         (
             Self {
                 tx,
                 next: Arc::new(AtomicU64::new(1)),
                 skipped,
+                given_up: Arc::new(given_up),
             },
             task,
         )
@@ -162,6 +193,7 @@ impl Mirror {
             call,
             permit: Some(second),
             tx: self.tx.clone(),
+            given_up: self.given_up.clone(),
         })
     }
 }

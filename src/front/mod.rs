@@ -150,9 +150,22 @@ impl Front {
                 }
             }
         };
+        let given_up = async {
+            match ticket {
+                Some(ticket) => ticket.given_up().await,
+                None => std::future::pending().await,
+            }
+        };
         let back = tokio::select! {
             back = tokio::time::timeout(patience, wait) => back.unwrap_or(false),
             _ = context.ct.cancelled() => false,
+            _ = given_up => {
+                return Err(ErrorData::new(
+                    ErrorCode::INVALID_REQUEST,
+                    format!("MCP server {name} needs more authorization (insufficient scope); the user declined to provide it"),
+                    None,
+                ));
+            }
         };
         if back {
             if let Some(ticket) = ticket {

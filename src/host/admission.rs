@@ -115,10 +115,37 @@ pub fn admit_session(
 }
 
 /// Judge an action a client dispatched on a chat channel. The host's chats mirror the
-/// harness's tool calls: clients may mark them read or archived, nothing else.
-pub fn admit_chat(action: &StateAction) -> Result<(), String> {
+/// harness's tool calls: clients may mark them read or archived, and give up on a call
+/// that waits for authorization (a failed `chat/toolCallComplete`), nothing else.
+pub fn admit_chat(chat: &ahp_types::state::ChatState, action: &StateAction) -> Result<(), String> {
     match action {
         StateAction::ChatIsReadChanged(_) | StateAction::ChatIsArchivedChanged(_) => Ok(()),
+        StateAction::ChatToolCallComplete(a) => {
+            if a.result.success {
+                return Err("only the host completes tool calls; a client may only give up on one waiting for authorization (success: false)".into());
+            }
+            let paused = chat
+                .active_turn
+                .as_ref()
+                .filter(|t| t.id == a.turn_id)
+                .into_iter()
+                .flat_map(|t| &t.response_parts)
+                .any(|p| match p {
+                    ahp_types::state::ResponsePart::ToolCall(t) => matches!(
+                        &t.tool_call,
+                        ahp_types::state::ToolCallState::AuthRequired(s) if s.tool_call_id == a.tool_call_id
+                    ),
+                    _ => false,
+                });
+            if paused {
+                Ok(())
+            } else {
+                Err(format!(
+                    "tool call {:?} of turn {:?} is not waiting for authorization",
+                    a.tool_call_id, a.turn_id
+                ))
+            }
+        }
         StateAction::ChatTurnStarted(_)
         | StateAction::ChatPendingMessageSet(_)
         | StateAction::ChatDraftChanged(_) => Err(
@@ -325,5 +352,51 @@ mod tests {
             &action(json!({"type": "root/configChanged", "config": {}}))
         )
         .is_err());
+    }
+
+    #[test]
+    fn clients_may_only_give_up_on_calls_waiting_for_authorization() {
+        use crate::front::mirror::{CallStart, Turns};
+        let mut chat: ahp_types::state::ChatState = serde_json::from_value(json!({
+            "resource": "ahp-chat:/t", "title": "t", "status": 1,
+            "modifiedAt": "2026-01-01T00:00:00.000Z", "turns": []
+        }))
+        .unwrap();
+        let mut turns = Turns::new();
+        let start = CallStart {
+            call: 1,
+            server: "m".into(),
+            server_name: "m".into(),
+            tool: "add".into(),
+            display_name: "add".into(),
+            input: "{}".into(),
+            ui: None,
+        };
+        let mut actions = turns.start(start, 0, 0, "2026-01-01T00:00:00.000Z");
+        let give_up = action(
+            json!({"type": "chat/toolCallComplete", "turnId": "harness-1",
+            "toolCallId": "harness-call-1", "result": {"success": false, "pastTenseMessage": "Declined"}}),
+        );
+        let succeed = action(
+            json!({"type": "chat/toolCallComplete", "turnId": "harness-1",
+            "toolCallId": "harness-call-1", "result": {"success": true, "pastTenseMessage": "Done"}}),
+        );
+        for a in actions.drain(..) {
+            ahp::reducers::apply_action_to_chat(&mut chat, &a);
+        }
+        // Running: nothing to give up on.
+        assert!(admit_chat(&chat, &give_up).is_err());
+        let auth = serde_json::from_value(json!({"reason": "insufficientScope",
+            "resource": {"resource": "http://h/mcp"}}))
+        .unwrap();
+        let (_, paused) = turns.auth_required(1, auth).unwrap();
+        ahp::reducers::apply_action_to_chat(&mut chat, &paused);
+        assert_eq!(admit_chat(&chat, &give_up), Ok(()));
+        assert!(admit_chat(&chat, &succeed).is_err());
+        let other = action(
+            json!({"type": "chat/toolCallComplete", "turnId": "harness-1",
+            "toolCallId": "harness-call-9", "result": {"success": false, "pastTenseMessage": "x"}}),
+        );
+        assert!(admit_chat(&chat, &other).is_err());
     }
 }

@@ -72,6 +72,9 @@ struct Core {
     fanout: Fanout,
     clients: HashMap<String, ClientRecord>,
     client_order: VecDeque<String>,
+    /// Tool calls (chat, tool call id) a client gave up on while they waited for
+    /// authorization.
+    given_up: tokio::sync::broadcast::Sender<(String, String)>,
     /// Servers holding a token from `authenticate`, by the resource it was given for (so
     /// the token can be replaced or revoked while the server is ready).
     authenticated: HashMap<String, HashSet<String>>,
@@ -119,10 +122,16 @@ impl Host {
                 clients: HashMap::new(),
                 client_order: VecDeque::new(),
                 authenticated: HashMap::new(),
+                given_up: tokio::sync::broadcast::channel(64).0,
             }),
             queue_capacity: config.limits.client_queue,
             next_conn: AtomicU64::new(1),
         }
+    }
+
+    /// Tool calls (chat, tool call id) clients give up on from now on.
+    pub fn given_up(&self) -> tokio::sync::broadcast::Receiver<(String, String)> {
+        self.core().given_up.subscribe()
     }
 
     /// Serve `mcp://` channels with these (once, at start-up).
@@ -464,8 +473,8 @@ impl Host {
             admission::admit_root(core.store.root(), &params.action)
         } else if let Some(session) = core.store.session(&params.channel) {
             admission::admit_session(session, client_id, &params.action)
-        } else if core.store.chat(&params.channel).is_some() {
-            admission::admit_chat(&params.action)
+        } else if let Some(chat) = core.store.chat(&params.channel) {
+            admission::admit_chat(chat, &params.action)
         } else {
             tracing::debug!(conn = id, channel = %params.channel, "dispatchAction on an unknown channel ignored");
             return;
@@ -853,6 +862,14 @@ impl Core {
             }
             StateAction::SessionMcpServerStartRequested(a) => Command::Start(a.id.clone()),
             StateAction::SessionMcpServerStopRequested(a) => Command::Stop(a.id.clone()),
+            StateAction::ChatToolCallComplete(a) => {
+                // A client gave up on a call waiting for authorization: its harness request
+                // ends with an error now.
+                let _ = self
+                    .given_up
+                    .send((channel.to_string(), a.tool_call_id.clone()));
+                return;
+            }
             _ => return,
         };
         if let Some(control) = &self.control {
