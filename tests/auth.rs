@@ -304,18 +304,17 @@ async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_i
     assert!(!logs.contains("TOKEN-SENTINEL"), "{logs}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_tool_call_that_needs_more_scope_pauses_until_authenticate_then_completes() {
-    use rmcp::ServiceExt;
+/// A proxy whose one server (the protected one) is ready with token `NARROW-SENTINEL`
+/// (scope `notes`, not `admin`), a watcher, and the seen-states log.
+async fn ready_with_narrow_token(mcp: &str) -> (Protected, Proxy, Watcher, Vec<String>) {
     let server = protected().await;
     server
         .tokens
         .lock()
         .unwrap()
-        .extend(["NARROW-SENTINEL".to_string(), "WIDE-SENTINEL".to_string()]);
-    server.admins.lock().unwrap().insert("WIDE-SENTINEL".into());
+        .insert("NARROW-SENTINEL".into());
     let proxy = Proxy::start(&format!(
-        "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
+        "{mcp}[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
         server.url
     ));
     let mut w = Watcher::open(&proxy).await;
@@ -328,6 +327,39 @@ async fn a_tool_call_that_needs_more_scope_pauses_until_authenticate_then_comple
     .await
     .unwrap();
     w.until("remote", "ready", &mut seen).await;
+    (server, proxy, w, seen)
+}
+
+/// A harness session on the proxy's `/mcp`, and its `add {a, b}` call, running.
+async fn harness_calls_add(
+    proxy: &Proxy,
+    a: i64,
+    b: i64,
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>>,
+) {
+    use rmcp::ServiceExt;
+    let harness = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            proxy.mcp_url.clone(),
+        ))
+        .await
+        .expect("harness handshake");
+    let peer = harness.peer().clone();
+    let call = tokio::spawn(async move {
+        let arguments = json!({"a": a, "b": b}).as_object().cloned().unwrap();
+        peer.call_tool(rmcp::model::CallToolRequestParams::new("add").with_arguments(arguments))
+            .await
+    });
+    (harness, call)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_call_that_needs_more_scope_pauses_until_authenticate_then_completes() {
+    let (server, proxy, mut w, mut seen) = ready_with_narrow_token("").await;
+    server.tokens.lock().unwrap().insert("WIDE-SENTINEL".into());
+    server.admins.lock().unwrap().insert("WIDE-SENTINEL".into());
 
     // The harness chat, followed from before the call. (Subscribing later would not do:
     // in ahp-types 1.0.0 an `auth-required` tool call in a snapshot does not deserialize,
@@ -343,18 +375,7 @@ async fn a_tool_call_that_needs_more_scope_pauses_until_authenticate_then_comple
     };
 
     // The harness calls `add`, which this token may not: the server says 403.
-    let harness = ()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            proxy.mcp_url.clone(),
-        ))
-        .await
-        .expect("harness handshake");
-    let peer = harness.peer().clone();
-    let call = tokio::spawn(async move {
-        let arguments = json!({"a": 2, "b": 3}).as_object().cloned().unwrap();
-        peer.call_tool(rmcp::model::CallToolRequestParams::new("add").with_arguments(arguments))
-            .await
-    });
+    let (_harness, call) = harness_calls_add(&proxy, 2, 3).await;
     let paused = w.until("remote", "authRequired", &mut seen).await;
     assert_eq!(paused["reason"], "insufficientScope", "{paused}");
     assert_eq!(
@@ -430,33 +451,11 @@ async fn a_tool_call_that_needs_more_scope_pauses_until_authenticate_then_comple
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_call_fails_clearly_when_no_token_comes() {
-    use rmcp::ServiceExt;
-    let server = protected().await;
-    server.tokens.lock().unwrap().insert("NARROW".to_string());
     // Nobody will authenticate: the wait is bounded by the request timeout.
-    let proxy = Proxy::start(&format!(
-        "[mcp]\nrequest_timeout_ms = 500\n[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
-        server.url
-    ));
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
-    w.until("remote", "authRequired", &mut seen).await;
-    authenticate(&w, json!({"resource": server.url, "token": "NARROW"}))
-        .await
-        .unwrap();
-    w.until("remote", "ready", &mut seen).await;
-    let harness = ()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            proxy.mcp_url.clone(),
-        ))
-        .await
-        .expect("harness handshake");
-    let arguments = json!({"a": 1, "b": 1}).as_object().cloned().unwrap();
-    let refused = harness
-        .peer()
-        .call_tool(rmcp::model::CallToolRequestParams::new("add").with_arguments(arguments))
-        .await
-        .unwrap_err();
+    let (_server, proxy, mut w, mut seen) =
+        ready_with_narrow_token("[mcp]\nrequest_timeout_ms = 500\n").await;
+    let (_harness, call) = harness_calls_add(&proxy, 1, 1).await;
+    let refused = call.await.unwrap().unwrap_err();
     let message = refused.to_string();
     assert!(
         message.contains("needs more authorization (insufficient scope)"),
@@ -478,32 +477,8 @@ async fn a_paused_call_fails_clearly_when_no_token_comes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_user_who_gives_up_ends_the_paused_call_at_once() {
-    use rmcp::ServiceExt;
-    let server = protected().await;
-    server.tokens.lock().unwrap().insert("NARROW".to_string());
-    let proxy = Proxy::start(&format!(
-        "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
-        server.url
-    ));
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
-    w.until("remote", "authRequired", &mut seen).await;
-    authenticate(&w, json!({"resource": server.url, "token": "NARROW"}))
-        .await
-        .unwrap();
-    w.until("remote", "ready", &mut seen).await;
-    let harness = ()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            proxy.mcp_url.clone(),
-        ))
-        .await
-        .expect("harness handshake");
-    let peer = harness.peer().clone();
-    let call = tokio::spawn(async move {
-        let arguments = json!({"a": 1, "b": 1}).as_object().cloned().unwrap();
-        peer.call_tool(rmcp::model::CallToolRequestParams::new("add").with_arguments(arguments))
-            .await
-    });
+    let (_server, proxy, mut w, _seen) = ready_with_narrow_token("").await;
+    let (_harness, call) = harness_calls_add(&proxy, 1, 1).await;
     // The session asks for input; the user declines with a failed completion of the call.
     while w.mirror.input_needed.as_ref().is_none_or(|n| n.is_empty()) {
         w.step().await;
