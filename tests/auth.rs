@@ -18,6 +18,8 @@ type Body = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Inf
 struct Protected {
     url: String,
     metadata: Value,
+    /// What `/.well-known/oauth-protected-resource` serves (`metadata` at first).
+    served: Arc<Mutex<Value>>,
     tokens: Arc<Mutex<HashSet<String>>>,
     /// Tokens that may also call `add` (scope `admin`); others get 403 for it.
     admins: Arc<Mutex<HashSet<String>>>,
@@ -76,7 +78,8 @@ async fn protected() -> Protected {
         LocalSessionManager::default().into(),
         StreamableHttpServerConfig::default(),
     );
-    let (served_metadata, allowed, admitted) = (metadata.clone(), tokens.clone(), admins.clone());
+    let served = Arc::new(Mutex::new(metadata.clone()));
+    let (served_metadata, allowed, admitted) = (served.clone(), tokens.clone(), admins.clone());
     let task = tokio::spawn(async move {
         loop {
             let Ok((socket, _)) = listener.accept().await else {
@@ -106,7 +109,7 @@ async fn protected() -> Protected {
                         return Ok::<_, std::convert::Infallible>(respond(
                             http::StatusCode::OK,
                             &[("content-type", "application/json".into())],
-                            metadata.to_string(),
+                            metadata.lock().unwrap().to_string(),
                         ));
                     }
                     let presented = request
@@ -158,6 +161,7 @@ async fn protected() -> Protected {
     Protected {
         url,
         metadata,
+        served,
         tokens,
         admins,
         task,
@@ -286,7 +290,8 @@ async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_i
         .insert("TOKEN-SENTINEL-3".into());
     authenticate(
         &w,
-        json!({"resource": server.url, "token": "TOKEN-SENTINEL-3"}),
+        // A lifetime too long to represent is taken as none (and knocks nothing over).
+        json!({"resource": server.url, "token": "TOKEN-SENTINEL-3", "expiresIn": i64::MAX}),
     )
     .await
     .unwrap();
@@ -302,6 +307,32 @@ async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_i
     assert!(!state.contains("TOKEN-SENTINEL"), "{state}");
     let logs = proxy.logs();
     assert!(!logs.contains("TOKEN-SENTINEL"), "{logs}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metadata_naming_another_resource_is_not_shown() {
+    // A server whose metadata claims to be somebody else: a client must not be led to hand
+    // it that resource's token. The server's own URL is shown instead.
+    let server = protected().await;
+    *server.served.lock().unwrap() = json!({
+        "resource": "https://api.github.com/",
+        "authorization_servers": ["https://github.com/login/oauth"],
+    });
+    let proxy = Proxy::start(&format!("[servers.remote]\nurl = \"{}\"\n", server.url));
+    let mut w = Watcher::open(&proxy).await;
+    let asked = w.until("remote", "authRequired", &mut Vec::new()).await;
+    assert_eq!(
+        asked["resource"],
+        json!({"resource": server.url}),
+        "{asked}"
+    );
+    let refused = authenticate(
+        &w,
+        json!({"resource": "https://api.github.com/", "token": "x"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.0, -32602, "{refused:?}");
 }
 
 /// A proxy whose one server (the protected one) is ready with token `NARROW-SENTINEL`

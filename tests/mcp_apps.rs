@@ -288,4 +288,61 @@ async fn list_changes_reach_channel_subscribers_and_logging_is_served() {
         .request("tools/call", json!({"channel": channel, "arguments": 5}))
         .await;
     assert!(bad["error"]["code"].is_i64(), "{bad}");
+
+    // A reconnecting client keeps its open channel subscription (it is not `missing`) ...
+    let mut again = Raw::connect(&proxy).await;
+    let resumed = again
+        .request(
+            "reconnect",
+            json!({"channel": "ahp-root://", "clientId": "raw-apps",
+                   "lastSeenServerSeq": init["result"]["serverSeq"],
+                   "subscriptions": [DEFAULT_SESSION, channel]}),
+        )
+        .await;
+    let missing = &resumed["result"]["missing"];
+    assert!(
+        missing.is_null() || missing == &json!([]),
+        "the channel survives a reconnect: {resumed}"
+    );
+    let list_changes = |frames: &[Value]| {
+        frames
+            .iter()
+            .filter(|n| n["method"] == "notifications/tools/list_changed")
+            .count()
+    };
+    let (before, witnessed) = (
+        list_changes(&raw.notifications),
+        list_changes(&again.notifications),
+    );
+    let added =
+        |name: &str| json!({"channel": channel, "name": "add_tool", "arguments": {"name": name}});
+    raw.request("tools/call", added("second")).await;
+    while list_changes(&again.notifications) == witnessed {
+        let frame = again.recv().await;
+        again.notifications.push(frame);
+    }
+    // ... and after `unsubscribe` (a notification) hears no more list changes, while the
+    // other subscriber (the witness) does.
+    again
+        .notify("unsubscribe", json!({"channel": channel}))
+        .await;
+    again.ping().await;
+    let heard = list_changes(&again.notifications);
+    while list_changes(&raw.notifications) == before {
+        let frame = raw.recv().await;
+        raw.notifications.push(frame);
+    }
+    let before = list_changes(&raw.notifications);
+    raw.request("tools/call", added("third")).await;
+    while list_changes(&raw.notifications) == before {
+        let frame = raw.recv().await;
+        raw.notifications.push(frame);
+    }
+    // Both connections were told in the same step; a ping orders anything queued for it.
+    again.ping().await;
+    assert_eq!(
+        list_changes(&again.notifications),
+        heard,
+        "an unsubscribed channel stays quiet"
+    );
 }

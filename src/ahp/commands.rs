@@ -59,6 +59,8 @@ pub struct Connection {
     id: ConnId,
     host: Arc<Host>,
     phase: Phase,
+    /// Its `mcp://` requests in flight (cancelled when the connection is dropped).
+    channel_requests: super::mcp_channel::InFlight,
 }
 
 impl Connection {
@@ -68,6 +70,7 @@ impl Connection {
             id,
             host,
             phase: Phase::Handshake,
+            channel_requests: Default::default(),
         }
     }
 
@@ -115,7 +118,14 @@ impl Connection {
             (Phase::Ready { .. }, m)
                 if m != "subscribe" && super::mcp_channel::is_channel_request(&params) =>
             {
-                return super::mcp_channel::request(&self.host, self.id, id, method, params);
+                return super::mcp_channel::request(
+                    &self.host,
+                    &self.channel_requests,
+                    self.id,
+                    id,
+                    method,
+                    params,
+                );
             }
             (_, "ping") => self.reply(id, &()),
             (Phase::Handshake, "initialize") => return self.initialize(id, params),
@@ -331,7 +341,7 @@ impl Connection {
             );
             return;
         };
-        if super::mcp_channel::is_channel_request(&params) {
+        if method != "unsubscribe" && super::mcp_channel::is_channel_request(&params) {
             super::mcp_channel::notification(&self.host, self.id, method, &params);
             return;
         }

@@ -13,6 +13,7 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::ErrorData;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
 use super::commands::After;
 use crate::front::Hub;
@@ -31,6 +32,31 @@ pub struct McpChannels {
     pub timeout: Duration,
 }
 
+/// How many `mcp://` requests one connection may have in flight at once.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// One connection's `mcp://` requests in flight: bounded, and all cancelled (upstream too)
+/// when the connection ends.
+pub struct InFlight {
+    permits: Arc<tokio::sync::Semaphore>,
+    ended: CancellationToken,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        Self {
+            permits: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
+            ended: CancellationToken::new(),
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.ended.cancel();
+    }
+}
+
 /// Whether a request belongs on the `mcp://` side-channel (its `params.channel` says so).
 pub fn is_channel_request(params: &Value) -> bool {
     params
@@ -41,7 +67,14 @@ pub fn is_channel_request(params: &Value) -> bool {
 
 /// Serve request `id` (`method`, `params`) from connection `conn`: checked here, answered
 /// later from a task of its own, so a slow server never holds up the connection.
-pub fn request(host: &Arc<Host>, conn: ConnId, id: u64, method: &str, mut params: Value) -> After {
+pub fn request(
+    host: &Arc<Host>,
+    in_flight: &InFlight,
+    conn: ConnId,
+    id: u64,
+    method: &str,
+    mut params: Value,
+) -> After {
     let outcome = (|| {
         let channel = params
             .get("channel")
@@ -57,14 +90,25 @@ pub fn request(host: &Arc<Host>, conn: ConnId, id: u64, method: &str, mut params
         let Some(channels) = host.mcp_channels() else {
             return Err(not_ready(&channel));
         };
+        let Ok(permit) = in_flight.permits.clone().try_acquire_owned() else {
+            return Err(RpcError::new(
+                jsonrpc::codes::INTERNAL_ERROR,
+                format!("too many mcp:// requests in flight on this connection (at most {MAX_IN_FLIGHT})"),
+            ));
+        };
         if let Some(object) = params.as_object_mut() {
             object.remove("channel");
         }
         tracing::debug!(conn, server = %server, method, "mcp:// request");
         let host = host.clone();
         let method = method.to_string();
+        let ended = in_flight.ended.clone();
         tokio::spawn(async move {
-            let answer = forward(&channels, &server, &channel, &method, params).await;
+            let _permit = permit;
+            let answer = forward(&channels, &server, &channel, &method, params, &ended).await;
+            if ended.is_cancelled() {
+                return;
+            }
             let frame = match answer {
                 Ok(result) => jsonrpc::success(id, &result),
                 Err(error) => jsonrpc::failure(&Value::from(id), &error),
@@ -104,19 +148,23 @@ pub fn notification(host: &Host, conn: ConnId, method: &str, params: &Value) {
     }
 }
 
+/// Answer one channel request; `ended` (the connection going away) cancels it, upstream
+/// or at the harness too.
 async fn forward(
     channels: &McpChannels,
     server: &str,
     channel: &str,
     method: &str,
     params: Value,
+    ended: &CancellationToken,
 ) -> Result<Value, RpcError> {
+    let gone = || RpcError::new(ErrorCode::INTERNAL_ERROR.0, "the connection ended");
     if method == "sampling/createMessage" {
         let Some(hub) = channels.hub.upgrade() else {
             return Err(not_ready(channel));
         };
         let result = hub
-            .sample_for_app(server, params)
+            .sample_for_app(server, params, ended.child_token())
             .await
             .map_err(mcp_error)?;
         return serde_json::to_value(result)
@@ -136,7 +184,21 @@ async fn forward(
         .send_request_with_option(request, options)
         .await
         .map_err(failed)?;
-    let result = sent.await_response().await.map_err(failed)?;
+    let upstream_id = sent.id.clone();
+    let result = tokio::select! {
+        result = sent.await_response() => result.map_err(failed)?,
+        _ = ended.cancelled() => {
+            let cancel: Result<rmcp::model::CancelledNotificationParam, _> =
+                serde_json::from_value(json!({
+                    "requestId": upstream_id,
+                    "reason": "the AHP client went away",
+                }));
+            if let Ok(cancel) = cancel {
+                let _ = connected.peer.notify_cancelled(cancel).await;
+            }
+            return Err(gone());
+        }
+    };
     serde_json::to_value(result)
         .map_err(|e| RpcError::new(jsonrpc::codes::INTERNAL_ERROR, e.to_string()))
 }

@@ -24,6 +24,29 @@ pub struct Target<'a> {
     pub peer: &'a Peer<RoleClient>,
 }
 
+/// Why a forwarded request got no result: the error for the harness, and whether the
+/// server refused this very request for want of scope (HTTP 403 `insufficient_scope`), so
+/// that it is worth sending again once the server has a better token.
+pub struct Failure {
+    pub error: ErrorData,
+    pub wants_scope: bool,
+}
+
+impl From<ErrorData> for Failure {
+    fn from(error: ErrorData) -> Self {
+        Failure {
+            error,
+            wants_scope: false,
+        }
+    }
+}
+
+impl From<Failure> for ErrorData {
+    fn from(failure: Failure) -> Self {
+        failure.error
+    }
+}
+
 /// Send `request` to the server and wait for its answer, on behalf of harness `harness`
 /// whose request context is `context`.
 pub async fn forward(
@@ -32,8 +55,12 @@ pub async fn forward(
     target: Target<'_>,
     request: ClientRequest,
     context: &RequestContext<RoleServer>,
-) -> Result<ServerResult, ErrorData> {
+) -> Result<ServerResult, Failure> {
     let method = request.method().to_string();
+    let failed = |error: ServiceError| Failure {
+        wants_scope: hub.connections.check_failure(target.server, &error),
+        error: failure(error, target.name, &method, hub.settings.request_timeout),
+    };
     let options = PeerRequestOptions::with_timeout(hub.settings.request_timeout)
         .reset_timeout_on_progress()
         .with_meta(context.meta.clone());
@@ -41,10 +68,7 @@ pub async fn forward(
         .peer
         .send_request_with_option(request, options)
         .await
-        .map_err(|error| {
-            hub.connections.check_failure(target.server, &error);
-            failure(error, target.name, &method, hub.settings.request_timeout)
-        })?;
+        .map_err(failed)?;
     let upstream_id = handle.id.clone();
     let upstream_token = handle.progress_token.clone();
     let own_token = context.meta.get_progress_token();
@@ -63,10 +87,7 @@ pub async fn forward(
     };
     tokio::select! {
         answer = handle.await_response() => {
-            answer.map_err(|error| {
-                hub.connections.check_failure(target.server, &error);
-                failure(error, target.name, &method, hub.settings.request_timeout)
-            })
+            answer.map_err(failed)
         }
         _ = context.ct.cancelled() => {
             // Tell the server, so it stops working on it; its late answer is dropped.
@@ -82,7 +103,8 @@ pub async fn forward(
                 ErrorCode::INTERNAL_ERROR,
                 format!("{method} was cancelled by the harness"),
                 None,
-            ))
+            )
+            .into())
         }
     }
 }

@@ -209,6 +209,7 @@ impl Hub {
         &self,
         server: &str,
         params: serde_json::Value,
+        cancelled: tokio_util::sync::CancellationToken,
     ) -> Result<ClientResult, ErrorData> {
         let request: ServerRequest = serde_json::from_value(serde_json::json!({
             "method": "sampling/createMessage",
@@ -217,13 +218,7 @@ impl Hub {
         .map_err(|e| {
             ErrorData::invalid_params(format!("invalid sampling/createMessage params: {e}"), None)
         })?;
-        self.answer_with(
-            server,
-            request,
-            None,
-            tokio_util::sync::CancellationToken::new(),
-        )
-        .await
+        self.answer_with(server, request, None, cancelled).await
     }
 
     /// A harness session ended: forget it, release its subscriptions, relax log levels.

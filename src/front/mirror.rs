@@ -58,6 +58,22 @@ pub struct CallStart {
     pub ui: Option<Value>,
 }
 
+#[cfg(test)]
+impl CallStart {
+    /// Call `n` of tool `echo` on server `s`, for tests.
+    pub fn example(n: u64) -> Self {
+        CallStart {
+            call: n,
+            server: "file:///m.json#mcp=s".into(),
+            server_name: "s".into(),
+            tool: "echo".into(),
+            display_name: "Echo".into(),
+            input: r#"{"text":"hi"}"#.into(),
+            ui: Some(serde_json::json!({"resourceUri": "ui://v"})),
+        }
+    }
+}
+
 /// How a harness tool call ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -100,6 +116,8 @@ pub struct Ticket {
     permit: Option<mpsc::OwnedPermit<Event>>,
     tx: mpsc::Sender<Event>,
     given_up: Arc<GivenUp>,
+    /// Whether [`Ticket::hold`] made the call one clients may give up on.
+    held: std::sync::atomic::AtomicBool,
 }
 
 impl Ticket {
@@ -118,6 +136,27 @@ impl Ticket {
                     return std::future::pending().await
                 }
             }
+        }
+    }
+
+    /// The call starts waiting for authorization: AHP clients may give up on it until
+    /// [`Ticket::release`].
+    pub fn hold(&self) {
+        if let Some(host) = self.given_up.host.upgrade() {
+            host.hold_paused(&self.given_up.chat, &call_id(self.call));
+            self.held.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The call stops waiting. `false` when a client gave up on it first (then it must
+    /// end as given up, whatever else happened meanwhile).
+    pub fn release(&self) -> bool {
+        if !self.held.swap(false, Ordering::Relaxed) {
+            return true;
+        }
+        match self.given_up.host.upgrade() {
+            Some(host) => host.release_paused(&self.given_up.chat, &call_id(self.call)),
+            None => true,
         }
     }
 
@@ -144,6 +183,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        self.release();
         if let Some(permit) = self.permit.take() {
             permit.send(Event::Finish(self.call, Outcome::Cancelled));
         }
@@ -194,6 +234,7 @@ impl Mirror {
             permit: Some(second),
             tx: self.tx.clone(),
             given_up: self.given_up.clone(),
+            held: std::sync::atomic::AtomicBool::new(false),
         })
     }
 }
@@ -717,15 +758,7 @@ mod tests {
     }
 
     fn call(n: u64) -> CallStart {
-        CallStart {
-            call: n,
-            server: "file:///m.json#mcp=s".into(),
-            server_name: "s".into(),
-            tool: "echo".into(),
-            display_name: "Echo".into(),
-            input: r#"{"text":"hi"}"#.into(),
-            ui: Some(json!({"resourceUri": "ui://v"})),
-        }
+        CallStart::example(n)
     }
 
     /// Apply actions with the official reducers; every one must apply.

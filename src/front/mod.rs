@@ -95,6 +95,16 @@ impl Front {
         request: ClientRequest,
         context: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
+        Ok(self.try_send(server, request, context).await?)
+    }
+
+    /// [`Self::send`], telling a refusal for want of scope apart from other failures.
+    async fn try_send(
+        &self,
+        server: &str,
+        request: ClientRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, forward::Failure> {
         let connected = self.hub.ready(server)?;
         forward::forward(
             &self.hub,
@@ -130,12 +140,14 @@ impl Front {
         let wait = async {
             // First it goes down (its lifecycle task saw the same refusal) ...
             while connections.get(server).is_some() {
-                if changes.recv().await.is_err() {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = changes.recv().await
+                {
                     return false;
                 }
             }
             if let (Some(ticket), Some(status)) = (ticket, connections.auth_status(server)) {
                 if let Some(auth) = crate::host::live::auth_requirement(&status) {
+                    ticket.hold();
                     ticket.auth_required(auth);
                 }
             }
@@ -156,17 +168,22 @@ impl Front {
                 None => std::future::pending().await,
             }
         };
+        let declined = || {
+            ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                format!("MCP server {name} needs more authorization (insufficient scope); the user declined to provide it"),
+                None,
+            )
+        };
         let back = tokio::select! {
             back = tokio::time::timeout(patience, wait) => back.unwrap_or(false),
             _ = context.ct.cancelled() => false,
-            _ = given_up => {
-                return Err(ErrorData::new(
-                    ErrorCode::INVALID_REQUEST,
-                    format!("MCP server {name} needs more authorization (insufficient scope); the user declined to provide it"),
-                    None,
-                ));
-            }
+            _ = given_up => return Err(declined()),
         };
+        // A give-up that got in just before the call resumed still wins.
+        if ticket.is_some_and(|ticket| !ticket.release()) {
+            return Err(declined());
+        }
         if back {
             if let Some(ticket) = ticket {
                 ticket.auth_resolved();
@@ -422,32 +439,34 @@ impl ServerHandler for Front {
             ui: tool.meta.as_ref().and_then(|m| m.0.get("ui")).cloned(),
         });
         request.name = tool.name.clone();
-        // Refusals (401/403) of this server from now on: a 403 for more scope pauses the
-        // call until the server has a better token, then it is retried once.
-        let mut refusals = self.hub.connections.auth_losses();
-        let mut answer = self
-            .send(
+        // A 403 for more scope on this very call pauses it until the server has a better
+        // token, then it is sent once more.
+        let answer = match self
+            .try_send(
                 &server,
                 ClientRequest::CallToolRequest(Request::new(request.clone())),
                 &context,
             )
-            .await;
-        if answer.is_err() && wants_scope(&mut refusals, &server) {
-            answer = match self
-                .await_authorization(&server, ticket.as_ref(), &context)
-                .await
-            {
-                Ok(()) => {
-                    self.send(
-                        &server,
-                        ClientRequest::CallToolRequest(Request::new(request)),
-                        &context,
-                    )
+            .await
+        {
+            Err(failure) if failure.wants_scope => {
+                match self
+                    .await_authorization(&server, ticket.as_ref(), &context)
                     .await
+                {
+                    Ok(()) => {
+                        self.send(
+                            &server,
+                            ClientRequest::CallToolRequest(Request::new(request)),
+                            &context,
+                        )
+                        .await
+                    }
+                    Err(error) => Err(error),
                 }
-                Err(error) => Err(error),
-            };
-        }
+            }
+            answer => answer.map_err(ErrorData::from),
+        };
         let response = answer.and_then(|result| match result {
             ServerResult::CallToolResult(r) => {
                 Ok(CallToolResponse::Complete(self.rewrite(&server, r)))
@@ -826,22 +845,6 @@ impl Front {
                     },
                 );
             }
-        }
-    }
-}
-
-/// Whether `server` refused a request for want of scope (HTTP 403 `insufficient_scope`)
-/// since `refusals` was taken.
-fn wants_scope(
-    refusals: &mut tokio::sync::broadcast::Receiver<crate::supervisor::connections::AuthLost>,
-    server: &str,
-) -> bool {
-    let mut wants = false;
-    loop {
-        match refusals.try_recv() {
-            Ok(lost) => wants |= lost.server == server && lost.insufficient_scope,
-            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
-            Err(_) => return wants,
         }
     }
 }

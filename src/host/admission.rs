@@ -363,15 +363,7 @@ mod tests {
         }))
         .unwrap();
         let mut turns = Turns::new();
-        let start = CallStart {
-            call: 1,
-            server: "m".into(),
-            server_name: "m".into(),
-            tool: "add".into(),
-            display_name: "add".into(),
-            input: "{}".into(),
-            ui: None,
-        };
+        let start = CallStart::example(1);
         let mut actions = turns.start(start, 0, 0, "2026-01-01T00:00:00.000Z");
         let give_up = action(
             json!({"type": "chat/toolCallComplete", "turnId": "harness-1",

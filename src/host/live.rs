@@ -273,7 +273,14 @@ pub fn auth_requirement(status: &Status) -> Option<ahp_types::state::McpAuthRequ
     let McpServerState::AuthRequired(state) = server_state(status) else {
         return None;
     };
-    let mut value = serde_json::to_value(*state).ok()?;
+    auth_requirement_of(&state)
+}
+
+/// The requirement an `authRequired` server state carries (the same fields, no `kind`).
+pub fn auth_requirement_of(
+    state: &McpServerAuthRequiredState,
+) -> Option<ahp_types::state::McpAuthRequirement> {
+    let mut value = serde_json::to_value(state).ok()?;
     if let Some(object) = value.as_object_mut() {
         object.remove("kind");
     }

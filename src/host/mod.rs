@@ -75,6 +75,10 @@ struct Core {
     /// Tool calls (chat, tool call id) a client gave up on while they waited for
     /// authorization.
     given_up: tokio::sync::broadcast::Sender<(String, String)>,
+    /// Tool calls (chat, tool call id) whose harness request waits for authorization right
+    /// now: the only ones a client may give up on. Whoever takes one out first (a give-up,
+    /// or the call resuming) decides how it ends.
+    paused: HashSet<(String, String)>,
     /// Servers holding a token from `authenticate`, by the resource it was given for (so
     /// the token can be replaced or revoked while the server is ready).
     authenticated: HashMap<String, HashSet<String>>,
@@ -123,6 +127,7 @@ impl Host {
                 client_order: VecDeque::new(),
                 authenticated: HashMap::new(),
                 given_up: tokio::sync::broadcast::channel(64).0,
+                paused: HashSet::new(),
             }),
             queue_capacity: config.limits.client_queue,
             next_conn: AtomicU64::new(1),
@@ -132,6 +137,20 @@ impl Host {
     /// Tool calls (chat, tool call id) clients give up on from now on.
     pub fn given_up(&self) -> tokio::sync::broadcast::Receiver<(String, String)> {
         self.core().given_up.subscribe()
+    }
+
+    /// Tool call `call` of `chat` waits for authorization: clients may give up on it.
+    pub fn hold_paused(&self, chat: &str, call: &str) {
+        self.core()
+            .paused
+            .insert((chat.to_string(), call.to_string()));
+    }
+
+    /// Tool call `call` of `chat` stops waiting. `false` when a client gave up on it first.
+    pub fn release_paused(&self, chat: &str, call: &str) -> bool {
+        self.core()
+            .paused
+            .remove(&(chat.to_string(), call.to_string()))
     }
 
     /// Serve `mcp://` channels with these (once, at start-up).
@@ -163,14 +182,7 @@ impl Host {
                 "{uri}: mcp:// channels are only served to clients that declared capabilities.mcpApps at initialize"
             )));
         }
-        let found = core
-            .store
-            .session_uris()
-            .filter_map(|session| core.store.session(session))
-            .flat_map(|s| s.customizations.iter().flatten())
-            .find_map(|c| live::server_with_channel(c, uri))
-            .and_then(|m| Some((m.id.clone(), m.mcp_app.as_ref()?.capabilities.clone())));
-        found.ok_or_else(unknown)
+        core.channel_server(uri).ok_or_else(unknown)
     }
 
     /// Server `id` changed its `list` (`tools` or `resources`): tell the subscribers of its
@@ -206,7 +218,9 @@ impl Host {
     ) -> Result<(), RpcError> {
         let mut core = self.core();
         let core = &mut *core;
-        let mut asking: Vec<ahp_types::state::McpServerAuthRequiredState> = Vec::new();
+        // Who asks for this resource: servers showing authRequired in some session, and
+        // servers the supervisor has just seen refuse (whose state may be a moment away).
+        let mut asking: Vec<ahp_types::state::McpAuthRequirement> = Vec::new();
         let mut ids: HashSet<String> = core
             .authenticated
             .get(&params.resource)
@@ -220,9 +234,20 @@ impl Host {
                 for m in live::servers(c) {
                     if let ahp_types::state::McpServerState::AuthRequired(auth) = &m.state {
                         if auth.resource.resource == params.resource && ids.insert(m.id.clone()) {
-                            asking.push((**auth).clone());
+                            asking.extend(live::auth_requirement_of(auth));
                         }
                     }
+                }
+            }
+        }
+        let waiting = self
+            .mcp_channels()
+            .map(|channels| channels.connections.auth_waiting())
+            .unwrap_or_default();
+        for (id, status) in waiting {
+            if let Some(auth) = live::auth_requirement(&status) {
+                if auth.resource.resource == params.resource && ids.insert(id) {
+                    asking.push(auth);
                 }
             }
         }
@@ -234,12 +259,10 @@ impl Host {
         }
         let expires_at = match params.expires_in {
             None => None,
-            Some(seconds) if seconds >= 1 => Some(
-                tokio::time::Instant::now()
-                    + std::time::Duration::from_secs(
-                        u64::try_from(seconds).unwrap_or(u64::MAX / 4),
-                    ),
-            ),
+            // A lifetime too long to represent is no lifetime at all.
+            Some(seconds) if seconds >= 1 => u64::try_from(seconds).ok().and_then(|seconds| {
+                tokio::time::Instant::now().checked_add(std::time::Duration::from_secs(seconds))
+            }),
             Some(seconds) => {
                 return Err(RpcError::invalid_params(format!(
                     "expiresIn must be a positive number of seconds, not {seconds}"
@@ -402,9 +425,11 @@ impl Host {
         };
         let mcp_apps = record.mcp_apps;
         core.fanout.set_client(id, client_id, mcp_apps);
-        let (live, missing): (Vec<&String>, Vec<&String>) = subscriptions
-            .iter()
-            .partition(|uri| core.store.has_channel(uri));
+        // Open `mcp://` channels stay subscribed (they have no state to replay).
+        let (live, missing): (Vec<&String>, Vec<&String>) = subscriptions.iter().partition(|uri| {
+            core.store.has_channel(uri)
+                || (mcp_apps && uri.starts_with("mcp://") && core.channel_server(uri).is_some())
+        });
         let channels: HashSet<&str> = live.iter().map(|uri| uri.as_str()).collect();
         let result = match core.store.replay(last_seen, &channels) {
             Some(actions) => ReconnectResult::Replay(ReconnectReplayResult {
@@ -474,7 +499,19 @@ impl Host {
         } else if let Some(session) = core.store.session(&params.channel) {
             admission::admit_session(session, client_id, &params.action)
         } else if let Some(chat) = core.store.chat(&params.channel) {
-            admission::admit_chat(chat, &params.action)
+            admission::admit_chat(chat, &params.action).and_then(|()| match &params.action {
+                StateAction::ChatToolCallComplete(a)
+                    if !core
+                        .paused
+                        .contains(&(params.channel.clone(), a.tool_call_id.clone())) =>
+                {
+                    Err(format!(
+                        "tool call {:?} is no longer waiting for authorization",
+                        a.tool_call_id
+                    ))
+                }
+                _ => Ok(()),
+            })
         } else {
             tracing::debug!(conn = id, channel = %params.channel, "dispatchAction on an unknown channel ignored");
             return;
@@ -865,9 +902,10 @@ impl Core {
             StateAction::ChatToolCallComplete(a) => {
                 // A client gave up on a call waiting for authorization: its harness request
                 // ends with an error now.
-                let _ = self
-                    .given_up
-                    .send((channel.to_string(), a.tool_call_id.clone()));
+                let call = (channel.to_string(), a.tool_call_id.clone());
+                if self.paused.remove(&call) {
+                    let _ = self.given_up.send(call);
+                }
                 return;
             }
             _ => return,
@@ -877,6 +915,19 @@ impl Core {
                 tracing::warn!(%error, "supervisor busy; client request dropped");
             }
         }
+    }
+
+    /// The server behind open `mcp://` channel `uri`, and what the channel serves.
+    fn channel_server(
+        &self,
+        uri: &str,
+    ) -> Option<(String, ahp_types::state::AhpMcpUiHostCapabilities)> {
+        self.store
+            .session_uris()
+            .filter_map(|session| self.store.session(session))
+            .flat_map(|s| s.customizations.iter().flatten())
+            .find_map(|c| live::server_with_channel(c, uri))
+            .and_then(|m| Some((m.id.clone(), m.mcp_app.as_ref()?.capabilities.clone())))
     }
 
     /// After a commit on `channel`: if it is a chat whose summary changed, tell its session.
@@ -973,5 +1024,68 @@ fn unknown_channel(uri: &str) -> RpcError {
             ahp_codes::NOT_FOUND,
             format!("no channel {uri:?} on this host"),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::mirror::{CallStart, Turns};
+    use serde_json::json;
+
+    fn give_up(host: &Host, conn: ConnId) {
+        let action = serde_json::from_value(json!({"type": "chat/toolCallComplete",
+            "turnId": "harness-1", "toolCallId": "harness-call-1",
+            "result": {"success": false, "pastTenseMessage": "Declined"}}))
+        .unwrap();
+        host.dispatch(
+            conn,
+            "c",
+            DispatchActionParams {
+                channel: HARNESS_CHAT_URI.into(),
+                client_seq: 1,
+                action,
+            },
+        );
+    }
+
+    #[tokio::test]
+    async fn a_give_up_counts_only_while_the_call_is_held_and_whoever_takes_it_first_wins() {
+        let config =
+            crate::config::Config::parse("", "proxy.toml", std::path::Path::new(".")).unwrap();
+        let host = Host::new(&config);
+        let conn = host.attach().id;
+        let mut heard = host.given_up();
+        // A mirrored call shown as waiting for authorization.
+        let mut turns = Turns::new();
+        let start = CallStart::example(1);
+        for action in turns.start(start, 0, 0, "2026-01-01T00:00:00.000Z") {
+            host.emit(HARNESS_CHAT_URI, action).unwrap();
+        }
+        let auth = serde_json::from_value(json!({"reason": "insufficientScope",
+            "resource": {"resource": "http://h/mcp"}}))
+        .unwrap();
+        let (_, paused) = turns.auth_required(1, auth).unwrap();
+        host.emit(HARNESS_CHAT_URI, paused).unwrap();
+
+        // Shown paused but not held (the call already resumed): refused, nobody told.
+        give_up(&host, conn);
+        assert!(heard.try_recv().is_err());
+        // Held, then released first (resumed): a later give-up is refused.
+        host.hold_paused(HARNESS_CHAT_URI, "harness-call-1");
+        assert!(host.release_paused(HARNESS_CHAT_URI, "harness-call-1"));
+        give_up(&host, conn);
+        assert!(heard.try_recv().is_err());
+        // Held: the give-up is admitted, heard, and the call can no longer be released.
+        host.hold_paused(HARNESS_CHAT_URI, "harness-call-1");
+        give_up(&host, conn);
+        assert_eq!(
+            heard.try_recv().unwrap(),
+            (HARNESS_CHAT_URI.to_string(), "harness-call-1".to_string())
+        );
+        assert!(!host.release_paused(HARNESS_CHAT_URI, "harness-call-1"));
+        // The call is over: giving up again is refused.
+        give_up(&host, conn);
+        assert!(heard.try_recv().is_err());
     }
 }

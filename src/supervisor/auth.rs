@@ -51,16 +51,25 @@ pub fn challenge_params(challenge: &str) -> HashMap<String, String> {
     }
 }
 
-/// The RFC 9728 metadata a challenge points at (`resource_metadata="…"`), when it can be
-/// fetched over plain HTTP in time and is a JSON object with a string `resource`. `None`
-/// otherwise: the caller shows the server URL as the resource instead.
-pub async fn fetch_metadata(challenge: Option<&str>) -> Option<Value> {
+/// The RFC 9728 metadata a challenge points at (`resource_metadata="…"`), when it is on the
+/// server's own origin, can be fetched without redirects in time, is a JSON object, and
+/// names a `resource` the server at `server_url` may speak for (see [`resource_covers`]).
+/// `None` otherwise: the caller shows the server URL as the resource instead, so a server
+/// can never have a client hand it a token meant for somewhere else.
+pub async fn fetch_metadata(challenge: Option<&str>, server_url: &str) -> Option<Value> {
+    let server = reqwest::Url::parse(server_url).ok()?;
     let url = challenge_params(challenge?).remove("resource_metadata")?;
+    let url = server.join(&url).ok()?;
+    if url.origin() != server.origin() {
+        tracing::debug!("resource metadata on another origin ignored");
+        return None;
+    }
     let client = reqwest::Client::builder()
         .timeout(METADATA_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .ok()?;
-    let mut response = client.get(&url).send().await.ok()?;
+    let mut response = client.get(url).send().await.ok()?;
     if !response.status().is_success() {
         tracing::debug!(status = %response.status(), "resource metadata not available");
         return None;
@@ -74,10 +83,36 @@ pub async fn fetch_metadata(challenge: Option<&str>) -> Option<Value> {
         body.extend_from_slice(&chunk);
     }
     let metadata: Value = serde_json::from_slice(&body).ok()?;
-    metadata
-        .get("resource")
-        .is_some_and(Value::is_string)
-        .then_some(metadata)
+    let resource = metadata.get("resource")?.as_str()?;
+    if !resource_covers(resource, &server) {
+        tracing::debug!("resource metadata naming another resource ignored");
+        return None;
+    }
+    Some(metadata)
+}
+
+/// Whether `resource` (from metadata) may stand for the server at `server`: the same
+/// origin, and a path equal to the server's or a parent of it at a segment boundary
+/// (`https://h/` and `https://h/v1` cover `https://h/v1/mcp`; `https://h/v` does not).
+pub fn resource_covers(resource: &str, server: &reqwest::Url) -> bool {
+    let Ok(resource) = reqwest::Url::parse(resource) else {
+        return false;
+    };
+    if resource.origin() != server.origin()
+        || resource.query().is_some()
+        || resource.fragment().is_some()
+        || !resource.username().is_empty()
+        || resource.password().is_some()
+    {
+        return false;
+    }
+    let parent = resource.path().trim_end_matches('/');
+    let path = server.path();
+    path == resource.path()
+        || path.trim_end_matches('/') == parent
+        || path
+            .strip_prefix(parent)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// If `error` (or anything it wraps) is an HTTP 401 or 403 from the server: the
@@ -114,5 +149,31 @@ mod tests {
         assert_eq!(params["error"], "invalid_token");
         assert!(challenge_params("Bearer").is_empty());
         assert_eq!(challenge_params(r#"Bearer realm="a\"b""#)["realm"], "a\"b");
+    }
+
+    #[test]
+    fn metadata_resource_must_be_the_server_or_a_parent_of_it() {
+        let server = reqwest::Url::parse("https://h.example:8443/v1/mcp?k=1").unwrap();
+        for ok in [
+            "https://h.example:8443/v1/mcp",
+            "https://h.example:8443/v1/mcp/",
+            "https://h.example:8443/v1",
+            "https://h.example:8443/",
+            "https://h.example:8443",
+        ] {
+            assert!(resource_covers(ok, &server), "{ok}");
+        }
+        for refused in [
+            "https://h.example/v1/mcp",
+            "http://h.example:8443/v1/mcp",
+            "https://evil.example:8443/v1/mcp",
+            "https://h.example:8443/v",
+            "https://h.example:8443/v1/mcp/deeper",
+            "https://h.example:8443/v1/mcp?k=1",
+            "https://u@h.example:8443/v1/mcp",
+            "not a url",
+        ] {
+            assert!(!resource_covers(refused, &server), "{refused}");
+        }
     }
 }

@@ -183,6 +183,7 @@ impl Connections {
 
     /// Server `id` is ready with this connection.
     pub fn insert(&self, id: &str, connected: Connected) {
+        self.clear_auth_status(id);
         self.write().insert(id.to_string(), connected);
         self.announce(Change {
             server: id.to_string(),
@@ -214,7 +215,7 @@ impl Connections {
     }
 
     /// Look at a failed request to server `id`: an HTTP 401/403 is announced to its
-    /// lifecycle task. Returns whether it was one.
+    /// lifecycle task. Returns whether it was a 403 for want of scope.
     pub fn check_failure(&self, id: &str, error: &rmcp::ServiceError) -> bool {
         match super::auth::auth_failure(error) {
             Some((challenge, insufficient_scope)) => {
@@ -223,7 +224,7 @@ impl Connections {
                     challenge,
                     insufficient_scope,
                 });
-                true
+                insufficient_scope
             }
             None => false,
         }
@@ -236,6 +237,24 @@ impl Connections {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.to_string(), status);
+    }
+
+    /// Server `id` no longer waits for authorization (it is back, stopped or removed).
+    pub fn clear_auth_status(&self, id: &str) {
+        self.auth_statuses
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+
+    /// Every server waiting for authorization, with the `authRequired` status it shows.
+    pub fn auth_waiting(&self) -> Vec<(String, super::Status)> {
+        self.auth_statuses
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, status)| (id.clone(), status.clone()))
+            .collect()
     }
 
     /// The `authRequired` status server `id` last went down with, if any.

@@ -127,6 +127,7 @@ impl Task {
             match wake {
                 Wake::Changed => continue,
                 Wake::Removed => {
+                    self.connections.clear_auth_status(&self.id);
                     let _ = self
                         .events
                         .send(ServerEvent {
@@ -198,9 +199,10 @@ impl Task {
         self.connections.remove(&self.id);
         match ended {
             Ended::AuthLost(status) => {
-                self.stop(running).await;
+                // Shown before the (possibly slow) hang-up, so a client can authenticate at once.
                 tracing::info!(server = %self.name, "authorization lost; waiting for a new token");
                 self.report(status).await;
+                self.stop(running).await;
                 Some(self.wait(desired).await)
             }
             Ended::Failed(how) => {
@@ -532,7 +534,7 @@ impl Task {
                 None => last.clone(),
             }
         };
-        let metadata = super::auth::fetch_metadata(challenge.as_deref()).await;
+        let metadata = super::auth::fetch_metadata(challenge.as_deref(), url).await;
         Status::AuthRequired {
             resource: public_resource(url),
             challenge,
@@ -560,6 +562,13 @@ impl Task {
         tracing::debug!(server = %self.name, ?status, "status");
         self.connections
             .set_pending(&self.id, matches!(status, Status::Starting));
+        // What `authenticate` may answer: the servers that show authRequired right now.
+        match &status {
+            Status::AuthRequired { .. } => {
+                self.connections.set_auth_status(&self.id, status.clone())
+            }
+            _ => self.connections.clear_auth_status(&self.id),
+        }
         let _ = self
             .events
             .send(ServerEvent {
