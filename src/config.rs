@@ -48,12 +48,34 @@ pub struct Config {
     pub path: PathBuf,
 }
 
-/// `[ahp]`: where AHP clients connect.
+/// `[ahp]`: where AHP clients connect, and who may.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AhpConfig {
     /// Socket address the WebSocket server binds.
     pub listen: SocketAddr,
+    /// The token clients must present at the WebSocket upgrade (`AHP_PROXY_TOKEN` in the
+    /// environment overrides it). Required to listen on anything but loopback.
+    pub token: Option<AccessToken>,
+    /// `Origin`s accepted besides loopback ones (`http://localhost:3000`, …); `"*"` accepts
+    /// any. Clients that send no `Origin` (not browsers) are not affected.
+    pub allowed_origins: Vec<String>,
+    /// `Host` header values accepted besides loopback names and the listen address, when
+    /// listening on loopback (DNS rebinding protection).
+    pub allowed_hosts: Vec<String>,
 }
+
+/// A secret shared with AHP clients. `Debug` never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccessToken(pub String);
+
+impl std::fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AccessToken(<redacted>)")
+    }
+}
+
+/// The environment variable that holds the AHP access token (it wins over `ahp.token`).
+pub const TOKEN_ENV: &str = "AHP_PROXY_TOKEN";
 
 /// `[agent]`: the `AgentInfo` describing the wrapped harness.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,6 +177,12 @@ pub struct Limits {
     pub active_client_grace: Duration,
     /// Quiet time after the last file-system event before a rescan.
     pub watch_debounce: Duration,
+    /// A connection from which nothing (not even a pong to the host's pings) arrives for
+    /// this long is closed (1001).
+    pub idle_timeout: Duration,
+    /// The WebSocket upgrade, and then `initialize` (or `reconnect`), must each come within
+    /// this long of the connection opening.
+    pub handshake_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -166,6 +194,8 @@ impl Default for Limits {
             max_connections: 256,
             active_client_grace: Duration::from_secs(30),
             watch_debounce: Duration::from_millis(50),
+            idle_timeout: Duration::from_secs(120),
+            handshake_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -310,6 +340,9 @@ struct RawDirectory {
 #[serde(deny_unknown_fields)]
 struct RawAhp {
     listen: Option<Spanned<String>>,
+    token: Option<Spanned<String>>,
+    allowed_origins: Option<Vec<Spanned<String>>>,
+    allowed_hosts: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -335,6 +368,8 @@ struct RawLimits {
     max_connections: Option<Spanned<i64>>,
     active_client_grace_secs: Option<Spanned<i64>>,
     watch_debounce_ms: Option<Spanned<i64>>,
+    idle_timeout_ms: Option<Spanned<i64>>,
+    handshake_timeout_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -560,6 +595,30 @@ impl Config {
             allowed_hosts: raw.mcp.allowed_hosts.unwrap_or_default(),
         };
         let listen = checker.address("ahp.listen", raw.ahp.listen, DEFAULT_LISTEN);
+        let token = raw.ahp.token.and_then(|token| {
+            let value = token.get_ref();
+            if value.len() < 16 || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                checker.problem(
+                    token.span().start,
+                    "ahp.token must be at least 16 characters, without spaces or control characters (prefer the AHP_PROXY_TOKEN environment variable to a token in this file)",
+                );
+                return None;
+            }
+            Some(AccessToken(token.into_inner()))
+        });
+        let mut allowed_origins = Vec::new();
+        for origin in raw.ahp.allowed_origins.unwrap_or_default() {
+            match crate::ahp::gate::normalize_origin(origin.get_ref()) {
+                Some(normal) => allowed_origins.push(normal),
+                None => checker.problem(
+                    origin.span().start,
+                    format!(
+                        "ahp.allowed_origins: {:?} is not an origin: expected scheme://host[:port] (no path), or \"*\"",
+                        origin.get_ref()
+                    ),
+                ),
+            }
+        }
 
         let provider = match raw.agent.provider {
             None => "ahp-proxy".to_string(),
@@ -628,6 +687,20 @@ impl Config {
                 0,
                 10_000,
                 defaults.watch_debounce.as_millis() as usize,
+            ) as u64),
+            idle_timeout: Duration::from_millis(checker.bounded(
+                "limits.idle_timeout_ms",
+                raw.limits.idle_timeout_ms,
+                100,
+                86_400_000,
+                defaults.idle_timeout.as_millis() as usize,
+            ) as u64),
+            handshake_timeout: Duration::from_millis(checker.bounded(
+                "limits.handshake_timeout_ms",
+                raw.limits.handshake_timeout_ms,
+                100,
+                600_000,
+                defaults.handshake_timeout.as_millis() as usize,
             ) as u64),
         };
 
@@ -766,7 +839,12 @@ impl Config {
             .sort_by_key(|p| location_order(&p.location));
         match (checker.problems.is_empty(), listen) {
             (true, Some(listen)) => Ok(Config {
-                ahp: AhpConfig { listen },
+                ahp: AhpConfig {
+                    listen,
+                    token,
+                    allowed_origins,
+                    allowed_hosts: raw.ahp.allowed_hosts.unwrap_or_default(),
+                },
                 agent,
                 session: SessionConfig {
                     title: raw.session.title.unwrap_or_else(|| "Workspace".to_string()),
@@ -1020,6 +1098,29 @@ mod tests {
         let message = error("[ahp]\nlisten = \"127.0.0.1:1\"\n  lisen = 3\n");
         assert!(message.starts_with("proxy.toml:3:3: "), "{message}");
         assert!(message.contains("unknown field `lisen`"), "{message}");
+    }
+
+    #[test]
+    fn endpoint_security_keys_are_checked_and_the_token_never_printed() {
+        let config = parse(
+            "[ahp]\ntoken = \"0123456789abcdef\"\nallowed_origins = [\"HTTPS://App.Example/\", \"*\"]\nallowed_hosts = [\"ahp.lan\"]\n[limits]\nidle_timeout_ms = 5000\nhandshake_timeout_ms = 700\n",
+        )
+        .unwrap();
+        assert_eq!(config.ahp.allowed_origins, ["https://app.example", "*"]);
+        assert_eq!(config.ahp.allowed_hosts, ["ahp.lan"]);
+        assert_eq!(config.limits.idle_timeout, Duration::from_secs(5));
+        assert_eq!(config.limits.handshake_timeout, Duration::from_millis(700));
+        assert!(!format!("{config:?}").contains("0123456789abcdef"));
+        let message = error("[ahp]\ntoken = \"short\"\nallowed_origins = [\"example.com\"]\n");
+        assert!(
+            message.contains("proxy.toml:2:9: ahp.token must be at least 16"),
+            "{message}"
+        );
+        assert!(
+            message.contains("proxy.toml:3:20: ahp.allowed_origins: \"example.com\""),
+            "{message}"
+        );
+        assert!(error("[limits]\nidle_timeout_ms = 10\n").contains("limits.idle_timeout_ms"));
     }
 
     #[test]

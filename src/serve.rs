@@ -24,6 +24,8 @@ use crate::watch;
 /// Run the proxy on `config` until Ctrl-C / SIGTERM (or, with `stdio`, until the harness
 /// closes our stdin). Errors are start-up failures.
 pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
+    // Checked before anything starts: no server is launched for a proxy that will not run.
+    let token = access_token(&config)?;
     let host = Arc::new(Host::new(&config));
     let ctx = Context::from_process(config.data_dir.clone());
     let catalog = Catalog::scan(sources(&config), &ctx);
@@ -111,10 +113,8 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         }
         tracing::info!(addr = %mcp_addr, url = %format!("http://{mcp_addr}/mcp"), "MCP endpoint listening");
     }
-    if !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "AHP is listening on a non-loopback address without authentication");
-    }
-    tracing::info!(addr = %addr, url = %format!("ws://{addr}"), "AHP endpoint listening");
+    let gate = crate::ahp::gate::Gate::new(&config.ahp, token.clone(), addr);
+    tracing::info!(addr = %addr, url = %format!("ws://{addr}"), token = token.is_some(), "AHP endpoint listening");
 
     let shutdown = CancellationToken::new();
     let watcher = watch::spawn(
@@ -137,6 +137,7 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     let server = tokio::spawn(listener::serve(
         tcp,
         host.clone(),
+        gate,
         config.limits.clone(),
         listening.clone(),
     ));
@@ -231,4 +232,29 @@ async fn wait_for_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// The AHP access token in effect: `AHP_PROXY_TOKEN`, else `ahp.token`. Listening on
+/// anything but loopback without one is refused.
+fn access_token(config: &Config) -> Result<Option<String>, String> {
+    let from_env = std::env::var(crate::config::TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.is_empty());
+    if let Some(token) = &from_env {
+        if token.len() < 16 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "{} must be at least 16 characters, without spaces or control characters",
+                crate::config::TOKEN_ENV
+            ));
+        }
+    }
+    let token = from_env.or_else(|| config.ahp.token.as_ref().map(|t| t.0.clone()));
+    let listen = config.ahp.listen;
+    if token.is_none() && !listen.ip().is_loopback() {
+        return Err(format!(
+            "refusing to serve AHP on {listen}, which is not a loopback address, without an access token: set {} (or ahp.token in the config), or listen on 127.0.0.1",
+            crate::config::TOKEN_ENV
+        ));
+    }
+    Ok(token)
 }

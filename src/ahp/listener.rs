@@ -1,5 +1,6 @@
-//! Accepts TCP connections, upgrades them to WebSocket, and enforces the connection limit.
-//! Every connection task is tracked so shutdown can wait for all of them to close.
+//! Accepts TCP connections, upgrades them to WebSocket past the gate (token, Origin, Host)
+//! within the handshake timeout, and enforces the connection limit. Every connection task
+//! is tracked so shutdown can wait for all of them to close.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use super::gate::Gate;
 use crate::config::Limits;
 use crate::host::Host;
 
@@ -21,9 +23,11 @@ use crate::host::Host;
 pub async fn serve(
     listener: TcpListener,
     host: Arc<Host>,
+    gate: Gate,
     limits: Limits,
     shutdown: CancellationToken,
 ) {
+    let gate = Arc::new(gate);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let tasks = TaskTracker::new();
     loop {
@@ -34,6 +38,7 @@ pub async fn serve(
         let limits = limits.clone();
         let shutdown = shutdown.clone();
         let slot = slots.clone().try_acquire_owned().ok();
+        let gate = gate.clone();
         tasks.spawn(
             async move {
                 let full = slot.is_none();
@@ -42,12 +47,16 @@ pub async fn serve(
                     .max_frame_size(Some(limits.max_frame_bytes));
                 let upgrade = tokio_tungstenite::accept_hdr_async_with_config(
                     stream,
-                    move |_request: &Request, response: Response| refuse_if_full(full, response),
+                    move |request: &Request, response: Response| {
+                        admit(&gate, full, request, response)
+                    },
                     Some(config),
                 );
-                match upgrade.await {
-                    Ok(ws) => super::socket::run(ws, host, &limits, shutdown).await,
-                    Err(error) => tracing::debug!(%error, "WebSocket upgrade failed"),
+                // A peer that never finishes the upgrade holds no slot for long.
+                match tokio::time::timeout(limits.handshake_timeout, upgrade).await {
+                    Ok(Ok(ws)) => super::socket::run(ws, host, &limits, shutdown).await,
+                    Ok(Err(error)) => tracing::debug!(%error, "WebSocket upgrade failed"),
+                    Err(_) => tracing::debug!("WebSocket upgrade not completed in time"),
                 }
                 drop(slot);
             }
@@ -58,15 +67,36 @@ pub async fn serve(
     tasks.wait().await;
 }
 
+/// Let the upgrade through the gate, or refuse it with a status and a plain reason.
 #[allow(clippy::result_large_err)] // tungstenite's upgrade callback signature
-fn refuse_if_full(full: bool, response: Response) -> Result<Response, ErrorResponse> {
-    if !full {
-        return Ok(response);
+fn admit(
+    gate: &Gate,
+    full: bool,
+    request: &Request,
+    response: Response,
+) -> Result<Response, ErrorResponse> {
+    let (status, message) = match gate.check(request.headers(), request.uri()) {
+        Err(refusal) => {
+            tracing::info!(status = refusal.status(), reason = %refusal.message(), "AHP connection refused");
+            (
+                StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::FORBIDDEN),
+                refusal.message(),
+            )
+        }
+        Ok(()) if full => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many AHP connections; try again later".to_string(),
+        ),
+        Ok(()) => return Ok(response),
+    };
+    let mut refusal = ErrorResponse::new(Some(message));
+    *refusal.status_mut() = status;
+    if status == StatusCode::UNAUTHORIZED {
+        refusal.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer realm=\"ahp-proxy\""),
+        );
     }
-    let mut refusal = ErrorResponse::new(Some(
-        "too many AHP connections; try again later".to_string(),
-    ));
-    *refusal.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
     Err(refusal)
 }
 

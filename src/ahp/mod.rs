@@ -2,6 +2,7 @@
 //! `listener` accepts and upgrades, `socket` pumps one connection, `commands` is its protocol.
 
 pub mod commands;
+pub mod gate;
 pub mod listener;
 pub mod mcp_channel;
 pub mod resources;

@@ -40,6 +40,16 @@ pub async fn run<S>(
     let mut attachment = host.attach();
     let mut connection = Connection::new(attachment.id, host.clone());
     tracing::debug!(conn = attachment.id, "connected");
+    // Liveness: pings after a third of the idle timeout of silence; anything the peer sends
+    // (a pong included) counts. `initialize` (or `reconnect`) must come within the
+    // handshake timeout.
+    let mut last_heard = tokio::time::Instant::now();
+    let mut pinged = false;
+    let mut beat = tokio::time::interval(limits.idle_timeout / 3);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    beat.reset();
+    let handshake_deadline = tokio::time::sleep(limits.handshake_timeout);
+    tokio::pin!(handshake_deadline);
 
     let ending = loop {
         tokio::select! {
@@ -64,6 +74,29 @@ pub async fn run<S>(
                     "client too slow: outbound queue overflowed; reconnect to resume".into(),
                 );
             }
+            _ = &mut handshake_deadline, if connection.client_id().is_none() => {
+                break Ending::Close(
+                    CloseCode::Policy,
+                    format!("no initialize within {} ms", limits.handshake_timeout.as_millis()),
+                );
+            }
+            _ = beat.tick() => {
+                let silent = last_heard.elapsed();
+                if silent >= limits.idle_timeout {
+                    break Ending::Close(
+                        CloseCode::Away,
+                        format!("nothing heard for {} ms", silent.as_millis()),
+                    );
+                }
+                if silent >= limits.idle_timeout / 3 && !pinged {
+                    pinged = true;
+                    // A peer too stuck to take even a ping is gone.
+                    let ping = ws.send(Message::Ping(Default::default()));
+                    if !matches!(tokio::time::timeout(limits.idle_timeout, ping).await, Ok(Ok(()))) {
+                        break Ending::PeerGone;
+                    }
+                }
+            }
             frame = attachment.outbox.recv() => {
                 let Some(frame) = frame else { break Ending::PeerGone };
                 // Shutdown does not abort a send: the frame goes out, then the shutdown
@@ -76,7 +109,12 @@ pub async fn run<S>(
                     break Ending::PeerGone;
                 }
             }
-            message = ws.next() => match message {
+            message = ws.next() => {
+                if let Some(Ok(_)) = &message {
+                    last_heard = tokio::time::Instant::now();
+                    pinged = false;
+                }
+                match message {
                 None => break Ending::PeerGone,
                 Some(Ok(Message::Text(text))) => {
                     if let After::Close(reason) = connection.on_text(text.as_str()) {
@@ -105,7 +143,8 @@ pub async fn run<S>(
                     tracing::debug!(conn = attachment.id, %error, "transport error");
                     break Ending::PeerGone;
                 }
-            },
+                }
+            }
         }
     };
 

@@ -82,7 +82,21 @@ impl Proxy {
         (proxy, pipes.expect("stdio pipes"))
     }
 
+    /// Start the binary with AHP on `listen` (e.g. `0.0.0.0:0`) and extra environment.
+    pub fn start_on(config: &str, listen: &str, env: &[(&str, &str)]) -> Self {
+        Self::launch_with(config, false, listen, env).0
+    }
+
     fn launch(config: &str, stdio: bool) -> (Self, Option<StdioPipes>) {
+        Self::launch_with(config, stdio, "127.0.0.1:0", &[])
+    }
+
+    fn launch_with(
+        config: &str,
+        stdio: bool,
+        listen: &str,
+        env: &[(&str, &str)],
+    ) -> (Self, Option<StdioPipes>) {
         let dir = ScratchDir::new("proxy");
         let config_path = dir.path().join("proxy.toml");
         std::fs::write(&config_path, config).expect("write config");
@@ -90,8 +104,10 @@ impl Proxy {
         command
             .args(["--log-format", "json", "--config"])
             .arg(&config_path)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .env("RUST_LOG", "info")
+            .env_remove("AHP_PROXY_TOKEN")
+            .envs(env.iter().copied())
             .stderr(Stdio::piped());
         if stdio {
             command
@@ -136,7 +152,14 @@ impl Proxy {
             }
         });
         let addr: SocketAddr = match addr_rx.recv_timeout(PATIENCE) {
-            Ok(addr) => addr.parse().expect("listen address"),
+            Ok(addr) => {
+                let mut addr: SocketAddr = addr.parse().expect("listen address");
+                // Bound to every interface: reach it on loopback.
+                if addr.ip().is_unspecified() {
+                    addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+                }
+                addr
+            }
             Err(_) => {
                 let _ = child.kill();
                 panic!(

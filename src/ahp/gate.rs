@@ -1,0 +1,347 @@
+//! Who may open an AHP connection: the access token, the `Origin` (browsers) and the
+//! `Host` (DNS rebinding), all checked during the WebSocket upgrade, before any frame.
+
+use std::net::{IpAddr, SocketAddr};
+
+use http::HeaderMap;
+
+use crate::config::AhpConfig;
+
+/// The checks for one listening address.
+#[derive(Debug)]
+pub struct Gate {
+    token: Option<String>,
+    /// Accepted origins besides loopback ones, normalized; `"*"` accepts any.
+    origins: Vec<String>,
+    /// Accepted `Host` names (without port); `None` accepts any (a non-loopback listener,
+    /// which needs a token anyway).
+    hosts: Option<Vec<String>>,
+}
+
+/// Why an upgrade was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No token, or the wrong one (HTTP 401).
+    Token,
+    /// An `Origin` that is not allowed (HTTP 403).
+    Origin(String),
+    /// A `Host` that is not this server's (HTTP 403).
+    Host(String),
+}
+
+impl Refusal {
+    /// The HTTP status of the refused upgrade.
+    pub fn status(&self) -> u16 {
+        match self {
+            Refusal::Token => 401,
+            Refusal::Origin(_) | Refusal::Host(_) => 403,
+        }
+    }
+
+    /// What the refused client is told (never the token).
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::Token => "this AHP endpoint needs its access token: send `Authorization: Bearer <token>` or `?token=<token>`".into(),
+            Refusal::Origin(origin) => format!(
+                "origin {origin:?} may not open AHP connections here (add it to ahp.allowed_origins)"
+            ),
+            Refusal::Host(host) => format!(
+                "host {host:?} is not this AHP endpoint (add it to ahp.allowed_hosts)"
+            ),
+        }
+    }
+}
+
+impl Gate {
+    /// The gate for a listener bound to `bound`, with the token in effect (`token`: the
+    /// environment's or the config's).
+    pub fn new(config: &AhpConfig, token: Option<String>, bound: SocketAddr) -> Self {
+        let hosts = bound.ip().is_loopback().then(|| {
+            let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+            hosts.push(bound.ip().to_string());
+            hosts.extend(config.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+            hosts
+        });
+        Self {
+            token,
+            origins: config.allowed_origins.clone(),
+            hosts,
+        }
+    }
+
+    /// Check an upgrade request's headers and URI.
+    pub fn check(&self, headers: &HeaderMap, uri: &http::Uri) -> Result<(), Refusal> {
+        if let Some(hosts) = &self.hosts {
+            let host = headers
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default();
+            let name = host_name(host).to_ascii_lowercase();
+            if !hosts.contains(&name) {
+                return Err(Refusal::Host(host.to_string()));
+            }
+        }
+        if let Some(origin) = headers.get(http::header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("<not text>");
+            let allowed = self.origins.iter().any(|o| o == "*")
+                || normalize_origin(origin)
+                    .is_some_and(|o| is_loopback_origin(&o) || self.origins.contains(&o));
+            if !allowed {
+                return Err(Refusal::Origin(origin.to_string()));
+            }
+        }
+        if let Some(expected) = &self.token {
+            let presented = bearer(headers)
+                .map(str::to_string)
+                .or_else(|| query_token(uri));
+            if !presented.is_some_and(|p| same(p.as_bytes(), expected.as_bytes())) {
+                return Err(Refusal::Token);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `scheme://host[:port]` lower-cased, without a trailing `/`; `"*"` and `"null"` as they
+/// are. `None` when it is not an origin (a path, no scheme, spaces).
+pub fn normalize_origin(origin: &str) -> Option<String> {
+    let origin = origin.trim();
+    if origin == "*" || origin == "null" {
+        return Some(origin.to_string());
+    }
+    let (scheme, rest) = origin.split_once("://")?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let valid_scheme = !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    let valid_rest = !rest.is_empty()
+        && !rest.contains(['/', '?', '#', '@'])
+        && !rest.chars().any(|c| c.is_whitespace() || c.is_control());
+    (valid_scheme && valid_rest).then(|| format!("{scheme}://{rest}").to_ascii_lowercase())
+}
+
+/// An origin served from this machine (`http://localhost:3000`, `http://127.0.0.1`, …).
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return false;
+    };
+    if scheme != "http" && scheme != "https" {
+        return false;
+    }
+    let name = host_name(rest);
+    name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The name in a `host[:port]` (IPv6 in brackets), without port or brackets.
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    host.split(':').next().unwrap_or_default()
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// `token=` in the query (for browsers, which cannot set headers on a WebSocket).
+fn query_token(uri: &http::Uri) -> Option<String> {
+    uri.query()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("token="))
+        .map(percent_decode)
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(high), Some(low)) => {
+                    out.push((high * 16 + low) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Equal, in time that depends only on the lengths.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(origins: &[&str], hosts: &[&str]) -> AhpConfig {
+        AhpConfig {
+            listen: "127.0.0.1:8765".parse().unwrap(),
+            token: None,
+            allowed_origins: origins
+                .iter()
+                .map(|o| normalize_origin(o).unwrap())
+                .collect(),
+            allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        }
+    }
+
+    fn request(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        headers
+    }
+
+    fn uri(text: &str) -> http::Uri {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn loopback_listeners_accept_only_their_own_host_names() {
+        let gate = Gate::new(
+            &config(&[], &["ahp.lan"]),
+            None,
+            "127.0.0.1:8765".parse().unwrap(),
+        );
+        let root = uri("/");
+        for ok in ["127.0.0.1:8765", "localhost:8765", "[::1]:8765", "AHP.lan"] {
+            assert_eq!(gate.check(&request(&[("host", ok)]), &root), Ok(()), "{ok}");
+        }
+        for refused in ["evil.example:8765", "", "127.0.0.2.evil:1"] {
+            assert_eq!(
+                gate.check(&request(&[("host", refused)]), &root),
+                Err(Refusal::Host(refused.to_string())),
+                "{refused}"
+            );
+        }
+        // Non-loopback listeners (token required) take any Host.
+        let open = Gate::new(
+            &config(&[], &[]),
+            Some("t".repeat(16)),
+            "0.0.0.0:8765".parse().unwrap(),
+        );
+        let token = format!("Bearer {}", "t".repeat(16));
+        assert_eq!(
+            open.check(
+                &request(&[("host", "box.lan:8765"), ("authorization", &token)]),
+                &root
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn browsers_need_a_loopback_or_listed_origin() {
+        let gate = Gate::new(
+            &config(&["https://App.Example"], &[]),
+            None,
+            "127.0.0.1:8765".parse().unwrap(),
+        );
+        let root = uri("/");
+        let host = ("host", "127.0.0.1:8765");
+        for ok in [
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "http://[::1]:5173",
+            "https://app.example",
+            "https://app.example/",
+        ] {
+            assert_eq!(
+                gate.check(&request(&[host, ("origin", ok)]), &root),
+                Ok(()),
+                "{ok}"
+            );
+        }
+        for refused in [
+            "http://evil.example",
+            "http://localhost.evil.example",
+            "null",
+            "file://",
+            "https://app.example:8443",
+        ] {
+            assert!(matches!(
+                gate.check(&request(&[host, ("origin", refused)]), &root),
+                Err(Refusal::Origin(_))
+            ));
+        }
+        // No Origin: not a browser, not this check's business.
+        assert_eq!(gate.check(&request(&[host]), &root), Ok(()));
+        let any = Gate::new(
+            &config(&["*"], &[]),
+            None,
+            "127.0.0.1:8765".parse().unwrap(),
+        );
+        assert_eq!(
+            any.check(&request(&[host, ("origin", "http://evil.example")]), &root),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn the_token_comes_as_a_bearer_header_or_a_query_parameter() {
+        let token = "s3cret-token-0123456789";
+        let gate = Gate::new(
+            &config(&[], &[]),
+            Some(token.into()),
+            "127.0.0.1:8765".parse().unwrap(),
+        );
+        let host = ("host", "localhost:8765");
+        let bearer = format!("Bearer {token}");
+        assert_eq!(
+            gate.check(&request(&[host, ("authorization", &bearer)]), &uri("/")),
+            Ok(())
+        );
+        assert_eq!(
+            gate.check(
+                &request(&[host]),
+                &uri("/?x=1&token=s3cret%2Dtoken-0123456789")
+            ),
+            Ok(())
+        );
+        for (headers, at) in [
+            (request(&[host]), "/"),
+            (request(&[host, ("authorization", "Bearer wrong")]), "/"),
+            (request(&[host, ("authorization", token)]), "/"),
+            (request(&[host]), "/?token=s3cret-token-012345678"),
+            (request(&[host]), "/?token=%"),
+        ] {
+            assert_eq!(gate.check(&headers, &uri(at)), Err(Refusal::Token), "{at}");
+        }
+        assert!(!Refusal::Token.message().contains(token));
+    }
+
+    #[test]
+    fn origins_are_normalized_or_rejected() {
+        assert_eq!(
+            normalize_origin("HTTPS://Example.COM:443/").as_deref(),
+            Some("https://example.com:443")
+        );
+        assert_eq!(normalize_origin("*").as_deref(), Some("*"));
+        for bad in [
+            "example.com",
+            "https://example.com/app",
+            "https://",
+            "a b://c",
+        ] {
+            assert_eq!(normalize_origin(bad), None, "{bad}");
+        }
+    }
+}
