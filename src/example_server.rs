@@ -1,5 +1,6 @@
 //! The small real MCP servers the bundled examples launch (`ahp-proxy example-server <kind>`):
-//! notes, clock, an MCP App, an echo for benchmarks, and two that fail on purpose.
+//! notes, clock, an MCP App, an echo for benchmarks, and two that fail on purpose; any of
+//! them can also misbehave on demand (`--fault`, see `example_faults`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,8 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
+
+use crate::example_faults::{Dice, Fault};
 
 /// Which example to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -55,6 +58,9 @@ pub struct Options {
     /// so the server crashes once and comes up normally after a restart.
     #[arg(long)]
     pub once: Option<std::path::PathBuf>,
+    /// Misbehaviour for fault tests.
+    #[command(flatten)]
+    pub faults: crate::example_faults::FaultOptions,
 }
 
 /// Run the example until its client goes away. Returns the process exit status.
@@ -93,25 +99,39 @@ async fn serve(options: Options) -> i32 {
             });
         }
     }
+    if !crate::example_faults::prepare(&options.faults, options.exit_code).await {
+        return 0;
+    }
     match options.kind {
         Kind::Features => serve_with(crate::features_server::Features::default(), options).await,
-        kind => serve_with(Example::new(kind, options.exit_code), options).await,
+        kind => {
+            let mut example = Example::new(kind, options.exit_code);
+            example.faulty = options.faults.fault.is_some();
+            if options.faults.is(Fault::CrashRandom) {
+                example.dice = Some(Dice::new(options.faults.seed, options.faults.fault_rate));
+            }
+            serve_with(example, options).await
+        }
     }
 }
 
 async fn serve_with<S: ServerHandler + Clone>(server: S, options: Options) -> i32 {
     match options.http {
         Some(addr) => serve_http(server, addr, options.require_header).await,
-        None => match server.serve(rmcp::transport::stdio_pipes()).await {
-            Ok(running) => {
-                let _ = running.waiting().await;
-                0
+        None => {
+            let (stdin, stdout) = rmcp::transport::stdio_pipes();
+            let stdout = crate::example_faults::stdout(&options.faults, stdout);
+            match server.serve((stdin, stdout)).await {
+                Ok(running) => {
+                    let _ = running.waiting().await;
+                    0
+                }
+                Err(error) => {
+                    eprintln!("example-server: MCP handshake failed: {error}");
+                    1
+                }
             }
-            Err(error) => {
-                eprintln!("example-server: MCP handshake failed: {error}");
-                1
-            }
-        },
+        }
     }
 }
 
@@ -228,6 +248,10 @@ struct Example {
     exit_code: i32,
     notes: Arc<Mutex<BTreeMap<String, String>>>,
     notes_dir: Option<std::path::PathBuf>,
+    /// With `--fault crash-random`: thrown at every tool call.
+    dice: Option<Dice>,
+    /// With any `--fault`: also offers `fault_stats`.
+    faulty: bool,
 }
 
 impl Example {
@@ -253,10 +277,22 @@ impl Example {
             exit_code,
             notes: Arc::new(Mutex::new(notes)),
             notes_dir,
+            dice: None,
+            faulty: false,
         }
     }
 
     fn tools(&self) -> Value {
+        let mut tools = self.own_tools();
+        if let (true, Some(list)) = (self.faulty, tools.as_array_mut()) {
+            list.push(json!({"name": "fault_stats",
+                "description": "How many tools/list requests this process answered and flood rounds it wrote.",
+                "inputSchema": {"type": "object", "properties": {}}}));
+        }
+        tools
+    }
+
+    fn own_tools(&self) -> Value {
         let text_arg = |name: &str, about: &str| json!({"type": "object", "properties": {name: {"type": "string", "description": about}}, "required": [name]});
         match self.kind {
             Kind::Notes => json!([
@@ -335,6 +371,7 @@ impl Example {
                 Ok("Release 1.4.0: 12 merged, 2 open, CI green.".into())
             }
             (Kind::Echo, "echo") => arg("text"),
+            (_, "fault_stats") if self.faulty => Ok(crate::example_faults::stats()),
             (Kind::Crash, "crash") => {
                 eprintln!(
                     "example-server: crash tool called; exiting with status {}",
@@ -378,6 +415,7 @@ impl ServerHandler for Example {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        crate::example_faults::TOOLS_LISTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         serde_json::from_value(json!({"tools": self.tools()}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
@@ -388,6 +426,9 @@ impl ServerHandler for Example {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.clone().unwrap_or_default();
+        if let Some(dice) = &self.dice {
+            dice.maybe_crash(self.exit_code);
+        }
         if self.kind == Kind::Clock && request.name == "sleep" {
             let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
             tokio::select! {

@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod check;
 pub mod config;
 pub mod discovery;
+pub mod example_faults;
 pub mod example_server;
 pub mod features_server;
 pub mod front;

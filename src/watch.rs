@@ -75,7 +75,7 @@ pub fn spawn(
         watcher,
         watched: BTreeSet::new(),
     };
-    scanner.sync_watches(&BTreeSet::new());
+    let _ = scanner.sync_watches(&BTreeSet::new());
     Ok(tokio::spawn(run(
         scanner, host, supervisor, debounce, shutdown, rx, overflow,
     )))
@@ -85,7 +85,8 @@ impl Scanner {
     /// Watch what the catalog now needs (plus the parents of roots and directories, so one
     /// that is created or replaced later is noticed) and drop what it no longer needs.
     /// Targets named in `touched` are re-added: their old watch may have died with them.
-    fn sync_watches(&mut self, touched: &BTreeSet<PathBuf>) {
+    /// Returns the targets that were not watched before.
+    fn sync_watches(&mut self, touched: &BTreeSet<PathBuf>) -> BTreeSet<PathBuf> {
         let mut wanted: BTreeSet<(PathBuf, bool)> = BTreeSet::new();
         for (path, recursive) in self.catalog.watch_targets() {
             if recursive {
@@ -99,6 +100,7 @@ impl Scanner {
             let _ = self.watcher.unwatch(path);
         }
         let mut now = BTreeSet::new();
+        let mut added = BTreeSet::new();
         for (path, recursive) in wanted {
             let alive =
                 self.watched.contains(&(path.clone(), recursive)) && !touched.contains(&path);
@@ -114,6 +116,9 @@ impl Scanner {
             };
             match self.watcher.watch(&path, mode) {
                 Ok(()) => {
+                    if !self.watched.contains(&(path.clone(), recursive)) {
+                        added.insert(path.clone());
+                    }
                     now.insert((path, recursive));
                 }
                 Err(error) => {
@@ -122,10 +127,17 @@ impl Scanner {
             }
         }
         self.watched = now;
+        added
     }
 
     /// Rescan what a batch of changed paths touches; returns the actions to commit, or
     /// `None` when nothing was rescanned.
+    ///
+    /// Watches are re-armed *before* scanning: a change after that point raises an event
+    /// (and a later batch), a change before it is in the scan. Scanning first would lose
+    /// whatever lands between the scan and the new watch (a root deleted and recreated,
+    /// then filled). A target the scan itself asks for (a manifest's extra folder) can
+    /// only be watched after it; it is scanned once more then.
     fn batch(
         &mut self,
         paths: &BTreeSet<PathBuf>,
@@ -136,6 +148,7 @@ impl Scanner {
         } else {
             Dirty::default()
         };
+        self.sync_watches(paths);
         for path in paths {
             dirty.merge(self.catalog.dirty_for(path));
         }
@@ -143,7 +156,15 @@ impl Scanner {
             return None;
         }
         let started = std::time::Instant::now();
-        let actions = self.catalog.rescan(&dirty, &self.ctx);
+        let mut actions = self.catalog.rescan(&dirty, &self.ctx);
+        let added = self.sync_watches(&BTreeSet::new());
+        let mut again = Dirty::default();
+        for path in &added {
+            again.merge(self.catalog.dirty_for(path));
+        }
+        if !again.is_empty() {
+            actions.extend(self.catalog.rescan(&again, &self.ctx));
+        }
         tracing::debug!(
             paths = paths.len(),
             units = dirty.units.len(),
@@ -152,7 +173,6 @@ impl Scanner {
             elapsed_us = started.elapsed().as_micros() as u64,
             "rescanned"
         );
-        self.sync_watches(paths);
         Some(actions)
     }
 }

@@ -18,10 +18,12 @@ use rmcp::service::{
 };
 use rmcp::{ErrorData, Peer, RoleClient, RoleServer};
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::mirror::Mirror;
 use super::naming::{self, Catalog, Policy};
 use super::registry::{Abilities, HarnessId, Need, Registry, Scope};
+use super::relay::{self, Relay};
 use crate::supervisor::connections::{Connected, Connections, Downstream, Lists};
 use crate::supervisor::upstream::MCP_APPS_EXTENSION;
 
@@ -46,6 +48,9 @@ impl Default for Settings {
     }
 }
 
+/// Each connected harness's peer, with its budget for notifications in flight.
+type Peers = HashMap<HarnessId, (Peer<RoleServer>, Arc<Relay>)>;
+
 /// The front's shared state (one per process).
 pub struct Hub {
     /// Ready servers.
@@ -55,7 +60,7 @@ pub struct Hub {
     /// Harness tool calls go here.
     pub mirror: Mirror,
     registry: Mutex<Registry>,
-    peers: Mutex<HashMap<HarnessId, Peer<RoleServer>>>,
+    peers: Mutex<Peers>,
     catalog: Mutex<Option<(u64, Arc<Catalog>)>>,
     /// The log level last sent to each server.
     applied_levels: Mutex<HashMap<String, LoggingLevel>>,
@@ -113,7 +118,7 @@ impl Hub {
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock_peers(&self) -> MutexGuard<'_, HashMap<HarnessId, Peer<RoleServer>>> {
+    fn lock_peers(&self) -> MutexGuard<'_, Peers> {
         self.peers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -124,7 +129,14 @@ impl Hub {
     }
 
     fn peer(&self, id: HarnessId) -> Option<Peer<RoleServer>> {
-        self.lock_peers().get(&id).cloned()
+        self.lock_peers().get(&id).map(|(peer, _)| peer.clone())
+    }
+
+    /// Harness `id`'s peer with room for a notification of about `kib` KiB, or `None` when
+    /// it is gone or too far behind (see [`Relay`]).
+    fn relay(&self, id: HarnessId, kib: u32) -> Option<(Peer<RoleServer>, OwnedSemaphorePermit)> {
+        let (peer, relay) = self.lock_peers().get(&id).cloned()?;
+        Some((peer, relay.admit(kib)?))
     }
 
     /// Whether harness `id` uses the aggregated endpoint (renamed URIs, prefixed loggers).
@@ -172,7 +184,13 @@ impl Hub {
     /// A harness session introduced itself (or sent its first request). The first time,
     /// start announcing list changes to it.
     pub fn join(self: &Arc<Self>, id: HarnessId, scope: &Scope, peer: &Peer<RoleServer>) {
-        let known = self.lock_peers().insert(id, peer.clone()).is_some();
+        let known = {
+            let mut peers = self.lock_peers();
+            let relay = peers.get(&id).map(|(_, relay)| relay.clone());
+            peers
+                .insert(id, (peer.clone(), relay.unwrap_or_default()))
+                .is_some()
+        };
         let abilities = abilities_of(peer);
         self.registry().join(id, scope.clone(), abilities);
         self.update_sampling();
@@ -323,7 +341,7 @@ impl Hub {
                     .registry()
                     .progress_target(server, &n.params.progress_token);
                 if let Some((harness, token)) = target {
-                    if let Some(peer) = self.peer(harness) {
+                    if let Some((peer, _permit)) = self.relay(harness, 1) {
                         n.params.progress_token = token;
                         let _ = peer.notify_progress(n.params).await;
                     }
@@ -332,8 +350,10 @@ impl Hub {
             ServerNotification::LoggingMessageNotification(n) => {
                 let audience = self.registry().log_audience(server, n.params.level);
                 let qualifier = self.qualifier(server);
+                let kib = relay::approx_kib(&n.params.data);
                 for harness in audience {
-                    let Some(peer) = self.peer(harness) else {
+                    // A harness that stopped reading does not make logs pile up here.
+                    let Some((peer, permit)) = self.relay(harness, kib) else {
                         continue;
                     };
                     let mut params = n.params.clone();
@@ -346,6 +366,7 @@ impl Hub {
                     // One slow harness must not hold up the others.
                     tokio::spawn(async move {
                         let _ = peer.notify_logging_message(params).await;
+                        drop(permit);
                     });
                 }
             }
@@ -356,7 +377,7 @@ impl Hub {
                 }
                 let exposed = self.catalog().expose_uri(server, &n.params.uri);
                 for harness in subscribers {
-                    let Some(peer) = self.peer(harness) else {
+                    let Some((peer, permit)) = self.relay(harness, 1) else {
                         continue;
                     };
                     let mut params = n.params.clone();
@@ -365,6 +386,7 @@ impl Hub {
                     }
                     tokio::spawn(async move {
                         let _ = peer.notify_resource_updated(params).await;
+                        drop(permit);
                     });
                 }
             }

@@ -12,6 +12,7 @@ pub mod hub;
 pub mod mirror;
 pub mod naming;
 pub mod registry;
+pub mod relay;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

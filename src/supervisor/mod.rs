@@ -11,6 +11,7 @@ pub mod policy;
 pub mod process;
 pub mod server;
 pub mod stderr;
+pub mod stdout;
 pub mod upstream;
 
 use std::collections::{HashMap, HashSet};
@@ -48,7 +49,8 @@ pub enum Status {
     },
     /// Failed; `kind` is a short machine-readable tag, `message` says what happened.
     Error {
-        /// `config`, `spawn`, `startFailed`, `timeout`, `exited`, `crashLoop`, `unsupported`.
+        /// `config`, `spawn`, `startFailed`, `timeout`, `exited`, `protocol`, `crashLoop`,
+        /// `unsupported`.
         kind: &'static str,
         /// What happened, with the exit status and last stderr lines where there are some.
         message: String,

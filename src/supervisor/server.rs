@@ -10,6 +10,7 @@ use super::connections::{Connected, Connections};
 use super::policy::{Jitter, RestartPolicy};
 use super::process::{self, Spawned};
 use super::stderr::{self, SharedTail};
+use super::stdout;
 use super::upstream::{self, ConnectError, Connection};
 use super::{Desired, ServerEvent, Status};
 use crate::config::{ServerTransport, SupervisorConfig};
@@ -21,6 +22,9 @@ use std::sync::Arc;
 const CLOSED_POLL: Duration = Duration::from_secs(1);
 const HTTP_PING_EVERY: Duration = Duration::from_secs(15);
 const HTTP_PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// Why a server that wrote an overlong stdout line is stopped.
+const TOO_LONG: &str =
+    "wrote a stdout line longer than 16 MiB, which cannot be read as an MCP message; stopped";
 /// After a failed handshake, how long to wait for the child's exit status.
 const EXIT_STATUS_WAIT: Duration = Duration::from_secs(1);
 
@@ -47,18 +51,28 @@ struct Running {
     connection: Connection,
     child: Option<tokio::process::Child>,
     tail: SharedTail,
+    /// What its stdout carried besides MCP (stdio only).
+    stdout: Arc<stdout::Report>,
 }
 
 /// How a running server stopped running.
 enum Ended {
     /// It died or hung up: the message says how.
     Failed(String),
+    /// It broke the stdio framing (a line too long to be read): the message says how.
+    Broken(String),
     /// We want something else now (stop, restart with a new spec, removal).
     Changed,
     /// Its token expired, or the server started refusing it: this status says how.
     AuthLost(Status),
     /// The sidecar is shutting down.
     Shutdown,
+}
+
+/// Whether a failure was a broken protocol (`protocol`) rather than an exit (`exited`).
+enum EndedKind {
+    Broken,
+    Other,
 }
 
 /// Why a start did not produce a running server.
@@ -197,6 +211,10 @@ impl Task {
             self.connections.set_auth_status(&self.id, status.clone());
         }
         self.connections.remove(&self.id);
+        let ended_kind = match &ended {
+            Ended::Broken(_) => EndedKind::Broken,
+            _ => EndedKind::Other,
+        };
         match ended {
             Ended::AuthLost(status) => {
                 // Shown before the (possibly slow) hang-up, so a client can authenticate at once.
@@ -205,12 +223,18 @@ impl Task {
                 self.stop(running).await;
                 Some(self.wait(desired).await)
             }
-            Ended::Failed(how) => {
+            Ended::Failed(how) | Ended::Broken(how) => {
+                let kind = if matches!(ended_kind, EndedKind::Broken) {
+                    "protocol"
+                } else {
+                    "exited"
+                };
                 let uptime = up_since.elapsed();
+                let noise = running.stdout.clone();
                 let stderr_tail = self.stop(running).await;
                 *failures = policy.count_failure(*failures, Some(uptime));
                 tracing::warn!(server = %self.name, failures, "server failed: {how}");
-                let status = Status::error("exited", with_tail(how, &stderr_tail));
+                let status = Status::error(kind, with_tail(noise.explain(how), &stderr_tail));
                 self.report(self.give_up_if_needed(status, policy, *failures))
                     .await;
                 None
@@ -264,12 +288,20 @@ impl Task {
                     .map_err(|m| failed(Status::error("spawn", m)))?;
                 let tail = SharedTail::default();
                 tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
+                let report = Arc::new(stdout::Report::default());
+                let stdout = stdout::Watched::new(stdout, report.clone(), self.name.clone());
                 let handshake = tokio::time::timeout(
                     self.config.start_timeout,
                     upstream::connect(self.upstream(), (stdout, stdin), None),
                 );
                 let outcome = tokio::select! {
                     outcome = handshake => outcome,
+                    _ = report.broken() => {
+                        process::terminate(&mut child, self.config.stop_grace).await;
+                        let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
+                        let how = report.explain(TOO_LONG.into());
+                        return Err(failed(Status::error("protocol", with_tail(how, &tail))));
+                    }
                     wake = self.wait(desired) => {
                         process::terminate(&mut child, self.config.stop_grace).await;
                         return Err(Interrupted::Woke(wake));
@@ -280,6 +312,7 @@ impl Task {
                         connection,
                         child: Some(child),
                         tail,
+                        stdout: report,
                     }),
                     Ok(Err(error)) => {
                         let why = match error {
@@ -303,15 +336,16 @@ impl Task {
                             }
                         };
                         let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
+                        let how = report.explain(how);
                         Err(failed(Status::error("startFailed", with_tail(how, &tail))))
                     }
                     Err(_) => {
                         process::terminate(&mut child, self.config.stop_grace).await;
                         let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
-                        let how = format!(
+                        let how = report.explain(format!(
                             "did not finish initialize and tools/list within {} ms",
                             self.config.start_timeout.as_millis()
-                        );
+                        ));
                         Err(failed(Status::error("timeout", with_tail(how, &tail))))
                     }
                 }
@@ -342,6 +376,7 @@ impl Task {
                             connection,
                             child: None,
                             tail: SharedTail::default(),
+                            stdout: Arc::default(),
                         })
                     }
                     Ok(Err(ConnectError::AuthRequired {
@@ -443,6 +478,7 @@ impl Task {
             }
         };
         tokio::pin!(health);
+        let report = running.stdout.clone();
         loop {
             let exited = async {
                 match running.child.as_mut() {
@@ -457,6 +493,7 @@ impl Task {
                         None => "ended".into(),
                     });
                 }
+                _ = report.broken() => return Ended::Broken(TOO_LONG.into()),
                 how = &mut health => return match how {
                     Ok(how) => Ended::Failed(how),
                     Err((challenge, insufficient_scope)) => {
@@ -504,6 +541,7 @@ impl Task {
             connection,
             child,
             tail,
+            stdout: _,
         } = running;
         if let Some(mut child) = child {
             process::terminate(&mut child, self.config.stop_grace).await;

@@ -2,6 +2,7 @@
 //! included), the handshake over a child's pipes or streamable HTTP, and failure triage.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 
 use rmcp::model::{
@@ -30,6 +31,9 @@ pub struct Upstream {
     offer: Arc<RwLock<Offer>>,
     /// Serialises refreshes so the last one stored is the freshest.
     refreshing: Arc<tokio::sync::Mutex<()>>,
+    /// Lists announced as changed and not yet re-read (bits of [`list_bits`]): a burst of
+    /// `list_changed` costs one re-read, not one each.
+    pending: Arc<AtomicU8>,
 }
 
 impl Upstream {
@@ -42,6 +46,7 @@ impl Upstream {
             connections,
             offer: Arc::default(),
             refreshing: Arc::default(),
+            pending: Arc::default(),
         }
     }
 
@@ -50,9 +55,18 @@ impl Upstream {
         self.offer.clone()
     }
 
-    /// Re-read the lists in `lists` from the server and announce the change.
+    /// Re-read the lists in `lists` from the server and announce the change. A change that
+    /// arrives while an earlier one waits for its turn is left to that one: it reads later.
     async fn refresh(&self, peer: &rmcp::Peer<RoleClient>, lists: Lists) {
+        let bits = list_bits(lists);
+        if self.pending.fetch_or(bits, Ordering::AcqRel) & bits == bits {
+            return;
+        }
         let _serial = self.refreshing.lock().await;
+        let lists = lists_of(self.pending.swap(0, Ordering::AcqRel));
+        if lists == Lists::default() {
+            return;
+        }
         let capabilities = peer
             .peer_info()
             .map(|info| info.capabilities.clone())
@@ -77,6 +91,18 @@ impl Upstream {
             }
         }
         self.connections.changed(&self.id, lists);
+    }
+}
+
+fn list_bits(lists: Lists) -> u8 {
+    u8::from(lists.tools) | u8::from(lists.prompts) << 1 | u8::from(lists.resources) << 2
+}
+
+fn lists_of(bits: u8) -> Lists {
+    Lists {
+        tools: bits & 1 != 0,
+        prompts: bits & 2 != 0,
+        resources: bits & 4 != 0,
     }
 }
 
@@ -369,6 +395,14 @@ pub fn http_transport(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn list_bits_round_trip() {
+        for bits in 0..8 {
+            assert_eq!(list_bits(lists_of(bits)), bits);
+        }
+        assert_eq!(lists_of(list_bits(Lists::ALL)), Lists::ALL);
+    }
 
     #[test]
     fn scrub_removes_the_url_its_query_and_credentials_even_when_normalised() {

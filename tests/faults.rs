@@ -1,0 +1,891 @@
+//! Faults end to end: the real binary supervises example servers that crash at random, hang,
+//! flood, print garbage or resist shutdown, and watches plugin folders that vanish under it.
+//! Each test checks the sidecar stays up, the AHP states are right and no process leaks.
+//!
+//! Quick by default (what CI runs); `AHP_PROXY_FAULT_ROUNDS=200 cargo test --test faults --
+//! --nocapture` repeats the random parts ten times more and prints what it measured.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::{server, Proxy, ScratchDir, Watcher, PATIENCE};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceError, ServiceExt};
+use serde_json::{json, Value};
+
+const EXE: &str = env!("CARGO_BIN_EXE_ahp-proxy");
+
+/// Every tool in `/mcp` is `<server>__<tool>`, whoever is up: names never shift under a
+/// test while servers crash and come back.
+const ALWAYS_PREFIX: &str = "[mcp]\nprefix = \"always\"\n";
+
+/// How many rounds the random loops run: 20 by default, `AHP_PROXY_FAULT_ROUNDS` by hand.
+fn rounds() -> usize {
+    std::env::var("AHP_PROXY_FAULT_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(20)
+}
+
+/// A tag no other test (or test run) uses: every server of a test carries it in its
+/// environment, and so do its children, even after they are reparented.
+fn tag(test: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{test}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// `[servers.<name>]` for an example server, tagged.
+fn tagged(name: &str, kind: &str, extra: &[&str], tag: &str) -> String {
+    format!(
+        "{}env = {{ AHP_FAULT_TAG = \"{tag}\" }}\n",
+        server(name, kind, extra)
+    )
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name, or None when it is gone.
+fn stat(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = text.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Whether `pid` runs (a zombie waiting for its reaper does not).
+fn alive(pid: u32) -> bool {
+    stat(pid).is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
+}
+
+fn pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every live process below `root` (children, grandchildren, …), by parent links.
+fn descendants(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = pids()
+        .into_iter()
+        .filter(|pid| alive(*pid))
+        .filter_map(|pid| Some((pid, stat(pid)?.get(1)?.parse().ok()?)))
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Every live process whose environment carries a tag starting with `tag`, wherever it is
+/// in the process tree now.
+fn carrying(tag: &str) -> Vec<u32> {
+    let needle = format!("AHP_FAULT_TAG={tag}");
+    pids()
+        .into_iter()
+        .filter(|pid| alive(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|var| var.starts_with(needle.as_bytes()))
+            })
+        })
+        .collect()
+}
+
+/// The command line of `pid`, spaces between arguments.
+fn cmdline(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .replace('\0', " ")
+}
+
+/// Wait (up to a generous bound, never asserting how long) until `check` holds; returns
+/// whether it did.
+async fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if check() {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Wait until no process carries `tag`; panics naming the survivors.
+async fn none_left(tag: &str) {
+    let mut left = Vec::new();
+    let gone = eventually(|| {
+        left = carrying(tag);
+        left.is_empty()
+    })
+    .await;
+    assert!(
+        gone,
+        "leaked: {:?}",
+        left.iter().map(|p| (p, cmdline(*p))).collect::<Vec<_>>()
+    );
+}
+
+/// Peak resident memory of `pid` in MiB (`VmHWM`).
+fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib / 1024)
+}
+
+/// Bytes `pid` has written so far (`/proc/<pid>/io`).
+fn written(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The one live child of the proxy whose command line contains `marker`.
+async fn child_with(proxy: &Proxy, marker: &str) -> u32 {
+    let mut pid = None;
+    let found = eventually(|| {
+        pid = descendants(proxy.pid())
+            .into_iter()
+            .find(|p| cmdline(*p).contains(marker));
+        pid.is_some()
+    })
+    .await;
+    assert!(found, "no child running {marker}");
+    pid.unwrap_or_default()
+}
+
+type Harness = RunningService<RoleClient, ()>;
+
+/// A harness session on the proxy's `/mcp`.
+async fn harness(proxy: &Proxy) -> Harness {
+    let session = tokio::time::timeout(
+        PATIENCE,
+        ().serve(StreamableHttpClientTransport::from_uri(
+            proxy.mcp_url.clone(),
+        )),
+    )
+    .await
+    .expect("MCP handshake in time")
+    .expect("MCP handshake");
+    session
+        .peer()
+        .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
+        .await;
+    session
+}
+
+async fn call(harness: &Harness, tool: &str, text: &str) -> Result<String, ServiceError> {
+    let params: CallToolRequestParams =
+        serde_json::from_value(json!({"name": tool, "arguments": {"text": text}})).unwrap();
+    let result = tokio::time::timeout(PATIENCE, harness.peer().call_tool(params))
+        .await
+        .expect("an answer within the patience window")?;
+    let value = serde_json::to_value(&result).unwrap();
+    Ok(value["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_string())
+}
+
+/// The sidecar is up: AHP answers `ping`, and a fresh harness session on `/mcp` gets an
+/// answer from the well-behaved server `steady`.
+async fn still_up(proxy: &Proxy, w: &Watcher) {
+    w.client.ping().await.expect("AHP ping");
+    let h = harness(proxy).await;
+    assert_eq!(
+        call(&h, "steady__echo", "still up")
+            .await
+            .expect("steady answers"),
+        "still up"
+    );
+    let _ = h.cancel().await;
+}
+
+/// Wait for the crash-loop error of `name`.
+async fn until_crash_loop(w: &mut Watcher, name: &str, seen: &mut Vec<String>) -> Value {
+    loop {
+        let state = w.until(name, "error", seen).await;
+        if state["error"]["errorType"] == "crashLoop" {
+            return state;
+        }
+        w.until(name, "starting", seen).await;
+    }
+}
+
+fn error_of(state: &Value) -> (String, String) {
+    (
+        state["error"]["errorType"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+        state["error"]["message"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// Stop the proxy with SIGTERM: it exits 0 and nothing carrying `tag` survives it.
+async fn shut_down(proxy: Proxy, tag: &str) {
+    let pid = proxy.pid();
+    let status = tokio::task::spawn_blocking(move || proxy.terminate())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "exit status of {pid}");
+    none_left(tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_crashing_at_random_during_calls_fail_those_calls_restart_and_leak_nothing() {
+    let tag = tag("crash");
+    let config = format!(
+        "[supervisor]\nrestart_delay_ms = 10\nrestart_delay_max_ms = 50\ncrash_loop_limit = 1000\nhealthy_after_ms = 0\nstop_grace_ms = 500\n{ALWAYS_PREFIX}{}{}",
+        tagged("dice", "echo", &["--fault", "crash-random", "--fault-rate", "0.5"], &tag),
+        tagged("steady", "echo", &[], &tag),
+    );
+    assert!(carrying(&tag).is_empty());
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("steady", "ready", &mut seen).await;
+    let h = harness(&proxy).await;
+    let (mut answered, mut crashed, mut most) = (0, 0, 0);
+    for round in 0..rounds() {
+        w.until("dice", "ready", &mut seen).await;
+        let children = descendants(proxy.pid()).len();
+        most = most.max(children);
+        assert_eq!(children, 2, "round {round}: one process per server");
+        match call(&h, "dice__echo", &format!("round {round}")).await {
+            Ok(text) => {
+                assert_eq!(text, format!("round {round}"));
+                answered += 1;
+            }
+            Err(ServiceError::McpError(error)) => {
+                assert!(
+                    error
+                        .message
+                        .contains("MCP server dice stopped before answering tools/call"),
+                    "{error:?}"
+                );
+                crashed += 1;
+                let (kind, message) = error_of(&w.until("dice", "error", &mut seen).await);
+                assert_eq!(kind, "exited", "{message}");
+                assert!(message.starts_with("exited with status 3"), "{message}");
+                assert!(message.contains("crashing at random"), "{message}");
+                // Meanwhile the other server answers.
+                assert_eq!(
+                    call(&h, "steady__echo", "meanwhile").await.unwrap(),
+                    "meanwhile"
+                );
+            }
+            Err(other) => panic!("round {round}: {other}"),
+        }
+    }
+    eprintln!(
+        "random crashes: {} rounds, {answered} answered, {crashed} crashed; at most {most} children",
+        rounds()
+    );
+    assert!(
+        answered > 0 && crashed > 0,
+        "{answered} answered, {crashed} crashed"
+    );
+    still_up(&proxy, &w).await;
+    let _ = h.cancel().await;
+    shut_down(proxy, &tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_hangs_on_initialize_times_out_is_killed_and_gives_up() {
+    let tag = tag("hang");
+    let config = format!(
+        "[supervisor]\nstart_timeout_ms = 300\nrestart_delay_ms = 20\nrestart_delay_max_ms = 50\ncrash_loop_limit = 3\nstop_grace_ms = 500\n{ALWAYS_PREFIX}{}{}",
+        tagged("hang", "echo", &["--fault", "hang-initialize"], &tag),
+        tagged("steady", "echo", &[], &tag),
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    let (kind, message) = error_of(&w.until("hang", "error", &mut seen).await);
+    assert_eq!(kind, "timeout", "{message}");
+    assert!(
+        message.starts_with("did not finish initialize and tools/list within 300 ms"),
+        "{message}"
+    );
+    assert!(
+        message.contains("last stderr lines:\nexample-server: never answering initialize"),
+        "{message}"
+    );
+    let gave_up = until_crash_loop(&mut w, "hang", &mut seen).await;
+    let (_, message) = error_of(&gave_up);
+    assert!(
+        message.contains("failed 3 times in a row (timeout)"),
+        "{message}"
+    );
+    // Each attempt's process was killed: only steady is left.
+    let mut children = Vec::new();
+    assert!(
+        eventually(|| {
+            children = descendants(proxy.pid());
+            children.len() == 1
+        })
+        .await,
+        "{:?}",
+        children.iter().map(|p| cmdline(*p)).collect::<Vec<_>>()
+    );
+    assert!(
+        cmdline(children[0]).contains("echo"),
+        "{}",
+        cmdline(children[0])
+    );
+    still_up(&proxy, &w).await;
+    shut_down(proxy, &tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[allow(deprecated)] // logging/setLevel is deprecated by SEP-2577 but still served
+async fn floods_on_stdout_and_stderr_neither_grow_memory_nor_block_other_servers() {
+    let tag = tag("flood");
+    let config = format!(
+        "{ALWAYS_PREFIX}{}{}{}",
+        tagged("flood", "echo", &["--fault", "flood-stdout"], &tag),
+        tagged("chatty", "echo", &["--fault", "flood-stderr"], &tag),
+        tagged("steady", "echo", &[], &tag),
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in ["flood", "chatty", "steady"] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    // A harness is connected the whole time (the flood's log messages are below the level
+    // it asked for: a harness that stops reading them has a test of its own).
+    let h = harness(&proxy).await;
+    let quiet: rmcp::model::SetLevelRequestParams =
+        serde_json::from_value(json!({"level": "emergency"})).unwrap();
+    h.peer().set_level(quiet).await.expect("logging/setLevel");
+    let flood = child_with(&proxy, "flood-stdout").await;
+    let chatty = child_with(&proxy, "flood-stderr").await;
+    let target = 32 * 1024 * 1024 * rounds() as u64 / 20;
+    let mut calls = 0;
+    let deadline = tokio::time::Instant::now() + PATIENCE * 3;
+    while written(flood) < target || written(chatty) < target {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the floods stalled: {} and {} bytes written",
+            written(flood),
+            written(chatty)
+        );
+        let tool = format!("{}__echo", ["steady", "flood", "chatty"][calls % 3]);
+        assert_eq!(call(&h, &tool, "during").await.unwrap(), "during", "{tool}");
+        calls += 1;
+    }
+    let peak = peak_rss_mib(proxy.pid());
+    // Each flood round ends in a burst of 64 `tools/list_changed`: the sidecar re-reads
+    // the list once or twice per burst, not 64 times.
+    let stats: Value =
+        serde_json::from_str(&call(&h, "flood__fault_stats", "").await.unwrap()).unwrap();
+    let (listed, floods) = (
+        stats["toolsListed"].as_u64().unwrap(),
+        stats["floodRounds"].as_u64().unwrap(),
+    );
+    eprintln!(
+        "floods: {} MiB on stdout ({floods} rounds, {listed} tools/list) and {} MiB on stderr read while {calls} calls answered; sidecar peak RSS {peak} MiB",
+        written(flood) >> 20,
+        written(chatty) >> 20
+    );
+    assert!(floods > 0);
+    assert!(
+        listed <= 2 * floods + 4,
+        "{listed} re-reads for {floods} bursts"
+    );
+    assert!(peak < 128, "peak RSS {peak} MiB");
+    // Still ready, still the same processes.
+    assert_eq!(w.server("flood")["state"]["kind"], "ready");
+    assert_eq!(w.server("chatty")["state"]["kind"], "ready");
+    assert!(alive(flood) && alive(chatty));
+    still_up(&proxy, &w).await;
+    let _ = h.cancel().await;
+    shut_down(proxy, &tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_flood_towards_a_harness_that_stopped_reading_stays_bounded() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let tag = tag("stalled");
+    let config = format!(
+        "{ALWAYS_PREFIX}{}{}",
+        tagged("flood", "echo", &["--fault", "flood-stdout"], &tag),
+        tagged("steady", "echo", &[], &tag),
+    );
+    let (proxy, (stdout, mut stdin)) = Proxy::start_stdio(&config);
+    // A harness that says hello, then never reads again.
+    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "stalled", "version": "1"}}});
+    stdin
+        .write_all(format!("{hello}\n").as_bytes())
+        .await
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let answer = tokio::time::timeout(PATIENCE, lines.next_line())
+        .await
+        .expect("initialize answered")
+        .unwrap()
+        .unwrap();
+    assert!(answer.contains("\"id\":1"), "{answer}");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    stdin
+        .write_all(format!("{initialized}\n").as_bytes())
+        .await
+        .unwrap();
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("flood", "ready", &mut seen).await;
+    w.until("steady", "ready", &mut seen).await;
+    let flood = child_with(&proxy, "flood-stdout").await;
+    let target = 128 * 1024 * 1024 * rounds() as u64 / 20;
+    let deadline = tokio::time::Instant::now() + PATIENCE * 3;
+    while written(flood) < target {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the flood stalled at {} bytes",
+            written(flood)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let peak = peak_rss_mib(proxy.pid());
+    eprintln!(
+        "log flood to a stalled harness: {} MiB read from the server; sidecar peak RSS {peak} MiB",
+        written(flood) >> 20
+    );
+    assert!(peak < 128, "peak RSS {peak} MiB");
+    w.client.ping().await.expect("AHP ping");
+    drop(lines);
+    drop(stdin);
+    shut_down(proxy, &tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn non_json_on_stdout_is_ignored_and_shown_when_the_server_fails() {
+    let tag = tag("noise");
+    let dir = ScratchDir::new("noise");
+    let marker = dir.path().join("crashed");
+    let config = format!(
+        "[supervisor]\nrestart_delay_ms = 20\nstop_grace_ms = 500\n{ALWAYS_PREFIX}{}{}{}",
+        tagged("noisy", "echo", &["--fault", "noise-stdout"], &tag),
+        tagged(
+            "dying",
+            "echo",
+            &[
+                "--fault",
+                "noise-stdout",
+                "--exit-after-ms",
+                "500",
+                "--once",
+                marker.to_str().unwrap()
+            ],
+            &tag
+        ),
+        tagged("steady", "echo", &[], &tag),
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("noisy", "ready", &mut seen).await;
+    // Lines between messages change nothing: calls work, the server stays ready.
+    let h = harness(&proxy).await;
+    for i in 0..5 {
+        let text = format!("call {i}");
+        assert_eq!(call(&h, "noisy__echo", &text).await.unwrap(), text);
+    }
+    assert_eq!(w.server("noisy")["state"]["kind"], "ready");
+    // When a noisy server fails, its error shows the stdout it could not understand.
+    let (kind, message) = error_of(&w.until("dying", "error", &mut seen).await);
+    assert!(
+        kind == "exited" || kind == "startFailed",
+        "{kind}: {message}"
+    );
+    assert!(
+        message.contains("non-JSON stdout lines were ignored, the last:\n"),
+        "{message}"
+    );
+    assert!(
+        message.contains("Example server 1.0 starting (this banner is not JSON)")
+            || message.contains("all fine"),
+        "{message}"
+    );
+    w.until("dying", "ready", &mut seen).await;
+    // Said once per process at warn level, without the line itself.
+    let logs = proxy.logs();
+    assert!(
+        logs.contains("the server writes lines that are not JSON on stdout"),
+        "{logs}"
+    );
+    assert!(!logs.contains("all fine"), "stdout content in info logs");
+    still_up(&proxy, &w).await;
+    let _ = h.cancel().await;
+    shut_down(proxy, &tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stdout_line_that_never_ends_is_a_protocol_error_not_a_hang() {
+    let tag = tag("endless");
+    let config = format!(
+        "[supervisor]\nrestart_delay_ms = 20\nrestart_delay_max_ms = 50\ncrash_loop_limit = 2\nstop_grace_ms = 500\n{ALWAYS_PREFIX}{}{}",
+        tagged("endless", "echo", &["--fault", "endless-line"], &tag),
+        tagged("steady", "echo", &[], &tag),
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    let (kind, message) = error_of(&w.until("endless", "error", &mut seen).await);
+    assert_eq!(kind, "protocol", "{message}");
+    assert!(message.contains("longer than 16 MiB"), "{message}");
+    assert!(
+        message.contains("example-server: starting a stdout line that never ends"),
+        "{message}"
+    );
+    let (_, message) = error_of(&until_crash_loop(&mut w, "endless", &mut seen).await);
+    assert!(message.contains("(protocol)"), "{message}");
+    let peak = peak_rss_mib(proxy.pid());
+    eprintln!("endless stdout line: sidecar peak RSS {peak} MiB");
+    assert!(peak < 192, "peak RSS {peak} MiB");
+    assert!(eventually(|| descendants(proxy.pid()).len() == 1).await);
+    still_up(&proxy, &w).await;
+    shut_down(proxy, &tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_that_resist_or_die_during_shutdown_are_stopped_and_leave_nothing() {
+    let tag = tag("shutdown");
+    let config = format!(
+        "[supervisor]\nstop_grace_ms = 1000\n{ALWAYS_PREFIX}{}{}{}{}{}",
+        tagged("stubborn", "echo", &["--fault", "ignore-sigterm"], &tag),
+        tagged(
+            "slow",
+            "echo",
+            &["--fault", "slow-exit", "--exit-delay-ms", "300"],
+            &tag
+        ),
+        tagged("toggled", "echo", &["--fault", "ignore-sigterm"], &tag),
+        tagged("hanging", "echo", &["--fault", "hang-initialize"], &tag),
+        tagged("steady", "echo", &[], &tag),
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in ["stubborn", "slow", "toggled", "steady"] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    assert_eq!(w.server("hanging")["state"]["kind"], "starting");
+    // Five servers (one still starting: it hangs on initialize, the start timeout is 30 s),
+    // and each stubborn one has a grandchild that ignores SIGTERM too.
+    assert!(eventually(|| descendants(proxy.pid()).len() == 7).await);
+    assert_eq!(carrying(&tag).len(), 7);
+    // Stopping one at run time takes its whole process group, grandchild included.
+    let id = w.id("toggled");
+    w.dispatch(json!({"type": "session/mcpServerStopRequested", "id": id}))
+        .await;
+    w.until("toggled", "stopped", &mut seen).await;
+    assert!(eventually(|| descendants(proxy.pid()).len() == 5).await);
+    still_up(&proxy, &w).await;
+    // SIGTERM to the sidecar: every server reported stopped (not error), exit 0, nothing
+    // left, although one ignores SIGTERM, one dies with status 3 on the way out and one is
+    // in the middle of its handshake.
+    let pid = proxy.pid();
+    let logs = proxy.log_sink();
+    let exit = tokio::task::spawn_blocking(move || proxy.terminate());
+    let stopped = async move {
+        let mut seen = Vec::new();
+        for name in ["stubborn", "slow", "hanging", "steady"] {
+            w.until(name, "stopped", &mut seen).await;
+        }
+        seen
+    };
+    let seen = match tokio::spawn(stopped).await {
+        Ok(seen) => seen,
+        Err(panic) => panic!("{panic:?}; stderr:\n{}", logs.lock().unwrap().join("\n")),
+    };
+    assert!(!seen.iter().any(|s| s.ends_with(" error")), "{seen:?}");
+    assert_eq!(exit.await.unwrap().code(), Some(0), "exit status of {pid}");
+    none_left(&tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_of_the_sidecar_leaves_no_grandchild_behind() {
+    let tag = tag("kill9");
+    let config = format!(
+        "{}{}",
+        tagged("stubborn", "echo", &["--fault", "ignore-sigterm"], &tag),
+        tagged("hang", "echo", &["--fault", "hang-initialize"], &tag),
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("stubborn", "ready", &mut seen).await;
+    assert!(eventually(|| carrying(&tag).len() == 3).await);
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &proxy.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    none_left(&tag).await;
+}
+
+fn write(path: &Path, text: &str) {
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    let _ = std::fs::write(path, text);
+}
+
+/// A plugin folder `name` with a manifest, a skill and one tagged server.
+fn make_plugin(root: &Path, name: &str, tag: &str) {
+    let dir = root.join(name);
+    write(
+        &dir.join(".plugin/plugin.json"),
+        &format!("{{\"name\": \"{name}\", \"version\": \"1.0.0\"}}"),
+    );
+    write(
+        &dir.join("skills/s/SKILL.md"),
+        "---\ndescription: a skill\n---\n",
+    );
+    write(
+        &dir.join(".mcp.json"),
+        &format!(
+            "{{\"mcpServers\": {{\"{name}-srv\": {{\"command\": {EXE:?}, \"args\": [\"example-server\", \"echo\"], \"env\": {{\"AHP_FAULT_TAG\": \"{tag}\"}}}}}}}}"
+        ),
+    );
+}
+
+/// The names of the top-level customizations in the mirror, sorted.
+fn plugin_names(w: &Watcher) -> Vec<String> {
+    let mut names: Vec<String> = w
+        .mirror
+        .customizations
+        .iter()
+        .flatten()
+        .map(|c| {
+            serde_json::to_value(c).unwrap()["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// A plugin folder `name` with only a manifest and a skill (no server: cheap in bulk).
+fn make_bulk_plugin(root: &Path, name: &str) {
+    let dir = root.join(name);
+    write(
+        &dir.join(".plugin/plugin.json"),
+        &format!("{{\"name\": \"{name}\", \"version\": \"1.0.0\"}}"),
+    );
+    write(
+        &dir.join("skills/s/SKILL.md"),
+        "---\ndescription: a skill\n---\n",
+    );
+}
+
+/// Apply actions until the mirror shows exactly `want` (plugins), each complete: a
+/// `bulk-*` plugin with its skill, any other with its skill and its server ready. Then a
+/// fresh snapshot equals the mirror.
+async fn settle(proxy: &Proxy, w: &mut Watcher, want: &[&str]) {
+    let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    let settled = |w: &Watcher| {
+        plugin_names(w) == want
+            && w.mirror.customizations.iter().flatten().all(|c| {
+                let c = serde_json::to_value(c).unwrap();
+                let children = c["children"].as_array().cloned().unwrap_or_default();
+                if c["name"].as_str().unwrap_or("").starts_with("bulk-") {
+                    return children.len() == 1;
+                }
+                children.len() == 2
+                    && children
+                        .iter()
+                        .any(|k| k["type"] == "mcpServer" && k["state"]["kind"] == "ready")
+            })
+    };
+    while !settled(w) {
+        // Shorter than the patience of `step` itself, so the message below is the one seen.
+        let step = tokio::time::timeout(PATIENCE * 3 / 4, w.step()).await;
+        assert!(
+            step.is_ok(),
+            "did not settle on {want:?}; mirror shows {:?}: {}",
+            plugin_names(w),
+            serde_json::to_string(&w.mirror.customizations).unwrap()
+        );
+        // Apply the rest of a burst before looking again (looking is not cheap).
+        while tokio::time::timeout(Duration::from_millis(5), w.step())
+            .await
+            .is_ok()
+        {}
+    }
+    let fresh = Watcher::open(proxy).await;
+    assert_eq!(
+        serde_json::to_value(&fresh.mirror.customizations).unwrap(),
+        serde_json::to_value(&w.mirror.customizations).unwrap(),
+        "the mirror drifted from the host"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plugin_folders_deleted_while_being_scanned_settle_on_what_is_on_disk() {
+    let tag = tag("folders");
+    let dir = ScratchDir::new("fault-folders");
+    let root = dir.path().join("plugins");
+    make_plugin(&root, "keep", &tag);
+    let config = format!(
+        "plugin_roots = [{:?}]\n[supervisor]\nrestart_delay_ms = 20\nstop_grace_ms = 500\n[limits]\nwatch_debounce_ms = 1\n",
+        root.display().to_string()
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    settle(&proxy, &mut w, &["keep"]).await;
+    // Create and delete plugin folders as fast as the disk allows, for a while, racing
+    // the rescans (a 1 ms debounce scans while folders come and go).
+    let ops = rounds() * 15;
+    let churn = {
+        let root = root.clone();
+        let tag = tag.clone();
+        std::thread::spawn(move || {
+            let mut seed: u64 = 0x5eed ^ u64::from(std::process::id());
+            for i in 0..ops {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let name = format!("p{}", (seed >> 33) % 4);
+                if (seed >> 40).is_multiple_of(2) {
+                    make_plugin(&root, &name, &tag);
+                } else {
+                    let _ = std::fs::remove_dir_all(root.join(&name));
+                }
+                if i.is_multiple_of(8) {
+                    std::thread::sleep(Duration::from_millis((seed >> 50) % 5));
+                }
+            }
+            for name in ["p0", "p1", "p2", "p3"] {
+                let _ = std::fs::remove_dir_all(root.join(name));
+            }
+            make_plugin(&root, "p1", &tag);
+        })
+    };
+    // The sidecar keeps answering while it churns.
+    while !churn.is_finished() {
+        w.client.ping().await.expect("AHP ping during the churn");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    churn.join().unwrap();
+    settle(&proxy, &mut w, &["keep", "p1"]).await;
+    // One server process per plugin left on disk, nothing else.
+    let mut children = Vec::new();
+    let exact = eventually(|| {
+        children = descendants(proxy.pid());
+        children.len() == 2
+    })
+    .await;
+    assert!(
+        exact,
+        "{:?}",
+        children.iter().map(|p| cmdline(*p)).collect::<Vec<_>>()
+    );
+    eprintln!(
+        "plugin churn: {ops} creates/deletes; {} server processes after",
+        children.len()
+    );
+    shut_down(proxy, &tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_watched_root_removed_and_recreated_is_watched_again() {
+    let tag = tag("root");
+    let dir = ScratchDir::new("fault-root");
+    let root = dir.path().join("plugins");
+    make_plugin(&root, "first", &tag);
+    let config = format!(
+        "plugin_roots = [{:?}]\n[supervisor]\nrestart_delay_ms = 20\nstop_grace_ms = 500\n[limits]\nwatch_debounce_ms = 20\n",
+        root.display().to_string()
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    settle(&proxy, &mut w, &["first"]).await;
+    let cycles = rounds() / 2;
+    // Remove and recreate the root quickly, without waiting for the sidecar.
+    for i in 0..cycles {
+        let _ = std::fs::remove_dir_all(&root);
+        std::thread::sleep(Duration::from_millis(i as u64 % 7));
+        make_plugin(&root, &format!("r{}", i % 3), &tag);
+    }
+    let last = format!("r{}", (cycles - 1) % 3);
+    settle(&proxy, &mut w, &[last.as_str()]).await;
+    // Then one at a time: the root is moved away and comes back full (100 plugins, so
+    // rescanning it takes a while), and one more plugin is written at different moments
+    // after that (before, during and after the sidecar rescans it). Each time the view
+    // ends up equal to the folder.
+    let aside = dir.path().join("aside");
+    let _ = std::fs::remove_dir_all(&root);
+    let mut want: Vec<String> = (0..100).map(|i| format!("bulk-{i:03}")).collect();
+    for name in &want {
+        make_bulk_plugin(&aside, name);
+    }
+    settle(&proxy, &mut w, &[]).await;
+    for (i, delay) in (0u64..=40).step_by(8).enumerate() {
+        std::fs::rename(&aside, &root).unwrap();
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        let name = format!("s{i}");
+        make_plugin(&root, &name, &tag);
+        want.push(name);
+        settle(
+            &proxy,
+            &mut w,
+            &want.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .await;
+        std::fs::rename(&root, &aside).unwrap();
+        settle(&proxy, &mut w, &[]).await;
+    }
+    std::fs::rename(&aside, &root).unwrap();
+    // And an edit inside the recreated root still arrives.
+    make_plugin(&root, "late", &tag);
+    want.push("late".into());
+    settle(
+        &proxy,
+        &mut w,
+        &want.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    assert!(eventually(|| descendants(proxy.pid()).len() == 7).await);
+    eprintln!("root removed and recreated {} times", cycles + 6);
+    shut_down(proxy, &tag).await;
+}
