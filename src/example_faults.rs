@@ -11,8 +11,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// One way for a server to misbehave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Fault {
-    /// Each tool call exits the process (status `--exit-code`, a line on stderr first) with
-    /// probability `--fault-rate`, drawn from `--seed`: a crash in the middle of a call.
+    /// Each tool call exits the process (status `--exit-code`) with probability
+    /// `--fault-rate`, drawn from `--seed`: a crash in the middle of a call. Like a panic, it
+    /// first writes a long backtrace (20,000 short lines) and then the reason on stderr.
     CrashRandom,
     /// Reads its requests but never answers `initialize` (nor anything else), and lives on
     /// until it is killed, even after its stdin closes.
@@ -118,6 +119,11 @@ impl Dice {
     /// Exit at once when the coin says so (called inside a tool call).
     pub fn maybe_crash(&self, exit_code: i32) {
         if self.crash() {
+            let mut stderr = std::io::stderr().lock();
+            for frame in 0..20_000 {
+                let _ = writeln!(stderr, "  at {frame}");
+            }
+            drop(stderr);
             eprintln!(
                 "example-server: crashing at random during a tool call (seed {}), status {exit_code}",
                 self.seed
@@ -289,7 +295,7 @@ fn start_grandchild() {
 }
 
 fn flood_stderr() {
-    let mut stderr = std::io::stderr().lock();
+    let mut stderr = std::io::stderr();
     let long = "e".repeat(64 * 1024);
     for n in 0u64.. {
         let line = if n % 100 == 99 {

@@ -51,6 +51,8 @@ struct Running {
     connection: Connection,
     child: Option<tokio::process::Child>,
     tail: SharedTail,
+    /// The task draining its stderr (stdio only): done once the pipe is closed.
+    drained: Option<tokio::task::JoinHandle<()>>,
     /// What its stdout carried besides MCP (stdio only).
     stdout: Arc<stdout::Report>,
 }
@@ -287,7 +289,8 @@ impl Task {
                 } = process::spawn(command, args, env, cwd.as_deref())
                     .map_err(|m| failed(Status::error("spawn", m)))?;
                 let tail = SharedTail::default();
-                tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
+                let mut drained =
+                    tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
                 let report = Arc::new(stdout::Report::default());
                 let stdout = stdout::Watched::new(stdout, report.clone(), self.name.clone());
                 let handshake = tokio::time::timeout(
@@ -298,7 +301,7 @@ impl Task {
                     outcome = handshake => outcome,
                     _ = report.broken() => {
                         process::terminate(&mut child, self.config.stop_grace).await;
-                        let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
+                        let tail = stderr::last_lines(&tail, &mut drained).await;
                         let how = report.explain(TOO_LONG.into());
                         return Err(failed(Status::error("protocol", with_tail(how, &tail))));
                     }
@@ -312,6 +315,7 @@ impl Task {
                         connection,
                         child: Some(child),
                         tail,
+                        drained: Some(drained),
                         stdout: report,
                     }),
                     Ok(Err(error)) => {
@@ -335,13 +339,13 @@ impl Task {
                                 why
                             }
                         };
-                        let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
+                        let tail = stderr::last_lines(&tail, &mut drained).await;
                         let how = report.explain(how);
                         Err(failed(Status::error("startFailed", with_tail(how, &tail))))
                     }
                     Err(_) => {
                         process::terminate(&mut child, self.config.stop_grace).await;
-                        let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
+                        let tail = stderr::last_lines(&tail, &mut drained).await;
                         let how = report.explain(format!(
                             "did not finish initialize and tools/list within {} ms",
                             self.config.start_timeout.as_millis()
@@ -376,6 +380,7 @@ impl Task {
                             connection,
                             child: None,
                             tail: SharedTail::default(),
+                            drained: None,
                             stdout: Arc::default(),
                         })
                     }
@@ -541,14 +546,17 @@ impl Task {
             connection,
             child,
             tail,
+            drained,
             stdout: _,
         } = running;
         if let Some(mut child) = child {
             process::terminate(&mut child, self.config.stop_grace).await;
         }
         let _ = tokio::time::timeout(Duration::from_secs(1), connection.service.cancel()).await;
-        let text = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
-        text
+        match drained {
+            Some(mut drained) => stderr::last_lines(&tail, &mut drained).await,
+            None => tail.lock().unwrap_or_else(|p| p.into_inner()).text(),
+        }
     }
 
     /// `authRequired` for the server at `url`, with the metadata its challenge points at.

@@ -13,6 +13,9 @@ pub const TAIL_LINES: usize = 10;
 pub const MAX_LINE_BYTES: usize = 1024;
 /// Lines logged per second per server; the rest are counted and reported.
 pub const LINES_PER_SECOND: u32 = 50;
+/// How long the last lines of a child that ended may take to be read (a grandchild that
+/// outlives it may hold the pipe open for ever).
+pub const FINAL_LINES_WAIT: Duration = Duration::from_millis(500);
 
 /// The last lines a child wrote on stderr.
 #[derive(Debug, Default, Clone)]
@@ -113,6 +116,14 @@ impl RateLimit {
             (false, dropped)
         }
     }
+}
+
+/// The tail of a child that has ended, once `drained` (its [`drain`] task) has read the
+/// pipe to its end, or after [`FINAL_LINES_WAIT`]: the lines it wrote just before exiting
+/// (usually the reason) are still in the pipe when its exit is seen.
+pub async fn last_lines(tail: &SharedTail, drained: &mut tokio::task::JoinHandle<()>) -> String {
+    let _ = tokio::time::timeout(FINAL_LINES_WAIT, drained).await;
+    tail.lock().unwrap_or_else(|p| p.into_inner()).text()
 }
 
 /// Read `stderr` to its end: every line into `tail`, logged at debug level under `server`
