@@ -14,6 +14,8 @@ pub mod discovery;
 pub mod example_server;
 pub mod features_server;
 pub mod front;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod host;
 pub mod jsonrpc;
 pub mod line_index;
