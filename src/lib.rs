@@ -15,6 +15,8 @@ pub mod example_faults;
 pub mod example_server;
 pub mod features_server;
 pub mod front;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod host;
 pub mod jsonrpc;
 pub mod line_index;

@@ -75,6 +75,7 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
             workspace: &workspace,
             env: &*ctx.env,
         },
+        plugin: None,
     };
 
     let mut plugins_declared = false;
@@ -133,6 +134,17 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
     scan
 }
 
+/// Whether an earlier entry of this file already produced the container `id` (a second one
+/// would be hidden by the catalog, its servers running with nothing to show them).
+fn already_declared(scan: &Scan, id: &str) -> bool {
+    scan.customizations.iter().any(|c| match c {
+        Customization::Plugin(p) => p.id == id,
+        Customization::Directory(d) => d.id == id,
+        Customization::McpServer(m) => m.id == id,
+        Customization::Unknown(_) => false,
+    })
+}
+
 fn file_container(
     path: &Path,
     name: String,
@@ -186,7 +198,8 @@ fn plugin_entry(
             );
             return;
         };
-        let dir: PathBuf = folder.join(relative);
+        // Normalized, so that `./p`, `p` and `p/` are one folder with one id.
+        let dir: PathBuf = crate::config::normalize(&folder.join(relative));
         if !dir.is_dir() {
             problems.warn(
                 file,
@@ -194,6 +207,14 @@ fn plugin_entry(
                 format!("plugin folder {relative:?} does not exist"),
             );
             scan.watched.push(dir);
+            return;
+        }
+        if already_declared(scan, &super::uri::file_uri(&dir)) {
+            problems.warn(
+                file,
+                source.node.span.start,
+                format!("plugin folder {relative:?} is already listed; this entry is ignored"),
+            );
             return;
         }
         let inner = plugin::scan_plugin(&dir, ctx);
@@ -216,6 +237,19 @@ fn plugin_entry(
         );
         return;
     };
+    let id = format!(
+        "{}#plugin={}",
+        file.uri,
+        super::uri::fragment_component(name)
+    );
+    if already_declared(scan, &id) {
+        problems.warn(
+            file,
+            span.start,
+            format!("plugin {name:?} is declared twice; this entry is ignored"),
+        );
+        return;
+    }
     let mut own = Problems::default();
     let folder_text = folder.to_string_lossy().into_owned();
     let data = ctx
@@ -230,12 +264,8 @@ fn plugin_entry(
             workspace: &folder_text,
             env: &*ctx.env,
         },
+        plugin: Some(&id),
     };
-    let id = format!(
-        "{}#plugin={}",
-        file.uri,
-        super::uri::fragment_component(name)
-    );
     let mut children = Vec::new();
     if let Some(hooks) = node.get("hooks") {
         if components::check_hooks_object(&hooks.node, file, &mut own).is_some() {
@@ -292,4 +322,80 @@ fn plugin_entry(
         }));
     scan.servers.extend(servers.declared);
     scan.problems.extend(own.list);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_text(name: &str, text: &str) -> (PathBuf, Scan) {
+        let dir =
+            std::env::temp_dir().join(format!("ahp-proxy-manifest-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("p/skills/s")).unwrap();
+        std::fs::write(
+            dir.join("p/.mcp.json"),
+            r#"{"mcpServers": {"x": {"command": "x"}}}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.join("p/skills/s/SKILL.md"), "---\nname: s\n---\n").unwrap();
+        let path = dir.join("plugins.json");
+        std::fs::write(&path, text).unwrap();
+        let ctx = Context {
+            data_dir: dir.join("data"),
+            env: Box::new(|_| None),
+        };
+        let scan = scan_manifest(&path, &ctx);
+        (dir, scan)
+    }
+
+    fn ids(scan: &Scan) -> Vec<String> {
+        scan.servers.iter().map(|s| s.id.clone()).collect()
+    }
+
+    // Found by fuzzing: two inline plugins of one name made two containers with one id (the
+    // catalog hid the second while its servers still ran), and servers of the same name in
+    // two inline plugins shared an id (one ran, both showed its state).
+    #[test]
+    fn inline_plugins_and_their_servers_get_ids_of_their_own() {
+        let (_, scan) = scan_text(
+            "inline",
+            r#"{"plugins": [
+                {"name": "a", "mcpServers": {"s": {"command": "one"}}},
+                {"name": "b", "mcpServers": {"s": {"command": "two"}}},
+                {"name": "a", "mcpServers": {"t": {"command": "three"}}}
+            ], "mcpServers": {"s": {"command": "top"}}}"#,
+        );
+        let file = crate::discovery::uri::file_uri(&scan.watched[0]);
+        assert_eq!(
+            ids(&scan),
+            [
+                format!("{file}#mcp=s"),
+                format!("{file}#plugin=a/mcp=s"),
+                format!("{file}#plugin=b/mcp=s"),
+            ]
+        );
+        assert_eq!(scan.customizations.len(), 3, "the second `a` is not shown");
+        assert_eq!(scan.problems.len(), 1, "{:?}", scan.problems);
+        assert!(scan.problems[0].message.contains("declared twice"));
+        assert!(
+            scan.problems[0].location.ends_with(":4:17"),
+            "{:?}",
+            scan.problems[0]
+        );
+    }
+
+    #[test]
+    fn a_plugin_folder_listed_twice_is_scanned_once() {
+        let (dir, scan) = scan_text(
+            "source",
+            r#"{"plugins": [{"source": "./p"}, {"source": "p/"}, {"source": "p/../p"}]}"#,
+        );
+        let folder = crate::discovery::uri::file_uri(&dir.join("p"));
+        assert_eq!(ids(&scan), [format!("{folder}/.mcp.json#mcp=x")]);
+        // The folder once, and the file itself, degraded, to show the two problems.
+        assert_eq!(scan.customizations.len(), 2);
+        assert_eq!(scan.problems.len(), 2, "{:?}", scan.problems);
+        assert!(scan.problems[0].message.contains("already listed"));
+    }
 }

@@ -21,6 +21,10 @@ pub struct ServerScope<'a> {
     pub root: &'a Path,
     /// Variable values.
     pub vars: Vars<'a>,
+    /// The inline plugin (its container id) the servers belong to, when several plugins
+    /// share one file (`plugins.json`): their ids hang under it, `<plugin id>/mcp=<name>`,
+    /// so two plugins may each declare a server of the same name.
+    pub plugin: Option<&'a str>,
 }
 
 /// What a server map yields: children for the container and specs for the supervisor.
@@ -183,7 +187,11 @@ fn parse_entry(
             unresolved.token, unresolved.reason
         )
     });
-    let id = format!("{}#mcp={}", file.uri, super::uri::fragment_component(&name));
+    let fragment = super::uri::fragment_component(&name);
+    let id = match scope.plugin {
+        Some(plugin) => format!("{plugin}/mcp={fragment}"),
+        None => format!("{}#mcp={fragment}", file.uri),
+    };
     let state = match (&launch, enabled) {
         (_, false) => McpServerState::Stopped(McpServerStoppedState {}),
         (Err(message), true) => McpServerState::Error(McpServerErrorState {

@@ -273,6 +273,7 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
             workspace: &root_text,
             env: &*ctx.env,
         },
+        plugin: None,
     };
     let servers = mcp_servers(dir, manifest.as_ref(), &scope, &bounds, &mut problems);
     children.extend(servers.children.iter().cloned());
