@@ -14,6 +14,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[allow(dead_code)]
 mod common;
 
 use ahp::{Client, ClientConfig, SubscriptionEvent};

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[allow(dead_code)]
 mod common;
 
 use common::{percentile, proxy_binary, start_proxy, Proxy};

@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 /// The `ahp-proxy` binary next to this example (build it first with `cargo build --release`).
@@ -22,6 +22,18 @@ pub fn proxy_binary() -> PathBuf {
 pub struct Proxy {
     pub child: Child,
     pub url: String,
+    /// `http://…/mcp`, the aggregated MCP endpoint.
+    pub mcp_url: String,
+    /// Every warning and error line the proxy logged (JSON), in order.
+    pub warnings: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proxy {
+    /// How many warning or error lines so far contain `needle`.
+    pub fn warned(&self, needle: &str) -> usize {
+        let lines = self.warnings.lock().unwrap();
+        lines.iter().filter(|l| l.contains(needle)).count()
+    }
 }
 
 impl Drop for Proxy {
@@ -52,11 +64,21 @@ pub fn start_proxy(binary: &Path, config: &Path) -> Proxy {
         .expect("start proxy");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
+    let (mcp_tx, mcp_rx) = mpsc::channel();
+    let warnings = Arc::new(Mutex::new(Vec::new()));
+    let sink = warnings.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
                 if v["fields"]["message"] == "AHP endpoint listening" {
                     let _ = tx.send(v["fields"]["addr"].as_str().unwrap_or_default().to_string());
+                }
+                if v["fields"]["message"] == "MCP endpoint listening" {
+                    let _ =
+                        mcp_tx.send(v["fields"]["url"].as_str().unwrap_or_default().to_string());
+                }
+                if v["level"] == "WARN" || v["level"] == "ERROR" {
+                    sink.lock().unwrap().push(line);
                 }
             }
         }
@@ -64,9 +86,13 @@ pub fn start_proxy(binary: &Path, config: &Path) -> Proxy {
     let addr = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("proxy address");
+    // The MCP front logs its address before the AHP endpoint does (same reader thread).
+    let mcp_url = mcp_rx.try_recv().unwrap_or_default();
     Proxy {
         child,
         url: format!("ws://{addr}"),
+        mcp_url,
+        warnings,
     }
 }
 

@@ -28,6 +28,14 @@ enum Ending {
     Close(CloseCode, String),
 }
 
+/// A client whose outbound queue overflowed is closed with 1008.
+fn too_slow() -> Ending {
+    Ending::Close(
+        CloseCode::Policy,
+        "client too slow: outbound queue overflowed; reconnect to resume".into(),
+    )
+}
+
 /// Serve one upgraded connection until it ends.
 pub async fn run<S>(
     mut ws: WebSocketStream<S>,
@@ -68,12 +76,7 @@ pub async fn run<S>(
                 let _ = tokio::time::timeout(CLOSE_GRACE, flush).await;
                 break Ending::Close(CloseCode::Away, "host shutting down".into());
             }
-            _ = attachment.kicked.cancelled() => {
-                break Ending::Close(
-                    CloseCode::Policy,
-                    "client too slow: outbound queue overflowed; reconnect to resume".into(),
-                );
-            }
+            _ = attachment.kicked.cancelled() => break too_slow(),
             _ = &mut handshake_deadline, if connection.client_id().is_none() => {
                 break Ending::Close(
                     CloseCode::Policy,
@@ -100,13 +103,14 @@ pub async fn run<S>(
             frame = attachment.outbox.recv() => {
                 let Some(frame) = frame else { break Ending::PeerGone };
                 // Shutdown does not abort a send: the frame goes out, then the shutdown
-                // branch flushes the rest and closes (serve bounds the whole wait).
-                let sent = tokio::select! {
-                    sent = ws.send(Message::Text(frame)) => sent.is_ok(),
-                    _ = attachment.kicked.cancelled() => false,
-                };
-                if !sent {
-                    break Ending::PeerGone;
+                // branch flushes the rest and closes (serve bounds the whole wait). A kick
+                // does: the client is stuck, and the close frame is queued behind what the
+                // socket already holds, for a client that reads again within the grace.
+                tokio::select! {
+                    sent = ws.send(Message::Text(frame)) => if sent.is_err() {
+                        break Ending::PeerGone;
+                    },
+                    _ = attachment.kicked.cancelled() => break too_slow(),
                 }
             }
             message = ws.next() => {

@@ -188,6 +188,12 @@ impl Proxy {
         self.logs.lock().expect("log lock").join("\n")
     }
 
+    /// How many stderr lines so far contain `needle`.
+    pub fn log_count(&self, needle: &str) -> usize {
+        let logs = self.logs.lock().expect("log lock");
+        logs.iter().filter(|line| line.contains(needle)).count()
+    }
+
     /// A handle on the captured stderr that outlives `self` (for tests that terminate it).
     pub fn log_sink(&self) -> Arc<Mutex<Vec<String>>> {
         self.logs.clone()
@@ -322,6 +328,23 @@ impl Raw {
         let (ws, _) = tokio_tungstenite::connect_async(proxy.url.as_str())
             .await
             .expect("raw websocket connect");
+        Self {
+            ws,
+            next_id: 1,
+            notifications: Vec::new(),
+        }
+    }
+
+    /// Connect with a kernel receive buffer of about `bytes`, so that a client which stops
+    /// reading backs its connection up after little data (a stalled client).
+    pub async fn connect_with_recv_buffer(proxy: &Proxy, bytes: u32) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("tcp socket");
+        socket.set_recv_buffer_size(bytes).expect("SO_RCVBUF");
+        let stream = socket.connect(proxy.addr).await.expect("tcp connect");
+        let (ws, _) =
+            tokio_tungstenite::client_async(proxy.url.as_str(), MaybeTlsStream::Plain(stream))
+                .await
+                .expect("websocket handshake");
         Self {
             ws,
             next_id: 1,
