@@ -34,6 +34,9 @@ pub const MAX_TEXT: usize = 16 * 1024;
 pub const MAX_BINARY: usize = 256 * 1024;
 /// Tool calls per turn before new calls wait for the next turn.
 pub const MAX_CALLS_PER_TURN: usize = 64;
+/// Calls that may wait for the next turn; beyond, they are counted as not shown (a turn
+/// held open by one slow call must not hold every later call in memory).
+pub const MAX_WAITING: usize = 4 * MAX_CALLS_PER_TURN;
 /// Turns kept in the chat; the history is cleared (`chat/truncated`) beyond this.
 pub const MAX_TURNS: usize = 50;
 /// How long a turn stays open after its last call finished.
@@ -272,6 +275,9 @@ async fn run(
             } => None,
         };
         let now = epoch.elapsed().as_millis() as u64;
+        if event.is_none() {
+            linger = None;
+        }
         let actions = match event {
             Some(Event::Start(start)) => {
                 let missed = skipped.swap(0, Ordering::Relaxed);
@@ -279,7 +285,7 @@ async fn run(
             }
             Some(Event::Finish(call, outcome)) => {
                 // A paused call that ends (given up) fails from `auth-required`.
-                let actions = turns.finish(call, &outcome);
+                let actions = turns.finish(call, &outcome, now, &crate::host::store::now_iso8601());
                 if paused.remove(&call) {
                     lift(&host, call);
                 }
@@ -307,7 +313,13 @@ async fn run(
                 tracing::debug!(?error, "tool call not mirrored");
             }
         }
-        linger = turns.idle().then(|| tokio::time::Instant::now() + LINGER);
+        // The countdown starts when the turn becomes idle; events that leave it idle (a call
+        // waiting for the next turn, an authorization) do not restart it.
+        linger = if turns.idle() {
+            linger.or_else(|| Some(tokio::time::Instant::now() + LINGER))
+        } else {
+            None
+        };
     }
     // The front is gone: close the open turn so no call stays running in clients' eyes.
     let now = epoch.elapsed().as_millis() as u64;
@@ -409,12 +421,12 @@ impl Turns {
     ) -> Vec<StateAction> {
         self.missed += missed;
         let mut out = Vec::new();
-        if self
-            .open
-            .as_ref()
-            .is_some_and(|t| t.calls >= MAX_CALLS_PER_TURN)
-        {
-            self.waiting.push((call, None));
+        if self.full() {
+            if self.waiting.len() >= MAX_WAITING {
+                self.missed += 1;
+            } else {
+                self.waiting.push((call, None));
+            }
             return out;
         }
         if self.open.is_none() {
@@ -424,8 +436,36 @@ impl Turns {
         out
     }
 
-    /// A call ended.
-    pub fn finish(&mut self, call: u64, outcome: &Outcome) -> Vec<StateAction> {
+    /// A call ended. When it was the last one running in a full turn, that turn completes at
+    /// once and the calls that waited start the next one (under steady traffic the turn
+    /// would otherwise never be idle long enough to close).
+    pub fn finish(
+        &mut self,
+        call: u64,
+        outcome: &Outcome,
+        now_ms: u64,
+        now_iso: &str,
+    ) -> Vec<StateAction> {
+        let mut out = self.finish_call(call, outcome);
+        if self.full() && self.idle() && !self.waiting.is_empty() {
+            out.extend(self.close(now_ms, now_iso));
+        }
+        out
+    }
+
+    /// Whether the open turn has taken all the calls it may.
+    fn full(&self) -> bool {
+        self.open
+            .as_ref()
+            .is_some_and(|t| t.calls >= MAX_CALLS_PER_TURN)
+    }
+
+    /// Calls waiting for the next turn.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    fn finish_call(&mut self, call: u64, outcome: &Outcome) -> Vec<StateAction> {
         if let Some((_, slot)) = self.waiting.iter_mut().find(|(c, _)| c.call == call) {
             *slot = Some(outcome.clone());
             return Vec::new();
@@ -478,28 +518,38 @@ impl Turns {
             .collect()
     }
 
-    /// Complete the open turn if it is idle; calls that waited start the next one.
+    /// Complete the open turn if it is idle; calls that waited start the next one (up to
+    /// [`MAX_CALLS_PER_TURN`] per turn; a turn whose calls had all finished while waiting
+    /// completes in turn, as long as others still wait).
     pub fn close(&mut self, now_ms: u64, now_iso: &str) -> Vec<StateAction> {
         let mut out = Vec::new();
         if !self.idle() {
             return out;
         }
-        if let Some(open) = self.open.take() {
-            out.push(StateAction::ChatTurnComplete(ChatTurnCompleteAction {
-                turn_id: open.id,
-                duration: i64::try_from(now_ms.saturating_sub(open.started_ms)).unwrap_or(i64::MAX),
-                meta: None,
-            }));
-            self.kept += 1;
-        }
-        if !self.waiting.is_empty() {
+        loop {
+            if let Some(open) = self.open.take() {
+                out.push(StateAction::ChatTurnComplete(ChatTurnCompleteAction {
+                    turn_id: open.id,
+                    duration: i64::try_from(now_ms.saturating_sub(open.started_ms))
+                        .unwrap_or(i64::MAX),
+                    meta: None,
+                }));
+                self.kept += 1;
+            }
+            if self.waiting.is_empty() {
+                break;
+            }
             self.open_turn(now_ms, now_iso, &mut out);
-            let waiting = std::mem::take(&mut self.waiting);
-            for (call, outcome) in waiting {
+            let batch = self.waiting.len().min(MAX_CALLS_PER_TURN);
+            let batch: Vec<_> = self.waiting.drain(..batch).collect();
+            for (call, outcome) in batch {
                 self.start_in_turn(&call, &mut out);
                 if let Some(outcome) = outcome {
-                    out.extend(self.finish(call.call, &outcome));
+                    out.extend(self.finish_call(call.call, &outcome));
                 }
+            }
+            if !self.idle() || self.waiting.is_empty() {
+                break;
             }
         }
         out
@@ -800,7 +850,7 @@ mod tests {
         assert_eq!(status(&state), "running");
         apply(
             &mut state,
-            turns.finish(1, &Outcome::Result(json!({"content": []}))),
+            turns.finish(1, &Outcome::Result(json!({"content": []})), 0, T0),
         );
         assert_eq!(status(&state), "completed");
         assert!(turns
@@ -845,9 +895,14 @@ mod tests {
             turns.finish(
                 2,
                 &Outcome::Result(json!({"content": [{"type": "text", "text": "hi"}]})),
+                3,
+                T0,
             ),
         );
-        apply(&mut state, turns.finish(1, &Outcome::Failed("boom".into())));
+        apply(
+            &mut state,
+            turns.finish(1, &Outcome::Failed("boom".into()), 4, T0),
+        );
         assert!(turns.idle());
         apply(&mut state, turns.close(40, T0));
         assert!(state.active_turn.is_none());
@@ -864,11 +919,13 @@ mod tests {
         }
         assert!(turns.start(call(999), 3, 0, T0).is_empty());
         // The deferred call finishes before its turn exists: it appears complete.
-        assert!(turns.finish(999, &Outcome::Cancelled).is_empty());
+        assert!(turns.finish(999, &Outcome::Cancelled, 1, T0).is_empty());
         for n in 0..MAX_CALLS_PER_TURN as u64 {
-            apply(&mut state, turns.finish(n, &Outcome::Cancelled));
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, n, T0));
         }
-        apply(&mut state, turns.close(5, T0));
+        // The last call of the full turn ended: that turn completed at once, without waiting
+        // for the mirror's linger, and the deferred call opened the next one.
+        assert_eq!(state.turns.len(), 1);
         let active = state.active_turn.as_ref().expect("second turn");
         // The skipped-calls note, then the deferred call, already complete.
         assert_eq!(active.response_parts.len(), 2);
@@ -886,12 +943,71 @@ mod tests {
     }
 
     #[test]
+    fn steady_traffic_keeps_turns_moving_and_holds_no_backlog() {
+        // Always one call in flight (a harness calling back to back while the previous
+        // answer is on its way): the turn is never idle for the linger, yet turns advance.
+        let mut state = chat();
+        let mut turns = Turns::new();
+        apply(&mut state, turns.start(call(0), 0, 0, T0));
+        for n in 1..10_000u64 {
+            apply(&mut state, turns.start(call(n), 0, n, T0));
+            apply(&mut state, turns.finish(n - 1, &Outcome::Cancelled, n, T0));
+            assert!(
+                turns.waiting() <= 1,
+                "call {n}: {} waiting",
+                turns.waiting()
+            );
+        }
+        assert!(state.turns.len() <= MAX_TURNS);
+        assert!(turns.next_turn > 10_000 / MAX_CALLS_PER_TURN as u64);
+        assert_eq!(turns.missed, 0, "every call was shown");
+    }
+
+    #[test]
+    fn one_slow_call_holds_at_most_max_waiting_calls() {
+        let mut state = chat();
+        let mut turns = Turns::new();
+        for n in 0..MAX_CALLS_PER_TURN as u64 {
+            apply(&mut state, turns.start(call(n), 0, 0, T0));
+        }
+        // Every call but the first ends; thousands more come and go meanwhile.
+        for n in 1..MAX_CALLS_PER_TURN as u64 {
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, 1, T0));
+        }
+        let more = 5_000u64;
+        for n in 1_000..1_000 + more {
+            apply(&mut state, turns.start(call(n), 0, 2, T0));
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, 2, T0));
+        }
+        assert_eq!(turns.waiting(), MAX_WAITING);
+        assert_eq!(turns.missed, more - MAX_WAITING as u64);
+        // The slow call ends: the waiting calls fill the next turns at once, the last of
+        // them stays open (it lingers like any turn), and it says how many were not shown.
+        apply(&mut state, turns.finish(0, &Outcome::Cancelled, 3, T0));
+        assert_eq!(turns.waiting(), 0);
+        assert_eq!(
+            state.turns.len(),
+            MAX_WAITING / MAX_CALLS_PER_TURN,
+            "the slow turn and all but the last of the waiting ones completed"
+        );
+        let active = state.active_turn.as_ref().expect("the last waiting turn");
+        assert_eq!(active.response_parts.len(), MAX_CALLS_PER_TURN);
+        let notes: Vec<&ResponsePart> = state
+            .turns
+            .iter()
+            .flat_map(|t| &t.response_parts)
+            .filter(|p| matches!(p, ResponsePart::Markdown(_)))
+            .collect();
+        assert_eq!(notes.len(), 1, "one note for the calls not shown");
+    }
+
+    #[test]
     fn history_is_bounded() {
         let mut state = chat();
         let mut turns = Turns::new();
         for n in 0..(MAX_TURNS as u64 + 3) {
             apply(&mut state, turns.start(call(n), 0, n, T0));
-            apply(&mut state, turns.finish(n, &Outcome::Cancelled));
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, n, T0));
             apply(&mut state, turns.close(n + 1, T0));
         }
         assert!(state.turns.len() <= MAX_TURNS);
