@@ -10,7 +10,7 @@
 //! 2. The same with one more subscriber that never reads (a small receive buffer, and
 //!    `client_queue = 16`), which also follows a second session where a 32 KiB title is
 //!    dispatched after every round (not timed), so that it backs up and is cut off midway:
-//!    the others must not notice it.
+//!    the others must not notice it. Baseline: the same with that subscriber reading.
 //! 3. A file edit (a plugin's `plugin.json` renamed into place, `watch_debounce_ms = 0`) →
 //!    `session/customizationUpdated` at every subscriber.
 //!
@@ -19,7 +19,8 @@
 //! numbers are the proxy's and the network's, not a JSON decoder's. "every client" is the
 //! time until the last of them has it.
 //!
-//! Run: `cargo build --release && cargo run --release --example bench_fanout`.
+//! Run: `cargo build --release && cargo run --release --example bench_fanout`. Exits 2 when the
+//! stalled subscriber was not cut off (the second table would then measure nothing).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -69,18 +70,30 @@ fn main() {
         let config = dir.join(format!("dispatch-{n}.toml"));
         std::fs::write(&config, "").unwrap();
         let proxy = start_proxy(&binary, &config);
-        let rounds = runtime.block_on(measure_dispatch(&proxy, n, false));
+        let rounds = runtime.block_on(measure_dispatch(&proxy, n, Extra::None));
         report("ahp-proxy", n, rounds);
     }
 
-    println!("\n== the same with one more subscriber that never reads (client_queue = 16) ==");
+    println!(
+        "\n== the same with one more subscriber and a 32 KiB title on its second session after \
+         each round (client_queue = 16) =="
+    );
     header();
+    let mut never_cut_off = false;
+    for n in SIZES {
+        let config = dir.join(format!("reading-{n}.toml"));
+        std::fs::write(&config, "[limits]\nclient_queue = 16\n").unwrap();
+        let proxy = start_proxy(&binary, &config);
+        let rounds = runtime.block_on(measure_dispatch(&proxy, n, Extra::Reading));
+        report("baseline: ahp-proxy + 1 more that reads", n, rounds);
+    }
     for n in SIZES {
         let config = dir.join(format!("stalled-{n}.toml"));
         std::fs::write(&config, "[limits]\nclient_queue = 16\n").unwrap();
         let proxy = start_proxy(&binary, &config);
-        let rounds = runtime.block_on(measure_dispatch(&proxy, n, true));
+        let rounds = runtime.block_on(measure_dispatch(&proxy, n, Extra::Stalled));
         let kicked = proxy.warned("outbound queue full");
+        never_cut_off |= kicked == 0;
         report(
             &format!("ahp-proxy + 1 stalled (cut off: {kicked})"),
             n,
@@ -110,6 +123,10 @@ fn main() {
         report("ahp-proxy", n, rounds);
     }
     let _ = std::fs::remove_dir_all(&dir);
+    if never_cut_off {
+        println!("\nthe stalled subscriber was not cut off in every row: the test did not happen");
+        std::process::exit(2);
+    }
 }
 
 fn machine() -> String {
@@ -297,7 +314,20 @@ async fn ping_round_trip(binary: &Path, dir: &Path) -> Vec<f64> {
 /// clients see only the default session.
 const STALL_SESSION: &str = "ahp-session:/stall";
 
-async fn measure_dispatch(proxy: &Proxy, n: usize, with_stalled: bool) -> Vec<Round> {
+/// One more subscriber besides the `n` timed ones, following both sessions, while a 32 KiB
+/// title is dispatched on the second one after every round.
+#[derive(Clone, Copy, PartialEq)]
+enum Extra {
+    /// No extra subscriber and no large titles.
+    None,
+    /// It reads everything (the baseline for `Stalled`: the same work, nobody stuck).
+    Reading,
+    /// It never reads, and is cut off once its queue overflows.
+    Stalled,
+}
+
+async fn measure_dispatch(proxy: &Proxy, n: usize, extra: Extra) -> Vec<Round> {
+    let with_stalled = extra != Extra::None;
     let mut sender = connect(&proxy.url).await;
     initialize(&mut sender, "sender", &[]).await;
     let _stalled = if with_stalled {
@@ -312,7 +342,14 @@ async fn measure_dispatch(proxy: &Proxy, n: usize, with_stalled: bool) -> Vec<Ro
             answer.to_text().unwrap().contains("\"result\":null"),
             "{answer}"
         );
-        Some(stalled(proxy).await)
+        if extra == Extra::Stalled {
+            Some(stalled(proxy).await)
+        } else {
+            let mut reader = connect(&proxy.url).await;
+            initialize(&mut reader, "reader", &[SESSION, STALL_SESSION]).await;
+            tokio::spawn(async move { while let Some(Ok(_)) = reader.next().await {} });
+            None
+        }
     } else {
         None
     };
@@ -348,7 +385,11 @@ async fn measure_dispatch(proxy: &Proxy, n: usize, with_stalled: bool) -> Vec<Ro
                 .send(Message::Text(ping.to_string().into()))
                 .await
                 .unwrap();
-            let _pong = sender.next().await.unwrap().unwrap();
+            while let Some(Ok(message)) = sender.next().await {
+                if message.to_text().is_ok_and(|t| t.contains("\"id\":3")) {
+                    break;
+                }
+            }
         }
     }
     rounds

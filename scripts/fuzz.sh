@@ -31,17 +31,20 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 
 export RUSTC_BOOTSTRAP=1
-# Discovery targets scan real files in a scratch folder: on tmpfs when there is one (a disk
-# with `discard` makes each run's deletes 20x slower), removed afterwards.
-if [ -z "${AHP_PROXY_FUZZ_SCRATCH:-}" ]; then
-  if [ -d /dev/shm ] && [ -w /dev/shm ]; then
-    AHP_PROXY_FUZZ_SCRATCH="/dev/shm/ahp-proxy-fuzz-$$"
-  else
-    AHP_PROXY_FUZZ_SCRATCH="${PWD}/fuzz/target/scratch"
-  fi
+# Discovery targets scan real files in a scratch folder of their own: on tmpfs when there is
+# one (a disk with `discard` makes each run's deletes 20x slower), under
+# AHP_PROXY_FUZZ_SCRATCH if set; only that new folder is removed afterwards.
+if [ -n "${AHP_PROXY_FUZZ_SCRATCH:-}" ]; then
+  parent="${AHP_PROXY_FUZZ_SCRATCH}"
+elif [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  parent=/dev/shm
+else
+  parent="${PWD}/fuzz/target"
 fi
+mkdir -p "${parent}" fuzz/target/logs
+AHP_PROXY_FUZZ_SCRATCH="$(mktemp -d "${parent}/ahp-proxy-fuzz.XXXXXX")" || exit 2
 export AHP_PROXY_FUZZ_SCRATCH
-mkdir -p "${AHP_PROXY_FUZZ_SCRATCH}" fuzz/target/logs
+trap 'rm -rf "${AHP_PROXY_FUZZ_SCRATCH}"' EXIT
 
 echo "== building the fuzz targets"
 if [ "${#targets[@]}" -eq 1 ]; then
@@ -52,6 +55,7 @@ fi
 
 summary=()
 total_crashes=0
+failed_runs=0
 for target in "${targets[@]}"; do
   work="target/corpus/${target}"
   mkdir -p "fuzz/${work}" "fuzz/artifacts/${target}"
@@ -61,24 +65,27 @@ for target in "${targets[@]}"; do
   start=$(date +%s)
   (cd fuzz && cargo fuzz run -s none "${target}" "${work}" "corpus/${target}" -- \
     -max_total_time="${seconds}" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-    -print_final_stats=1 -close_fd_mask=3) >"${log}" 2>&1
+    -print_final_stats=1 -close_fd_mask=1) >"${log}" 2>&1
   status=$?
-  elapsed=$(( $(date +%s) - start ))
+  # libFuzzer's own time (the wall clock would include a rebuild by `cargo fuzz run`).
+  elapsed=$(grep -o 'runs in [0-9]* second' "${log}" | grep -o '[0-9]*' | tail -1)
+  elapsed="${elapsed:-$(( $(date +%s) - start ))}"
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "${log}" | grep -o '[0-9]*$' | tail -1)
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "${log}" | grep -o '[0-9]*$' | tail -1)
   corpus=$(find "fuzz/${work}" -type f | wc -l)
   after=$(find "fuzz/artifacts/${target}" -type f | wc -l)
   crashes=$(( after - before ))
   total_crashes=$(( total_crashes + crashes ))
-  if [ "${crashes}" -gt 0 ] || [ "${status}" -ne 0 ]; then
-    grep -E 'panicked at|ERROR: libFuzzer|Test unit written' "${log}" | head -5
+  if [ "${status}" -ne 0 ]; then
+    failed_runs=$(( failed_runs + 1 ))
+    echo "${target}: the run failed (status ${status}); see ${log}"
+    grep -E 'panicked at|ERROR: libFuzzer|Test unit written|^error' "${log}" | head -5
   fi
   summary+=("$(printf '%-12s %7s %12s %9s %8s %8s' "${target}" "${elapsed}" "${execs:-?}" "${rate:-?}" "${corpus}" "${crashes}")")
 done
 
-rm -rf "${AHP_PROXY_FUZZ_SCRATCH}"
 echo
 printf '%-12s %7s %12s %9s %8s %8s\n' target seconds executions exec/s corpus crashes
 printf '%s\n' "${summary[@]}"
 echo "logs: fuzz/target/logs/; crashes: fuzz/artifacts/<target>/"
-[ "${total_crashes}" -eq 0 ]
+[ "${total_crashes}" -eq 0 ] && [ "${failed_runs}" -eq 0 ]

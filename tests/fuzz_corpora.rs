@@ -2,7 +2,9 @@
 //! seed in `fuzz/corpus/<target>/` and every fixed crash in `fuzz/regressions/<target>/`
 //! goes through its target once, on stable, under plain `cargo test`.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::sync::Once;
 
 use ahp_proxy::fuzzing::TARGETS;
 
@@ -19,8 +21,28 @@ fn inputs(target: &str) -> Vec<PathBuf> {
     files
 }
 
-/// Run every input of `target`; name each one that panicked.
+thread_local! {
+    /// Panics on this thread so far, tasks of the target's (current-thread) runtime
+    /// included: tokio catches those, so `catch_unwind` alone would not see them.
+    static PANICS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Count every panic on its thread (and still print it as usual).
+fn count_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let print = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.with(|p| p.set(p.get() + 1));
+            print(info);
+        }));
+    });
+}
+
+/// Run every input of `target`; name each one that panicked, in the target or in a task
+/// it spawned.
 fn replay(target: &str) {
+    count_panics();
     let (_, run) = TARGETS
         .iter()
         .find(|(name, _)| *name == target)
@@ -31,7 +53,8 @@ fn replay(target: &str) {
         .iter()
         .filter(|file| {
             let data = std::fs::read(file).unwrap();
-            std::panic::catch_unwind(|| run(&data)).is_err()
+            let before = PANICS.with(Cell::get);
+            std::panic::catch_unwind(|| run(&data)).is_err() || PANICS.with(Cell::get) != before
         })
         .map(|file| file.display().to_string())
         .collect();
@@ -57,6 +80,27 @@ fn every_corpus_folder_is_a_target() {
         let source = root.join("fuzz_targets").join(format!("{target}.rs"));
         assert!(source.is_file(), "{} is missing", source.display());
     }
+}
+
+/// Seeds that address `mcp://` channels name the app server's as the host derives it, at
+/// least once each (were the derivation to change, they would only hit "unknown channel"
+/// and pass; some also name a channel that does not exist, on purpose).
+#[test]
+fn seeds_name_the_app_servers_channel_as_the_host_does() {
+    let channel = ahp_proxy::fuzzing::app_channel();
+    let mut naming = 0;
+    for file in inputs("ahp_frames") {
+        let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
+        if text.contains("mcp://default/") {
+            assert!(
+                text.contains(&channel),
+                "{} names no {channel}",
+                file.display()
+            );
+            naming += 1;
+        }
+    }
+    assert!(naming > 0, "no seed addresses {channel}");
 }
 
 #[test]
@@ -90,16 +134,13 @@ fn ahp_frames_corpus() {
 }
 
 /// `AHP_PROXY_FUZZ_INPUT=<file> AHP_PROXY_FUZZ_TARGET=<name> cargo test --test fuzz_corpora
-/// one_input -- --nocapture`: run one file (a crash found by `scripts/fuzz.sh`) in a debugger-
-/// friendly way.
+/// one_input -- --ignored --nocapture`: run one file (a crash found by `scripts/fuzz.sh`) in a
+/// debugger-friendly way.
 #[test]
+#[ignore = "a tool for one input, run by hand with AHP_PROXY_FUZZ_INPUT and _TARGET"]
 fn one_input() {
-    let (Some(file), Some(target)) = (
-        std::env::var_os("AHP_PROXY_FUZZ_INPUT"),
-        std::env::var("AHP_PROXY_FUZZ_TARGET").ok(),
-    ) else {
-        return;
-    };
+    let file = std::env::var_os("AHP_PROXY_FUZZ_INPUT").expect("AHP_PROXY_FUZZ_INPUT=<file>");
+    let target = std::env::var("AHP_PROXY_FUZZ_TARGET").expect("AHP_PROXY_FUZZ_TARGET=<name>");
     let (_, run) = TARGETS
         .iter()
         .find(|(name, _)| *name == target)

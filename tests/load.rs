@@ -1,4 +1,4 @@
-//! Load end to end (the quick version; `examples/bench_fanout.rs` and `examples/soak.rs` are
+//! Load end to end (the quick version; `examples/bench_fanout.rs` and `examples/soak/` are
 //! the long ones): a hundred official AHP clients follow the default session while its
 //! customizations churn (file edits, plugins added and removed, restarts, crashes, client
 //! requests), and one stalled client is cut off without holding anybody up. Every mirror,
@@ -27,8 +27,10 @@ const ROUNDS: usize = 6;
 /// A second session that only the stalled client and the auditor follow: it carries the
 /// large frames that back the stalled client up, so the hundred are not flooded too.
 const STALL_SESSION: &str = "ahp-session:/stall";
-/// Outbound frames queued per connection (`[limits] client_queue`).
-const QUEUE: usize = 64;
+/// Outbound frames queued per connection (`[limits] client_queue`): room enough that a
+/// follower on a busy machine never overflows during the burst, while the stalled
+/// client's 32 KiB frames still overflow it after a few hundred.
+const QUEUE: usize = 256;
 /// The title that ends every follower's run: all mirrors are compared at that action.
 const MARKER: &str = "load: the end";
 const KICKED: &str = "outbound queue full";
@@ -207,7 +209,7 @@ fn stall(
         let padding = "x".repeat(32 * 1024);
         let mut sent = 0;
         while !logs.lock().unwrap().iter().any(|l| l.contains(KICKED)) {
-            assert!(sent < 4000, "the stalled client was never disconnected");
+            assert!(sent < 10_000, "the stalled client was never disconnected");
             let title = format!("{sent} {padding}");
             sent += 1;
             let action: StateAction =
@@ -300,7 +302,7 @@ impl Churn {
     /// SIGKILL the process of server `name` (found by its `LOAD_SERVER` environment).
     fn kill(&self, name: &str) {
         let needle = format!("LOAD_SERVER={name}\0");
-        let pid = children_of(self.proxy_pid)
+        let pid = common::child_pids(self.proxy_pid)
             .into_iter()
             .find(|pid| {
                 std::fs::read(format!("/proc/{pid}/environ"))
@@ -444,27 +446,6 @@ fn plugin(w: &Watcher, name: &str) -> Option<Value> {
         .find(|c| c["type"] == "plugin" && c["name"] == name)
 }
 
-/// Live children of `parent`.
-fn children_of(parent: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent) && fields[0] != "Z" {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hundred_clients_follow_churn_exactly_and_a_stalled_one_holds_nobody_up() {
     let dir = ScratchDir::new("load");
@@ -569,13 +550,16 @@ async fn a_hundred_clients_follow_churn_exactly_and_a_stalled_one_holds_nobody_u
         })
         .await;
 
-    // The stalled client was cut off with 1008 once its queue overflowed.
+    // The stalled client was cut off once its queue overflowed: with 1008 when it read
+    // again within the close grace, or with the socket dropped when the machine was too
+    // busy for that (the host's log names the cut-off either way; counted below).
     let (floods, frames, ending) = tokio::time::timeout(PATIENCE * 2, stalled)
         .await
         .expect("the stalled client is let go")
         .expect("stall task");
     match ending {
         Ending::Closed(Some(frame)) => assert_eq!(frame.code, CloseCode::Policy, "{frame:?}"),
+        Ending::Dropped => {}
         other => panic!("expected a 1008 close, got {other:?} after {frames} frames"),
     }
     assert_eq!(
@@ -640,8 +624,8 @@ async fn a_hundred_clients_follow_churn_exactly_and_a_stalled_one_holds_nobody_u
         "the churn was real: {total} actions applied"
     );
     eprintln!(
-        "load: {CLIENTS} clients, {} actions each, {} frames to the stalled client before its \
-         1008 after {floods} large titles",
+        "load: {CLIENTS} clients, {} actions each, {} frames to the stalled client before it was cut off \
+         after {floods} large titles",
         total / CLIENTS,
         frames
     );

@@ -18,26 +18,15 @@ const FAST: &str = "[supervisor]\nrestart_delay_ms = 50\nrestart_delay_max_ms = 
 
 /// `(pid, command line)` of every process whose parent is `parent`.
 fn children_of(parent: u32) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r.to_string()) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent) && fields[0] != "Z" {
+    common::child_pids(parent)
+        .into_iter()
+        .map(|pid| {
             let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
                 .unwrap_or_default()
                 .replace('\0', " ");
-            out.push((pid, cmdline));
-        }
-    }
-    out
+            (pid, cmdline)
+        })
+        .collect()
 }
 
 /// Whether `pid` still runs (a zombie waiting for a reaper does not count).

@@ -1,4 +1,5 @@
-//! Shared by the benchmark programs: find the release binary and start it on a config.
+//! Shared by the benchmark programs and the soak: find the release binary and start it on a
+//! config, capturing the addresses it listens on and the warnings it logs.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,8 @@
 //! Soak: a bounded run of mixed traffic on both faces of the release proxy (harness sessions
 //! on `/mcp`, AHP clients coming and going, restarts, crashes, edits on disk), sampling the
 //! proxy's resident memory and open file descriptors every second; prints them at the start,
-//! after warm-up, midway and at the end, and whether they stayed flat. No assertions.
+//! after warm-up, midway and at the end, and whether they stayed flat. Exits 2 when they
+//! grew or the proxy went away (so a script can tell), 0 otherwise.
 //!
 //! Run: `cargo build --release && cargo run --release --example soak -- --secs 180`
 //! (`tests/soak.rs` runs the same traffic for a few seconds in CI and checks descriptors).
@@ -40,7 +41,8 @@ fn main() {
     let (idle_start, samples, idle_end) = runtime.block_on(async {
         let ids = traffic::wait_ready(&proxy.url, Duration::from_secs(60)).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let idle_start = sample::take(pid, Duration::ZERO);
+        let mut idle_start = sample::take(pid, Duration::ZERO).expect("the proxy is gone");
+        idle_start.fds = steady(pid).await.expect("idle descriptors");
         let started = Instant::now();
         let until = started + Duration::from_secs(secs);
         let sampler = tokio::spawn(async move {
@@ -48,7 +50,13 @@ fn main() {
             let mut next = started;
             while next <= until {
                 tokio::time::sleep_until(next).await;
-                let s = sample::take(pid, started.elapsed());
+                let Some(s) = sample::take(pid, started.elapsed()) else {
+                    println!(
+                        "{:>6.0}s  the proxy is gone",
+                        started.elapsed().as_secs_f64()
+                    );
+                    break;
+                };
                 if samples.len() % 10 == 0 {
                     println!(
                         "{:>6.0}s  RSS {:>8.1} MiB  fds {:>4}",
@@ -74,14 +82,36 @@ fn main() {
         let samples = sampler.await.unwrap();
         // Idle again: every client gone; wait for the descriptors to settle (at most 30 s).
         let settle = Instant::now() + Duration::from_secs(30);
-        let mut idle_end = sample::take(pid, started.elapsed());
-        while idle_end.fds > idle_start.fds && Instant::now() < settle {
+        let idle_end = loop {
+            let Some(mut now) = sample::take(pid, started.elapsed()) else {
+                break None;
+            };
+            match steady(pid).await {
+                Ok(fds) => now.fds = fds,
+                Err(why) => {
+                    println!("{why}");
+                    break None;
+                }
+            }
+            if now.fds <= idle_start.fds || Instant::now() >= settle {
+                break Some(now);
+            }
             tokio::time::sleep(Duration::from_millis(500)).await;
-            idle_end = sample::take(pid, started.elapsed());
-        }
+        };
         (idle_start, samples, idle_end)
     });
 
+    let Some(idle_end) = idle_end else {
+        println!(
+            "\n== soak: the proxy did not come back to idle ({})",
+            counts.summary()
+        );
+        let warnings = proxy.warnings.lock().unwrap();
+        for line in warnings.iter().rev().take(10).rev() {
+            println!("{line}");
+        }
+        std::process::exit(2);
+    };
     let warmup = Duration::from_secs((secs / 10).max(10).min(secs / 2));
     let loaded: Vec<Sample> = samples.iter().copied().filter(|s| s.at >= warmup).collect();
     let after_warmup = loaded.first().copied().unwrap_or(idle_start);
@@ -122,6 +152,18 @@ fn main() {
     );
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
+    let lasted = samples.last().is_some_and(|s| s.at.as_secs() + 2 >= secs);
+    if !lasted {
+        println!("the samples stopped early: the proxy went away");
+    }
+    if !(lasted && growth <= slack && idle_end.fds <= idle_start.fds) {
+        std::process::exit(2);
+    }
+}
+
+/// Descriptors while every server runs (see [`sample::steady_fds`]).
+async fn steady(pid: u32) -> Result<usize, String> {
+    sample::steady_fds(pid, traffic::SERVERS.len(), Duration::from_secs(30)).await
 }
 
 fn verdict(flat: bool) -> &'static str {

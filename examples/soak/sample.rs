@@ -12,29 +12,83 @@ pub struct Sample {
     pub fds: usize,
 }
 
-/// `VmRSS` of `pid` in KiB (0 once the process is gone).
-pub fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+/// Whether `pid` is running (not gone, not a zombie waiting to be reaped).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let (_, rest) = stat.rsplit_once(')')?;
+            rest.split_whitespace().next().map(|state| state != "Z")
+        })
+        .unwrap_or(false)
+}
+
+/// `VmRSS` of `pid` in KiB; `None` once the process is gone.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
-/// Open file descriptors of `pid`.
-pub fn fds(pid: u32) -> usize {
+/// Open file descriptors of `pid`; `None` once the process is gone.
+pub fn fds(pid: u32) -> Option<usize> {
+    if !alive(pid) {
+        return None;
+    }
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|dir| dir.count())
-        .unwrap_or(0)
+        .ok()
 }
 
-pub fn take(pid: u32, at: Duration) -> Sample {
-    Sample {
-        at,
-        rss_kib: rss_kib(pid),
-        fds: fds(pid),
+/// Live (not zombie) child processes of `pid`.
+pub fn children(pid: u32) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map(|(_, rest)| rest.split_whitespace().collect())
+                    .unwrap_or_default();
+                fields.first() != Some(&"Z") && fields.get(1) == Some(&pid.to_string().as_str())
+            })
+        })
+        .count()
+}
+
+/// Open descriptors of `pid` read while exactly `servers` children of it are running (a
+/// server between two runs has its pipes closed, which would hide as many leaked
+/// descriptors): `Err` when the proxy is gone or that moment did not come within `patience`.
+pub async fn steady_fds(pid: u32, servers: usize, patience: Duration) -> Result<usize, String> {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let before = children(pid);
+        let fds = fds(pid).ok_or("the proxy is gone")?;
+        if before == servers && children(pid) == servers {
+            return Ok(fds);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "never {servers} servers running at once within {patience:?} (now {before})"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A reading of `pid`; `None` once the process is gone.
+pub fn take(pid: u32, at: Duration) -> Option<Sample> {
+    Some(Sample {
+        at,
+        rss_kib: rss_kib(pid)?,
+        fds: fds(pid)?,
+    })
 }
 
 /// Slope of `value` over time in units per minute (least squares).

@@ -107,13 +107,17 @@ fn write(path: &Path, text: &str) {
 /// What the traffic did, counted as it goes.
 #[derive(Default)]
 pub struct Counts {
+    /// Harness sessions that connected.
     pub harness_sessions: AtomicU64,
     pub harness_requests: AtomicU64,
     /// Harness requests that failed (a server restarting under a call is expected).
     pub harness_errors: AtomicU64,
+    /// AHP clients that went through their whole script.
     pub ahp_connections: AtomicU64,
     pub ahp_actions: AtomicU64,
+    /// AHP clients or requests that failed.
     pub ahp_errors: AtomicU64,
+    /// Stop + start pairs the host accepted.
     pub restarts: AtomicU64,
     pub edits: AtomicU64,
 }
@@ -123,7 +127,7 @@ impl Counts {
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
             "{} harness sessions, {} MCP requests ({} failed), {} AHP connections, {} actions \
-             received ({} AHP errors), {} restart requests, {} edits",
+             received ({} AHP errors), {} restarts, {} edits",
             n(&self.harness_sessions),
             n(&self.harness_requests),
             n(&self.harness_errors),
@@ -205,11 +209,7 @@ pub async fn run(
     counts: Arc<Counts>,
 ) {
     let mut tasks = Vec::new();
-    let parts = std::env::var("SOAK_PARTS").unwrap_or("harness,ahp,restart,edit".into());
     for seed in 0..HARNESSES {
-        if !parts.contains("harness") {
-            break;
-        }
         tasks.push(tokio::spawn(harness(
             mcp_url.to_string(),
             seed,
@@ -218,9 +218,6 @@ pub async fn run(
         )));
     }
     for seed in 0..AHP_LOOPS {
-        if !parts.contains("ahp") {
-            break;
-        }
         tasks.push(tokio::spawn(ahp_loop(
             ahp_url.to_string(),
             seed,
@@ -228,19 +225,13 @@ pub async fn run(
             counts.clone(),
         )));
     }
-    if parts.contains("restart") {
-        tasks.push(tokio::spawn(restarter(
-            ahp_url.to_string(),
-            ids.clone(),
-            until,
-            counts.clone(),
-        )));
-    }
-    if parts.contains("edit") {
-        editor(layout, until, &counts).await;
-    } else {
-        tokio::time::sleep_until(until).await;
-    }
+    tasks.push(tokio::spawn(restarter(
+        ahp_url.to_string(),
+        ids.clone(),
+        until,
+        counts.clone(),
+    )));
+    editor(layout, until, &counts).await;
     for task in tasks {
         task.await.expect("traffic task");
     }
@@ -252,7 +243,6 @@ async fn harness(url: String, seed: usize, until: Instant, counts: Arc<Counts>) 
     let mut session = 0u64;
     while Instant::now() < until {
         session += 1;
-        bump(&counts.harness_sessions);
         let transport = StreamableHttpClientTransport::from_uri(url.clone());
         let client = match tokio::time::timeout(REQUEST_GUARD, ().serve(transport)).await {
             Ok(Ok(client)) => client,
@@ -262,11 +252,9 @@ async fn harness(url: String, seed: usize, until: Instant, counts: Arc<Counts>) 
                 continue;
             }
         };
+        bump(&counts.harness_sessions);
         let peer = client.peer().clone();
-        let calls = std::env::var("SOAK_CALLS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(20 + (seed as u64 * 7 + session * 13) % 30);
+        let calls = 20 + (seed as u64 * 7 + session * 13) % 30;
         for k in 0..calls {
             if Instant::now() >= until {
                 break;
@@ -284,7 +272,7 @@ async fn harness(url: String, seed: usize, until: Instant, counts: Arc<Counts>) 
                 let call = CallToolRequestParams::new(echo).with_arguments(arguments);
                 bump(&counts.harness_requests);
                 peer.call_tool(call).await.map_err(|_| ())?;
-                if k % 5 == 0 && std::env::var("SOAK_NOLIST").is_err() {
+                if k % 5 == 0 {
                     bump(&counts.harness_requests);
                     peer.list_all_prompts().await.map_err(|_| ())?;
                     bump(&counts.harness_requests);
@@ -297,7 +285,7 @@ async fn harness(url: String, seed: usize, until: Instant, counts: Arc<Counts>) 
                 bump(&counts.harness_errors);
             }
         }
-        if session.is_multiple_of(4) && std::env::var("SOAK_ABRUPT").is_err() {
+        if session.is_multiple_of(4) {
             drop(client);
         } else {
             let _ = tokio::time::timeout(REQUEST_GUARD, client.cancel()).await;
@@ -312,7 +300,6 @@ async fn ahp_loop(url: String, seed: usize, until: Instant, counts: Arc<Counts>)
     let mut k = 0u64;
     while Instant::now() < until {
         k += 1;
-        bump(&counts.ahp_connections);
         let client_id = format!("soak-{seed}-{k}");
         let outcome = tokio::time::timeout(REQUEST_GUARD, async {
             let client = ahp_client(&url, &client_id).await?;
@@ -377,7 +364,9 @@ async fn ahp_loop(url: String, seed: usize, until: Instant, counts: Arc<Counts>)
             Ok::<(), String>(())
         })
         .await;
-        if !matches!(outcome, Ok(Ok(()))) {
+        if matches!(outcome, Ok(Ok(()))) {
+            bump(&counts.ahp_connections);
+        } else {
             bump(&counts.ahp_errors);
         }
     }
@@ -404,14 +393,14 @@ async fn restarter(url: String, ids: HashMap<String, String>, until: Instant, co
     while Instant::now() < until {
         let id = &ids[targets[k % targets.len()]];
         k += 1;
-        bump(&counts.restarts);
         let stop = json!({"type": "session/mcpServerStopRequested", "id": id});
         let start = json!({"type": "session/mcpServerStartRequested", "id": id});
-        if dispatch(&client, stop).await.is_err() {
-            bump(&counts.ahp_errors);
-        }
+        let stopped = dispatch(&client, stop).await.is_ok();
         tokio::time::sleep(Duration::from_millis(300)).await;
-        if dispatch(&client, start).await.is_err() {
+        let started = dispatch(&client, start).await.is_ok();
+        if stopped && started {
+            bump(&counts.restarts);
+        } else {
             bump(&counts.ahp_errors);
         }
         tokio::time::sleep(Duration::from_millis(1200)).await;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -16,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::commands::{After, Connection};
 use crate::config::Limits;
 use crate::host::Host;
+use crate::jsonrpc::Frame;
 
 /// How long a closing handshake may take before the socket is simply dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -34,6 +36,23 @@ fn too_slow() -> Ending {
         CloseCode::Policy,
         "client too slow: outbound queue overflowed; reconnect to resume".into(),
     )
+}
+
+/// Send what the host has queued for this connection, for at most [`CLOSE_GRACE`]: what it
+/// said last (an error, servers reported `stopped`) goes out ahead of the close frame.
+async fn flush_queued<S>(ws: &mut WebSocketStream<S>, outbox: &mut mpsc::Receiver<Frame>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let flush = async {
+        while let Ok(frame) = outbox.try_recv() {
+            if ws.feed(Message::Text(frame)).await.is_err() {
+                return;
+            }
+        }
+        let _ = ws.flush().await;
+    };
+    let _ = tokio::time::timeout(CLOSE_GRACE, flush).await;
 }
 
 /// Serve one upgraded connection until it ends.
@@ -65,15 +84,7 @@ pub async fn run<S>(
             _ = shutdown.cancelled() => {
                 // What the host queued before shutting down (servers reported `stopped`)
                 // still goes out, ahead of the close frame; the close grace bounds it.
-                let flush = async {
-                    while let Ok(frame) = attachment.outbox.try_recv() {
-                        if ws.feed(Message::Text(frame)).await.is_err() {
-                            return;
-                        }
-                    }
-                    let _ = ws.flush().await;
-                };
-                let _ = tokio::time::timeout(CLOSE_GRACE, flush).await;
+                flush_queued(&mut ws, &mut attachment.outbox).await;
                 break Ending::Close(CloseCode::Away, "host shutting down".into());
             }
             _ = attachment.kicked.cancelled() => break too_slow(),
@@ -93,10 +104,20 @@ pub async fn run<S>(
                 }
                 if silent >= limits.idle_timeout / 3 && !pinged {
                     pinged = true;
-                    // A peer too stuck to take even a ping is gone.
-                    let ping = ws.send(Message::Ping(Default::default()));
-                    if !matches!(tokio::time::timeout(limits.idle_timeout, ping).await, Ok(Ok(()))) {
-                        break Ending::PeerGone;
+                    // A peer too stuck to take even a ping is gone; a kick or shutdown
+                    // still ends it at once.
+                    let ping = tokio::time::timeout(
+                        limits.idle_timeout,
+                        ws.send(Message::Ping(Default::default())),
+                    );
+                    tokio::select! {
+                        sent = ping => if !matches!(sent, Ok(Ok(()))) {
+                            break Ending::PeerGone;
+                        },
+                        _ = attachment.kicked.cancelled() => break too_slow(),
+                        _ = shutdown.cancelled() => {
+                            break Ending::Close(CloseCode::Away, "host shutting down".into());
+                        }
                     }
                 }
             }
@@ -122,12 +143,9 @@ pub async fn run<S>(
                 None => break Ending::PeerGone,
                 Some(Ok(Message::Text(text))) => {
                     if let After::Close(reason) = connection.on_text(text.as_str()) {
-                        // Flush what the command queued (its error) before closing.
-                        while let Ok(frame) = attachment.outbox.try_recv() {
-                            if ws.feed(Message::Text(frame)).await.is_err() {
-                                break;
-                            }
-                        }
+                        // Flush what the command queued (its error) before closing, for
+                        // as long as a closing handshake may take.
+                        flush_queued(&mut ws, &mut attachment.outbox).await;
                         break Ending::Close(CloseCode::Normal, reason.into());
                     }
                 }

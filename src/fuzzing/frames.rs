@@ -42,6 +42,12 @@ pub const APP_SERVER: &str = "file:///fuzz/plugin/.mcp.json#mcp=app";
 /// Id of the plugin's server that waits for authorization.
 pub const LOCKED_SERVER: &str = "file:///fuzz/plugin/.mcp.json#mcp=locked";
 
+/// The `mcp://` channel of [`APP_SERVER`] in the default session, as the seed inputs
+/// spell it (`tests/fuzz_corpora.rs` checks they still do).
+pub fn app_channel() -> String {
+    crate::host::apps::channel_uri(crate::host::DEFAULT_SESSION_URI, APP_SERVER)
+}
+
 /// Resource the locked server asks a token for.
 pub const LOCKED_RESOURCE: &str = "https://fuzz.example/mcp";
 
@@ -107,7 +113,8 @@ impl Files {
         }
     }
 
-    /// Nothing outside the writable directory was touched.
+    /// No sibling of the writable directory was changed, added or removed (the secret file
+    /// beside it is intact).
     fn check(&self) {
         let base = self.writable.parent().unwrap_or(Path::new("/"));
         let mut names: Vec<String> = std::fs::read_dir(base)
@@ -455,7 +462,8 @@ fn app_event(name: &str) -> ServerEvent {
 
 /// A line `!<event>`: something that happens on the host's side meanwhile. `!app <status>`
 /// (ready, ready-plain, starting, stopped, error, auth, gone), `!sampling on|off`,
-/// `!rescan` (discovery reports the same customizations again), `!list tools|resources`.
+/// `!rescan` (discovery reports the same customizations again), `!list
+/// tools|resources|prompts` (a list the server says changed).
 fn host_event(host: &Host, event: &str) {
     let (verb, arg) = event.split_once(' ').unwrap_or((event, ""));
     match verb {

@@ -8,7 +8,7 @@ mod mirror;
 mod parsers;
 mod scratch;
 
-pub use frames::ahp_frames;
+pub use frames::{ahp_frames, app_channel};
 pub use parsers::{config, frontmatter, json, manifest, plugin};
 
 /// A target: any bytes in, a panic only on a bug.

@@ -145,7 +145,7 @@ pub fn config(data: &[u8]) {
                 servers: config.servers.clone(),
             };
             let scan = discovery::configured::scan_configured(&configured, &context());
-            check_scan(&scan);
+            check_scan(&scan, data);
         }
         Err(error) => {
             assert!(!error.problems.is_empty(), "an error without problems");
@@ -176,7 +176,7 @@ pub fn manifest(data: &[u8]) {
             _ => dir.join("claude_desktop_config.json"),
         };
         Scratch::write(&path, text);
-        check_scan(&manifests::scan_manifest(&path, &context()));
+        check_scan(&manifests::scan_manifest(&path, &context()), data);
     });
 }
 
@@ -208,9 +208,14 @@ pub fn plugin(data: &[u8]) {
                 Scratch::write(&dir.join(path), part);
             }
         }
-        check_scan(&plugins::scan_plugin(&dir, &context()));
+        check_scan(&plugins::scan_plugin(&dir, &context()), data);
     });
 }
+
+/// What `${TOKEN}` expands to: a secret that must never be shown.
+const SECRET_VALUE: &str = "\u{1}fz-secret-7";
+/// The part of it that survives any escaping.
+const SECRET_MARK: &str = "fz-secret-7";
 
 /// A fixed scanning context: nothing from the real environment leaks into the results.
 fn context() -> Context {
@@ -218,20 +223,29 @@ fn context() -> Context {
         data_dir: "/fuzz-data".into(),
         env: Box::new(|name| match name {
             "HOME" => Some("/home/fuzz".into()),
-            "TOKEN" => Some("secret".into()),
+            "TOKEN" => Some(SECRET_VALUE.into()),
             _ => None,
         }),
     }
 }
 
-/// What holds for any scan: everything serializes; ids are unique (top-level ids in the scan,
-/// child ids in their container), since clients address customizations by id; every server
-/// declared to the supervisor has its own id and a customization showing it.
-fn check_scan(scan: &Scan) {
+/// What holds for any scan of `input`: everything serializes; ids are unique (top-level ids
+/// in the scan, child ids in their container), since clients address customizations by id;
+/// every server declared to the supervisor has its own id and a customization showing it;
+/// an expanded secret (`${TOKEN}`) appears in no customization and no problem.
+fn check_scan(scan: &Scan, input: &[u8]) {
+    let planted = input
+        .windows(SECRET_MARK.len())
+        .any(|w| w == SECRET_MARK.as_bytes());
     let mut top = HashSet::new();
     let mut shown = HashSet::new();
     for customization in &scan.customizations {
-        serde_json::to_string(customization).expect("a customization that does not serialize");
+        let json =
+            serde_json::to_string(customization).expect("a customization that does not serialize");
+        assert!(
+            planted || !json.contains(SECRET_MARK),
+            "an expanded secret is shown: {json}"
+        );
         let (id, children) = match customization {
             Customization::Plugin(p) => (p.id.as_str(), p.children.as_deref()),
             Customization::Directory(d) => (d.id.as_str(), d.children.as_deref()),
@@ -270,6 +284,10 @@ fn check_scan(scan: &Scan) {
         );
     }
     for problem in &scan.problems {
-        let _ = problem.to_string();
+        let text = problem.to_string();
+        assert!(
+            planted || !text.contains(SECRET_MARK),
+            "an expanded secret is in a problem: {text}"
+        );
     }
 }
