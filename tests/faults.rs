@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{server, Proxy, ScratchDir, Watcher, PATIENCE};
+use common::{alive, pids, server, stat, Proxy, ScratchDir, Watcher, PATIENCE};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -50,29 +50,6 @@ fn tagged(name: &str, kind: &str, extra: &[&str], tag: &str) -> String {
         "{}env = {{ AHP_FAULT_TAG = \"{tag}\" }}\n",
         server(name, kind, extra)
     )
-}
-
-/// The fields of `/proc/<pid>/stat` after the command name, or None when it is gone.
-fn stat(pid: u32) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = text.rsplit_once(')')?;
-    Some(rest.split_whitespace().map(str::to_string).collect())
-}
-
-/// Whether `pid` runs (a zombie waiting for its reaper does not).
-fn alive(pid: u32) -> bool {
-    stat(pid).is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
-}
-
-fn pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Every live process below `root` (children, grandchildren, …), by parent links.

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{
-    server, HttpExampleServer, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, PATIENCE,
+    alive, server, HttpExampleServer, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, PATIENCE,
 };
 use serde_json::{json, Value};
 
@@ -27,16 +27,6 @@ fn children_of(parent: u32) -> Vec<(u32, String)> {
             (pid, cmdline)
         })
         .collect()
-}
-
-/// Whether `pid` still runs (a zombie waiting for a reaper does not count).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
 }
 
 async fn wait_until_gone(pids: &[u32]) -> Vec<u32> {

@@ -291,7 +291,8 @@ fn finish(dir: &Path, plugin: PluginCustomization, servers: Servers, problems: P
     }
 }
 
-fn child_id(child: &ChildCustomization) -> Option<&str> {
+/// The id of a child customization (`None` for kinds this version does not know).
+pub fn child_id(child: &ChildCustomization) -> Option<&str> {
     Some(match child {
         ChildCustomization::Agent(c) => &c.id,
         ChildCustomization::Skill(c) => &c.id,

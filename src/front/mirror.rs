@@ -460,11 +460,6 @@ impl Turns {
             .is_some_and(|t| t.calls >= MAX_CALLS_PER_TURN)
     }
 
-    /// Calls waiting for the next turn.
-    pub fn waiting(&self) -> usize {
-        self.waiting.len()
-    }
-
     fn finish_call(&mut self, call: u64, outcome: &Outcome) -> Vec<StateAction> {
         if let Some((_, slot)) = self.waiting.iter_mut().find(|(c, _)| c.call == call) {
             *slot = Some(outcome.clone());
@@ -953,9 +948,9 @@ mod tests {
             apply(&mut state, turns.start(call(n), 0, n, T0));
             apply(&mut state, turns.finish(n - 1, &Outcome::Cancelled, n, T0));
             assert!(
-                turns.waiting() <= 1,
+                turns.waiting.len() <= 1,
                 "call {n}: {} waiting",
-                turns.waiting()
+                turns.waiting.len()
             );
         }
         assert!(state.turns.len() <= MAX_TURNS);
@@ -979,12 +974,12 @@ mod tests {
             apply(&mut state, turns.start(call(n), 0, 2, T0));
             apply(&mut state, turns.finish(n, &Outcome::Cancelled, 2, T0));
         }
-        assert_eq!(turns.waiting(), MAX_WAITING);
+        assert_eq!(turns.waiting.len(), MAX_WAITING);
         assert_eq!(turns.missed, more - MAX_WAITING as u64);
         // The slow call ends: the waiting calls fill the next turns at once, the last of
         // them stays open (it lingers like any turn), and it says how many were not shown.
         apply(&mut state, turns.finish(0, &Outcome::Cancelled, 3, T0));
-        assert_eq!(turns.waiting(), 0);
+        assert_eq!(turns.waiting.len(), 0);
         assert_eq!(
             state.turns.len(),
             MAX_WAITING / MAX_CALLS_PER_TURN,

@@ -246,26 +246,23 @@ fn check_scan(scan: &Scan, input: &[u8]) {
             planted || !json.contains(SECRET_MARK),
             "an expanded secret is shown: {json}"
         );
-        let (id, children) = match customization {
-            Customization::Plugin(p) => (p.id.as_str(), p.children.as_deref()),
-            Customization::Directory(d) => (d.id.as_str(), d.children.as_deref()),
-            Customization::McpServer(m) => (m.id.as_str(), None),
-            Customization::Unknown(_) => continue,
+        let Some(id) = crate::catalog::id_of(customization) else {
+            continue;
         };
         assert!(top.insert(id), "two customizations with id {id:?}");
-        if let Customization::McpServer(m) = customization {
-            shown.insert(m.id.as_str());
-        }
+        let children = match customization {
+            Customization::Plugin(p) => p.children.as_deref(),
+            Customization::Directory(d) => d.children.as_deref(),
+            Customization::McpServer(_) => {
+                shown.insert(id);
+                None
+            }
+            Customization::Unknown(_) => None,
+        };
         let mut inner = HashSet::new();
         for child in children.unwrap_or(&[]) {
-            let child_id = match child {
-                ChildCustomization::Agent(c) => &c.id,
-                ChildCustomization::Skill(c) => &c.id,
-                ChildCustomization::Prompt(c) => &c.id,
-                ChildCustomization::Rule(c) => &c.id,
-                ChildCustomization::Hook(c) => &c.id,
-                ChildCustomization::McpServer(c) => &c.id,
-                ChildCustomization::Unknown(_) => continue,
+            let Some(child_id) = plugins::child_id(child) else {
+                continue;
             };
             assert!(inner.insert(child_id), "two children with id {child_id:?}");
             if let ChildCustomization::McpServer(m) = child {

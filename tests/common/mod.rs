@@ -614,23 +614,39 @@ impl Watcher {
     }
 }
 
+/// The fields of `/proc/<pid>/stat` after the command name, or None when it is gone.
+pub fn stat(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = text.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Whether `pid` runs (a zombie waiting for its reaper does not).
+pub fn alive(pid: u32) -> bool {
+    stat(pid).is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
+}
+
+/// Every process id in `/proc`.
+pub fn pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Live (not zombie) child processes of `parent`.
 pub fn child_pids(parent: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent) && fields[0] != "Z" {
-            out.push(pid);
-        }
-    }
-    out
+    pids()
+        .into_iter()
+        .filter(|pid| {
+            stat(*pid).is_some_and(|fields| {
+                fields.first().is_some_and(|state| state != "Z")
+                    && fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent)
+            })
+        })
+        .collect()
 }
