@@ -9,8 +9,10 @@ use ahp_types::actions::{SessionCustomizationRemovedAction, SessionCustomization
 use ahp_types::state::Customization;
 use ahp_types::StateAction;
 
-use crate::discovery::directory::{self, DirectorySpec};
-use crate::discovery::{configured, manifest, plugin, Context, DeclaredServer, Problem, Scan};
+use crate::discovery::directory;
+use crate::discovery::{configured, manifest, plugin, Context, DeclaredServer, Scan};
+use crate::spec::DirectorySpec;
+use crate::spec::Problem;
 
 /// What proxy.toml says to look at.
 #[derive(Debug, Clone, Default)]

@@ -12,9 +12,8 @@ use toml::Spanned;
 
 use ahp_types::state::{TextPosition, TextRange};
 
-use crate::discovery::components::Kind;
-use crate::discovery::directory::DirectorySpec;
 use crate::line_index::LineIndex;
+use crate::spec::{ContentKind, DirectorySpec, Launch, NamePrefix, Problem};
 
 /// Default AHP WebSocket address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
@@ -101,7 +100,7 @@ pub struct McpConfig {
     /// Where `/mcp` and `/mcp/<server>` are served; `None` when `http = false`.
     pub listen: Option<SocketAddr>,
     /// When tool and prompt names get their server's prefix in `/mcp`.
-    pub prefix: crate::front::naming::Prefix,
+    pub prefix: NamePrefix,
     /// Between the server's name and the tool's, e.g. `notes__add_note`.
     pub separator: String,
     /// How long a server may take to answer a forwarded request (its progress resets it).
@@ -119,7 +118,7 @@ impl Default for McpConfig {
     fn default() -> Self {
         Self {
             listen: DEFAULT_MCP_LISTEN.parse().ok(),
-            prefix: crate::front::naming::Prefix::OnCollision,
+            prefix: NamePrefix::OnCollision,
             separator: "__".into(),
             request_timeout: Duration::from_secs(300),
             first_list_wait: Duration::from_secs(10),
@@ -208,7 +207,7 @@ pub struct ServerConfig {
     /// Whether the server is started at all.
     pub enabled: bool,
     /// How to reach it.
-    pub transport: ServerTransport,
+    pub transport: Launch,
     /// Where it was declared, `file:line:col`.
     pub declared_at: String,
     /// Zero-based UTF-16 range of its declaration, from the table name to its last value.
@@ -226,62 +225,11 @@ impl fmt::Debug for ServerConfig {
     }
 }
 
-/// Launch spec of a server. Secret: never logged at info level, never sent over AHP.
-#[derive(Clone, PartialEq)]
-pub enum ServerTransport {
-    /// A child process speaking MCP on stdin/stdout.
-    Stdio {
-        /// Program to run.
-        command: String,
-        /// Its arguments.
-        args: Vec<String>,
-        /// Extra environment variables.
-        env: BTreeMap<String, String>,
-        /// Working directory; the config file's folder when absent.
-        cwd: Option<PathBuf>,
-    },
-    /// A remote server over streamable HTTP (`sse: false`) or legacy SSE (`sse: true`).
-    Http {
-        /// Endpoint URL.
-        url: String,
-        /// Extra request headers.
-        headers: BTreeMap<String, String>,
-        /// Legacy HTTP+SSE transport instead of streamable HTTP.
-        sse: bool,
-    },
-}
-
-impl fmt::Debug for ServerTransport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ServerTransport({}, redacted)", self.kind())
-    }
-}
-
-impl ServerTransport {
-    /// `stdio`, `http` or `sse` — safe to log.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Stdio { .. } => "stdio",
-            Self::Http { sse: false, .. } => "http",
-            Self::Http { sse: true, .. } => "sse",
-        }
-    }
-}
-
 /// Everything wrong with a config file, each problem with its `file:line:col`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigError {
     /// One entry per problem, in file order.
     pub problems: Vec<Problem>,
-}
-
-/// One problem in a config file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Problem {
-    /// `file:line:col` (1-based), or just `file` when the file could not be read.
-    pub location: String,
-    /// What is wrong and, where it helps, what is expected.
-    pub message: String,
 }
 
 impl fmt::Display for ConfigError {
@@ -531,8 +479,8 @@ impl Config {
         let prefix = match raw.mcp.prefix {
             None => mcp_defaults.prefix,
             Some(value) => match value.get_ref().as_str() {
-                "on-collision" => crate::front::naming::Prefix::OnCollision,
-                "always" => crate::front::naming::Prefix::Always,
+                "on-collision" => NamePrefix::OnCollision,
+                "always" => NamePrefix::Always,
                 other => {
                     checker.problem(
                         value.span().start,
@@ -787,12 +735,12 @@ impl Config {
             let at = entry.span().start;
             let raw_dir = entry.into_inner();
             let contents = match raw_dir.contents.get_ref().as_str() {
-                "skill" => Kind::Skill,
-                "command" => Kind::Command,
-                "agent" => Kind::Agent,
-                "rule" => Kind::Rule,
-                "prompt" => Kind::Prompt,
-                "hook" => Kind::Hook,
+                "skill" => ContentKind::Skill,
+                "command" => ContentKind::Command,
+                "agent" => ContentKind::Agent,
+                "rule" => ContentKind::Rule,
+                "prompt" => ContentKind::Prompt,
+                "hook" => ContentKind::Hook,
                 other => {
                     checker.problem(
                         raw_dir.contents.span().start,
@@ -1015,7 +963,7 @@ fn check_server(
                     format!("servers.{name}: `headers` only apply to http servers"),
                 );
             }
-            Some(ServerTransport::Stdio {
+            Some(Launch::Stdio {
                 command: command.into_inner(),
                 args: raw.args,
                 env: raw.env,
@@ -1042,7 +990,7 @@ fn check_server(
                     format!("servers.{name}: `args`, `env` and `cwd` only apply to stdio servers"),
                 );
             }
-            Some(ServerTransport::Http {
+            Some(Launch::Http {
                 url: url.into_inner(),
                 headers: raw.headers,
                 sse: kind.as_deref() == Some("sse"),
@@ -1153,7 +1101,7 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(config.mcp.listen.map(|a| a.port()), Some(9000));
-        assert_eq!(config.mcp.prefix, crate::front::naming::Prefix::Always);
+        assert_eq!(config.mcp.prefix, NamePrefix::Always);
         assert_eq!(config.mcp.separator, ".");
         assert_eq!(config.mcp.request_timeout, Duration::from_secs(1));
         assert_eq!(config.mcp.allowed_hosts, ["mcp.lan"]);
@@ -1196,7 +1144,7 @@ mod tests {
         assert_eq!(config.servers[0].name, "echo");
         assert_eq!(config.servers[0].declared_at, "proxy.toml:2:10");
         match &config.servers[0].transport {
-            ServerTransport::Stdio { cwd, args, .. } => {
+            Launch::Stdio { cwd, args, .. } => {
                 assert_eq!(cwd.as_deref(), Some(Path::new("/base/work")));
                 assert_eq!(args, &["--fast"]);
             }

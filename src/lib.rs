@@ -21,6 +21,7 @@ pub mod host;
 pub mod jsonrpc;
 pub mod line_index;
 pub mod serve;
+pub mod spec;
 pub mod supervisor;
 pub mod tcp;
 pub mod watch;

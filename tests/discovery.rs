@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use ahp_proxy::catalog::{Catalog, Sources};
-use ahp_proxy::discovery::directory::{scan_directory, DirectorySpec};
+use ahp_proxy::discovery::directory::scan_directory;
 use ahp_proxy::discovery::manifest::scan_manifest;
 use ahp_proxy::discovery::plugin::{detect, scan_plugin, Dialect};
-use ahp_proxy::discovery::{components::Kind, Context, DeclaredServer, Launch, Scan};
+use ahp_proxy::discovery::{Context, DeclaredServer, Scan};
+use ahp_proxy::spec::{ContentKind, DirectorySpec, Launch};
 use ahp_types::state::{
     ChildCustomization, Customization, CustomizationLoadState, PluginCustomization, TextPosition,
     TextRange,
@@ -692,7 +693,7 @@ fn a_directory_of_prompts_is_a_directory_customization() {
     let spec = DirectorySpec {
         path: dir.join("prompts"),
         name: "Prompts".into(),
-        contents: Kind::Prompt,
+        contents: ContentKind::Prompt,
         writable: true,
     };
     let scan = scan_directory(&spec);

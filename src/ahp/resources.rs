@@ -12,9 +12,9 @@ use ahp_types::commands::{
 };
 use base64::Engine as _;
 
-use crate::discovery::directory::DirectorySpec;
 use crate::discovery::uri;
 use crate::jsonrpc::{ahp_codes, RpcError};
+use crate::spec::DirectorySpec;
 
 /// Largest file `resourceRead` returns.
 pub const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
@@ -394,13 +394,13 @@ fn content_type(path: &Path) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::components::Kind;
+    use crate::spec::ContentKind;
 
     fn files(dir: &Path) -> Files {
         Files::new(&[DirectorySpec {
             path: dir.join("w"),
             name: "w".into(),
-            contents: Kind::Prompt,
+            contents: ContentKind::Prompt,
             writable: true,
         }])
     }

@@ -12,23 +12,7 @@ use super::frontmatter::{self, Frontmatter};
 use super::json;
 use super::source::SourceFile;
 use super::{display_path, Problems};
-
-/// The kinds of component a folder can hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// `skills/<name>/SKILL.md` → `skill`.
-    Skill,
-    /// `commands/*.md` → `skill` named after the file.
-    Command,
-    /// `agents/*.md`, `*.agent.md` → `agent`.
-    Agent,
-    /// `rules/*.mdc`, `*.md`, `*.instructions.md` → `rule`.
-    Rule,
-    /// `prompts/*.prompt.md`, `*.md` → `prompt`.
-    Prompt,
-    /// `hooks/*.json` → one `hook` per file.
-    Hook,
-}
+use crate::spec::ContentKind;
 
 /// Where a scan may look: paths resolving outside `root` (after symlinks) are refused.
 pub struct Bounds<'a> {
@@ -58,7 +42,7 @@ impl Bounds<'_> {
 /// Every component of `kind` in `dir`, sorted by path. Unreadable or escaping entries are
 /// reported and skipped. A missing `dir` is not a problem.
 pub fn scan_dir(
-    kind: Kind,
+    kind: ContentKind,
     dir: &Path,
     bounds: &Bounds<'_>,
     problems: &mut Problems,
@@ -93,7 +77,7 @@ pub fn scan_dir(
     let mut out = Vec::new();
     for path in paths {
         let file = match kind {
-            Kind::Skill => {
+            ContentKind::Skill => {
                 let skill = path.join("SKILL.md");
                 if !path.is_dir() || !skill.exists() {
                     continue;
@@ -114,23 +98,23 @@ pub fn scan_dir(
     out
 }
 
-fn matches_kind(kind: Kind, path: &Path) -> bool {
+fn matches_kind(kind: ContentKind, path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     match kind {
-        Kind::Skill => false,
-        Kind::Command | Kind::Agent | Kind::Prompt => name.ends_with(".md"),
-        Kind::Rule => name.ends_with(".md") || name.ends_with(".mdc"),
-        Kind::Hook => name.ends_with(".json"),
+        ContentKind::Skill => false,
+        ContentKind::Command | ContentKind::Agent | ContentKind::Prompt => name.ends_with(".md"),
+        ContentKind::Rule => name.ends_with(".md") || name.ends_with(".mdc"),
+        ContentKind::Hook => name.ends_with(".json"),
     }
 }
 
 /// Name of a component file without its kind's suffixes (`a.agent.md` → `a`).
-fn stem(kind: Kind, path: &Path) -> String {
+fn stem(kind: ContentKind, path: &Path) -> String {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let suffixes: &[&str] = match kind {
-        Kind::Agent => &[".agent.md", ".md"],
-        Kind::Rule => &[".instructions.md", ".mdc", ".md"],
-        Kind::Prompt => &[".prompt.md", ".md"],
+        ContentKind::Agent => &[".agent.md", ".md"],
+        ContentKind::Rule => &[".instructions.md", ".mdc", ".md"],
+        ContentKind::Prompt => &[".prompt.md", ".md"],
         _ => &[".md"],
     };
     suffixes
@@ -142,7 +126,7 @@ fn stem(kind: Kind, path: &Path) -> String {
 
 /// Parse one component file. `None` (with a problem) when it cannot be used.
 pub fn parse_file(
-    kind: Kind,
+    kind: ContentKind,
     path: &Path,
     display_base: &Path,
     problems: &mut Problems,
@@ -154,7 +138,7 @@ pub fn parse_file(
             return None;
         }
     };
-    if kind == Kind::Hook {
+    if kind == ContentKind::Hook {
         return hook_file(&file, problems);
     }
     let fm = match frontmatter::parse(&file.text) {
@@ -171,7 +155,7 @@ pub fn parse_file(
 }
 
 fn child_from_frontmatter(
-    kind: Kind,
+    kind: ContentKind,
     file: &SourceFile,
     path: &Path,
     fm: &Frontmatter,
@@ -182,7 +166,7 @@ fn child_from_frontmatter(
     let user_invocable_off = (fm.boolean("user-invocable") == Some(false)).then_some(true);
     let name_or = |fallback: String| fm.text("name").unwrap_or(fallback);
     match kind {
-        Kind::Skill => {
+        ContentKind::Skill => {
             let dir = path
                 .parent()
                 .and_then(|p| p.file_name())
@@ -201,7 +185,7 @@ fn child_from_frontmatter(
                 disable_user_invocation: user_invocable_off,
             })
         }
-        Kind::Command => ChildCustomization::Skill(SkillCustomization {
+        ContentKind::Command => ChildCustomization::Skill(SkillCustomization {
             id,
             uri,
             name: stem(kind, path),
@@ -213,7 +197,7 @@ fn child_from_frontmatter(
             disable_model_invocation: fm.boolean("disable-model-invocation").filter(|&b| b),
             disable_user_invocation: user_invocable_off,
         }),
-        Kind::Agent => {
+        ContentKind::Agent => {
             let model = fm
                 .text("model")
                 .or_else(|| fm.list("model", ',').and_then(|m| m.into_iter().next()));
@@ -236,7 +220,7 @@ fn child_from_frontmatter(
                 disable_user_invocation: user_invocable_off,
             })
         }
-        Kind::Rule => {
+        ContentKind::Rule => {
             let globs = fm
                 .list("globs", ',')
                 .or_else(|| fm.list("applyTo", ','))
@@ -254,7 +238,7 @@ fn child_from_frontmatter(
                 globs,
             })
         }
-        Kind::Prompt => ChildCustomization::Prompt(PromptCustomization {
+        ContentKind::Prompt => ChildCustomization::Prompt(PromptCustomization {
             id,
             uri,
             name: name_or(stem(kind, path)),
@@ -264,7 +248,7 @@ fn child_from_frontmatter(
             enabled: None,
             description,
         }),
-        Kind::Hook => hook_child(id, uri, path),
+        ContentKind::Hook => hook_child(id, uri, path),
     }
 }
 

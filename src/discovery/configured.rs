@@ -9,8 +9,9 @@ use ahp_types::state::{
 };
 
 use super::expand::{expand, Vars};
-use super::{DeclaredServer, Launch, Scan};
+use super::{DeclaredServer, Scan};
 use crate::config::ServerConfig;
+use crate::spec::Launch;
 
 /// proxy.toml's servers and where the file is.
 #[derive(Debug, Clone)]

@@ -1,34 +1,22 @@
 //! Watched folders of one kind (e.g. `.github/prompts`): a `directory` customization whose
 //! children are the folder's component files; `writable` ones accept `resource*` writes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ahp_types::state::{Customization, CustomizationType, DirectoryCustomization};
 
-use super::components::{self, Bounds, Kind};
+use super::components::{self, Bounds};
 use super::{display_path, Problems, Scan};
-
-/// A configured directory (`[[directories]]` in proxy.toml).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DirectorySpec {
-    /// The folder, absolute.
-    pub path: PathBuf,
-    /// Label shown to clients.
-    pub name: String,
-    /// What its files are.
-    pub contents: Kind,
-    /// Whether clients may write files in it through `resourceWrite` and friends.
-    pub writable: bool,
-}
+use crate::spec::{ContentKind, DirectorySpec};
 
 /// The AHP `contents` value for a component kind.
-pub fn contents_type(kind: Kind) -> CustomizationType {
+pub fn contents_type(kind: ContentKind) -> CustomizationType {
     match kind {
-        Kind::Skill | Kind::Command => CustomizationType::Skill,
-        Kind::Agent => CustomizationType::Agent,
-        Kind::Rule => CustomizationType::Rule,
-        Kind::Prompt => CustomizationType::Prompt,
-        Kind::Hook => CustomizationType::Hook,
+        ContentKind::Skill | ContentKind::Command => CustomizationType::Skill,
+        ContentKind::Agent => CustomizationType::Agent,
+        ContentKind::Rule => CustomizationType::Rule,
+        ContentKind::Prompt => CustomizationType::Prompt,
+        ContentKind::Hook => CustomizationType::Hook,
     }
 }
 

@@ -13,7 +13,8 @@ use ahp_types::state::{
 use super::expand::{expand, Unresolved, Vars};
 use super::json::{self, Member, Node, Value};
 use super::source::SourceFile;
-use super::{DeclaredServer, Launch, Problems};
+use super::{DeclaredServer, Problems};
+use crate::spec::Launch;
 
 /// Where the servers of one file live and how their `${…}` resolve.
 pub struct ServerScope<'a> {

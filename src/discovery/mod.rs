@@ -21,7 +21,7 @@ use ahp_types::state::{
     CustomizationLoadedState,
 };
 
-pub use crate::config::ServerTransport as Launch;
+use crate::spec::{Launch, Problem};
 
 use source::SourceFile;
 
@@ -50,21 +50,6 @@ impl fmt::Debug for DeclaredServer {
             .field("enabled", &self.enabled)
             .field("launch", &self.launch.as_ref().map(Launch::kind))
             .finish()
-    }
-}
-
-/// One thing wrong with the input, located as precisely as the input allows.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Problem {
-    /// `file:line:col`, or a path when there is no position.
-    pub location: String,
-    /// What is wrong and what happened because of it.
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.location, self.message)
     }
 }
 

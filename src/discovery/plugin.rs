@@ -6,12 +6,13 @@ use std::path::{Component, Path, PathBuf};
 
 use ahp_types::state::{ChildCustomization, Customization, HookCustomization, PluginCustomization};
 
-use super::components::{self, Bounds, Kind};
+use super::components::{self, Bounds};
 use super::expand::Vars;
 use super::json::{self, Node, Value};
 use super::mcp::{self, ServerScope, Servers};
 use super::source::SourceFile;
 use super::{display_path, Context, Problems, Scan};
+use crate::spec::ContentKind;
 
 /// The plugin formats ahp-proxy reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +185,7 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
     }
     let mut children: Vec<ChildCustomization> = Vec::new();
     let seen = std::cell::RefCell::new(std::collections::HashSet::new());
-    let component = |kind: Kind,
+    let component = |kind: ContentKind,
                      key: &str,
                      default: &[&str],
                      children: &mut Vec<ChildCustomization>,
@@ -206,35 +207,35 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
     };
     let ext = "com.github.copilot";
     component(
-        Kind::Agent,
+        ContentKind::Agent,
         "agents",
         &["agents", &format!("{ext}/agents")],
         &mut children,
         &mut problems,
     );
     component(
-        Kind::Skill,
+        ContentKind::Skill,
         "skills",
         &["skills"],
         &mut children,
         &mut problems,
     );
     component(
-        Kind::Command,
+        ContentKind::Command,
         "commands",
         &["commands", &format!("{ext}/commands")],
         &mut children,
         &mut problems,
     );
     component(
-        Kind::Prompt,
+        ContentKind::Prompt,
         "prompts",
         &["prompts"],
         &mut children,
         &mut problems,
     );
     component(
-        Kind::Rule,
+        ContentKind::Rule,
         "rules",
         &["rules", &format!("{ext}/rules")],
         &mut children,
@@ -245,9 +246,12 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
         match bounds.check(&root_skill) {
             Err(message) => problems.push_message(message),
             Ok(_) => {
-                if let Some(child) =
-                    components::parse_file(Kind::Skill, &root_skill, &display_base, &mut problems)
-                {
+                if let Some(child) = components::parse_file(
+                    ContentKind::Skill,
+                    &root_skill,
+                    &display_base,
+                    &mut problems,
+                ) {
                     children.push(child);
                 }
             }
@@ -446,7 +450,7 @@ fn hooks(
             continue;
         }
         if let Some(child) =
-            components::parse_file(Kind::Hook, &path, bounds.display_base, problems)
+            components::parse_file(ContentKind::Hook, &path, bounds.display_base, problems)
         {
             children.push(child);
         }

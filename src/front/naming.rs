@@ -12,22 +12,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use serde_json::Value;
 
+use crate::spec::NamePrefix;
 use crate::supervisor::connections::Offer;
-
-/// When tool and prompt names get their server's prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prefix {
-    /// Only names that two or more ready servers share.
-    OnCollision,
-    /// Every name.
-    Always,
-}
 
 /// The naming policy (`[mcp] prefix` and `[mcp] separator`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     /// When names get a prefix.
-    pub prefix: Prefix,
+    pub prefix: NamePrefix,
     /// Between the server and the name, e.g. `__`.
     pub separator: String,
 }
@@ -35,7 +27,7 @@ pub struct Policy {
 impl Default for Policy {
     fn default() -> Self {
         Self {
-            prefix: Prefix::OnCollision,
+            prefix: NamePrefix::OnCollision,
             separator: "__".into(),
         }
     }
@@ -127,7 +119,7 @@ impl Catalog {
     /// Name every item of `servers` (`(id, qualifier, offer)` in a stable order).
     pub fn build(servers: &[(String, String, Offer)], policy: &Policy) -> Self {
         let sep = policy.separator.as_str();
-        let always = policy.prefix == Prefix::Always;
+        let always = policy.prefix == NamePrefix::Always;
         let mut catalog = Catalog {
             separator: sep.to_string(),
             qualifiers: servers
@@ -473,7 +465,7 @@ mod tests {
     #[test]
     fn the_always_policy_prefixes_everything_with_the_chosen_separator() {
         let policy = Policy {
-            prefix: Prefix::Always,
+            prefix: NamePrefix::Always,
             separator: ".".into(),
         };
         let catalog = Catalog::build(&servers(vec![("a", offer(&["x"], &[], &[], &[]))]), &policy);

@@ -9,10 +9,11 @@ use serde_json::Value as JsonValue;
 
 use super::scratch::{self, Scratch};
 use super::{split_parts, variant};
-use crate::discovery::components::{self, Kind};
+use crate::discovery::components;
 use crate::discovery::json::{self as positioned, Node, Value};
 use crate::discovery::source::SourceFile;
 use crate::discovery::{self, manifest as manifests, plugin as plugins, Context, Problems, Scan};
+use crate::spec::ContentKind;
 
 /// `discovery::json::parse` on UTF-8 text. Spans stay inside the text on character
 /// boundaries and nest; any text `serde_json` accepts is accepted with the same value.
@@ -118,12 +119,12 @@ pub fn frontmatter(data: &[u8]) {
         Scratch::write(&file, data);
         let mut problems = Problems::default();
         for kind in [
-            Kind::Skill,
-            Kind::Command,
-            Kind::Agent,
-            Kind::Rule,
-            Kind::Prompt,
-            Kind::Hook,
+            ContentKind::Skill,
+            ContentKind::Command,
+            ContentKind::Agent,
+            ContentKind::Rule,
+            ContentKind::Prompt,
+            ContentKind::Hook,
         ] {
             if let Some(child) = components::parse_file(kind, &file, &dir, &mut problems) {
                 serde_json::to_string(&child).expect("a child that does not serialize");

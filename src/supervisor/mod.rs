@@ -20,8 +20,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ServerTransport, SupervisorConfig};
+use crate::config::SupervisorConfig;
 use crate::discovery::DeclaredServer;
+use crate::spec::Launch;
 
 /// Where a server is in its life, as the supervisor sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -135,7 +136,7 @@ pub struct ServerEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Desired {
     /// How to launch it (or why it cannot be launched).
-    pub launch: Result<ServerTransport, String>,
+    pub launch: Result<Launch, String>,
     /// Whether it should be running.
     pub run: bool,
     /// Bumped by every start/stop request: the task answers each with its state.

@@ -13,7 +13,8 @@ use super::stderr::{self, SharedTail};
 use super::stdout;
 use super::upstream::{self, ConnectError, Connection};
 use super::{Desired, ServerEvent, Status};
-use crate::config::{ServerTransport, SupervisorConfig};
+use crate::config::SupervisorConfig;
+use crate::spec::Launch;
 use std::sync::Arc;
 
 /// How often a running server's transport is checked (a stdio crash is seen at once through
@@ -165,7 +166,7 @@ impl Task {
     /// already reported and counted); `Some` means the desired state changed first.
     async fn attempt(
         &self,
-        launch: &ServerTransport,
+        launch: &Launch,
         desired: &mut watch::Receiver<Desired>,
         policy: &RestartPolicy,
         failures: &mut u32,
@@ -269,13 +270,13 @@ impl Task {
     /// the desired state or shutdown interrupts it (and stops what was started).
     async fn start(
         &self,
-        launch: &ServerTransport,
+        launch: &Launch,
         bearer: Option<&super::Bearer>,
         desired: &mut watch::Receiver<Desired>,
     ) -> Result<Running, Interrupted> {
         let failed = |status| Interrupted::Failed(status);
         match launch {
-            ServerTransport::Stdio {
+            Launch::Stdio {
                 command,
                 args,
                 env,
@@ -354,11 +355,11 @@ impl Task {
                     }
                 }
             }
-            ServerTransport::Http { sse: true, .. } => Err(failed(Status::error(
+            Launch::Http { sse: true, .. } => Err(failed(Status::error(
                 "unsupported",
                 "the legacy HTTP+SSE transport is not supported; use streamable HTTP".into(),
             ))),
-            ServerTransport::Http {
+            Launch::Http {
                 url,
                 headers,
                 sse: false,
@@ -418,7 +419,7 @@ impl Task {
     async fn watch_running(
         &self,
         running: &mut Running,
-        launch: &ServerTransport,
+        launch: &Launch,
         bearer: Option<&super::Bearer>,
         losses: &mut tokio::sync::broadcast::Receiver<super::connections::AuthLost>,
         desired: &mut watch::Receiver<Desired>,
@@ -426,7 +427,7 @@ impl Task {
         let peer = running.connection.service.peer().clone();
         let is_http = running.child.is_none();
         let url = match launch {
-            ServerTransport::Http { url, .. } => Some(url.as_str()),
+            Launch::Http { url, .. } => Some(url.as_str()),
             _ => None,
         };
         let expiry = async {

@@ -1,0 +1,107 @@
+//! The ground floor: plain data that several layers share (a server's launch spec, a
+//! configured directory, the kind of content a folder holds, the name-prefix rule, a located
+//! problem). It imports nothing from the crate, so config, discovery, supervisor and front
+//! all depend on it downward.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// How to reach one MCP server. Secret: never logged at info level, never sent over AHP;
+/// `Debug` prints only the transport kind.
+#[derive(Clone, PartialEq)]
+pub enum Launch {
+    /// A child process speaking MCP on stdin/stdout.
+    Stdio {
+        /// Program to run.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Extra environment variables.
+        env: BTreeMap<String, String>,
+        /// Working directory; the config file's folder when absent.
+        cwd: Option<PathBuf>,
+    },
+    /// A remote server over streamable HTTP (`sse: false`) or legacy SSE (`sse: true`).
+    Http {
+        /// Endpoint URL.
+        url: String,
+        /// Extra request headers.
+        headers: BTreeMap<String, String>,
+        /// Legacy HTTP+SSE transport instead of streamable HTTP.
+        sse: bool,
+    },
+}
+
+impl fmt::Debug for Launch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Launch({}, redacted)", self.kind())
+    }
+}
+
+impl Launch {
+    /// `stdio`, `http` or `sse` — safe to log.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Stdio { .. } => "stdio",
+            Self::Http { sse: false, .. } => "http",
+            Self::Http { sse: true, .. } => "sse",
+        }
+    }
+}
+
+/// The kinds of content a folder can hold (plugin components, `[[directories]] contents`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentKind {
+    /// `skills/<name>/SKILL.md` → `skill`.
+    Skill,
+    /// `commands/*.md` → `skill` named after the file.
+    Command,
+    /// `agents/*.md`, `*.agent.md` → `agent`.
+    Agent,
+    /// `rules/*.mdc`, `*.md`, `*.instructions.md` → `rule`.
+    Rule,
+    /// `prompts/*.prompt.md`, `*.md` → `prompt`.
+    Prompt,
+    /// `hooks/*.json` → one `hook` per file.
+    Hook,
+}
+
+/// A configured directory (`[[directories]]` in proxy.toml).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirectorySpec {
+    /// The folder, absolute.
+    pub path: PathBuf,
+    /// Label shown to clients.
+    pub name: String,
+    /// What its files are.
+    pub contents: ContentKind,
+    /// Whether clients may write files in it through `resourceWrite` and friends.
+    pub writable: bool,
+}
+
+/// When tool and prompt names in the aggregated MCP endpoint get their server's prefix
+/// (`[mcp] prefix`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamePrefix {
+    /// Only names that two or more ready servers share.
+    OnCollision,
+    /// Every name.
+    Always,
+}
+
+/// One thing wrong with a file the user wrote (proxy.toml, a manifest, a plugin), located as
+/// precisely as the input allows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// `file:line:col` (1-based), or just a path when there is no position.
+    pub location: String,
+    /// What is wrong and, where it helps, what is expected or what happened because of it.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.location, self.message)
+    }
+}
