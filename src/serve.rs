@@ -13,11 +13,11 @@ use crate::catalog::{Catalog, Sources};
 use crate::config::Config;
 use crate::discovery::configured::Configured;
 use crate::discovery::Context;
-use crate::front::mirror::Mirror;
 use crate::front::naming::Policy;
 use crate::front::registry::Scope;
 use crate::front::{Front, Hub, Settings};
 use crate::host::Host;
+use crate::mirror::Mirror;
 use crate::supervisor::Supervisor;
 use crate::watch;
 

@@ -1,5 +1,5 @@
 //! What every harness session of the MCP front shares: the ready servers, the naming
-//! catalog, the registry of harnesses and requests in flight, and the way back from a
+//! namespace, the registry of harnesses and requests in flight, and the way back from a
 //! server to the harness (progress, log messages, resource updates, sampling, roots,
 //! elicitation). Also the per-harness task that announces list changes.
 
@@ -20,10 +20,10 @@ use rmcp::{ErrorData, Peer, RoleClient, RoleServer};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::mirror::Mirror;
-use super::naming::{self, Catalog, Policy};
+use super::naming::{self, Namespace, Policy};
 use super::registry::{Abilities, HarnessId, Need, Registry, Scope};
 use super::relay::{self, Relay};
+use crate::mirror::Mirror;
 use crate::supervisor::connections::{Connected, Connections, Downstream, Lists};
 use crate::supervisor::upstream::MCP_APPS_EXTENSION;
 
@@ -61,7 +61,7 @@ pub struct Hub {
     pub mirror: Mirror,
     registry: Mutex<Registry>,
     peers: Mutex<Peers>,
-    catalog: Mutex<Option<(u64, Arc<Catalog>)>>,
+    namespace: Mutex<Option<(u64, Arc<Namespace>)>>,
     /// The log level last sent to each server.
     applied_levels: Mutex<HashMap<String, LoggingLevel>>,
     next_harness: AtomicU64,
@@ -79,7 +79,7 @@ impl Hub {
             mirror,
             registry: Mutex::default(),
             peers: Mutex::default(),
-            catalog: Mutex::default(),
+            namespace: Mutex::default(),
             applied_levels: Mutex::default(),
             next_harness: AtomicU64::new(1),
             sampling: tokio::sync::watch::channel(false).0,
@@ -147,12 +147,12 @@ impl Hub {
     }
 
     /// The aggregated naming of every ready server, rebuilt only after a change.
-    pub fn catalog(&self) -> Arc<Catalog> {
+    pub fn namespace(&self) -> Arc<Namespace> {
         let version = self.connections.version();
-        let mut cached = self.catalog.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, catalog)) = cached.as_ref() {
+        let mut cached = self.namespace.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, names)) = cached.as_ref() {
             if *at == version {
-                return catalog.clone();
+                return names.clone();
             }
         }
         let qualifiers = naming::qualifiers(&self.connections.declared());
@@ -169,9 +169,9 @@ impl Hub {
                 (id, qualifier, offer)
             })
             .collect();
-        let catalog = Arc::new(Catalog::build(&servers, &self.settings.policy));
-        *cached = Some((version, catalog.clone()));
-        catalog
+        let names = Arc::new(Namespace::build(&servers, &self.settings.policy));
+        *cached = Some((version, names.clone()));
+        names
     }
 
     /// The qualifier (prefix) of server `id`.
@@ -375,7 +375,7 @@ impl Hub {
                 if subscribers.is_empty() {
                     return;
                 }
-                let exposed = self.catalog().expose_uri(server, &n.params.uri);
+                let exposed = self.namespace().expose_uri(server, &n.params.uri);
                 for harness in subscribers {
                     let Some((peer, permit)) = self.relay(harness, 1) else {
                         continue;

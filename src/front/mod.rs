@@ -9,28 +9,27 @@
 pub mod forward;
 pub mod http;
 pub mod hub;
-pub mod mirror;
+mod listing;
 pub mod naming;
 pub mod registry;
 pub mod relay;
+mod tool_call;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, CompleteRequestParams,
-    CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    Reference, Request, RequestOptionalParam, ServerCapabilities, ServerConfig, ServerResult,
-    SetLevelRequestParams, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequestParams, CompleteResult,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, Reference, Request,
+    ServerCapabilities, ServerConfig, ServerResult, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::Value;
 
 pub use hub::{Hub, Settings};
-use mirror::{CallStart, Outcome};
 use naming::Route;
 use registry::{HarnessId, Scope};
 
@@ -121,88 +120,6 @@ impl Front {
         .await
     }
 
-    /// A call to `server` was refused for want of scope: wait until the server is back with
-    /// a better token (an AHP client's `authenticate`), showing the mirrored call as paused
-    /// meanwhile. Gives up after `request_timeout_ms`, or when the harness cancels.
-    async fn await_authorization(
-        &self,
-        server: &str,
-        ticket: Option<&mirror::Ticket>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        let connections = &self.hub.connections;
-        let mut changes = connections.subscribe();
-        let patience = self.hub.settings.request_timeout;
-        let name = connections
-            .declared()
-            .get(server)
-            .cloned()
-            .unwrap_or_else(|| server.to_string());
-        let wait = async {
-            // First it goes down (its lifecycle task saw the same refusal) ...
-            while connections.get(server).is_some() {
-                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = changes.recv().await
-                {
-                    return false;
-                }
-            }
-            if let (Some(ticket), Some(status)) = (ticket, connections.auth_status(server)) {
-                if let Some(auth) = crate::host::live::auth_requirement(&status) {
-                    ticket.hold();
-                    ticket.auth_required(auth);
-                }
-            }
-            // ... then it comes back with the new token.
-            loop {
-                if connections.get(server).is_some() {
-                    return true;
-                }
-                match changes.recv().await {
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
-                }
-            }
-        };
-        let given_up = async {
-            match ticket {
-                Some(ticket) => ticket.given_up().await,
-                None => std::future::pending().await,
-            }
-        };
-        let declined = || {
-            ErrorData::new(
-                ErrorCode::INVALID_REQUEST,
-                format!("MCP server {name} needs more authorization (insufficient scope); the user declined to provide it"),
-                None,
-            )
-        };
-        let back = tokio::select! {
-            back = tokio::time::timeout(patience, wait) => back.unwrap_or(false),
-            _ = context.ct.cancelled() => false,
-            _ = given_up => return Err(declined()),
-        };
-        // A give-up that got in just before the call resumed still wins.
-        if ticket.is_some_and(|ticket| !ticket.release()) {
-            return Err(declined());
-        }
-        if back {
-            if let Some(ticket) = ticket {
-                ticket.auth_resolved();
-            }
-            tracing::info!(server = %name, "authorization granted; retrying the tool call");
-            Ok(())
-        } else {
-            Err(ErrorData::new(
-                ErrorCode::INVALID_REQUEST,
-                format!(
-                    "MCP server {name} needs more authorization (insufficient scope) and none was provided within {} ms",
-                    patience.as_millis()
-                ),
-                None,
-            ))
-        }
-    }
-
     /// Rewrite a result from `server` to the URIs this endpoint shows.
     fn rewrite<T: serde::Serialize + serde::de::DeserializeOwned>(
         &self,
@@ -212,14 +129,14 @@ impl Front {
         if !self.aggregated() {
             return value;
         }
-        let catalog = self.hub.catalog();
-        if !catalog.renames_uris_of(server) {
+        let names = self.hub.namespace();
+        if !names.renames_uris_of(server) {
             return value;
         }
         let Ok(mut json) = serde_json::to_value(&value) else {
             return value;
         };
-        catalog.rewrite_uris(server, &mut json);
+        names.rewrite_uris(server, &mut json);
         serde_json::from_value(json).unwrap_or(value)
     }
 
@@ -227,7 +144,7 @@ impl Front {
     fn resource_targets(&self, uri: &str) -> Vec<(String, String)> {
         match self.own_server() {
             Some(id) => vec![(id.to_string(), uri.to_string())],
-            None => match self.hub.catalog().route_uri(uri) {
+            None => match self.hub.namespace().route_uri(uri) {
                 Route::To { server, uri } => vec![(server, uri)],
                 Route::Ask(servers) => servers
                     .into_iter()
@@ -242,49 +159,6 @@ impl Front {
             },
         }
     }
-
-    /// The tool the harness called `name`: `(server, the server's name for it, the tool)`.
-    fn find_tool(&self, name: &str) -> Result<(String, Tool), ErrorData> {
-        let unknown = || ErrorData::invalid_params(format!("unknown tool {name:?}"), None);
-        match self.own_server() {
-            None => {
-                let catalog = self.hub.catalog();
-                let entry = catalog.tool(name).ok_or_else(unknown)?;
-                let connected = self.hub.ready(&entry.server)?;
-                let original = connected.tool(&entry.original).ok_or_else(unknown)?;
-                Ok((entry.server.clone(), original))
-            }
-            Some(id) => {
-                let connected = self.hub.ready(id)?;
-                let tool = connected.offer().tools.into_iter().find(|t| t.name == name);
-                // A tool this proxy has not listed yet still goes to the server: it decides.
-                let tool = tool.unwrap_or_else(|| {
-                    serde_json::from_value(serde_json::json!({
-                        "name": name, "inputSchema": {"type": "object"}
-                    }))
-                    .unwrap_or_else(|_| Tool::new(name.to_string(), "", Arc::default()))
-                });
-                Ok((id.to_string(), tool))
-            }
-        }
-    }
-
-    async fn list_own<T>(
-        &self,
-        request: ClientRequest,
-        context: &RequestContext<RoleServer>,
-        empty: T,
-        pick: impl FnOnce(ServerResult) -> Option<T>,
-    ) -> Result<T, ErrorData> {
-        let Some(id) = self.own_server() else {
-            return Ok(empty);
-        };
-        if self.hub.connections.get(id).is_none() {
-            return Ok(empty);
-        }
-        let result = self.send(id, request, context).await?;
-        pick(result).ok_or_else(|| unexpected("a list"))
-    }
 }
 
 impl Drop for Front {
@@ -298,10 +172,6 @@ fn unexpected(what: &str) -> ErrorData {
         format!("the MCP server answered {what} request with an unexpected result"),
         None,
     )
-}
-
-fn paginated(request: Option<PaginatedRequestParams>) -> Option<PaginatedRequestParams> {
-    request
 }
 
 impl ServerHandler for Front {
@@ -359,137 +229,21 @@ impl ServerHandler for Front {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.seen(&context.peer);
-        self.first_listing().await;
         let apps = self.shows_app_only(&context.peer);
-        let visible = |t: &Tool| apps || !naming::app_only(t.meta.as_ref().map(|m| &m.0));
-        if self.aggregated() {
-            let tools = self
-                .hub
-                .catalog()
-                .tools
-                .iter()
-                .map(|e| e.item.clone())
-                .filter(|t| visible(t))
-                .collect();
-            return Ok(ListToolsResult::with_all_items(tools));
-        }
-        let request = ClientRequest::ListToolsRequest(RequestOptionalParam {
-            params: paginated(request),
-            ..Default::default()
-        });
-        let mut result = self
-            .list_own(
-                request,
-                &context,
-                ListToolsResult::with_all_items(vec![]),
-                |r| match r {
-                    ServerResult::ListToolsResult(r) => Some(r),
-                    _ => None,
-                },
-            )
-            .await?;
-        result.tools.retain(|t| visible(t));
+        let mut result: ListToolsResult = self.list(request, &context).await?;
+        result
+            .tools
+            .retain(|t| apps || !naming::app_only(t.meta.as_ref().map(|m| &m.0)));
         Ok(result)
     }
 
     async fn call_tool(
         &self,
-        mut request: CallToolRequestParams,
+        request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.seen(&context.peer);
-        let called = request.name.to_string();
-        let (server, tool) = match self.find_tool(&called) {
-            Ok(found) => found,
-            // Called before any listing (right after start-up): servers may be a moment away.
-            Err(_) if !self.listed.load(Ordering::Acquire) => {
-                self.first_listing().await;
-                self.find_tool(&called)?
-            }
-            Err(error) => return Err(error),
-        };
-        if !self.shows_app_only(&context.peer) && naming::app_only(tool.meta.as_ref().map(|m| &m.0))
-        {
-            return Err(ErrorData::invalid_params(
-                format!("tool {called:?} is only callable from its MCP App view"),
-                None,
-            ));
-        }
-        let server_name = self
-            .hub
-            .connections
-            .get(&server)
-            .map(|c| c.name)
-            .unwrap_or_default();
-        let ticket = self.hub.mirror.begin(|call| CallStart {
-            call,
-            server: server.clone(),
-            server_name: server_name.clone(),
-            tool: called.clone(),
-            display_name: tool
-                .title
-                .clone()
-                .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone()))
-                .unwrap_or_else(|| tool.name.to_string()),
-            input: request
-                .arguments
-                .as_ref()
-                .map(|a| Value::Object(a.clone()).to_string())
-                .unwrap_or_else(|| "{}".into()),
-            ui: tool.meta.as_ref().and_then(|m| m.0.get("ui")).cloned(),
-        });
-        request.name = tool.name.clone();
-        // A 403 for more scope on this very call pauses it until the server has a better
-        // token, then it is sent once more.
-        let answer = match self
-            .try_send(
-                &server,
-                ClientRequest::CallToolRequest(Request::new(request.clone())),
-                &context,
-            )
-            .await
-        {
-            Err(failure) if failure.wants_scope => {
-                match self
-                    .await_authorization(&server, ticket.as_ref(), &context)
-                    .await
-                {
-                    Ok(()) => {
-                        self.send(
-                            &server,
-                            ClientRequest::CallToolRequest(Request::new(request)),
-                            &context,
-                        )
-                        .await
-                    }
-                    Err(error) => Err(error),
-                }
-            }
-            answer => answer.map_err(ErrorData::from),
-        };
-        let response = answer.and_then(|result| match result {
-            ServerResult::CallToolResult(r) => {
-                Ok(CallToolResponse::Complete(self.rewrite(&server, r)))
-            }
-            ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
-            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
-            ServerResult::EmptyResult(_) => {
-                Ok(CallToolResponse::Complete(CallToolResult::default()))
-            }
-            _ => Err(unexpected("a tools/call")),
-        });
-        if let Some(ticket) = ticket {
-            ticket.finish(match &response {
-                Ok(CallToolResponse::Complete(r)) => {
-                    Outcome::Result(serde_json::to_value(r).unwrap_or(Value::Null))
-                }
-                Ok(_) => Outcome::Result(serde_json::json!({"content": []})),
-                Err(_) if context.ct.is_cancelled() => Outcome::Cancelled,
-                Err(error) => Outcome::Failed(error.message.to_string()),
-            });
-        }
-        response
+        self.call(request, &context).await
     }
 
     async fn list_prompts(
@@ -497,32 +251,7 @@ impl ServerHandler for Front {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.seen(&context.peer);
-        self.first_listing().await;
-        if self.aggregated() {
-            let prompts = self
-                .hub
-                .catalog()
-                .prompts
-                .iter()
-                .map(|e| e.item.clone())
-                .collect();
-            return Ok(ListPromptsResult::with_all_items(prompts));
-        }
-        let request = ClientRequest::ListPromptsRequest(RequestOptionalParam {
-            params: paginated(request),
-            ..Default::default()
-        });
-        self.list_own(
-            request,
-            &context,
-            ListPromptsResult::with_all_items(vec![]),
-            |r| match r {
-                ServerResult::ListPromptsResult(r) => Some(r),
-                _ => None,
-            },
-        )
-        .await
+        self.list(request, &context).await
     }
 
     async fn get_prompt(
@@ -534,8 +263,8 @@ impl ServerHandler for Front {
         let server = match self.own_server() {
             Some(id) => id.to_string(),
             None => {
-                let catalog = self.hub.catalog();
-                let entry = catalog.prompt(&request.name).ok_or_else(|| {
+                let names = self.hub.namespace();
+                let entry = names.prompt(&request.name).ok_or_else(|| {
                     ErrorData::invalid_params(format!("unknown prompt {:?}", request.name), None)
                 })?;
                 request.name = entry.original.clone();
@@ -563,33 +292,12 @@ impl ServerHandler for Front {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.seen(&context.peer);
-        self.first_listing().await;
         if self.aggregated() {
+            self.seen(&context.peer);
+            self.first_listing().await;
             self.refresh_unannounced_resources().await;
-            let resources = self
-                .hub
-                .catalog()
-                .resources
-                .iter()
-                .map(|e| e.item.clone())
-                .collect();
-            return Ok(ListResourcesResult::with_all_items(resources));
         }
-        let request = ClientRequest::ListResourcesRequest(RequestOptionalParam {
-            params: paginated(request),
-            ..Default::default()
-        });
-        self.list_own(
-            request,
-            &context,
-            ListResourcesResult::with_all_items(vec![]),
-            |r| match r {
-                ServerResult::ListResourcesResult(r) => Some(r),
-                _ => None,
-            },
-        )
-        .await
+        self.list(request, &context).await
     }
 
     async fn list_resource_templates(
@@ -597,32 +305,7 @@ impl ServerHandler for Front {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.seen(&context.peer);
-        self.first_listing().await;
-        if self.aggregated() {
-            let templates = self
-                .hub
-                .catalog()
-                .templates
-                .iter()
-                .map(|e| e.item.clone())
-                .collect();
-            return Ok(ListResourceTemplatesResult::with_all_items(templates));
-        }
-        let request = ClientRequest::ListResourceTemplatesRequest(RequestOptionalParam {
-            params: paginated(request),
-            ..Default::default()
-        });
-        self.list_own(
-            request,
-            &context,
-            ListResourceTemplatesResult::with_all_items(vec![]),
-            |r| match r {
-                ServerResult::ListResourceTemplatesResult(r) => Some(r),
-                _ => None,
-            },
-        )
-        .await
+        self.list(request, &context).await
     }
 
     async fn read_resource(
@@ -736,8 +419,8 @@ impl ServerHandler for Front {
         let server = match (self.own_server(), &mut request.r#ref) {
             (Some(id), _) => id.to_string(),
             (None, Reference::Prompt(prompt)) => {
-                let catalog = self.hub.catalog();
-                let entry = catalog.prompt(&prompt.name).ok_or_else(|| {
+                let names = self.hub.namespace();
+                let entry = names.prompt(&prompt.name).ok_or_else(|| {
                     ErrorData::invalid_params(format!("unknown prompt {:?}", prompt.name), None)
                 })?;
                 prompt.name = entry.original.clone();
@@ -803,7 +486,7 @@ impl ServerHandler for Front {
 
 impl Front {
     /// Servers that do not announce resource list changes are asked again on each listing
-    /// (all at once, briefly); a real difference updates the catalog and is announced like
+    /// (all at once, briefly); a real difference updates the names and is announced like
     /// any change.
     async fn refresh_unannounced_resources(&self) {
         let patience = self

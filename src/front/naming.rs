@@ -93,7 +93,7 @@ pub fn qualifiers(declared: &BTreeMap<String, String>) -> BTreeMap<String, Strin
 
 /// The aggregated view of every ready server at one moment.
 #[derive(Debug, Default)]
-pub struct Catalog {
+pub struct Namespace {
     /// Tools, in server order then the server's own order.
     pub tools: Vec<Entry<Tool>>,
     /// Prompts, likewise.
@@ -115,18 +115,18 @@ pub struct Catalog {
     separator: String,
 }
 
-impl Catalog {
+impl Namespace {
     /// Name every item of `servers` (`(id, qualifier, offer)` in a stable order).
     pub fn build(servers: &[(String, String, Offer)], policy: &Policy) -> Self {
         let sep = policy.separator.as_str();
         let always = policy.prefix == NamePrefix::Always;
-        let mut catalog = Catalog {
+        let mut names = Namespace {
             separator: sep.to_string(),
             qualifiers: servers
                 .iter()
                 .map(|(id, q, _)| (id.clone(), q.clone()))
                 .collect(),
-            ..Catalog::default()
+            ..Namespace::default()
         };
 
         // URI claims: listed resources, templates, and tools' UI resources.
@@ -149,14 +149,14 @@ impl Catalog {
                 let (id, qualifier, _) = &servers[index];
                 let exposed = if owners.len() > 1 {
                     let renamed = qualify_uri(uri, qualifier, sep);
-                    catalog
+                    names
                         .uri_out
                         .insert((id.clone(), uri.clone()), renamed.clone());
                     renamed
                 } else {
                     uri.clone()
                 };
-                catalog
+                names
                     .uri_in
                     .entry(exposed)
                     .or_insert_with(|| (id.clone(), uri.clone()));
@@ -187,15 +187,15 @@ impl Catalog {
                 item.name = name_for(&original, &tool_counts).into();
                 if let Some(meta) = item.meta.as_mut() {
                     let mut value = Value::Object(std::mem::take(&mut meta.0));
-                    catalog.rewrite_uris(id, &mut value);
+                    names.rewrite_uris(id, &mut value);
                     if let Value::Object(map) = value {
                         meta.0 = map;
                     }
                 }
                 let exposed = item.name.to_string();
-                if !catalog.tool_index.contains_key(&exposed) {
-                    catalog.tool_index.insert(exposed, catalog.tools.len());
-                    catalog.tools.push(Entry {
+                if !names.tool_index.contains_key(&exposed) {
+                    names.tool_index.insert(exposed, names.tools.len());
+                    names.tools.push(Entry {
                         server: id.clone(),
                         original,
                         item,
@@ -206,11 +206,11 @@ impl Catalog {
                 let original = prompt.name.clone();
                 let mut item = prompt.clone();
                 item.name = name_for(&original, &prompt_counts);
-                if !catalog.prompt_index.contains_key(&item.name) {
-                    catalog
+                if !names.prompt_index.contains_key(&item.name) {
+                    names
                         .prompt_index
-                        .insert(item.name.clone(), catalog.prompts.len());
-                    catalog.prompts.push(Entry {
+                        .insert(item.name.clone(), names.prompts.len());
+                    names.prompts.push(Entry {
                         server: id.clone(),
                         original,
                         item,
@@ -219,8 +219,8 @@ impl Catalog {
             }
             for resource in &offer.resources {
                 let mut item = resource.clone();
-                item.uri = catalog.expose_uri(id, &resource.uri);
-                catalog.resources.push(Entry {
+                item.uri = names.expose_uri(id, &resource.uri);
+                names.resources.push(Entry {
                     server: id.clone(),
                     original: resource.uri.clone(),
                     item,
@@ -229,17 +229,17 @@ impl Catalog {
             let mut prefixes = Vec::new();
             for template in &offer.templates {
                 let mut item = template.clone();
-                item.uri_template = catalog.expose_uri(id, &template.uri_template);
+                item.uri_template = names.expose_uri(id, &template.uri_template);
                 prefixes.push(literal_prefix(&template.uri_template).to_string());
-                catalog.templates.push(Entry {
+                names.templates.push(Entry {
                     server: id.clone(),
                     original: template.uri_template.clone(),
                     item,
                 });
             }
-            catalog.template_prefixes.push((id.clone(), prefixes));
+            names.template_prefixes.push((id.clone(), prefixes));
         }
-        catalog
+        names
     }
 
     /// The tool the harness calls `name`.
@@ -427,8 +427,8 @@ mod tests {
             .collect()
     }
 
-    fn tool_names(catalog: &Catalog) -> Vec<(&str, &str, &str)> {
-        catalog
+    fn tool_names(names: &Namespace) -> Vec<(&str, &str, &str)> {
+        names
             .tools
             .iter()
             .map(|e| (e.item.name.as_ref(), e.server.as_str(), e.original.as_str()))
@@ -437,7 +437,7 @@ mod tests {
 
     #[test]
     fn unique_names_stay_and_collisions_get_the_server_prefix() {
-        let catalog = Catalog::build(
+        let names = Namespace::build(
             &servers(vec![
                 ("a", offer(&["echo", "only_a"], &["greet"], &[], &[])),
                 ("b", offer(&["echo"], &["greet", "solo"], &[], &[])),
@@ -445,20 +445,16 @@ mod tests {
             &Policy::default(),
         );
         assert_eq!(
-            tool_names(&catalog),
+            tool_names(&names),
             [
                 ("a__echo", "id-a", "echo"),
                 ("only_a", "id-a", "only_a"),
                 ("b__echo", "id-b", "echo")
             ]
         );
-        assert_eq!(catalog.tool("b__echo").unwrap().original, "echo");
-        assert!(catalog.tool("echo").is_none());
-        let prompts: Vec<&str> = catalog
-            .prompts
-            .iter()
-            .map(|e| e.item.name.as_str())
-            .collect();
+        assert_eq!(names.tool("b__echo").unwrap().original, "echo");
+        assert!(names.tool("echo").is_none());
+        let prompts: Vec<&str> = names.prompts.iter().map(|e| e.item.name.as_str()).collect();
         assert_eq!(prompts, ["a__greet", "b__greet", "solo"]);
     }
 
@@ -468,8 +464,8 @@ mod tests {
             prefix: NamePrefix::Always,
             separator: ".".into(),
         };
-        let catalog = Catalog::build(&servers(vec![("a", offer(&["x"], &[], &[], &[]))]), &policy);
-        assert_eq!(tool_names(&catalog), [("a.x", "id-a", "x")]);
+        let names = Namespace::build(&servers(vec![("a", offer(&["x"], &[], &[], &[]))]), &policy);
+        assert_eq!(tool_names(&names), [("a.x", "id-a", "x")]);
     }
 
     #[test]
@@ -487,21 +483,20 @@ mod tests {
         let mut b = offer(&["show"], &[], &[], &["items://{id}"]);
         b.tools[0].meta =
             serde_json::from_value(json!({"ui": {"resourceUri": "ui://view"}})).unwrap();
-        let catalog = Catalog::build(&servers(vec![("a", a), ("b", b)]), &Policy::default());
+        let names = Namespace::build(&servers(vec![("a", a), ("b", b)]), &Policy::default());
         // The tool metas point at each server's own copy.
-        let meta =
-            |name: &str| serde_json::to_value(&catalog.tool(name).unwrap().item.meta).unwrap();
+        let meta = |name: &str| serde_json::to_value(&names.tool(name).unwrap().item.meta).unwrap();
         assert_eq!(meta("a__show")["ui"]["resourceUri"], "ui://a__view");
         assert_eq!(meta("a__show")["ui/resourceUri"], "ui://a__view");
         assert_eq!(meta("b__show")["ui"]["resourceUri"], "ui://b__view");
         // Unique URIs are untouched; the listed copy of the colliding one is renamed.
-        let uris: Vec<&str> = catalog
+        let uris: Vec<&str> = names
             .resources
             .iter()
             .map(|e| e.item.uri.as_str())
             .collect();
         assert_eq!(uris, ["ui://a__view", "file:///a"]);
-        let templates: Vec<&str> = catalog
+        let templates: Vec<&str> = names
             .templates
             .iter()
             .map(|e| e.item.uri_template.as_str())
@@ -509,21 +504,21 @@ mod tests {
         assert_eq!(templates, ["items://a__{id}", "items://b__{id}"]);
         // Routing back.
         assert_eq!(
-            catalog.route_uri("ui://b__view"),
+            names.route_uri("ui://b__view"),
             Route::To {
                 server: "id-b".into(),
                 uri: "ui://view".into()
             }
         );
         assert_eq!(
-            catalog.route_uri("items://a__42"),
+            names.route_uri("items://a__42"),
             Route::To {
                 server: "id-a".into(),
                 uri: "items://42".into()
             }
         );
         assert_eq!(
-            catalog.route_uri("file:///a"),
+            names.route_uri("file:///a"),
             Route::To {
                 server: "id-a".into(),
                 uri: "file:///a".into()
@@ -531,13 +526,13 @@ mod tests {
         );
         // Results: any `uri` member of server a's URIs is rewritten.
         let mut result = json!({"contents": [{"uri": "ui://view", "text": "<p>"}]});
-        catalog.rewrite_uris("id-a", &mut result);
+        names.rewrite_uris("id-a", &mut result);
         assert_eq!(result["contents"][0]["uri"], "ui://a__view");
     }
 
     #[test]
     fn unclaimed_uris_ask_servers_with_matching_templates_first() {
-        let catalog = Catalog::build(
+        let names = Namespace::build(
             &servers(vec![
                 ("a", offer(&[], &[], &[], &[])),
                 ("b", offer(&[], &[], &[], &["notes:///{title}"])),
@@ -545,7 +540,7 @@ mod tests {
             &Policy::default(),
         );
         assert_eq!(
-            catalog.route_uri("notes:///x"),
+            names.route_uri("notes:///x"),
             Route::Ask(vec!["id-b".into(), "id-a".into()])
         );
     }

@@ -27,9 +27,9 @@ use super::scratch::{self, Scratch};
 use crate::ahp::commands::{After, Connection};
 use crate::ahp::mcp_channel::McpChannels;
 use crate::config::Config;
-use crate::front::mirror::{CallStart, Turns};
 use crate::host::{Attachment, Host, HARNESS_CHAT_URI};
 use crate::jsonrpc::{self, Incoming};
+use crate::mirror::{CallStart, Turns};
 use crate::supervisor::connections::Connections;
 use crate::supervisor::{AuthReason, Command, Served, ServerEvent, Status};
 

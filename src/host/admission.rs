@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn clients_may_only_give_up_on_calls_waiting_for_authorization() {
-        use crate::front::mirror::{CallStart, Turns};
+        use crate::mirror::{CallStart, Turns};
         let mut chat: ahp_types::state::ChatState = serde_json::from_value(json!({
             "resource": "ahp-chat:/t", "title": "t", "status": 1,
             "modifiedAt": "2026-01-01T00:00:00.000Z", "turns": []

@@ -1030,7 +1030,7 @@ fn unknown_channel(uri: &str) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::front::mirror::{CallStart, Turns};
+    use crate::mirror::{CallStart, Turns};
     use serde_json::json;
 
     fn give_up(host: &Host, conn: ConnId) {

@@ -1,0 +1,244 @@
+//! The harness's tool calls, mirrored into AHP as tool calls in the default session's chat.
+//! This module owns the call path's end: a bounded, lossy hand-off that never waits.
+//!
+//! Calls join one open turn (started when the first call arrives, completed once no call
+//! has been in flight for a moment); each is `chat/toolCallStart` + `chat/toolCallReady`,
+//! then `chat/toolCallComplete`. The call path only ever `try_send`s: when the queue is
+//! full the call is not mirrored, and the next turn says how many were skipped. It sits
+//! between the MCP front (which reports calls) and the host (which it emits into).
+
+mod result;
+mod task;
+mod turns;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::host::Host;
+
+pub use result::{cut, tool_call_result};
+pub use turns::Turns;
+
+/// Longest text (bytes) of one mirrored content block or tool input; longer is cut.
+pub const MAX_TEXT: usize = 16 * 1024;
+/// Largest binary (base64 bytes) mirrored inline; larger is described instead.
+pub const MAX_BINARY: usize = 256 * 1024;
+/// Tool calls per turn before new calls wait for the next turn.
+pub const MAX_CALLS_PER_TURN: usize = 64;
+/// Calls that may wait for the next turn; beyond, they are counted as not shown (a turn
+/// held open by one slow call must not hold every later call in memory).
+pub const MAX_WAITING: usize = 4 * MAX_CALLS_PER_TURN;
+/// Turns kept in the chat; the history is cleared (`chat/truncated`) beyond this.
+pub const MAX_TURNS: usize = 50;
+/// How long a turn stays open after its last call finished.
+pub const LINGER: Duration = Duration::from_millis(500);
+
+/// A harness tool call as it begins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallStart {
+    /// The mirror's id for the call.
+    pub call: u64,
+    /// The `mcpServer` customization id of the server that answers it.
+    pub server: String,
+    /// The server's declared name.
+    pub server_name: String,
+    /// The tool's name as the harness called it.
+    pub tool: String,
+    /// A human-readable name (the tool's title, else its name).
+    pub display_name: String,
+    /// The arguments, as JSON text.
+    pub input: String,
+    /// The tool's `_meta.ui` (MCP Apps), as the server declared it.
+    pub ui: Option<Value>,
+}
+
+#[cfg(test)]
+impl CallStart {
+    /// Call `n` of tool `echo` on server `s`, for tests.
+    pub fn example(n: u64) -> Self {
+        CallStart {
+            call: n,
+            server: "file:///m.json#mcp=s".into(),
+            server_name: "s".into(),
+            tool: "echo".into(),
+            display_name: "Echo".into(),
+            input: r#"{"text":"hi"}"#.into(),
+            ui: Some(serde_json::json!({"resourceUri": "ui://v"})),
+        }
+    }
+}
+
+/// How a harness tool call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The server answered with a result (possibly `isError`).
+    Result(Value),
+    /// It failed without a result (an MCP error, a timeout, the server died).
+    Failed(String),
+    /// The harness cancelled it or went away.
+    Cancelled,
+}
+
+/// What the call path tells the mirror task.
+pub(crate) enum Event {
+    Start(CallStart),
+    Finish(u64, Outcome),
+    /// The call is paused until its server gets a token with more scope.
+    AuthRequired(u64, Box<ahp_types::state::McpAuthRequirement>),
+    /// The server has its token again: the call resumes.
+    AuthResolved(u64),
+}
+
+/// The call path's end: cheap to clone, never waits.
+#[derive(Clone)]
+pub struct Mirror {
+    tx: mpsc::Sender<Event>,
+    next: Arc<AtomicU64>,
+    skipped: Arc<AtomicU64>,
+    given_up: Arc<GivenUp>,
+}
+
+/// Where to hear that a client gave up on a paused call of the mirror's chat.
+struct GivenUp {
+    host: std::sync::Weak<Host>,
+    chat: String,
+}
+
+/// One mirrored call in flight: finish it with its outcome (dropping it reports
+/// `Cancelled`).
+pub struct Ticket {
+    call: u64,
+    permit: Option<mpsc::OwnedPermit<Event>>,
+    tx: mpsc::Sender<Event>,
+    given_up: Arc<GivenUp>,
+    /// Whether [`Ticket::hold`] made the call one clients may give up on.
+    held: std::sync::atomic::AtomicBool,
+}
+
+impl Ticket {
+    /// Resolves when an AHP client gives up on this call (a failed `chat/toolCallComplete`
+    /// while it waits for authorization); never, if there is no host any more.
+    pub async fn given_up(&self) {
+        let Some(mut heard) = self.given_up.host.upgrade().map(|h| h.given_up()) else {
+            return std::future::pending().await;
+        };
+        let id = call_id(self.call);
+        loop {
+            match heard.recv().await {
+                Ok((chat, call)) if chat == self.given_up.chat && call == id => return,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    return std::future::pending().await
+                }
+            }
+        }
+    }
+
+    /// The call starts waiting for authorization: AHP clients may give up on it until
+    /// [`Ticket::release`].
+    pub fn hold(&self) {
+        if let Some(host) = self.given_up.host.upgrade() {
+            host.hold_paused(&self.given_up.chat, &call_id(self.call));
+            self.held.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The call stops waiting. `false` when a client gave up on it first (then it must
+    /// end as given up, whatever else happened meanwhile).
+    pub fn release(&self) -> bool {
+        if !self.held.swap(false, Ordering::Relaxed) {
+            return true;
+        }
+        match self.given_up.host.upgrade() {
+            Some(host) => host.release_paused(&self.given_up.chat, &call_id(self.call)),
+            None => true,
+        }
+    }
+
+    /// The call waits for authorization (`auth` says what is needed). Lossy: when the
+    /// queue is full the pause is simply not shown.
+    pub fn auth_required(&self, auth: ahp_types::state::McpAuthRequirement) {
+        let _ = self
+            .tx
+            .try_send(Event::AuthRequired(self.call, Box::new(auth)));
+    }
+
+    /// The call resumes after authorization (lossy, like [`Ticket::auth_required`]).
+    pub fn auth_resolved(&self) {
+        let _ = self.tx.try_send(Event::AuthResolved(self.call));
+    }
+
+    /// Report how the call ended.
+    pub fn finish(mut self, outcome: Outcome) {
+        if let Some(permit) = self.permit.take() {
+            permit.send(Event::Finish(self.call, outcome));
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.release();
+        if let Some(permit) = self.permit.take() {
+            permit.send(Event::Finish(self.call, Outcome::Cancelled));
+        }
+    }
+}
+
+impl Mirror {
+    /// Start the mirror task, emitting into `host`'s chat `chat`, with room for `queue`
+    /// events (each call in flight holds two).
+    pub fn spawn(
+        host: Arc<Host>,
+        chat: String,
+        queue: usize,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(queue.max(2));
+        let skipped = Arc::new(AtomicU64::new(0));
+        let given_up = GivenUp {
+            host: Arc::downgrade(&host),
+            chat: chat.clone(),
+        };
+        let task = tokio::spawn(task::run(host, chat, rx, skipped.clone()));
+        (
+            Self {
+                tx,
+                next: Arc::new(AtomicU64::new(1)),
+                skipped,
+                given_up: Arc::new(given_up),
+            },
+            task,
+        )
+    }
+
+    /// Begin mirroring a call; `None` (and one more skipped call) when the queue is full.
+    pub fn begin(&self, mut start: impl FnMut(u64) -> CallStart) -> Option<Ticket> {
+        let (Ok(first), Ok(second)) = (
+            self.tx.clone().try_reserve_owned(),
+            self.tx.clone().try_reserve_owned(),
+        ) else {
+            if !self.tx.is_closed() {
+                self.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+            return None;
+        };
+        let call = self.next.fetch_add(1, Ordering::Relaxed);
+        first.send(Event::Start(start(call)));
+        Some(Ticket {
+            call,
+            permit: Some(second),
+            tx: self.tx.clone(),
+            given_up: self.given_up.clone(),
+            held: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+}
+
+/// The id a mirrored call has in the chat.
+pub(crate) fn call_id(call: u64) -> String {
+    format!("harness-call-{call}")
+}

@@ -1,0 +1,531 @@
+//! Turn bookkeeping for the mirrored chat, pure: call events in, `chat/*` actions out.
+//! Bounded: calls per turn, calls waiting for the next turn, turns kept in the history.
+
+use std::collections::HashSet;
+
+use ahp_types::actions::{
+    ChatResponsePartAction, ChatToolCallCompleteAction, ChatToolCallReadyAction,
+    ChatToolCallStartAction, ChatTruncatedAction, ChatTurnCompleteAction, ChatTurnStartedAction,
+    StateAction,
+};
+use ahp_types::common::StringOrMarkdown;
+use ahp_types::state::{
+    MarkdownResponsePart, Message, MessageKind, MessageOrigin, ResponsePart,
+    ToolCallConfirmationReason, ToolCallContributor, ToolCallMcpContributor, ToolInput,
+};
+
+use super::{call_id, cut, tool_call_result, CallStart, Outcome};
+use super::{MAX_CALLS_PER_TURN, MAX_TEXT, MAX_TURNS, MAX_WAITING};
+
+/// The open turn.
+#[derive(Debug)]
+struct Open {
+    id: String,
+    started_ms: u64,
+    calls: usize,
+    in_flight: HashSet<u64>,
+}
+
+/// Turn bookkeeping for one chat, pure: events in, actions out.
+#[derive(Debug, Default)]
+pub struct Turns {
+    open: Option<Open>,
+    /// Calls that arrived while the open turn was full, with their outcome once known.
+    waiting: Vec<(CallStart, Option<Outcome>)>,
+    next_turn: u64,
+    kept: usize,
+    missed: u64,
+}
+
+impl Turns {
+    /// No turn yet.
+    pub fn new() -> Self {
+        Self {
+            open: None,
+            waiting: Vec::new(),
+            next_turn: 1,
+            kept: 0,
+            missed: 0,
+        }
+    }
+
+    /// Whether a turn is open with nothing in flight (it may be closed).
+    pub fn idle(&self) -> bool {
+        self.open.as_ref().is_some_and(|t| t.in_flight.is_empty())
+    }
+
+    /// A call began; `missed` calls were not mirrored since the last start.
+    pub fn start(
+        &mut self,
+        call: CallStart,
+        missed: u64,
+        now_ms: u64,
+        now_iso: &str,
+    ) -> Vec<StateAction> {
+        self.missed += missed;
+        let mut out = Vec::new();
+        if self.full() {
+            if self.waiting.len() >= MAX_WAITING {
+                self.missed += 1;
+            } else {
+                self.waiting.push((call, None));
+            }
+            return out;
+        }
+        if self.open.is_none() {
+            self.open_turn(now_ms, now_iso, &mut out);
+        }
+        self.start_in_turn(&call, &mut out);
+        out
+    }
+
+    /// A call ended. When it was the last one running in a full turn, that turn completes at
+    /// once and the calls that waited start the next one (under steady traffic the turn
+    /// would otherwise never be idle long enough to close).
+    pub fn finish(
+        &mut self,
+        call: u64,
+        outcome: &Outcome,
+        now_ms: u64,
+        now_iso: &str,
+    ) -> Vec<StateAction> {
+        let mut out = self.finish_call(call, outcome);
+        if self.full() && self.idle() && !self.waiting.is_empty() {
+            out.extend(self.close(now_ms, now_iso));
+        }
+        out
+    }
+
+    /// Whether the open turn has taken all the calls it may.
+    fn full(&self) -> bool {
+        self.open
+            .as_ref()
+            .is_some_and(|t| t.calls >= MAX_CALLS_PER_TURN)
+    }
+
+    fn finish_call(&mut self, call: u64, outcome: &Outcome) -> Vec<StateAction> {
+        if let Some((_, slot)) = self.waiting.iter_mut().find(|(c, _)| c.call == call) {
+            *slot = Some(outcome.clone());
+            return Vec::new();
+        }
+        let Some(open) = self.open.as_mut() else {
+            return Vec::new();
+        };
+        if !open.in_flight.remove(&call) {
+            return Vec::new();
+        }
+        vec![complete(&open.id, call, outcome)]
+    }
+
+    /// Call `call` is paused for authorization: the turn it is in and the action, when it
+    /// is in flight in the open turn.
+    pub fn auth_required(
+        &self,
+        call: u64,
+        auth: ahp_types::state::McpAuthRequirement,
+    ) -> Option<(String, StateAction)> {
+        let open = self.open.as_ref().filter(|o| o.in_flight.contains(&call))?;
+        Some((
+            open.id.clone(),
+            StateAction::ChatToolCallAuthRequired(
+                ahp_types::actions::ChatToolCallAuthRequiredAction {
+                    turn_id: open.id.clone(),
+                    tool_call_id: call_id(call),
+                    meta: None,
+                    auth,
+                },
+            ),
+        ))
+    }
+
+    /// Call `call` resumes after authorization.
+    pub fn auth_resolved(&self, call: u64) -> Vec<StateAction> {
+        self.open
+            .as_ref()
+            .filter(|o| o.in_flight.contains(&call))
+            .map(|open| {
+                StateAction::ChatToolCallAuthResolved(
+                    ahp_types::actions::ChatToolCallAuthResolvedAction {
+                        turn_id: open.id.clone(),
+                        tool_call_id: call_id(call),
+                        meta: None,
+                    },
+                )
+            })
+            .into_iter()
+            .collect()
+    }
+
+    /// Complete the open turn if it is idle; calls that waited start the next one (up to
+    /// [`MAX_CALLS_PER_TURN`] per turn; a turn whose calls had all finished while waiting
+    /// completes in turn, as long as others still wait).
+    pub fn close(&mut self, now_ms: u64, now_iso: &str) -> Vec<StateAction> {
+        let mut out = Vec::new();
+        if !self.idle() {
+            return out;
+        }
+        loop {
+            if let Some(open) = self.open.take() {
+                out.push(StateAction::ChatTurnComplete(ChatTurnCompleteAction {
+                    turn_id: open.id,
+                    duration: i64::try_from(now_ms.saturating_sub(open.started_ms))
+                        .unwrap_or(i64::MAX),
+                    meta: None,
+                }));
+                self.kept += 1;
+            }
+            if self.waiting.is_empty() {
+                break;
+            }
+            self.open_turn(now_ms, now_iso, &mut out);
+            let batch = self.waiting.len().min(MAX_CALLS_PER_TURN);
+            let batch: Vec<_> = self.waiting.drain(..batch).collect();
+            for (call, outcome) in batch {
+                self.start_in_turn(&call, &mut out);
+                if let Some(outcome) = outcome {
+                    out.extend(self.finish_call(call.call, &outcome));
+                }
+            }
+            if !self.idle() || self.waiting.is_empty() {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The mirror stops: complete the open turn (its unfinished calls end as skipped).
+    pub fn shutdown(&mut self, now_ms: u64) -> Vec<StateAction> {
+        self.open
+            .take()
+            .map(|open| {
+                StateAction::ChatTurnComplete(ChatTurnCompleteAction {
+                    turn_id: open.id,
+                    duration: i64::try_from(now_ms.saturating_sub(open.started_ms))
+                        .unwrap_or(i64::MAX),
+                    meta: None,
+                })
+            })
+            .into_iter()
+            .collect()
+    }
+
+    fn open_turn(&mut self, now_ms: u64, now_iso: &str, out: &mut Vec<StateAction>) {
+        if self.kept >= MAX_TURNS {
+            out.push(StateAction::ChatTruncated(ChatTruncatedAction {
+                turn_id: None,
+            }));
+            self.kept = 0;
+        }
+        let id = format!("harness-{}", self.next_turn);
+        self.next_turn += 1;
+        out.push(StateAction::ChatTurnStarted(ChatTurnStartedAction {
+            turn_id: id.clone(),
+            started_at: now_iso.to_string(),
+            message: Message {
+                text: "Tool calls from the MCP harness".into(),
+                origin: MessageOrigin {
+                    kind: MessageKind::Agent,
+                },
+                attachments: None,
+                model: None,
+                agent: None,
+                meta: None,
+            },
+            queued_message_id: None,
+            meta: None,
+        }));
+        if self.missed > 0 {
+            let missed = std::mem::take(&mut self.missed);
+            out.push(StateAction::ChatResponsePart(ChatResponsePartAction {
+                turn_id: id.clone(),
+                part: ResponsePart::Markdown(MarkdownResponsePart {
+                    id: format!("{id}-skipped"),
+                    content: format!(
+                        "{missed} tool call(s) were not shown here: the mirror was busy."
+                    ),
+                }),
+                meta: None,
+            }));
+        }
+        self.open = Some(Open {
+            id,
+            started_ms: now_ms,
+            calls: 0,
+            in_flight: HashSet::new(),
+        });
+    }
+
+    fn start_in_turn(&mut self, call: &CallStart, out: &mut Vec<StateAction>) {
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        open.calls += 1;
+        open.in_flight.insert(call.call);
+        let meta = call.ui.as_ref().map(|ui| {
+            let mut meta = serde_json::Map::new();
+            meta.insert("ui".into(), ui.clone());
+            meta
+        });
+        out.push(StateAction::ChatToolCallStart(ChatToolCallStartAction {
+            turn_id: open.id.clone(),
+            tool_call_id: call_id(call.call),
+            meta,
+            tool_name: call.tool.clone(),
+            display_name: call.display_name.clone(),
+            intention: None,
+            contributor: Some(ToolCallContributor::Mcp(ToolCallMcpContributor {
+                customization_id: call.server.clone(),
+            })),
+        }));
+        out.push(StateAction::ChatToolCallReady(ChatToolCallReadyAction {
+            turn_id: open.id.clone(),
+            tool_call_id: call_id(call.call),
+            meta: None,
+            invocation_message: StringOrMarkdown::Plain(format!(
+                "Calling {} on {}",
+                call.display_name, call.server_name
+            )),
+            tool_input: Some(ToolInput::Inline(cut(&call.input, MAX_TEXT))),
+            contributor: None,
+            intention: None,
+            confirmation_title: None,
+            risk_assessment: None,
+            edits: None,
+            editable: None,
+            options: None,
+            confirmed: Some(ToolCallConfirmationReason::NotNeeded),
+        }));
+    }
+}
+
+fn complete(turn: &str, call: u64, outcome: &Outcome) -> StateAction {
+    StateAction::ChatToolCallComplete(ChatToolCallCompleteAction {
+        turn_id: turn.to_string(),
+        tool_call_id: call_id(call),
+        meta: None,
+        result: tool_call_result(outcome),
+        requires_result_confirmation: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ahp::reducers::{apply_action_to_chat, ReduceOutcome};
+    use ahp_types::state::{ChatState, ToolCallState};
+    use serde_json::json;
+
+    fn chat() -> ChatState {
+        serde_json::from_value(json!({
+            "resource": "ahp-chat:/t", "title": "t", "status": 1,
+            "modifiedAt": "2026-01-01T00:00:00.000Z", "turns": []
+        }))
+        .unwrap()
+    }
+
+    fn call(n: u64) -> CallStart {
+        CallStart::example(n)
+    }
+
+    /// Apply actions with the official reducers; every one must apply.
+    fn apply(state: &mut ChatState, actions: Vec<StateAction>) {
+        for action in actions {
+            assert!(
+                !matches!(action, StateAction::Unknown(_)),
+                "unknown action {action:?}"
+            );
+            let outcome = apply_action_to_chat(state, &action);
+            assert_eq!(outcome, ReduceOutcome::Applied, "{action:?}");
+        }
+    }
+
+    const T0: &str = "2026-01-01T00:00:00.000Z";
+
+    #[test]
+    fn a_call_paused_for_authorization_resumes_and_completes() {
+        let mut state = chat();
+        let mut turns = Turns::new();
+        apply(&mut state, turns.start(call(1), 0, 0, T0));
+        let auth: ahp_types::state::McpAuthRequirement = serde_json::from_value(json!({
+            "reason": "insufficientScope", "resource": {"resource": "http://h/mcp"},
+            "requiredScopes": ["admin"]
+        }))
+        .unwrap();
+        let (turn, paused) = turns.auth_required(1, auth).expect("in flight");
+        assert_eq!(turn, "harness-1");
+        apply(&mut state, vec![paused]);
+        let status =
+            |state: &ChatState| match &state.active_turn.as_ref().unwrap().response_parts[0] {
+                ResponsePart::ToolCall(tc) => {
+                    serde_json::to_value(&tc.tool_call).unwrap()["status"].clone()
+                }
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(status(&state), "auth-required");
+        apply(&mut state, turns.auth_resolved(1));
+        assert_eq!(status(&state), "running");
+        apply(
+            &mut state,
+            turns.finish(1, &Outcome::Result(json!({"content": []})), 0, T0),
+        );
+        assert_eq!(status(&state), "completed");
+        assert!(turns
+            .auth_required(
+                2,
+                serde_json::from_value(json!({
+            "reason": "required", "resource": {"resource": "http://h/mcp"}}))
+                .unwrap()
+            )
+            .is_none());
+    }
+
+    #[test]
+    fn concurrent_calls_share_a_turn_that_closes_when_idle() {
+        let mut state = chat();
+        let mut turns = Turns::new();
+        apply(&mut state, turns.start(call(1), 0, 0, T0));
+        apply(&mut state, turns.start(call(2), 0, 1, T0));
+        assert!(!turns.idle());
+        assert!(turns.close(2, T0).is_empty(), "a busy turn stays open");
+        let active = state.active_turn.as_ref().expect("turn open");
+        assert_eq!(active.response_parts.len(), 2);
+        match &active.response_parts[0] {
+            ResponsePart::ToolCall(tc) => match &tc.tool_call {
+                ToolCallState::Running(r) => {
+                    assert_eq!(r.tool_name, "echo");
+                    assert_eq!(
+                        serde_json::to_value(&r.contributor).unwrap(),
+                        json!({"kind": "mcp", "customizationId": "file:///m.json#mcp=s"})
+                    );
+                    assert_eq!(
+                        serde_json::to_value(&r.meta).unwrap(),
+                        json!({"ui": {"resourceUri": "ui://v"}})
+                    );
+                }
+                other => panic!("expected running, got {other:?}"),
+            },
+            other => panic!("expected a tool call, got {other:?}"),
+        }
+        apply(
+            &mut state,
+            turns.finish(
+                2,
+                &Outcome::Result(json!({"content": [{"type": "text", "text": "hi"}]})),
+                3,
+                T0,
+            ),
+        );
+        apply(
+            &mut state,
+            turns.finish(1, &Outcome::Failed("boom".into()), 4, T0),
+        );
+        assert!(turns.idle());
+        apply(&mut state, turns.close(40, T0));
+        assert!(state.active_turn.is_none());
+        assert_eq!(state.turns.len(), 1);
+        assert_eq!(state.status & 0b11111, 1, "idle again");
+    }
+
+    #[test]
+    fn a_full_turn_defers_new_calls_to_the_next_turn() {
+        let mut state = chat();
+        let mut turns = Turns::new();
+        for n in 0..MAX_CALLS_PER_TURN as u64 {
+            apply(&mut state, turns.start(call(n), 0, 0, T0));
+        }
+        assert!(turns.start(call(999), 3, 0, T0).is_empty());
+        // The deferred call finishes before its turn exists: it appears complete.
+        assert!(turns.finish(999, &Outcome::Cancelled, 1, T0).is_empty());
+        for n in 0..MAX_CALLS_PER_TURN as u64 {
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, n, T0));
+        }
+        // The last call of the full turn ended: that turn completed at once, without waiting
+        // for the mirror's linger, and the deferred call opened the next one.
+        assert_eq!(state.turns.len(), 1);
+        let active = state.active_turn.as_ref().expect("second turn");
+        // The skipped-calls note, then the deferred call, already complete.
+        assert_eq!(active.response_parts.len(), 2);
+        assert!(matches!(
+            active.response_parts[0],
+            ResponsePart::Markdown(_)
+        ));
+        match &active.response_parts[1] {
+            ResponsePart::ToolCall(tc) => {
+                assert!(matches!(tc.tool_call, ToolCallState::Completed(_)))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(turns.idle());
+    }
+
+    #[test]
+    fn steady_traffic_keeps_turns_moving_and_holds_no_backlog() {
+        // Always one call in flight (a harness calling back to back while the previous
+        // answer is on its way): the turn is never idle for the linger, yet turns advance.
+        let mut state = chat();
+        let mut turns = Turns::new();
+        apply(&mut state, turns.start(call(0), 0, 0, T0));
+        for n in 1..10_000u64 {
+            apply(&mut state, turns.start(call(n), 0, n, T0));
+            apply(&mut state, turns.finish(n - 1, &Outcome::Cancelled, n, T0));
+            assert!(
+                turns.waiting.len() <= 1,
+                "call {n}: {} waiting",
+                turns.waiting.len()
+            );
+        }
+        assert!(state.turns.len() <= MAX_TURNS);
+        assert!(turns.next_turn > 10_000 / MAX_CALLS_PER_TURN as u64);
+        assert_eq!(turns.missed, 0, "every call was shown");
+    }
+
+    #[test]
+    fn one_slow_call_holds_at_most_max_waiting_calls() {
+        let mut state = chat();
+        let mut turns = Turns::new();
+        for n in 0..MAX_CALLS_PER_TURN as u64 {
+            apply(&mut state, turns.start(call(n), 0, 0, T0));
+        }
+        // Every call but the first ends; thousands more come and go meanwhile.
+        for n in 1..MAX_CALLS_PER_TURN as u64 {
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, 1, T0));
+        }
+        let more = 5_000u64;
+        for n in 1_000..1_000 + more {
+            apply(&mut state, turns.start(call(n), 0, 2, T0));
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, 2, T0));
+        }
+        assert_eq!(turns.waiting.len(), MAX_WAITING);
+        assert_eq!(turns.missed, more - MAX_WAITING as u64);
+        // The slow call ends: the waiting calls fill the next turns at once, the last of
+        // them stays open (it lingers like any turn), and it says how many were not shown.
+        apply(&mut state, turns.finish(0, &Outcome::Cancelled, 3, T0));
+        assert_eq!(turns.waiting.len(), 0);
+        assert_eq!(
+            state.turns.len(),
+            MAX_WAITING / MAX_CALLS_PER_TURN,
+            "the slow turn and all but the last of the waiting ones completed"
+        );
+        let active = state.active_turn.as_ref().expect("the last waiting turn");
+        assert_eq!(active.response_parts.len(), MAX_CALLS_PER_TURN);
+        let notes: Vec<&ResponsePart> = state
+            .turns
+            .iter()
+            .flat_map(|t| &t.response_parts)
+            .filter(|p| matches!(p, ResponsePart::Markdown(_)))
+            .collect();
+        assert_eq!(notes.len(), 1, "one note for the calls not shown");
+    }
+
+    #[test]
+    fn history_is_bounded() {
+        let mut state = chat();
+        let mut turns = Turns::new();
+        for n in 0..(MAX_TURNS as u64 + 3) {
+            apply(&mut state, turns.start(call(n), 0, n, T0));
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, n, T0));
+            apply(&mut state, turns.close(n + 1, T0));
+        }
+        assert!(state.turns.len() <= MAX_TURNS);
+    }
+}
