@@ -20,6 +20,7 @@ pub mod fuzzing;
 pub mod host;
 pub mod jsonrpc;
 pub mod line_index;
+pub mod mcp;
 pub mod mirror;
 pub mod serve;
 pub mod spec;

@@ -1,0 +1,499 @@
+//! One MCP message (JSON-RPC 2.0) kept as the text it arrived as, parsed only as far as
+//! routing needs: its kind, method, and where its `id` and body stand in the text.
+//!
+//! Nothing is re-serialized: the proxy rewrites a message by splicing new text over a
+//! span (an id, a progress token, a name), so key order, numbers, unknown fields and
+//! whitespace elsewhere pass through byte for byte.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// What a message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Has a `method` and an `id`: an answer is owed.
+    Request,
+    /// Has a `method`, no `id`.
+    Notification,
+    /// Has an `id` and a `result`.
+    Result,
+    /// Has an `error` (and an `id`, `null` when the request could not be read).
+    Error,
+}
+
+/// A message that could not be read, with what JSON-RPC says to answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// `-32700` (not JSON) or `-32600` (JSON, but not a JSON-RPC message).
+    pub code: i64,
+    /// What is wrong.
+    pub message: String,
+    /// The raw `id`, when it could be recovered (answer with it; else `null`).
+    pub id: Option<String>,
+}
+
+/// JSON-RPC "parse error".
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC "invalid request".
+pub const INVALID_REQUEST: i64 = -32600;
+
+/// One message and its text.
+#[derive(Debug, Clone)]
+pub struct Message {
+    text: String,
+    kind: Kind,
+    method: Option<Box<str>>,
+    id: Option<Range<usize>>,
+    body: Option<Range<usize>>,
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+/// A member that is present is `Some`, even when it is `null` (`"result": null` is a
+/// result; `"id": null` is an id).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+impl Message {
+    /// Read one message. Batches (JSON arrays) are refused: MCP removed them in 2025-06-18.
+    pub fn parse(text: String) -> Result<Self, Invalid> {
+        let envelope: Envelope = match serde_json::from_str(&text) {
+            Ok(envelope) => envelope,
+            Err(error) => return Err(unreadable(&text, &error)),
+        };
+        let span = |raw: &RawValue| offset_of(&text, raw);
+        let id = envelope.id.map(span);
+        let invalid = |message: &str| Invalid {
+            code: INVALID_REQUEST,
+            message: message.to_string(),
+            id: envelope.id.map(|raw| raw.get().to_string()),
+        };
+        if envelope.jsonrpc.as_deref() != Some("2.0") {
+            return Err(invalid(
+                "not a JSON-RPC 2.0 message (jsonrpc must be \"2.0\")",
+            ));
+        }
+        if let Some(raw) = envelope.id {
+            if !matches!(
+                raw.get().as_bytes().first(),
+                Some(b'"' | b'-' | b'0'..=b'9' | b'n')
+            ) {
+                return Err(invalid("a JSON-RPC id must be a string or a number"));
+            }
+        }
+        let (kind, body) = match (&envelope.method, envelope.result, envelope.error) {
+            (Some(_), None, None) if envelope.id.is_some_and(|id| id.get() != "null") => {
+                (Kind::Request, envelope.params.map(span))
+            }
+            (Some(_), None, None) if envelope.id.is_none() => {
+                (Kind::Notification, envelope.params.map(span))
+            }
+            (None, Some(result), None) if envelope.id.is_some() => {
+                (Kind::Result, Some(span(result)))
+            }
+            (None, None, Some(error)) if envelope.id.is_some() => (Kind::Error, Some(span(error))),
+            _ => {
+                return Err(invalid(
+                    "not a request, notification or response (method, result and error do not fit)",
+                ))
+            }
+        };
+        let method = envelope.method.map(|m| m.into_owned().into_boxed_str());
+        Ok(Self {
+            text,
+            kind,
+            method,
+            id,
+            body,
+        })
+    }
+
+    /// The message's text, exactly as it is now.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The text, taken.
+    pub fn into_text(self) -> String {
+        self.text
+    }
+
+    /// What it is.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Its method (requests and notifications).
+    pub fn method(&self) -> Option<&str> {
+        self.method.as_deref()
+    }
+
+    /// Its `id` as written (`1`, `"a"`), if it has one.
+    pub fn id(&self) -> Option<&str> {
+        self.id.clone().map(|r| &self.text[r])
+    }
+
+    /// Its `id` when it is a whole number the proxy could have assigned.
+    pub fn numeric_id(&self) -> Option<u64> {
+        self.id().and_then(|id| id.parse().ok())
+    }
+
+    /// The span of `params` (requests, notifications), `result` or `error` (responses).
+    pub fn body(&self) -> Option<Range<usize>> {
+        self.body.clone()
+    }
+
+    /// The value at `path` inside the body (`["_meta", "progressToken"]`), as its span.
+    pub fn find(&self, path: &[&str]) -> Option<Range<usize>> {
+        find(&self.text, self.body.clone()?, path)
+    }
+
+    /// The string at `path` inside the body, unescaped.
+    pub fn string(&self, path: &[&str]) -> Option<Cow<'_, str>> {
+        string_at(&self.text, self.find(path)?)
+    }
+
+    /// The raw text at `span`.
+    pub fn slice(&self, span: Range<usize>) -> &str {
+        &self.text[span]
+    }
+
+    /// The message with its `id` replaced by `id` (raw JSON text) and the other `edits`
+    /// (span → new raw text) applied. Spans must not overlap.
+    pub fn rewrite(self, id: Option<&str>, edits: Vec<(Range<usize>, String)>) -> Self {
+        let mut all: Vec<(Range<usize>, &str)> =
+            edits.iter().map(|(r, t)| (r.clone(), t.as_str())).collect();
+        if let (Some(span), Some(id)) = (self.id.clone(), id) {
+            all.push((span, id));
+        }
+        if all.is_empty() {
+            return self;
+        }
+        let text = splice(&self.text, &mut all);
+        // The new text has the same shape: reading it again cannot fail.
+        match Message::parse(text) {
+            Ok(message) => message,
+            Err(_) => self,
+        }
+    }
+}
+
+/// `text` with each span replaced by its new text (spans sorted here; they must not overlap).
+pub fn splice(text: &str, edits: &mut [(Range<usize>, &str)]) -> String {
+    edits.sort_by_key(|(r, _)| r.start);
+    let grow: usize = edits.iter().map(|(_, t)| t.len()).sum();
+    let mut out = String::with_capacity(text.len() + grow);
+    let mut at = 0;
+    for (range, new) in edits.iter() {
+        if range.start < at || range.end > text.len() {
+            continue;
+        }
+        out.push_str(&text[at..range.start]);
+        out.push_str(new);
+        at = range.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// Where `raw` (borrowed from `text`) stands in `text`.
+fn offset_of(text: &str, raw: &RawValue) -> Range<usize> {
+    let start = raw.get().as_ptr() as usize - text.as_ptr() as usize;
+    start..start + raw.get().len()
+}
+
+/// The span of the value at `path` inside the JSON value spanning `within` of `text`.
+pub fn find(text: &str, within: Range<usize>, path: &[&str]) -> Option<Range<usize>> {
+    let mut span = within;
+    for key in path {
+        let value = &text[span.clone()];
+        let mut de = serde_json::Deserializer::from_str(value);
+        let found = de.deserialize_any(Member { key }).ok()??;
+        let start = span.start + (found.get().as_ptr() as usize - value.as_ptr() as usize);
+        span = start..start + found.get().len();
+    }
+    Some(span)
+}
+
+/// The JSON string at `span` of `text`, unescaped; `None` when it is not a string.
+pub fn string_at(text: &str, span: Range<usize>) -> Option<Cow<'_, str>> {
+    let raw = text.get(span)?;
+    if !raw.starts_with('"') {
+        return None;
+    }
+    serde_json::from_str::<Cow<str>>(raw).ok()
+}
+
+/// `s` as a JSON string literal.
+pub fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// Looks up one key of an object without reading the other members' values.
+struct Member<'k> {
+    key: &'k str,
+}
+
+impl<'de> Visitor<'de> for Member<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if found.is_none() && key == self.key {
+                found = Some(map.next_value::<&'de RawValue>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+
+    // Anything but an object has no members.
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+}
+
+/// Why `text` could not be read, recovering the `id` of a request that is JSON-RPC in shape
+/// but too deep or too odd for the reader.
+fn unreadable(text: &str, error: &serde_json::Error) -> Invalid {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        return Invalid {
+            code: INVALID_REQUEST,
+            message: "JSON-RPC batches are not supported (MCP removed them in 2025-06-18)".into(),
+            id: None,
+        };
+    }
+    let (code, message) = match error.classify() {
+        serde_json::error::Category::Data => {
+            (INVALID_REQUEST, format!("not a JSON-RPC message: {error}"))
+        }
+        _ => (PARSE_ERROR, format!("not valid JSON: {error}")),
+    };
+    Invalid {
+        code,
+        message,
+        id: recover_id(text),
+    }
+}
+
+/// The top-level `id` of an object whose full reading failed (too deep, cut short…): a
+/// shallow scan that skips nested values by counting brackets outside strings.
+pub fn recover_id(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut i = bytes.iter().position(|b| !b.is_ascii_whitespace())?;
+    if bytes[i] != b'{' {
+        return None;
+    }
+    i += 1;
+    loop {
+        i = skip_ws(bytes, i);
+        if bytes.get(i)? != &b'"' {
+            return None;
+        }
+        let key_end = string_end(bytes, i)?;
+        let key = &text[i..key_end];
+        i = skip_ws(bytes, key_end);
+        if bytes.get(i)? != &b':' {
+            return None;
+        }
+        i = skip_ws(bytes, i + 1);
+        let value_end = value_end(bytes, i)?;
+        if key == "\"id\"" {
+            let id = text[i..value_end].trim();
+            let first = id.as_bytes().first()?;
+            return matches!(first, b'"' | b'-' | b'0'..=b'9').then(|| id.to_string());
+        }
+        i = skip_ws(bytes, value_end);
+        match bytes.get(i)? {
+            b',' => i += 1,
+            _ => return None,
+        }
+    }
+}
+
+fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
+    while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    i
+}
+
+/// Index just past the string starting at `i` (a `"`).
+fn string_end(bytes: &[u8], mut i: usize) -> Option<usize> {
+    i += 1;
+    loop {
+        match bytes.get(i)? {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+}
+
+/// Index just past the value starting at `i`, nested values skipped by bracket count.
+fn value_end(bytes: &[u8], mut i: usize) -> Option<usize> {
+    match bytes.get(i)? {
+        b'"' => string_end(bytes, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            loop {
+                match bytes.get(i)? {
+                    b'"' => {
+                        i = string_end(bytes, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            while bytes
+                .get(i)
+                .is_some_and(|b| !matches!(b, b',' | b'}' | b']') && !b.is_ascii_whitespace())
+            {
+                i += 1;
+            }
+            Some(i)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Message {
+        Message::parse(text.to_string()).expect("parses")
+    }
+
+    #[test]
+    fn kinds_ids_methods_and_bodies_are_found_without_touching_the_text() {
+        let text = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"z":1,"a":0.7}}}"#;
+        let m = parse(text);
+        assert_eq!(m.kind(), Kind::Request);
+        assert_eq!(m.method(), Some("tools/call"));
+        assert_eq!(m.id(), Some("7"));
+        assert_eq!(m.numeric_id(), Some(7));
+        assert_eq!(m.string(&["name"]).as_deref(), Some("echo"));
+        assert_eq!(
+            m.slice(m.find(&["arguments"]).unwrap()),
+            r#"{"z":1,"a":0.7}"#
+        );
+        assert_eq!(m.text(), text);
+        let n = parse(
+            r#"{"method":"notifications/progress","jsonrpc":"2.0","params":{"progressToken":"t","progress":0}}"#,
+        );
+        assert_eq!(n.kind(), Kind::Notification);
+        assert_eq!(n.id(), None);
+        let r = parse(r#"{"jsonrpc":"2.0","id":"x","result":null}"#);
+        assert_eq!(r.kind(), Kind::Result);
+        assert_eq!(r.slice(r.body().unwrap()), "null");
+        let e = parse(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"no"}}"#);
+        assert_eq!(e.kind(), Kind::Error);
+        assert_eq!(e.id(), Some("null"));
+    }
+
+    #[test]
+    fn rewriting_the_id_and_a_token_keeps_everything_else_byte_for_byte() {
+        let text = "{ \"jsonrpc\": \"2.0\", \"id\": \"abc\", \"method\": \"tools/call\",\n  \"params\": {\"_meta\": {\"progressToken\": 5, \"x-unknown\": [1e400]}, \"name\": \"n\\u00e9\"} }";
+        let m = parse(text);
+        assert_eq!(m.string(&["name"]).as_deref(), Some("né"));
+        let token = m.find(&["_meta", "progressToken"]).unwrap();
+        assert_eq!(m.slice(token.clone()), "5");
+        let out = m.rewrite(Some("42"), vec![(token, "\"p-1\"".into())]);
+        assert_eq!(
+            out.text(),
+            "{ \"jsonrpc\": \"2.0\", \"id\": 42, \"method\": \"tools/call\",\n  \"params\": {\"_meta\": {\"progressToken\": \"p-1\", \"x-unknown\": [1e400]}, \"name\": \"n\\u00e9\"} }"
+        );
+        assert_eq!(out.numeric_id(), Some(42));
+    }
+
+    #[test]
+    fn bad_messages_get_the_right_code_and_their_id_when_it_can_be_read() {
+        let bad = |t: &str| Message::parse(t.to_string()).unwrap_err();
+        assert_eq!(bad("{nope").code, PARSE_ERROR);
+        assert_eq!(bad("[]").code, INVALID_REQUEST);
+        assert_eq!(bad(r#"{"jsonrpc":"2.0","id":3}"#).id.as_deref(), Some("3"));
+        assert_eq!(
+            bad(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#).code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            bad(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"x"}"#).code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            bad(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#).code,
+            INVALID_REQUEST
+        );
+        // Cut short after the id: the id is still recovered.
+        let invalid = bad(r#"{"params":{"a":[1,"]"]},"id":"cut","method":"x","tail":[[["#);
+        assert_eq!(invalid.code, PARSE_ERROR);
+        assert_eq!(invalid.id.as_deref(), Some("\"cut\""));
+        assert_eq!(recover_id(r#"{"a":"}\"","id":-4}"#).as_deref(), Some("-4"));
+        assert_eq!(recover_id(r#"{"id":{"x":1}}"#), None);
+        assert_eq!(recover_id("[1]"), None);
+    }
+
+    #[test]
+    fn find_looks_only_at_objects() {
+        let m = parse(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[1,2],"isError":true}}"#);
+        assert_eq!(m.find(&["content", "x"]), None);
+        assert_eq!(m.find(&["isError", "x"]), None);
+        assert_eq!(m.slice(m.find(&["isError"]).unwrap()), "true");
+        assert_eq!(quote("a\"b"), r#""a\"b""#);
+    }
+}

@@ -1,0 +1,6 @@
+//! MCP on the wire, below any typed model: a message kept as the text it arrived as (with
+//! the spans routing needs), server-sent events, and the protocol versions the proxy knows.
+//! Both the upstream clients and the harness-facing front speak through this.
+
+pub mod message;
+pub mod sse;
