@@ -1,5 +1,5 @@
 //! The one table of `proxy.toml` keys: each key's dotted name, its default and, for numbers,
-//! its bounds. The parser and the section defaults read these.
+//! its bounds. The parser and the section defaults read these; tests hold README and proxy.toml to them.
 
 use std::time::Duration;
 
@@ -174,3 +174,129 @@ pub const SERVER_ENABLED: Flag = Flag {
     name: "servers.<name>.enabled",
     default: true,
 };
+
+/// One row of the table, whatever its kind.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+pub enum Key {
+    Number(Number),
+    Text(Text),
+    Flag(Flag),
+    Other(Other),
+}
+
+/// Every key, in the README's order: the constants above (the ones the parser reads a default,
+/// bound or name from) and, inline, the keys whose default is structural (an empty list or
+/// table, a path worked out at start-up, required), which only the documentation needs.
+#[cfg(test)]
+pub const ALL: &[Key] = &[
+    Key::Other(PLUGIN_ROOTS),
+    Key::Other(MANIFESTS),
+    Key::Other(Other {
+        name: "data_dir",
+        default: "`$XDG_DATA_HOME/ahp-proxy`, else `~/.local/share/ahp-proxy`",
+    }),
+    Key::Other(DIRECTORY_PATH),
+    Key::Other(DIRECTORY_CONTENTS),
+    Key::Other(Other {
+        name: "directories.name",
+        default: "the folder's name",
+    }),
+    Key::Flag(DIRECTORY_WRITABLE),
+    Key::Text(AHP_LISTEN),
+    Key::Other(AHP_TOKEN),
+    Key::Other(AHP_ALLOWED_ORIGINS),
+    Key::Other(Other {
+        name: "ahp.allowed_hosts",
+        default: "`[]`",
+    }),
+    Key::Flag(MCP_HTTP),
+    Key::Text(MCP_LISTEN),
+    Key::Other(Other {
+        name: "mcp.allowed_hosts",
+        default: "`[]`",
+    }),
+    Key::Text(MCP_PREFIX),
+    Key::Text(MCP_SEPARATOR),
+    Key::Number(MCP_REQUEST_TIMEOUT_MS),
+    Key::Number(MCP_FIRST_LIST_WAIT_MS),
+    Key::Number(MCP_MIRROR_QUEUE),
+    Key::Text(AGENT_PROVIDER),
+    Key::Text(AGENT_DISPLAY_NAME),
+    Key::Text(AGENT_DESCRIPTION),
+    Key::Text(SESSION_TITLE),
+    Key::Number(LIMITS_MAX_FRAME_BYTES),
+    Key::Number(LIMITS_CLIENT_QUEUE),
+    Key::Number(LIMITS_REPLAY_LOG),
+    Key::Number(LIMITS_MAX_CONNECTIONS),
+    Key::Number(LIMITS_ACTIVE_CLIENT_GRACE_SECS),
+    Key::Number(LIMITS_WATCH_DEBOUNCE_MS),
+    Key::Number(LIMITS_IDLE_TIMEOUT_MS),
+    Key::Number(LIMITS_HANDSHAKE_TIMEOUT_MS),
+    Key::Number(SUPERVISOR_START_TIMEOUT_MS),
+    Key::Number(SUPERVISOR_STOP_GRACE_MS),
+    Key::Number(SUPERVISOR_RESTART_DELAY_MS),
+    Key::Number(SUPERVISOR_RESTART_DELAY_MAX_MS),
+    Key::Number(SUPERVISOR_CRASH_LOOP_LIMIT),
+    Key::Number(SUPERVISOR_HEALTHY_AFTER_MS),
+    Key::Other(Other {
+        name: "servers.<name>.type",
+        default: "none",
+    }),
+    Key::Other(Other {
+        name: "servers.<name>.command",
+        default: "none",
+    }),
+    Key::Other(Other {
+        name: "servers.<name>.args",
+        default: "`[]`",
+    }),
+    Key::Other(Other {
+        name: "servers.<name>.env",
+        default: "`{}`",
+    }),
+    Key::Other(Other {
+        name: "servers.<name>.cwd",
+        default: "the config file's folder",
+    }),
+    Key::Other(Other {
+        name: "servers.<name>.url",
+        default: "none",
+    }),
+    Key::Other(Other {
+        name: "servers.<name>.headers",
+        default: "`{}`",
+    }),
+    Key::Flag(SERVER_ENABLED),
+];
+
+#[cfg(test)]
+impl Key {
+    /// The dotted name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Key::Number(k) => k.name,
+            Key::Text(k) => k.name,
+            Key::Flag(k) => k.name,
+            Key::Other(k) => k.name,
+        }
+    }
+
+    /// The default as the README's table cell shows it.
+    pub fn documented_default(&self) -> String {
+        match self {
+            Key::Number(k) => format!("`{}`", k.default),
+            Key::Text(k) => format!("`{:?}`", k.default),
+            Key::Flag(k) => format!("`{}`", k.default),
+            Key::Other(k) => k.default.to_string(),
+        }
+    }
+
+    /// The range as the README's table cell shows it (`—` for keys that are not numbers).
+    pub fn documented_range(&self) -> String {
+        match self {
+            Key::Number(k) => format!("{}..={}", k.min, k.max),
+            _ => "—".to_string(),
+        }
+    }
+}

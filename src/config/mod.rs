@@ -3,9 +3,12 @@
 //!
 //! `keys` is the one table of keys, defaults and bounds; `raw` is the file as written;
 //! `checker` collects located problems; `sections`, `paths` and `servers` validate their
-//! parts into the `settings` types; `origin` is the one normal form of an `Origin`.
+//! parts into the `settings` types; `origin` is the one normal form of an `Origin`;
+//! `documented` (tests) holds README's table and the bundled proxy.toml to `keys`.
 
 mod checker;
+#[cfg(test)]
+mod documented;
 mod error;
 mod keys;
 mod origin;
