@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::HeaderMap;
 
-use crate::config::AhpConfig;
+use crate::config::{normalize_origin, AhpConfig};
 
 /// The checks for one listening address.
 #[derive(Debug)]
@@ -100,25 +100,6 @@ impl Gate {
         }
         Ok(())
     }
-}
-
-/// `scheme://host[:port]` lower-cased, without a trailing `/`; `"*"` and `"null"` as they
-/// are. `None` when it is not an origin (a path, no scheme, spaces).
-pub fn normalize_origin(origin: &str) -> Option<String> {
-    let origin = origin.trim();
-    if origin == "*" || origin == "null" {
-        return Some(origin.to_string());
-    }
-    let (scheme, rest) = origin.split_once("://")?;
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    let valid_scheme = !scheme.is_empty()
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
-    let valid_rest = !rest.is_empty()
-        && !rest.contains(['/', '?', '#', '@'])
-        && !rest.chars().any(|c| c.is_whitespace() || c.is_control());
-    (valid_scheme && valid_rest).then(|| format!("{scheme}://{rest}").to_ascii_lowercase())
 }
 
 /// An origin served from this machine (`http://localhost:3000`, `http://127.0.0.1`, …).
@@ -326,22 +307,5 @@ mod tests {
             assert_eq!(gate.check(&headers, &uri(at)), Err(Refusal::Token), "{at}");
         }
         assert!(!Refusal::Token.message().contains(token));
-    }
-
-    #[test]
-    fn origins_are_normalized_or_rejected() {
-        assert_eq!(
-            normalize_origin("HTTPS://Example.COM:443/").as_deref(),
-            Some("https://example.com:443")
-        );
-        assert_eq!(normalize_origin("*").as_deref(), Some("*"));
-        for bad in [
-            "example.com",
-            "https://example.com/app",
-            "https://",
-            "a b://c",
-        ] {
-            assert_eq!(normalize_origin(bad), None, "{bad}");
-        }
     }
 }

@@ -1,0 +1,99 @@
+//! The `proxy.toml` schema: defaults, validation, and errors that name file:line:col.
+//! Parsing is pure (`Config::parse`); `Config::load` only adds reading the file.
+//!
+//! `keys` is the one table of keys, defaults and bounds; `raw` is the file as written;
+//! `checker` collects located problems; `sections`, `paths` and `servers` validate their
+//! parts into the `settings` types; `origin` is the one normal form of an `Origin`;
+//! `documented` (tests) holds README's table and the bundled proxy.toml to `keys`.
+
+mod checker;
+#[cfg(test)]
+mod documented;
+mod error;
+mod keys;
+mod origin;
+mod paths;
+mod raw;
+mod sections;
+mod servers;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+pub use error::ConfigError;
+pub use origin::normalize_origin;
+pub use paths::normalize;
+pub use settings::{
+    AccessToken, AgentConfig, AhpConfig, Config, Limits, McpConfig, ServerConfig, SessionConfig,
+    SupervisorConfig, TOKEN_ENV,
+};
+
+use checker::Checker;
+use paths::Resolver;
+use raw::RawConfig;
+
+use crate::spec::Problem;
+
+impl Config {
+    /// Read and validate `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError {
+            problems: vec![Problem {
+                location: path.display().to_string(),
+                message: format!("cannot read config file: {error}"),
+            }],
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let base = std::path::absolute(&base).unwrap_or(base);
+        Self::parse(&text, &path.display().to_string(), &base)
+    }
+
+    /// Validate `text` (the contents of `file`); relative paths are resolved against `base`.
+    pub fn parse(text: &str, file: &str, base: &Path) -> Result<Self, ConfigError> {
+        let mut checker = Checker::new(file, text);
+        let raw: RawConfig = match toml::from_str(text) {
+            Ok(raw) => raw,
+            Err(error) => {
+                let offset = error.span().map_or(0, |span| span.start);
+                checker.problem(offset, error.message().trim().to_string());
+                return checker.finish(None);
+            }
+        };
+        let mcp = sections::mcp(&mut checker, raw.mcp);
+        let ahp = sections::ahp(&mut checker, raw.ahp);
+        let agent = sections::agent(&mut checker, raw.agent);
+        let limits = sections::limits(&mut checker, raw.limits);
+        let supervisor = sections::supervisor(&mut checker, raw.supervisor);
+        let resolver = Resolver { base };
+        let plugin_roots = paths::list(
+            &mut checker,
+            keys::PLUGIN_ROOTS.name,
+            raw.plugin_roots,
+            &resolver,
+        );
+        let manifests = paths::list(&mut checker, keys::MANIFESTS.name, raw.manifests, &resolver);
+        let directories = paths::directories(&mut checker, raw.directories, &resolver);
+        let servers = servers::servers(&mut checker, raw.servers, &resolver);
+        let config = ahp.map(|ahp| Config {
+            ahp,
+            agent,
+            session: sections::session(raw.session),
+            limits,
+            supervisor,
+            mcp,
+            plugin_roots,
+            manifests,
+            servers,
+            directories,
+            data_dir: resolver.data_dir(raw.data_dir),
+            path: resolver.config_path(file),
+        });
+        checker.finish(config)
+    }
+}

@@ -1,0 +1,189 @@
+//! Validation of the fixed sections — `[ahp]`, `[mcp]`, `[agent]`, `[session]`, `[limits]`,
+//! `[supervisor]` — from their raw form into settings, every default and bound from the key table.
+
+use toml::Spanned;
+
+use super::checker::Checker;
+use super::keys;
+use super::origin::normalize_origin;
+use super::raw::{RawAgent, RawAhp, RawLimits, RawMcp, RawSession, RawSupervisor};
+use super::settings::{
+    AccessToken, AgentConfig, AhpConfig, Limits, McpConfig, SessionConfig, SupervisorConfig,
+};
+use crate::spec::NamePrefix;
+
+/// `[ahp]`; `None` when `listen` is not an address (that is a problem already).
+pub(super) fn ahp(checker: &mut Checker<'_>, raw: RawAhp) -> Option<AhpConfig> {
+    let listen = checker.address(&keys::AHP_LISTEN, raw.listen);
+    let token = raw.token.and_then(|token| access_token(checker, token));
+    let mut allowed_origins = Vec::new();
+    for origin in raw.allowed_origins.unwrap_or_default() {
+        match normalize_origin(origin.get_ref()) {
+            Some(normal) => allowed_origins.push(normal),
+            None => checker.problem(
+                origin.span().start,
+                format!(
+                    "{}: {:?} is not an origin: expected scheme://host[:port] (no path), or \"*\"",
+                    keys::AHP_ALLOWED_ORIGINS.name,
+                    origin.get_ref()
+                ),
+            ),
+        }
+    }
+    Some(AhpConfig {
+        listen: listen?,
+        token,
+        allowed_origins,
+        allowed_hosts: raw.allowed_hosts.unwrap_or_default(),
+    })
+}
+
+fn access_token(checker: &mut Checker<'_>, token: Spanned<String>) -> Option<AccessToken> {
+    let value = token.get_ref();
+    if value.len() < 16 || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        checker.problem(
+            token.span().start,
+            format!(
+                "{} must be at least 16 characters, without spaces or control characters (prefer the {} environment variable to a token in this file)",
+                keys::AHP_TOKEN.name,
+                super::TOKEN_ENV
+            ),
+        );
+        return None;
+    }
+    Some(AccessToken(token.into_inner()))
+}
+
+/// `[mcp]`.
+pub(super) fn mcp(checker: &mut Checker<'_>, raw: RawMcp) -> McpConfig {
+    let defaults = McpConfig::default();
+    let listen = checker.address(&keys::MCP_LISTEN, raw.listen);
+    let prefix = match raw.prefix {
+        None => defaults.prefix,
+        Some(value) => name_prefix(value.get_ref()).unwrap_or_else(|| {
+            checker.problem(
+                value.span().start,
+                format!(
+                    "{} = {:?}: expected \"on-collision\" or \"always\"",
+                    keys::MCP_PREFIX.name,
+                    value.get_ref()
+                ),
+            );
+            defaults.prefix
+        }),
+    };
+    let separator = match raw.separator {
+        None => defaults.separator,
+        Some(value) => separator(checker, value).unwrap_or(defaults.separator),
+    };
+    McpConfig {
+        listen: listen.filter(|_| raw.http.unwrap_or(keys::MCP_HTTP.default)),
+        prefix,
+        separator,
+        request_timeout: checker.millis(&keys::MCP_REQUEST_TIMEOUT_MS, raw.request_timeout_ms),
+        first_list_wait: checker.millis(&keys::MCP_FIRST_LIST_WAIT_MS, raw.first_list_wait_ms),
+        mirror_queue: checker.count(&keys::MCP_MIRROR_QUEUE, raw.mirror_queue),
+        allowed_hosts: raw.allowed_hosts.unwrap_or_default(),
+    }
+}
+
+/// `mcp.prefix` as written → the rule.
+fn name_prefix(text: &str) -> Option<NamePrefix> {
+    match text {
+        "on-collision" => Some(NamePrefix::OnCollision),
+        "always" => Some(NamePrefix::Always),
+        _ => None,
+    }
+}
+
+/// `mcp.separator`: 1 to 8 characters that tool names allow.
+fn separator(checker: &mut Checker<'_>, value: Spanned<String>) -> Option<String> {
+    let text = value.get_ref();
+    let ok = (1..=8).contains(&text.len())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !ok {
+        checker.problem(
+            value.span().start,
+            format!(
+                "{} = {text:?}: expected 1 to 8 of A-Z a-z 0-9 _ - . (tool names allow nothing else)",
+                keys::MCP_SEPARATOR.name
+            ),
+        );
+        return None;
+    }
+    Some(value.into_inner())
+}
+
+/// `[agent]`.
+pub(super) fn agent(checker: &mut Checker<'_>, raw: RawAgent) -> AgentConfig {
+    let provider = match raw.provider {
+        None => keys::AGENT_PROVIDER.default.to_string(),
+        Some(provider) => {
+            let value = provider.get_ref();
+            if value.is_empty() || value.chars().any(char::is_whitespace) {
+                checker.problem(
+                    provider.span().start,
+                    format!(
+                        "{} = {value:?} must be non-empty and contain no whitespace",
+                        keys::AGENT_PROVIDER.name
+                    ),
+                );
+            }
+            provider.into_inner()
+        }
+    };
+    AgentConfig {
+        provider,
+        display_name: raw
+            .display_name
+            .unwrap_or_else(|| keys::AGENT_DISPLAY_NAME.default.to_string()),
+        description: raw
+            .description
+            .unwrap_or_else(|| keys::AGENT_DESCRIPTION.default.to_string()),
+    }
+}
+
+/// `[session]`.
+pub(super) fn session(raw: RawSession) -> SessionConfig {
+    SessionConfig {
+        title: raw
+            .title
+            .unwrap_or_else(|| keys::SESSION_TITLE.default.to_string()),
+    }
+}
+
+/// `[limits]`.
+pub(super) fn limits(checker: &mut Checker<'_>, raw: RawLimits) -> Limits {
+    Limits {
+        max_frame_bytes: checker.count(&keys::LIMITS_MAX_FRAME_BYTES, raw.max_frame_bytes),
+        client_queue: checker.count(&keys::LIMITS_CLIENT_QUEUE, raw.client_queue),
+        replay_log: checker.count(&keys::LIMITS_REPLAY_LOG, raw.replay_log),
+        max_connections: checker.count(&keys::LIMITS_MAX_CONNECTIONS, raw.max_connections),
+        active_client_grace: checker.secs(
+            &keys::LIMITS_ACTIVE_CLIENT_GRACE_SECS,
+            raw.active_client_grace_secs,
+        ),
+        watch_debounce: checker.millis(&keys::LIMITS_WATCH_DEBOUNCE_MS, raw.watch_debounce_ms),
+        idle_timeout: checker.millis(&keys::LIMITS_IDLE_TIMEOUT_MS, raw.idle_timeout_ms),
+        handshake_timeout: checker
+            .millis(&keys::LIMITS_HANDSHAKE_TIMEOUT_MS, raw.handshake_timeout_ms),
+    }
+}
+
+/// `[supervisor]`.
+pub(super) fn supervisor(checker: &mut Checker<'_>, raw: RawSupervisor) -> SupervisorConfig {
+    SupervisorConfig {
+        start_timeout: checker.millis(&keys::SUPERVISOR_START_TIMEOUT_MS, raw.start_timeout_ms),
+        stop_grace: checker.millis(&keys::SUPERVISOR_STOP_GRACE_MS, raw.stop_grace_ms),
+        restart_delay: checker.millis(&keys::SUPERVISOR_RESTART_DELAY_MS, raw.restart_delay_ms),
+        restart_delay_max: checker.millis(
+            &keys::SUPERVISOR_RESTART_DELAY_MAX_MS,
+            raw.restart_delay_max_ms,
+        ),
+        crash_loop_limit: checker.count(&keys::SUPERVISOR_CRASH_LOOP_LIMIT, raw.crash_loop_limit)
+            as u32,
+        healthy_after: checker.millis(&keys::SUPERVISOR_HEALTHY_AFTER_MS, raw.healthy_after_ms),
+    }
+}

@@ -1,0 +1,217 @@
+//! The validated settings other modules read: `Config` and one struct per `proxy.toml`
+//! section, with the section defaults (taken from the key table).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ahp_types::state::TextRange;
+
+use super::keys;
+use crate::spec::{DirectorySpec, Launch, NamePrefix};
+
+/// Validated configuration. Paths are absolute (resolved against the config file's folder).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The AHP WebSocket endpoint.
+    pub ahp: AhpConfig,
+    /// How the wrapped harness is described to AHP clients (`RootState.agents[0]`).
+    pub agent: AgentConfig,
+    /// The default session that exists from start-up.
+    pub session: SessionConfig,
+    /// Bounds on queues, logs, frames and connections.
+    pub limits: Limits,
+    /// How MCP servers are started, restarted and stopped.
+    pub supervisor: SupervisorConfig,
+    /// The MCP front the harness connects to.
+    pub mcp: McpConfig,
+    /// Folders whose sub-folders are plugins, or single plugin folders.
+    pub plugin_roots: Vec<PathBuf>,
+    /// `plugins.json`, `.mcp.json`, VS Code `mcp.json` or Claude Desktop config files.
+    pub manifests: Vec<PathBuf>,
+    /// MCP servers declared directly in `proxy.toml`, in name order.
+    pub servers: Vec<ServerConfig>,
+    /// Watched folders of one kind of customization (`[[directories]]`).
+    pub directories: Vec<DirectorySpec>,
+    /// Where per-plugin data (`${PLUGIN_DATA}`) lives.
+    pub data_dir: PathBuf,
+    /// The config file itself, absolute (the `uri` of proxy.toml servers).
+    pub path: PathBuf,
+}
+
+/// `[ahp]`: where AHP clients connect, and who may.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AhpConfig {
+    /// Socket address the WebSocket server binds.
+    pub listen: SocketAddr,
+    /// The token clients must present at the WebSocket upgrade (`AHP_PROXY_TOKEN` in the
+    /// environment overrides it). Required to listen on anything but loopback.
+    pub token: Option<AccessToken>,
+    /// `Origin`s accepted besides loopback ones (`http://localhost:3000`, …); `"*"` accepts
+    /// any. Clients that send no `Origin` (not browsers) are not affected.
+    pub allowed_origins: Vec<String>,
+    /// `Host` header values accepted besides loopback names and the listen address, when
+    /// listening on loopback (DNS rebinding protection).
+    pub allowed_hosts: Vec<String>,
+}
+
+/// A secret shared with AHP clients. `Debug` never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccessToken(pub String);
+
+impl fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AccessToken(<redacted>)")
+    }
+}
+
+/// The environment variable that holds the AHP access token (it wins over `ahp.token`).
+pub const TOKEN_ENV: &str = "AHP_PROXY_TOKEN";
+
+/// `[agent]`: the `AgentInfo` describing the wrapped harness.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// `AgentInfo.provider`, also every session's `provider`.
+    pub provider: String,
+    /// `AgentInfo.displayName`.
+    pub display_name: String,
+    /// `AgentInfo.description`.
+    pub description: String,
+}
+
+/// `[session]`: the default session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionConfig {
+    /// Title of the default session.
+    pub title: String,
+}
+
+/// `[mcp]`: the MCP front (streamable HTTP; stdio is `serve --stdio`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpConfig {
+    /// Where `/mcp` and `/mcp/<server>` are served; `None` when `http = false`.
+    pub listen: Option<SocketAddr>,
+    /// When tool and prompt names get their server's prefix in `/mcp`.
+    pub prefix: NamePrefix,
+    /// Between the server's name and the tool's, e.g. `notes__add_note`.
+    pub separator: String,
+    /// How long a server may take to answer a forwarded request (its progress resets it).
+    pub request_timeout: Duration,
+    /// How long a harness's first listing waits for servers that are still starting.
+    pub first_list_wait: Duration,
+    /// Events queued for the AHP mirror of tool calls (two per call in flight).
+    pub mirror_queue: usize,
+    /// `Host` header values accepted besides loopback names and the listen address (DNS
+    /// rebinding protection).
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            listen: keys::MCP_LISTEN.default.parse().ok(),
+            // `keys::MCP_PREFIX.default`; the defaults test holds the two equal.
+            prefix: NamePrefix::OnCollision,
+            separator: keys::MCP_SEPARATOR.default.into(),
+            request_timeout: keys::MCP_REQUEST_TIMEOUT_MS.millis(),
+            first_list_wait: keys::MCP_FIRST_LIST_WAIT_MS.millis(),
+            mirror_queue: keys::MCP_MIRROR_QUEUE.count(),
+            allowed_hosts: Vec::new(),
+        }
+    }
+}
+
+/// `[supervisor]`: timings of starting, restarting and stopping MCP servers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SupervisorConfig {
+    /// How long `initialize` + `tools/list` may take before the start counts as failed.
+    pub start_timeout: Duration,
+    /// Between SIGTERM and SIGKILL when a stdio server is stopped.
+    pub stop_grace: Duration,
+    /// First restart delay after a failure; doubles per consecutive failure (with jitter).
+    pub restart_delay: Duration,
+    /// The restart delay never grows past this.
+    pub restart_delay_max: Duration,
+    /// Consecutive failures after which a server stays in `error` until asked to start.
+    pub crash_loop_limit: u32,
+    /// Uptime after which a server counts as healthy again (its failure count resets).
+    pub healthy_after: Duration,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        Self {
+            start_timeout: keys::SUPERVISOR_START_TIMEOUT_MS.millis(),
+            stop_grace: keys::SUPERVISOR_STOP_GRACE_MS.millis(),
+            restart_delay: keys::SUPERVISOR_RESTART_DELAY_MS.millis(),
+            restart_delay_max: keys::SUPERVISOR_RESTART_DELAY_MAX_MS.millis(),
+            crash_loop_limit: keys::SUPERVISOR_CRASH_LOOP_LIMIT.count() as u32,
+            healthy_after: keys::SUPERVISOR_HEALTHY_AFTER_MS.millis(),
+        }
+    }
+}
+
+/// `[limits]`: every bound the host enforces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Largest inbound WebSocket message, in bytes; bigger ones close the connection (1009).
+    pub max_frame_bytes: usize,
+    /// Outbound frames queued per client; a client that falls this far behind is disconnected.
+    pub client_queue: usize,
+    /// Actions kept for `reconnect` replay; older gaps get fresh snapshots instead.
+    pub replay_log: usize,
+    /// Concurrent AHP connections; further ones are refused at the WebSocket upgrade.
+    pub max_connections: usize,
+    /// How long a disconnected client stays in a session's `activeClients` before removal.
+    pub active_client_grace: Duration,
+    /// Quiet time after the last file-system event before a rescan.
+    pub watch_debounce: Duration,
+    /// A connection from which nothing (not even a pong to the host's pings) arrives for
+    /// this long is closed (1001).
+    pub idle_timeout: Duration,
+    /// The WebSocket upgrade, and then `initialize` (or `reconnect`), must each come within
+    /// this long of the connection opening.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_frame_bytes: keys::LIMITS_MAX_FRAME_BYTES.count(),
+            client_queue: keys::LIMITS_CLIENT_QUEUE.count(),
+            replay_log: keys::LIMITS_REPLAY_LOG.count(),
+            max_connections: keys::LIMITS_MAX_CONNECTIONS.count(),
+            active_client_grace: keys::LIMITS_ACTIVE_CLIENT_GRACE_SECS.secs(),
+            watch_debounce: keys::LIMITS_WATCH_DEBOUNCE_MS.millis(),
+            idle_timeout: keys::LIMITS_IDLE_TIMEOUT_MS.millis(),
+            handshake_timeout: keys::LIMITS_HANDSHAKE_TIMEOUT_MS.millis(),
+        }
+    }
+}
+
+/// One MCP server from `[servers.<name>]`. `Debug` never prints the launch spec: it holds secrets.
+#[derive(Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The table key; unique among top-level servers.
+    pub name: String,
+    /// Whether the server is started at all.
+    pub enabled: bool,
+    /// How to reach it.
+    pub transport: Launch,
+    /// Where it was declared, `file:line:col`.
+    pub declared_at: String,
+    /// Zero-based UTF-16 range of its declaration, from the table name to its last value.
+    pub range: TextRange,
+}
+
+impl fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("name", &self.name)
+            .field("enabled", &self.enabled)
+            .field("transport", &self.transport.kind())
+            .field("declared_at", &self.declared_at)
+            .finish()
+    }
+}
