@@ -26,4 +26,5 @@ pub mod serve;
 pub mod spec;
 pub mod supervisor;
 pub mod tcp;
+pub mod upstream;
 pub mod watch;

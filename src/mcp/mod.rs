@@ -4,3 +4,4 @@
 
 pub mod message;
 pub mod sse;
+pub mod version;

@@ -1,0 +1,549 @@
+//! The link to a streamable HTTP server: each message is a POST; a request's answer (and
+//! what the server sends about it first) comes back as JSON or as an event stream read in
+//! order; a GET stream carries what the server sends on its own. Errors are told from
+//! typed facts (host:port, status, error kind), never from text that may quote the URL.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::StatusCode;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::session::{Failure, Link, Session, WeakSession};
+use super::stdio::MAX_MESSAGE_BYTES;
+use crate::mcp::message::Message;
+use crate::mcp::sse;
+
+/// The session header of streamable HTTP.
+const SESSION_HEADER: &str = "mcp-session-id";
+/// The negotiated version header (2025-06-18 on).
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// How often a broken response stream is resumed before its request is given up.
+const RESUMES: u32 = 3;
+/// The wait before resuming when the server named none.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// How long the closing DELETE may take.
+const DELETE_WAIT: Duration = Duration::from_secs(2);
+
+/// An HTTP 401 or 403 a server answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// 401 or 403.
+    pub status: u16,
+    /// The `WWW-Authenticate` challenge, if any.
+    pub challenge: Option<String>,
+    /// A 403 with `error="insufficient_scope"`.
+    pub insufficient_scope: bool,
+}
+
+impl From<Refusal> for Failure {
+    fn from(refusal: Refusal) -> Self {
+        Failure::Unauthorized {
+            status: refusal.status,
+            challenge: refusal.challenge,
+            insufficient_scope: refusal.insufficient_scope,
+        }
+    }
+}
+
+/// What the link needs to reach the server.
+pub struct Target {
+    /// The endpoint.
+    pub url: reqwest::Url,
+    /// Headers sent with every request (configured ones and `Authorization`).
+    pub headers: HeaderMap,
+    /// Told of every 401/403, whichever message got it.
+    pub on_refusal: Arc<dyn Fn(Refusal) + Send + Sync>,
+}
+
+struct Shared {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    /// `host:port`, safe to show.
+    at: String,
+    headers: HeaderMap,
+    session_id: Mutex<Option<HeaderValue>>,
+    version: Mutex<Option<HeaderValue>>,
+    session: OnceLock<WeakSession>,
+    on_refusal: Arc<dyn Fn(Refusal) + Send + Sync>,
+    closed: CancellationToken,
+    /// Notifications and answers are POSTed one after the other, in order; a request
+    /// waits until those queued before it are delivered.
+    notes_queued: AtomicU64,
+    notes_sent: watch::Sender<u64>,
+    notes: tokio::sync::mpsc::UnboundedSender<String>,
+    stream_opened: std::sync::atomic::AtomicBool,
+}
+
+struct HttpLink(Arc<Shared>);
+
+/// `host:port` of `url`.
+pub fn authority(url: &reqwest::Url) -> String {
+    let host = url.host_str().unwrap_or("?");
+    match url.port_or_known_default() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    }
+}
+
+/// A session with the streamable HTTP server at `target`.
+pub fn connect(client: reqwest::Client, target: Target) -> Session {
+    let (notes, queue) = tokio::sync::mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        client,
+        at: authority(&target.url),
+        url: target.url,
+        headers: target.headers,
+        session_id: Mutex::new(None),
+        version: Mutex::new(None),
+        session: OnceLock::new(),
+        on_refusal: target.on_refusal,
+        closed: CancellationToken::new(),
+        notes_queued: AtomicU64::new(0),
+        notes_sent: watch::channel(0).0,
+        notes,
+        stream_opened: std::sync::atomic::AtomicBool::new(false),
+    });
+    let session = Session::new(Box::new(HttpLink(shared.clone())));
+    let _ = shared.session.set(session.downgrade());
+    tokio::spawn(deliver_notes(shared, queue));
+    session
+}
+
+impl Link for HttpLink {
+    fn send(&self, text: String, request: Option<u64>) -> Result<(), Failure> {
+        let shared = &self.0;
+        if shared.closed.is_cancelled() {
+            return Err(Failure::Stopped);
+        }
+        match request {
+            Some(id) => {
+                let after = shared.notes_queued.load(Ordering::Acquire);
+                tokio::spawn(post_request(shared.clone(), text, id, after));
+            }
+            None => {
+                shared.notes_queued.fetch_add(1, Ordering::AcqRel);
+                shared.notes.send(text).map_err(|_| Failure::Stopped)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&self) {
+        let shared = &self.0;
+        if shared.closed.is_cancelled() {
+            return;
+        }
+        shared.closed.cancel();
+        // Tell the server the session is over (best effort, bounded).
+        let Some(id) = shared.session_id() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let request = shared
+            .client
+            .delete(shared.url.clone())
+            .headers(shared.headers.clone())
+            .header(SESSION_HEADER, id);
+        runtime.spawn(async move {
+            let _ = tokio::time::timeout(DELETE_WAIT, request.send()).await;
+        });
+    }
+
+    fn negotiated(&self, version: &str) {
+        if let Ok(value) = HeaderValue::from_str(version) {
+            *self.0.version.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+        }
+    }
+}
+
+impl Shared {
+    fn session(&self) -> Option<Session> {
+        self.session.get().and_then(WeakSession::upgrade)
+    }
+
+    fn session_id(&self) -> Option<HeaderValue> {
+        self.session_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn request(&self, method: http::Method) -> reqwest::RequestBuilder {
+        let mut request = self
+            .client
+            .request(method, self.url.clone())
+            .headers(self.headers.clone());
+        if let Some(id) = self.session_id() {
+            request = request.header(SESSION_HEADER, id);
+        }
+        if let Some(version) = self
+            .version
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            request = request.header(VERSION_HEADER, version);
+        }
+        request
+    }
+
+    fn post(&self, text: String) -> reqwest::RequestBuilder {
+        self.request(http::Method::POST)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(text)
+    }
+
+    /// What a failed HTTP exchange means, without quoting the URL.
+    fn describe(&self, error: &reqwest::Error) -> String {
+        describe(error, &self.at)
+    }
+
+    /// Look at a response's status: a refusal is announced; an error is described.
+    fn check(&self, response: &reqwest::Response) -> Result<(), Failure> {
+        let status = response.status();
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            let challenge = response
+                .headers()
+                .get(WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let insufficient_scope = status == StatusCode::FORBIDDEN
+                && challenge
+                    .as_deref()
+                    .is_some_and(|c| c.contains("insufficient_scope"));
+            let refusal = Refusal {
+                status: status.as_u16(),
+                challenge,
+                insufficient_scope,
+            };
+            (self.on_refusal)(refusal.clone());
+            return Err(refusal.into());
+        }
+        if status == StatusCode::NOT_FOUND && self.session_id().is_some() {
+            // The server forgot our session (it restarted): this session is over.
+            if let Some(session) = self.session() {
+                session.end();
+            }
+            return Err(Failure::Stopped);
+        }
+        Ok(())
+    }
+}
+
+/// A reqwest failure as a message from typed facts.
+pub fn describe(error: &reqwest::Error, at: &str) -> String {
+    use std::error::Error as _;
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => format!("connection refused at {at}"),
+                std::io::ErrorKind::ConnectionReset => format!("connection reset by {at}"),
+                std::io::ErrorKind::TimedOut => format!("timed out connecting to {at}"),
+                kind => format!("cannot reach {at} ({kind})"),
+            };
+        }
+        source = cause.source();
+    }
+    if error.is_timeout() {
+        format!("timed out talking to {at}")
+    } else if error.is_connect() {
+        format!("cannot connect to {at}")
+    } else if error.is_body() || error.is_decode() {
+        format!("the response from {at} was cut short")
+    } else {
+        format!("the HTTP exchange with {at} failed")
+    }
+}
+
+/// POST notifications and answers one after the other, in the order they were sent.
+async fn deliver_notes(
+    shared: Arc<Shared>,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    loop {
+        let text = tokio::select! {
+            text = queue.recv() => match text { Some(t) => t, None => return },
+            _ = shared.closed.cancelled() => return,
+        };
+        let initialized = text.contains("\"notifications/initialized\"");
+        match shared.post(text).send().await {
+            Ok(response) => {
+                let delivered = shared.check(&response).is_ok() && response.status().is_success();
+                if initialized && delivered && !shared.stream_opened.swap(true, Ordering::AcqRel) {
+                    tokio::spawn(listen(shared.clone()));
+                }
+                if !delivered {
+                    tracing::debug!(status = %response.status(), "a notification was not accepted");
+                }
+            }
+            Err(error) => {
+                tracing::debug!(error = %shared.describe(&error), "a notification was not delivered")
+            }
+        }
+        shared.notes_sent.send_modify(|n| *n += 1);
+    }
+}
+
+/// POST request `id` once the notifications sent before it are delivered, then read its
+/// answer.
+async fn post_request(shared: Arc<Shared>, text: String, id: u64, after: u64) {
+    let mut sent = shared.notes_sent.subscribe();
+    let waited = tokio::select! {
+        waited = sent.wait_for(|n| *n >= after) => waited.is_ok(),
+        _ = shared.closed.cancelled() => false,
+    };
+    let fail = |failure: Failure| {
+        if let Some(session) = shared.session() {
+            session.failed(id, failure);
+        }
+    };
+    if !waited {
+        return fail(Failure::Stopped);
+    }
+    let response = tokio::select! {
+        response = shared.post(text).send() => response,
+        _ = shared.closed.cancelled() => return fail(Failure::Stopped),
+    };
+    let response = match response {
+        Ok(response) => response,
+        Err(error) => return fail(Failure::Undelivered(shared.describe(&error))),
+    };
+    if let Err(failure) = shared.check(&response) {
+        return fail(failure);
+    }
+    if shared.session_id().is_none() {
+        if let Some(value) = response.headers().get(SESSION_HEADER) {
+            *shared.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(value.clone());
+        }
+    }
+    let status = response.status();
+    let event_stream = content_type(&response).starts_with("text/event-stream");
+    if status.is_success() && event_stream {
+        return read_stream(shared, response, Some(id)).await;
+    }
+    // JSON: the answer, or a JSON-RPC error the server sent with an HTTP error status.
+    match read_body(response).await {
+        Ok(body) if !body.trim().is_empty() => match Message::parse(body) {
+            Ok(message) => {
+                if let Some(session) = shared.session() {
+                    session.receive(message, Some(id));
+                }
+                if !status.is_success() {
+                    fail(Failure::Undelivered(format!(
+                        "{} answered HTTP {status}",
+                        shared.at
+                    )));
+                }
+            }
+            Err(_) => fail(Failure::Undelivered(format!(
+                "{} answered HTTP {status} without a JSON-RPC message",
+                shared.at
+            ))),
+        },
+        Ok(_) => fail(Failure::Undelivered(format!(
+            "{} answered HTTP {status} with no message",
+            shared.at
+        ))),
+        Err(failure) => fail(failure),
+    }
+}
+
+fn content_type(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+}
+
+async fn read_body(response: reqwest::Response) -> Result<String, Failure> {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|_| Failure::Undelivered("the response was cut short".into()))?;
+        if body.len() + chunk.len() > MAX_MESSAGE_BYTES {
+            return Err(Failure::Undelivered(
+                "the response is larger than 16 MiB".into(),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    String::from_utf8(body).map_err(|_| Failure::Undelivered("the response is not UTF-8".into()))
+}
+
+/// Read an event stream; each event's message goes to the session. For a request's
+/// stream that ends before its answer, resume it (GET with `Last-Event-ID`).
+async fn read_stream(shared: Arc<Shared>, response: reqwest::Response, request: Option<u64>) {
+    let mut reader = sse::Reader::new(MAX_MESSAGE_BYTES);
+    let mut response = Some(response);
+    let mut resumes = 0;
+    loop {
+        if let Some(current) = response.take() {
+            let ended_clean = pump(&shared, current, &mut reader, request).await;
+            if !ended_clean {
+                break;
+            }
+        }
+        let Some(id) = request else { return };
+        let pending = shared.session().is_some_and(|s| s.is_pending(id));
+        if !pending || shared.closed.is_cancelled() {
+            return;
+        }
+        let Some(last) = reader.last_id().map(str::to_string) else {
+            break;
+        };
+        if resumes == RESUMES {
+            break;
+        }
+        resumes += 1;
+        let wait = reader
+            .retry()
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_RETRY);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shared.closed.cancelled() => return,
+        }
+        let resumed = shared
+            .request(http::Method::GET)
+            .header(ACCEPT, "text/event-stream")
+            .header("last-event-id", last)
+            .send()
+            .await;
+        match resumed {
+            Ok(r) if r.status().is_success() => response = Some(r),
+            _ => break,
+        }
+    }
+    if let (Some(id), Some(session)) = (request, shared.session()) {
+        session.failed(
+            id,
+            Failure::Undelivered(format!(
+                "{} closed the response stream before answering",
+                shared.at
+            )),
+        );
+    }
+}
+
+/// Feed one response's events to the session; `false` when the stream broke its limits.
+async fn pump(
+    shared: &Shared,
+    response: reqwest::Response,
+    reader: &mut sse::Reader,
+    request: Option<u64>,
+) -> bool {
+    let mut chunks = response.bytes_stream();
+    let mut events = Vec::new();
+    loop {
+        let chunk = tokio::select! {
+            chunk = chunks.next() => chunk,
+            _ = shared.closed.cancelled() => return false,
+        };
+        let Some(Ok(chunk)) = chunk else { return true };
+        if reader.feed(&chunk, &mut events).is_err() {
+            tracing::debug!(at = %shared.at, "an event larger than 16 MiB; stream dropped");
+            return false;
+        }
+        let Some(session) = shared.session() else {
+            return false;
+        };
+        for event in events.drain(..) {
+            if !(event.event.is_empty() || event.event == "message") || event.data.trim().is_empty()
+            {
+                continue;
+            }
+            match Message::parse(event.data) {
+                Ok(message) => session.receive(message, request),
+                Err(invalid) => {
+                    tracing::debug!(at = %shared.at, error = %invalid.message, "an unreadable event")
+                }
+            }
+        }
+    }
+}
+
+/// The stream of what the server sends on its own (GET), resumed while the session lives.
+async fn listen(shared: Arc<Shared>) {
+    let mut reader = sse::Reader::new(MAX_MESSAGE_BYTES);
+    let mut failures = 0u32;
+    while !shared.closed.is_cancelled() {
+        let mut request = shared
+            .request(http::Method::GET)
+            .header(ACCEPT, "text/event-stream");
+        if let Some(last) = reader.last_id() {
+            request = request.header("last-event-id", last.to_string());
+        }
+        let response = tokio::select! {
+            response = request.send() => response,
+            _ = shared.closed.cancelled() => return,
+        };
+        match response {
+            Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => return,
+            Ok(response) if response.status().is_success() => {
+                failures = 0;
+                if !pump(&shared, response, &mut reader, None).await {
+                    return;
+                }
+            }
+            Ok(response) => {
+                if shared.check(&response).is_err() {
+                    return;
+                }
+                failures += 1;
+            }
+            Err(_) => failures += 1,
+        }
+        if failures > 5 {
+            tracing::debug!(at = %shared.at, "the server's event stream keeps failing; not listening");
+            return;
+        }
+        let wait = reader
+            .retry()
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_RETRY);
+        tokio::select! {
+            _ = tokio::time::sleep(wait * (failures + 1)) => {}
+            _ = shared.closed.cancelled() => return,
+        }
+    }
+}
+
+/// Configured headers as an HTTP header map, with `bearer` (an AHP client's token)
+/// replacing any configured `Authorization`. Names the header at fault, never its value.
+pub fn header_map(
+    headers: &std::collections::BTreeMap<String, String>,
+    bearer: Option<&str>,
+) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        if bearer.is_some() && name.eq_ignore_ascii_case("authorization") {
+            continue;
+        }
+        let header_name = HeaderName::try_from(name.as_str())
+            .map_err(|_| format!("header {name:?} is not a valid HTTP header name"))?;
+        let mut header_value = HeaderValue::try_from(value.as_str()).map_err(|_| {
+            format!("the value of header {name:?} is not a valid HTTP header value")
+        })?;
+        header_value.set_sensitive(true);
+        map.insert(header_name, header_value);
+    }
+    if let Some(token) = bearer {
+        let mut value = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
+            "the token given by authenticate is not a valid header value".to_string()
+        })?;
+        value.set_sensitive(true);
+        map.insert(http::header::AUTHORIZATION, value);
+    }
+    Ok(map)
+}

@@ -1,0 +1,557 @@
+//! One MCP session with a server, over any [`Link`]: requests in flight by the id the proxy
+//! gave them, progress tokens, deadlines, and the routing of everything the server sends.
+//!
+//! Messages stay raw. A request keeps its text; only its `id` (and its progress token when
+//! another request in flight already uses it) is replaced on the way up, and put back on
+//! the way down. Whatever the server sends is handled in the order it arrives, by the task
+//! that read it: a request's notifications reach its [`Reply`] before its response does.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::mcp::message::{self, Kind, Message};
+
+/// A way to send messages to a server (a child's stdin, HTTP POSTs…). Never waits.
+pub trait Link: Send + Sync + 'static {
+    /// Queue `text` (one JSON-RPC message) for the server. `request` is the id of the
+    /// request it is, if it is one (an HTTP link reads the answer from that POST).
+    fn send(&self, text: String, request: Option<u64>) -> Result<(), Failure>;
+    /// Hang up. Idempotent.
+    fn close(&self);
+    /// The protocol version the handshake settled on (HTTP sends it as a header).
+    fn negotiated(&self, _version: &str) {}
+}
+
+/// Why a request got no response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// The server did not answer within the request's timeout.
+    #[error("did not answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
+    /// The session ended first (the server stopped, crashed or hung up).
+    #[error("stopped before answering")]
+    Stopped,
+    /// The server refused the request over HTTP for want of authorization.
+    #[error("refused the request: HTTP {status}")]
+    Unauthorized {
+        /// 401 or 403.
+        status: u16,
+        /// The `WWW-Authenticate` challenge, if any.
+        challenge: Option<String>,
+        /// A 403 asking for more scope.
+        insufficient_scope: bool,
+    },
+    /// The request could not be delivered (the message says why, without the server's URL).
+    #[error("{0}")]
+    Undelivered(String),
+}
+
+/// Where the outcome of one request goes.
+pub trait Reply: Send + 'static {
+    /// A notification about this request (its progress, or anything the server sent on the
+    /// request's own stream), with the caller's progress token put back.
+    fn related(&mut self, message: Message);
+    /// The response, with the caller's id put back.
+    fn respond(self: Box<Self>, message: Message);
+    /// No response will come.
+    fn fail(self: Box<Self>, failure: Failure);
+}
+
+/// What the session hands to its owner: what the server sends that no request of the
+/// proxy's is waiting for. Called in arrival order, by the reading task: must not wait.
+pub trait Downstream: Send + Sync + 'static {
+    /// A notification from the server. `origin` is the tag of the request it is related to,
+    /// when that is known.
+    fn notify(&self, message: Message, origin: Option<u64>);
+    /// A request from the server (never `ping`, answered here). Answer it with
+    /// [`Session::answer`]. `origin` as for [`Downstream::notify`].
+    fn request(&self, session: &Session, message: Message, origin: Option<u64>);
+}
+
+/// One request's options.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// How long the server may take.
+    pub timeout: Duration,
+    /// Whether each progress notification restarts the clock.
+    pub reset_on_progress: bool,
+    /// An opaque tag the owner knows the request by (e.g. the harness it serves).
+    pub tag: Option<u64>,
+}
+
+struct Pending {
+    reply: Box<dyn Reply>,
+    /// The caller's `id` as written.
+    caller_id: Option<Box<str>>,
+    /// The progress token as the caller wrote it, and as the server knows it.
+    token: Option<(Box<str>, Box<str>)>,
+    deadline: Instant,
+    timeout: Duration,
+    reset_on_progress: bool,
+    tag: Option<u64>,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    pending: HashMap<u64, Pending>,
+    /// Progress token (as the server knows it) → request id.
+    tokens: HashMap<Box<str>, u64>,
+    deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
+    closed: bool,
+}
+
+struct Inner {
+    link: Box<dyn Link>,
+    state: Mutex<State>,
+    downstream: Mutex<Option<Weak<dyn Downstream>>>,
+    earlier_deadline: Arc<Notify>,
+    ended: CancellationToken,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.ended.cancel();
+        self.link.close();
+    }
+}
+
+/// A session with one server; cheap to clone.
+#[derive(Clone)]
+pub struct Session {
+    inner: Arc<Inner>,
+}
+
+/// A session held by its own link's tasks, which must not keep it alive.
+#[derive(Clone)]
+pub struct WeakSession(Weak<Inner>);
+
+impl WeakSession {
+    /// The session, while someone else holds it.
+    pub fn upgrade(&self) -> Option<Session> {
+        self.0.upgrade().map(|inner| Session { inner })
+    }
+}
+
+impl Session {
+    /// A session over `link`. Its deadline keeper runs until the session ends.
+    pub fn new(link: Box<dyn Link>) -> Self {
+        let session = Self {
+            inner: Arc::new(Inner {
+                link,
+                state: Mutex::new(State {
+                    next_id: 1,
+                    ..State::default()
+                }),
+                downstream: Mutex::new(None),
+                earlier_deadline: Arc::new(Notify::new()),
+                ended: CancellationToken::new(),
+            }),
+        };
+        tokio::spawn(keep_deadlines(
+            Arc::downgrade(&session.inner),
+            session.inner.earlier_deadline.clone(),
+            session.inner.ended.clone(),
+        ));
+        session
+    }
+
+    /// A handle that does not keep the session alive.
+    pub fn downgrade(&self) -> WeakSession {
+        WeakSession(Arc::downgrade(&self.inner))
+    }
+
+    /// Where unsolicited traffic goes from now on (held weakly).
+    pub fn set_downstream(&self, downstream: Weak<dyn Downstream>) {
+        *self
+            .inner
+            .downstream
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(downstream);
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn downstream(&self) -> Option<Arc<dyn Downstream>> {
+        self.inner
+            .downstream
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(Weak::upgrade)
+    }
+
+    /// Send `request` (a caller's request message) with a fresh id; its outcome goes to
+    /// `reply`. Returns the id the server knows it by (for [`Session::cancel`]).
+    pub fn request(
+        &self,
+        request: Message,
+        reply: Box<dyn Reply>,
+        options: Options,
+    ) -> Result<u64, (Box<dyn Reply>, Failure)> {
+        let caller_token = request
+            .find(&["_meta", "progressToken"])
+            .map(|span| (span.clone(), request.slice(span).to_string()));
+        let wake;
+        let (id, text) = {
+            let mut state = self.state();
+            if state.closed {
+                return Err((reply, Failure::Stopped));
+            }
+            let id = state.next_id;
+            state.next_id += 1;
+            let mut edits = Vec::new();
+            let token = caller_token.map(|(span, caller)| {
+                // The caller's own token unless another request in flight uses it.
+                let upstream = if state.tokens.contains_key(caller.as_str()) {
+                    let own = message::quote(&format!("ahp-proxy-progress-{id}"));
+                    edits.push((span, own.clone()));
+                    own
+                } else {
+                    caller.clone()
+                };
+                state.tokens.insert(upstream.clone().into(), id);
+                (caller.into_boxed_str(), upstream.into_boxed_str())
+            });
+            let caller_id = request.id().map(Into::into);
+            let text = request.rewrite(Some(&id.to_string()), edits).into_text();
+            let deadline = Instant::now() + options.timeout;
+            wake = state
+                .deadlines
+                .peek()
+                .is_none_or(|Reverse((at, _))| deadline < *at);
+            state.deadlines.push(Reverse((deadline, id)));
+            state.pending.insert(
+                id,
+                Pending {
+                    reply,
+                    caller_id,
+                    token,
+                    deadline,
+                    timeout: options.timeout,
+                    reset_on_progress: options.reset_on_progress,
+                    tag: options.tag,
+                },
+            );
+            (id, text)
+        };
+        if wake {
+            self.inner.earlier_deadline.notify_one();
+        }
+        if let Err(failure) = self.inner.link.send(text, Some(id)) {
+            if let Some(pending) = self.take(id) {
+                return Err((pending.reply, failure));
+            }
+        }
+        Ok(id)
+    }
+
+    /// Send a request of the proxy's own and wait for the whole response message.
+    pub async fn call(
+        &self,
+        method: &str,
+        params: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Message, Failure> {
+        let text = match params {
+            Some(params) => {
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":0,"method":{},"params":{params}}}"#,
+                    message::quote(method)
+                )
+            }
+            None => format!(
+                r#"{{"jsonrpc":"2.0","id":0,"method":{}}}"#,
+                message::quote(method)
+            ),
+        };
+        let request = Message::parse(text)
+            .map_err(|invalid| Failure::Undelivered(format!("bad request: {}", invalid.message)))?;
+        let (tx, rx) = oneshot::channel();
+        let options = Options {
+            timeout,
+            reset_on_progress: false,
+            tag: None,
+        };
+        match self.request(request, Box::new(Answer(tx)), options) {
+            Ok(_) => rx.await.unwrap_or(Err(Failure::Stopped)),
+            Err((_, failure)) => Err(failure),
+        }
+    }
+
+    /// Send a notification (e.g. `notifications/initialized`).
+    pub fn notify(&self, text: String) -> Result<(), Failure> {
+        self.inner.link.send(text, None)
+    }
+
+    /// Answer the server's request whose id is `id` (raw) with `body`: the raw text of a
+    /// `"result": …` or `"error": …` member.
+    pub fn answer(&self, id: &str, body: &str) -> Result<(), Failure> {
+        self.inner
+            .link
+            .send(format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#), None)
+    }
+
+    /// Stop waiting for request `id` and tell the server (`notifications/cancelled`). The
+    /// reply is dropped unanswered, as MCP asks of a cancelled request.
+    pub fn cancel(&self, id: u64, reason: &str) {
+        if self.take(id).is_some() {
+            let _ = self.notify(cancelled(id, reason));
+        }
+    }
+
+    /// Take request `id` out of the table.
+    fn take(&self, id: u64) -> Option<Pending> {
+        let mut state = self.state();
+        let pending = state.pending.remove(&id)?;
+        if let Some((_, upstream)) = &pending.token {
+            state.tokens.remove(upstream);
+        }
+        Some(pending)
+    }
+
+    /// Whether request `id` still waits for its answer.
+    pub fn is_pending(&self, id: u64) -> bool {
+        self.state().pending.contains_key(&id)
+    }
+
+    /// Tell the link which protocol version the handshake settled on.
+    pub fn negotiated(&self, version: &str) {
+        self.inner.link.negotiated(version);
+    }
+
+    /// How many requests wait for an answer.
+    pub fn in_flight(&self) -> usize {
+        self.state().pending.len()
+    }
+
+    /// The tags of the requests waiting for an answer.
+    pub fn tags_in_flight(&self) -> Vec<u64> {
+        self.state()
+            .pending
+            .values()
+            .filter_map(|p| p.tag)
+            .collect()
+    }
+
+    /// One message from the server, in the order it came. `stream` is the request whose
+    /// HTTP response carried it, if any.
+    pub fn receive(&self, message: Message, stream: Option<u64>) {
+        match message.kind() {
+            Kind::Result | Kind::Error => self.response(message),
+            Kind::Notification => self.notification(message, stream),
+            Kind::Request => {
+                if message.method() == Some("ping") {
+                    if let Some(id) = message.id() {
+                        let _ = self.answer(id, r#""result":{}"#);
+                    }
+                    return;
+                }
+                let origin = self.origin(stream);
+                match self.downstream() {
+                    Some(downstream) => downstream.request(self, message, origin),
+                    None => {
+                        if let Some(id) = message.id() {
+                            let _ = self.answer(
+                                id,
+                                r#""error":{"code":-32601,"message":"no MCP client is connected to answer this request"}"#,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn response(&self, message: Message) {
+        let Some(id) = message.numeric_id() else {
+            tracing::debug!("a response with an id the proxy never sent; dropped");
+            return;
+        };
+        let Some(pending) = self.take(id) else {
+            // Cancelled or timed out meanwhile: the caller no longer waits.
+            return;
+        };
+        let message = message.rewrite(pending.caller_id.as_deref(), Vec::new());
+        pending.reply.respond(message);
+    }
+
+    fn notification(&self, message: Message, stream: Option<u64>) {
+        if message.method() == Some("notifications/progress") {
+            let Some(span) = message.find(&["progressToken"]) else {
+                return;
+            };
+            let mut state = self.state();
+            let Some(id) = state.tokens.get(message.slice(span.clone())).copied() else {
+                return;
+            };
+            let Some(pending) = state.pending.get_mut(&id) else {
+                return;
+            };
+            if pending.reset_on_progress {
+                pending.deadline = Instant::now() + pending.timeout;
+            }
+            let caller = pending.token.as_ref().map(|(caller, _)| caller.to_string());
+            let message = match caller {
+                Some(caller) if *caller != *message.slice(span.clone()) => {
+                    message.rewrite(None, vec![(span, caller)])
+                }
+                _ => message,
+            };
+            // Under the lock: the response, handled by this same task, cannot overtake it.
+            pending.reply.related(message);
+            return;
+        }
+        let origin = self.origin(stream);
+        if let Some(id) = stream {
+            let related = !message
+                .method()
+                .is_some_and(|m| m.ends_with("/list_changed"));
+            if related {
+                if let Some(pending) = self.state().pending.get_mut(&id) {
+                    pending.reply.related(message);
+                    return;
+                }
+            }
+        }
+        if let Some(downstream) = self.downstream() {
+            downstream.notify(message, origin);
+        }
+    }
+
+    /// The tag of the request a server message is about: the one whose stream carried it,
+    /// else the only tagged request in flight.
+    fn origin(&self, stream: Option<u64>) -> Option<u64> {
+        let state = self.state();
+        if let Some(tag) = stream
+            .and_then(|id| state.pending.get(&id))
+            .and_then(|p| p.tag)
+        {
+            return Some(tag);
+        }
+        let mut tags = state.pending.values().filter_map(|p| p.tag);
+        match (tags.next(), tags.next()) {
+            (Some(only), None) => Some(only),
+            _ => None,
+        }
+    }
+
+    /// A request failed on its way (an HTTP POST refused or unreachable).
+    pub fn failed(&self, id: u64, failure: Failure) {
+        if let Some(pending) = self.take(id) {
+            pending.reply.fail(failure);
+        }
+    }
+
+    /// The link is gone: every request fails, nothing more is sent.
+    pub fn end(&self) {
+        let pending: Vec<Pending> = {
+            let mut state = self.state();
+            state.closed = true;
+            state.tokens.clear();
+            state.deadlines.clear();
+            state.pending.drain().map(|(_, p)| p).collect()
+        };
+        self.inner.ended.cancel();
+        self.inner.link.close();
+        for pending in pending {
+            pending.reply.fail(Failure::Stopped);
+        }
+    }
+
+    /// Resolves once the session has ended.
+    pub async fn ended(&self) {
+        self.inner.ended.cancelled().await
+    }
+
+    /// Whether the session has ended.
+    pub fn is_ended(&self) -> bool {
+        self.inner.ended.is_cancelled()
+    }
+}
+
+/// `notifications/cancelled` for request `id`.
+pub fn cancelled(id: u64, reason: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id},"reason":{}}}}}"#,
+        message::quote(reason)
+    )
+}
+
+/// Fails requests whose deadline passed; sleeps until the earliest one. Holds the session
+/// only while it looks, so a dropped session ends it.
+async fn keep_deadlines(inner: Weak<Inner>, earlier: Arc<Notify>, ended: CancellationToken) {
+    loop {
+        let next = {
+            let Some(inner) = inner.upgrade() else { return };
+            Session { inner }.expire(Instant::now())
+        };
+        tokio::select! {
+            _ = earlier.notified() => {}
+            _ = ended.cancelled() => return,
+            _ = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+    }
+}
+
+impl Session {
+    /// Fail every request whose deadline is before `now`; the next deadline, if any.
+    fn expire(&self, now: Instant) -> Option<Instant> {
+        let mut expired = Vec::new();
+        let next = {
+            let mut state = self.state();
+            loop {
+                let Some(Reverse((at, id))) = state.deadlines.peek().copied() else {
+                    break None;
+                };
+                if at > now {
+                    break Some(at);
+                }
+                state.deadlines.pop();
+                match state.pending.get(&id).map(|p| p.deadline) {
+                    Some(deadline) if deadline > now => {
+                        state.deadlines.push(Reverse((deadline, id)))
+                    }
+                    Some(_) => expired.push(id),
+                    None => {}
+                }
+            }
+        };
+        for id in expired {
+            if let Some(pending) = self.take(id) {
+                let _ = self.notify(cancelled(id, "timed out"));
+                pending.reply.fail(Failure::Timeout(pending.timeout));
+            }
+        }
+        next
+    }
+}
+
+/// A reply that hands the whole response (or failure) to a waiting task.
+struct Answer(oneshot::Sender<Result<Message, Failure>>);
+
+impl Reply for Answer {
+    fn related(&mut self, _: Message) {}
+    fn respond(self: Box<Self>, message: Message) {
+        let _ = self.0.send(Ok(message));
+    }
+    fn fail(self: Box<Self>, failure: Failure) {
+        let _ = self.0.send(Err(failure));
+    }
+}
+
+#[cfg(test)]
+mod tests;
