@@ -54,8 +54,9 @@ enum Phase {
     Ready { client_id: String },
 }
 
-/// The protocol side of one connection.
-pub struct Connection {
+/// One connection's protocol state machine: handshake phase, then commands and
+/// notifications, answered through the host's ordered outbound queue.
+pub struct ConnectionProtocol {
     id: ConnId,
     host: Arc<Host>,
     phase: Phase,
@@ -63,7 +64,7 @@ pub struct Connection {
     channel_requests: super::mcp_channel::InFlight,
 }
 
-impl Connection {
+impl ConnectionProtocol {
     /// A connection that has not shaken hands yet.
     pub fn new(id: ConnId, host: Arc<Host>) -> Self {
         Self {

@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 
-use super::commands::{After, Connection};
+use super::commands::{After, ConnectionProtocol};
 use crate::config::Limits;
 use crate::host::Host;
 use crate::jsonrpc::Frame;
@@ -65,7 +65,7 @@ pub async fn run<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut attachment = host.attach();
-    let mut connection = Connection::new(attachment.id, host.clone());
+    let mut connection = ConnectionProtocol::new(attachment.id, host.clone());
     tracing::debug!(conn = attachment.id, "connected");
     // Liveness: pings after a third of the idle timeout of silence; anything the peer sends
     // (a pong included) counts. `initialize` (or `reconnect`) must come within the

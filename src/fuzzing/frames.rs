@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use super::mirror::Mirror;
 use super::scratch::{self, Scratch};
-use crate::ahp::commands::{After, Connection};
+use crate::ahp::commands::{After, ConnectionProtocol};
 use crate::ahp::mcp_channel::McpChannels;
 use crate::config::Config;
 use crate::front::mirror::{CallStart, Turns};
@@ -147,7 +147,7 @@ fn frames_config(writable: &Path) -> Config {
 /// One connection slot: the protocol state machine, its end of the host, the client's
 /// mirror, and how many answers it is owed.
 struct Slot {
-    connection: Connection,
+    connection: ConnectionProtocol,
     attachment: Attachment,
     mirror: Mirror,
     /// Frames that must be answered exactly once (requests and malformed frames).
@@ -175,7 +175,7 @@ impl Slot {
     fn open(host: &Arc<Host>) -> Self {
         let attachment = host.attach();
         Self {
-            connection: Connection::new(attachment.id, host.clone()),
+            connection: ConnectionProtocol::new(attachment.id, host.clone()),
             attachment,
             mirror: Mirror::default(),
             owed: 0,
