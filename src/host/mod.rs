@@ -8,6 +8,7 @@ pub mod admission;
 pub mod apps;
 pub mod fanout;
 pub mod live;
+pub mod paused;
 pub mod replay;
 pub mod store;
 
@@ -72,13 +73,8 @@ struct Core {
     fanout: Fanout,
     clients: HashMap<String, ClientRecord>,
     client_order: VecDeque<String>,
-    /// Tool calls (chat, tool call id) a client gave up on while they waited for
-    /// authorization.
-    given_up: tokio::sync::broadcast::Sender<(String, String)>,
-    /// Tool calls (chat, tool call id) whose harness request waits for authorization right
-    /// now: the only ones a client may give up on. Whoever takes one out first (a give-up,
-    /// or the call resuming) decides how it ends.
-    paused: HashSet<(String, String)>,
+    /// Harness tool calls waiting for authorization: the only ones a client may give up on.
+    paused: paused::PausedCalls,
     /// Servers holding a token from `authenticate`, by the resource it was given for (so
     /// the token can be replaced or revoked while the server is ready).
     authenticated: HashMap<String, HashSet<String>>,
@@ -126,8 +122,7 @@ impl Host {
                 clients: HashMap::new(),
                 client_order: VecDeque::new(),
                 authenticated: HashMap::new(),
-                given_up: tokio::sync::broadcast::channel(64).0,
-                paused: HashSet::new(),
+                paused: paused::PausedCalls::default(),
             }),
             queue_capacity: config.limits.client_queue,
             next_conn: AtomicU64::new(1),
@@ -136,21 +131,17 @@ impl Host {
 
     /// Tool calls (chat, tool call id) clients give up on from now on.
     pub fn given_up(&self) -> tokio::sync::broadcast::Receiver<(String, String)> {
-        self.core().given_up.subscribe()
+        self.core().paused.subscribe()
     }
 
     /// Tool call `call` of `chat` waits for authorization: clients may give up on it.
     pub fn hold_paused(&self, chat: &str, call: &str) {
-        self.core()
-            .paused
-            .insert((chat.to_string(), call.to_string()));
+        self.core().paused.hold(chat, call);
     }
 
     /// Tool call `call` of `chat` stops waiting. `false` when a client gave up on it first.
     pub fn release_paused(&self, chat: &str, call: &str) -> bool {
-        self.core()
-            .paused
-            .remove(&(chat.to_string(), call.to_string()))
+        self.core().paused.release(chat, call)
     }
 
     /// Serve `mcp://` channels with these (once, at start-up).
@@ -501,9 +492,7 @@ impl Host {
         } else if let Some(chat) = core.store.chat(&params.channel) {
             admission::admit_chat(chat, &params.action).and_then(|()| match &params.action {
                 StateAction::ChatToolCallComplete(a)
-                    if !core
-                        .paused
-                        .contains(&(params.channel.clone(), a.tool_call_id.clone())) =>
+                    if !core.paused.is_held(&params.channel, &a.tool_call_id) =>
                 {
                     Err(format!(
                         "tool call {:?} is no longer waiting for authorization",
@@ -902,10 +891,7 @@ impl Core {
             StateAction::ChatToolCallComplete(a) => {
                 // A client gave up on a call waiting for authorization: its harness request
                 // ends with an error now.
-                let call = (channel.to_string(), a.tool_call_id.clone());
-                if self.paused.remove(&call) {
-                    let _ = self.given_up.send(call);
-                }
+                self.paused.give_up(channel, &a.tool_call_id);
                 return;
             }
             _ => return,
