@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::services::Services;
 use crate::host::fanout::ConnId;
 use crate::host::{ClientRecord, Host};
 use crate::jsonrpc::{self, ahp_codes, Incoming, Malformed, RpcError};
@@ -58,7 +59,7 @@ enum Phase {
 /// notifications, answered through the host's ordered outbound queue.
 pub struct ConnectionProtocol {
     id: ConnId,
-    host: Arc<Host>,
+    services: Arc<Services>,
     phase: Phase,
     /// Its `mcp://` requests in flight (cancelled when the connection is dropped).
     channel_requests: super::mcp_channel::InFlight,
@@ -66,10 +67,10 @@ pub struct ConnectionProtocol {
 
 impl ConnectionProtocol {
     /// A connection that has not shaken hands yet.
-    pub fn new(id: ConnId, host: Arc<Host>) -> Self {
+    pub fn new(id: ConnId, services: Arc<Services>) -> Self {
         Self {
             id,
-            host,
+            services,
             phase: Phase::Handshake,
             channel_requests: Default::default(),
         }
@@ -97,7 +98,9 @@ impl ConnectionProtocol {
             }
             Err(Malformed { id, error }) => {
                 tracing::debug!(conn = self.id, code = error.code, message = %error.message, "malformed frame");
-                self.host.send(self.id, jsonrpc::failure(&id, &error));
+                self.services
+                    .host
+                    .send(self.id, jsonrpc::failure(&id, &error));
                 After::Continue
             }
         }
@@ -109,7 +112,8 @@ impl ConnectionProtocol {
             jsonrpc::codes::INVALID_REQUEST,
             "binary frames are not supported: send each JSON-RPC message as a text frame",
         );
-        self.host
+        self.services
+            .host
             .send(self.id, jsonrpc::failure(&Value::Null, &error));
     }
 
@@ -119,14 +123,16 @@ impl ConnectionProtocol {
             (Phase::Ready { .. }, m)
                 if m != "subscribe" && super::mcp_channel::is_channel_request(&params) =>
             {
-                return super::mcp_channel::request(
-                    &self.host,
+                super::mcp_channel::request(
+                    &self.services.host,
+                    &self.services.channels,
                     &self.channel_requests,
                     self.id,
                     id,
                     method,
                     params,
                 );
+                return After::Continue;
             }
             (_, "ping") => self.reply(id, &()),
             (Phase::Handshake, "initialize") => return self.initialize(id, params),
@@ -143,14 +149,17 @@ impl ConnectionProtocol {
             }
         };
         if let Err(error) = outcome {
-            self.host
+            self.services
+                .host
                 .send(self.id, jsonrpc::failure(&Value::from(id), &error));
         }
         After::Continue
     }
 
     fn reply(&self, id: u64, result: &impl serde::Serialize) -> Result<(), RpcError> {
-        self.host.send(self.id, jsonrpc::success(id, result));
+        self.services
+            .host
+            .send(self.id, jsonrpc::success(id, result));
         Ok(())
     }
 
@@ -161,14 +170,14 @@ impl ConnectionProtocol {
         let params: InitializeParams = match decode_params("initialize", params) {
             Ok(params) => params,
             Err(error) => {
-                refuse(&self.host, error);
+                refuse(&self.services.host, error);
                 return After::Continue;
             }
         };
         if let Err(error) =
             on_root(&params.channel).and_then(|()| non_empty_client_id(&params.client_id))
         {
-            refuse(&self.host, error);
+            refuse(&self.services.host, error);
             return After::Continue;
         }
         let version = match negotiate_protocol_version(&params.protocol_versions) {
@@ -189,11 +198,11 @@ impl ConnectionProtocol {
                     ),
                     data: serde_json::to_value(data).ok(),
                 };
-                refuse(&self.host, error);
+                refuse(&self.services.host, error);
                 return After::Close("unsupported protocol version");
             }
             Err(message) => {
-                refuse(&self.host, RpcError::invalid_params(message));
+                refuse(&self.services.host, RpcError::invalid_params(message));
                 return After::Continue;
             }
         };
@@ -205,7 +214,7 @@ impl ConnectionProtocol {
                 .is_some_and(|c| c.mcp_apps.is_some()),
         };
         tracing::info!(conn = self.id, client = %params.client_id, version = %record.protocol_version, mcp_apps = record.mcp_apps, "client initialized");
-        self.host.initialize(
+        self.services.host.initialize(
             self.id,
             id,
             &params.client_id,
@@ -222,7 +231,7 @@ impl ConnectionProtocol {
         let params: ReconnectParams = decode_params("reconnect", params)?;
         on_root(&params.channel)?;
         non_empty_client_id(&params.client_id)?;
-        self.host.reconnect(
+        self.services.host.reconnect(
             self.id,
             id,
             &params.client_id,
@@ -246,23 +255,24 @@ impl ConnectionProtocol {
         match method {
             "subscribe" => {
                 let params: SubscribeParams = decode_params(method, params)?;
-                self.host.subscribe(self.id, id, &params.channel)
+                self.services.host.subscribe(self.id, id, &params.channel)
             }
             "listSessions" => {
                 let params: ListSessionsParams = decode_params(method, params)?;
                 on_root(&params.channel)?;
                 let result = self
+                    .services
                     .host
                     .list_sessions(params.limit, params.cursor.as_deref())?;
                 self.reply(id, &result)
             }
             "createSession" => {
                 let params: CreateSessionParams = decode_params(method, params)?;
-                self.host.create_session(self.id, id, client_id, params)
+                self.services.host.create_session(self.id, id, client_id, params)
             }
             "disposeSession" => {
                 let params: DisposeSessionParams = decode_params(method, params)?;
-                self.host.dispose_session(self.id, id, &params.channel)
+                self.services.host.dispose_session(self.id, id, &params.channel)
             }
             "resolveSessionConfig" => {
                 root_command(method, params)?;
@@ -288,42 +298,43 @@ impl ConnectionProtocol {
                 "{m} is not supported by this host (it serves customizations and MCP servers, not chats, terminals or automations)"
             ))),
             "resourceRead" => {
-                let result = self.host.files().read(decode_params(method, params)?)?;
+                let result = self.services.files.read(decode_params(method, params)?)?;
                 self.reply(id, &result)
             }
             "resourceWrite" => {
-                self.host.files().write(decode_params(method, params)?)?;
+                self.services.files.write(decode_params(method, params)?)?;
                 self.reply(id, &ResourceWriteResult {})
             }
             "resourceList" => {
-                let result = self.host.files().list(decode_params(method, params)?)?;
+                let result = self.services.files.list(decode_params(method, params)?)?;
                 self.reply(id, &result)
             }
             "resourceDelete" => {
-                self.host.files().delete(decode_params(method, params)?)?;
+                self.services.files.delete(decode_params(method, params)?)?;
                 self.reply(id, &ResourceDeleteResult {})
             }
             "resourceMkdir" => {
-                self.host.files().mkdir(decode_params(method, params)?)?;
+                self.services.files.mkdir(decode_params(method, params)?)?;
                 self.reply(id, &ResourceMkdirResult {})
             }
             "resourceResolve" => {
-                let result = self.host.files().resolve(decode_params(method, params)?)?;
+                let result = self.services.files.resolve(decode_params(method, params)?)?;
                 self.reply(id, &result)
             }
             "resourceCopy" => {
-                self.host.files().copy(decode_params(method, params)?)?;
+                self.services.files.copy(decode_params(method, params)?)?;
                 self.reply(id, &ResourceCopyResult {})
             }
             "resourceMove" => {
-                self.host.files().rename(decode_params(method, params)?)?;
+                self.services.files.rename(decode_params(method, params)?)?;
                 self.reply(id, &ResourceMoveResult {})
             }
             "authenticate" => {
                 let params: ahp_types::commands::AuthenticateParams =
                     decode_params(method, params)?;
                 on_root(&params.channel)?;
-                self.host.authenticate(params)?;
+                let waiting = self.services.channels.connections.auth_waiting();
+                self.services.host.authenticate(params, waiting)?;
                 self.reply(id, &ahp_types::commands::AuthenticateResult {})
             }
             m if m.starts_with("resource") || m == "createResourceWatch" => {
@@ -343,16 +354,19 @@ impl ConnectionProtocol {
             return;
         };
         if method != "unsubscribe" && super::mcp_channel::is_channel_request(&params) {
-            super::mcp_channel::notification(&self.host, self.id, method, &params);
+            super::mcp_channel::notification(&self.services.host, self.id, method, &params);
             return;
         }
         match method {
             "unsubscribe" => match decode_params::<UnsubscribeParams>(method, params) {
-                Ok(params) => self.host.unsubscribe(self.id, client_id, &params.channel),
+                Ok(params) => self
+                    .services
+                    .host
+                    .unsubscribe(self.id, client_id, &params.channel),
                 Err(error) => tracing::debug!(conn = self.id, %error.message, "bad unsubscribe"),
             },
             "dispatchAction" => match decode_params::<DispatchActionParams>(method, params) {
-                Ok(params) => self.host.dispatch(self.id, client_id, params),
+                Ok(params) => self.services.host.dispatch(self.id, client_id, params),
                 Err(error) => tracing::debug!(conn = self.id, %error.message, "bad dispatchAction"),
             },
             other => tracing::debug!(

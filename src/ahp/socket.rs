@@ -15,8 +15,8 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 
 use super::commands::{After, ConnectionProtocol};
+use super::services::Services;
 use crate::config::Limits;
-use crate::host::Host;
 use crate::jsonrpc::Frame;
 
 /// How long a closing handshake may take before the socket is simply dropped.
@@ -58,14 +58,15 @@ where
 /// Serve one upgraded connection until it ends.
 pub async fn run<S>(
     mut ws: WebSocketStream<S>,
-    host: Arc<Host>,
+    services: Arc<Services>,
     limits: &Limits,
     shutdown: CancellationToken,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let host = services.host.clone();
     let mut attachment = host.attach();
-    let mut connection = ConnectionProtocol::new(attachment.id, host.clone());
+    let mut connection = ConnectionProtocol::new(attachment.id, services);
     tracing::debug!(conn = attachment.id, "connected");
     // Liveness: pings after a third of the idle timeout of silence; anything the peer sends
     // (a pong included) counts. `initialize` (or `reconnect`) must come within the

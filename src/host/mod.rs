@@ -14,7 +14,7 @@ pub mod store;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use ahp_types::actions::{
     ActionEnvelope, ActionOrigin, SessionActiveClientRemovedAction, StateAction,
@@ -83,8 +83,6 @@ struct Core {
 /// The AHP host: shared by every connection and, later, by discovery and the supervisor.
 pub struct Host {
     core: Mutex<Core>,
-    mcp_channels: std::sync::OnceLock<Arc<crate::ahp::mcp_channel::McpChannels>>,
-    files: crate::ahp::resources::Files,
     queue_capacity: usize,
     next_conn: AtomicU64,
 }
@@ -112,8 +110,6 @@ impl Host {
         );
         let _ = store.add_chat(DEFAULT_SESSION_URI, HARNESS_CHAT_URI, "MCP harness", true);
         Self {
-            mcp_channels: std::sync::OnceLock::new(),
-            files: crate::ahp::resources::Files::new(&config.directories),
             core: Mutex::new(Core {
                 store,
                 live: live::Live::default(),
@@ -144,16 +140,6 @@ impl Host {
         self.core().paused.release(chat, call)
     }
 
-    /// Serve `mcp://` channels with these (once, at start-up).
-    pub fn set_mcp_channels(&self, channels: crate::ahp::mcp_channel::McpChannels) {
-        let _ = self.mcp_channels.set(Arc::new(channels));
-    }
-
-    /// What serves `mcp://` channels, once installed.
-    pub fn mcp_channels(&self) -> Option<Arc<crate::ahp::mcp_channel::McpChannels>> {
-        self.mcp_channels.get().cloned()
-    }
-
     /// The server behind `mcp://` channel `uri` and what its channel serves, for connection
     /// `conn`. Only connections that declared `mcpApps` see channels; a channel exists while
     /// its server is ready.
@@ -176,9 +162,9 @@ impl Host {
         core.channel_server(uri).ok_or_else(unknown)
     }
 
-    /// Server `id` changed its `list` (`tools` or `resources`): tell the subscribers of its
-    /// channels that advertise `listChanged` for it.
-    pub fn announce_list_changed(&self, id: &str, list: &str) {
+    /// Server `id` changed its `list` (`tools` or `resources`): queue `frame_for(channel)` to
+    /// the subscribers of each of its channels that advertise `listChanged` for it.
+    pub fn announce_list_changed(&self, id: &str, list: &str, frame_for: impl Fn(&str) -> Frame) {
         let mut core = self.core();
         let core = &mut *core;
         let channels: Vec<String> = core
@@ -195,17 +181,19 @@ impl Host {
             .filter_map(|m| m.channel.clone())
             .collect();
         for channel in channels {
-            let frame = crate::ahp::mcp_channel::list_changed(&channel, list);
-            core.fanout.broadcast(&channel, &frame);
+            core.fanout.broadcast(&channel, &frame_for(&channel));
         }
     }
 
     /// Handle `authenticate`: the token goes to every server that asked for this resource
     /// (or holds a token for it), which reconnects with it; an empty token revokes. Tokens
-    /// stay in memory, in the supervisor only; they never enter state or logs.
+    /// stay in memory, in the supervisor only; they never enter state or logs. `waiting`
+    /// are the servers the supervisor has just seen refuse, with the status they went down
+    /// with (their state may be a moment away).
     pub fn authenticate(
         &self,
         params: ahp_types::commands::AuthenticateParams,
+        waiting: Vec<(String, crate::supervisor::Status)>,
     ) -> Result<(), RpcError> {
         let mut core = self.core();
         let core = &mut *core;
@@ -231,10 +219,6 @@ impl Host {
                 }
             }
         }
-        let waiting = self
-            .mcp_channels()
-            .map(|channels| channels.connections.auth_waiting())
-            .unwrap_or_default();
         for (id, status) in waiting {
             if let Some(auth) = live::auth_requirement(&status) {
                 if auth.resource.resource == params.resource && ids.insert(id) {
@@ -312,11 +296,6 @@ impl Host {
             }
         }
         Ok(())
-    }
-
-    /// Host files clients may touch with `resource*` commands (writable directories only).
-    pub fn files(&self) -> &crate::ahp::resources::Files {
-        &self.files
     }
 
     fn core(&self) -> MutexGuard<'_, Core> {
