@@ -274,8 +274,33 @@ impl ConnectionProtocol {
                 let params: DisposeSessionParams = decode_params(method, params)?;
                 self.services.host.dispose_session(self.id, id, &params.channel)
             }
-            "resolveSessionConfig" => {
+            "resolveSessionConfig" | "sessionConfigCompletions" | "completions" => {
                 root_command(method, params)?;
+                self.empty_answer(id, method)
+            }
+            m if UNSUPPORTED.contains(&m) => Err(RpcError::method_not_found(format!(
+                "{m} is not supported by this host (it serves customizations and MCP servers, not chats, terminals or automations)"
+            ))),
+            "authenticate" => {
+                let params: ahp_types::commands::AuthenticateParams =
+                    decode_params(method, params)?;
+                on_root(&params.channel)?;
+                let waiting = self.services.channels.connections.auth_waiting();
+                self.services.host.authenticate(params, waiting)?;
+                self.reply(id, &ahp_types::commands::AuthenticateResult {})
+            }
+            m if m.starts_with("resource") || m == "createResourceWatch" => {
+                self.resource_command(id, m, params)
+            }
+            m => Err(RpcError::method_not_found(format!("unknown method {m:?}"))),
+        }
+    }
+
+    /// Root commands this host answers with nothing to offer: no session config, no
+    /// completions.
+    fn empty_answer(&self, id: u64, method: &str) -> Result<(), RpcError> {
+        match method {
+            "resolveSessionConfig" => {
                 let result = ResolveSessionConfigResult {
                     schema: SessionConfigSchema {
                         r#type: "object".into(),
@@ -287,60 +312,52 @@ impl ConnectionProtocol {
                 self.reply(id, &result)
             }
             "sessionConfigCompletions" => {
-                root_command(method, params)?;
                 self.reply(id, &SessionConfigCompletionsResult { items: vec![] })
             }
-            "completions" => {
-                root_command(method, params)?;
-                self.reply(id, &CompletionsResult { items: vec![] })
-            }
-            m if UNSUPPORTED.contains(&m) => Err(RpcError::method_not_found(format!(
-                "{m} is not supported by this host (it serves customizations and MCP servers, not chats, terminals or automations)"
-            ))),
+            // "completions"
+            _ => self.reply(id, &CompletionsResult { items: vec![] }),
+        }
+    }
+
+    /// `resource*` commands, on the host files of writable directories.
+    fn resource_command(&self, id: u64, method: &str, params: Value) -> Result<(), RpcError> {
+        let files = &self.services.files;
+        match method {
             "resourceRead" => {
-                let result = self.services.files.read(decode_params(method, params)?)?;
+                let result = files.read(decode_params(method, params)?)?;
                 self.reply(id, &result)
             }
             "resourceWrite" => {
-                self.services.files.write(decode_params(method, params)?)?;
+                files.write(decode_params(method, params)?)?;
                 self.reply(id, &ResourceWriteResult {})
             }
             "resourceList" => {
-                let result = self.services.files.list(decode_params(method, params)?)?;
+                let result = files.list(decode_params(method, params)?)?;
                 self.reply(id, &result)
             }
             "resourceDelete" => {
-                self.services.files.delete(decode_params(method, params)?)?;
+                files.delete(decode_params(method, params)?)?;
                 self.reply(id, &ResourceDeleteResult {})
             }
             "resourceMkdir" => {
-                self.services.files.mkdir(decode_params(method, params)?)?;
+                files.mkdir(decode_params(method, params)?)?;
                 self.reply(id, &ResourceMkdirResult {})
             }
             "resourceResolve" => {
-                let result = self.services.files.resolve(decode_params(method, params)?)?;
+                let result = files.resolve(decode_params(method, params)?)?;
                 self.reply(id, &result)
             }
             "resourceCopy" => {
-                self.services.files.copy(decode_params(method, params)?)?;
+                files.copy(decode_params(method, params)?)?;
                 self.reply(id, &ResourceCopyResult {})
             }
             "resourceMove" => {
-                self.services.files.rename(decode_params(method, params)?)?;
+                files.rename(decode_params(method, params)?)?;
                 self.reply(id, &ResourceMoveResult {})
             }
-            "authenticate" => {
-                let params: ahp_types::commands::AuthenticateParams =
-                    decode_params(method, params)?;
-                on_root(&params.channel)?;
-                let waiting = self.services.channels.connections.auth_waiting();
-                self.services.host.authenticate(params, waiting)?;
-                self.reply(id, &ahp_types::commands::AuthenticateResult {})
-            }
-            m if m.starts_with("resource") || m == "createResourceWatch" => {
-                Err(RpcError::method_not_found(format!("{m} is not available yet on this host")))
-            }
-            m => Err(RpcError::method_not_found(format!("unknown method {m:?}"))),
+            m => Err(RpcError::method_not_found(format!(
+                "{m} is not available yet on this host"
+            ))),
         }
     }
 
