@@ -200,7 +200,7 @@ impl Store {
                 .ok_or(CommitError::UnknownChannel)?;
             let before = SummaryFields::of(&record.state);
             accept(apply_action_to_session(&mut record.state, &action))?;
-            let changes = before.changes_to(&record.state);
+            let changes = before.changes_to(&record.state, now_iso8601);
             if let Some(changes) = &changes {
                 if let Some(modified_at) = &changes.modified_at {
                     record.modified_at = modified_at.clone();

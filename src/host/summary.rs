@@ -80,8 +80,13 @@ impl SummaryFields {
         }
     }
 
-    /// Only the fields that differ from `after`, plus a fresh `modifiedAt`; `None` if nothing did.
-    pub fn changes_to(&self, after: &SessionState) -> Option<PartialSessionSummary> {
+    /// Only the fields that differ from `after`, plus `modifiedAt` from `now`; `None` if
+    /// nothing did.
+    pub fn changes_to(
+        &self,
+        after: &SessionState,
+        now: impl FnOnce() -> String,
+    ) -> Option<PartialSessionSummary> {
         let mut changes = PartialSessionSummary::default();
         let mut changed = false;
         if self.title != after.title {
@@ -105,7 +110,7 @@ impl SummaryFields {
             changed = true;
         }
         changed.then(|| {
-            changes.modified_at = Some(super::store::now_iso8601());
+            changes.modified_at = Some(now());
             changes
         })
     }
@@ -168,15 +173,21 @@ mod tests {
     #[test]
     fn only_changed_summary_fields_are_reported() {
         let before = session(IDLE, &[]);
-        assert!(SummaryFields::of(&before).changes_to(&before).is_none());
+        let now = || "2026-03-01T00:00:00.000Z".to_string();
+        assert!(SummaryFields::of(&before)
+            .changes_to(&before, now)
+            .is_none());
         let mut after = before.clone();
         after.title = "renamed".into();
         let changes = SummaryFields::of(&before)
-            .changes_to(&after)
+            .changes_to(&after, now)
             .expect("the title changed");
         assert_eq!(changes.title.as_deref(), Some("renamed"));
         assert!(changes.status.is_none());
-        assert!(changes.modified_at.is_some());
+        assert_eq!(
+            changes.modified_at.as_deref(),
+            Some("2026-03-01T00:00:00.000Z")
+        );
     }
 
     #[test]
