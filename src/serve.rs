@@ -60,12 +60,17 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         },
         mirror,
     );
-    // MCP Apps: `mcp://` channels served on the same connections, sampling answered by the
-    // harness (advertised only while one that can is connected), list changes relayed.
-    host.set_mcp_channels(crate::ahp::mcp_channel::McpChannels {
-        connections: connections.clone(),
-        hub: Arc::downgrade(&hub),
-        timeout: config.mcp.request_timeout,
+    // What AHP connections are served with: the host, writable host files, and MCP Apps'
+    // `mcp://` channels served on the same connections, sampling answered by the harness
+    // (advertised only while one that can is connected), list changes relayed.
+    let services = Arc::new(crate::ahp::Services {
+        host: host.clone(),
+        files: crate::ahp::resources::Files::new(&config.directories),
+        channels: crate::ahp::mcp_channel::McpChannels {
+            connections: connections.clone(),
+            hub: Arc::downgrade(&hub),
+            timeout: config.mcp.request_timeout,
+        },
     });
     tokio::spawn(crate::ahp::mcp_channel::relay_list_changes(
         connections.clone(),
@@ -136,7 +141,7 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     let listening = CancellationToken::new();
     let server = tokio::spawn(listener::serve(
         tcp,
-        host.clone(),
+        services,
         gate,
         config.limits.clone(),
         listening.clone(),

@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::services::Services;
 use crate::host::fanout::ConnId;
 use crate::host::{ClientRecord, Host};
 use crate::jsonrpc::{self, ahp_codes, Incoming, Malformed, RpcError};
@@ -54,21 +55,22 @@ enum Phase {
     Ready { client_id: String },
 }
 
-/// The protocol side of one connection.
-pub struct Connection {
+/// One connection's protocol state machine: handshake phase, then commands and
+/// notifications, answered through the host's ordered outbound queue.
+pub struct ConnectionProtocol {
     id: ConnId,
-    host: Arc<Host>,
+    services: Arc<Services>,
     phase: Phase,
     /// Its `mcp://` requests in flight (cancelled when the connection is dropped).
     channel_requests: super::mcp_channel::InFlight,
 }
 
-impl Connection {
+impl ConnectionProtocol {
     /// A connection that has not shaken hands yet.
-    pub fn new(id: ConnId, host: Arc<Host>) -> Self {
+    pub fn new(id: ConnId, services: Arc<Services>) -> Self {
         Self {
             id,
-            host,
+            services,
             phase: Phase::Handshake,
             channel_requests: Default::default(),
         }
@@ -96,7 +98,9 @@ impl Connection {
             }
             Err(Malformed { id, error }) => {
                 tracing::debug!(conn = self.id, code = error.code, message = %error.message, "malformed frame");
-                self.host.send(self.id, jsonrpc::failure(&id, &error));
+                self.services
+                    .host
+                    .send(self.id, jsonrpc::failure(&id, &error));
                 After::Continue
             }
         }
@@ -108,7 +112,8 @@ impl Connection {
             jsonrpc::codes::INVALID_REQUEST,
             "binary frames are not supported: send each JSON-RPC message as a text frame",
         );
-        self.host
+        self.services
+            .host
             .send(self.id, jsonrpc::failure(&Value::Null, &error));
     }
 
@@ -118,14 +123,16 @@ impl Connection {
             (Phase::Ready { .. }, m)
                 if m != "subscribe" && super::mcp_channel::is_channel_request(&params) =>
             {
-                return super::mcp_channel::request(
-                    &self.host,
+                super::mcp_channel::request(
+                    &self.services.host,
+                    &self.services.channels,
                     &self.channel_requests,
                     self.id,
                     id,
                     method,
                     params,
                 );
+                return After::Continue;
             }
             (_, "ping") => self.reply(id, &()),
             (Phase::Handshake, "initialize") => return self.initialize(id, params),
@@ -142,14 +149,17 @@ impl Connection {
             }
         };
         if let Err(error) = outcome {
-            self.host
+            self.services
+                .host
                 .send(self.id, jsonrpc::failure(&Value::from(id), &error));
         }
         After::Continue
     }
 
     fn reply(&self, id: u64, result: &impl serde::Serialize) -> Result<(), RpcError> {
-        self.host.send(self.id, jsonrpc::success(id, result));
+        self.services
+            .host
+            .send(self.id, jsonrpc::success(id, result));
         Ok(())
     }
 
@@ -160,14 +170,14 @@ impl Connection {
         let params: InitializeParams = match decode_params("initialize", params) {
             Ok(params) => params,
             Err(error) => {
-                refuse(&self.host, error);
+                refuse(&self.services.host, error);
                 return After::Continue;
             }
         };
         if let Err(error) =
             on_root(&params.channel).and_then(|()| non_empty_client_id(&params.client_id))
         {
-            refuse(&self.host, error);
+            refuse(&self.services.host, error);
             return After::Continue;
         }
         let version = match negotiate_protocol_version(&params.protocol_versions) {
@@ -188,11 +198,11 @@ impl Connection {
                     ),
                     data: serde_json::to_value(data).ok(),
                 };
-                refuse(&self.host, error);
+                refuse(&self.services.host, error);
                 return After::Close("unsupported protocol version");
             }
             Err(message) => {
-                refuse(&self.host, RpcError::invalid_params(message));
+                refuse(&self.services.host, RpcError::invalid_params(message));
                 return After::Continue;
             }
         };
@@ -204,7 +214,7 @@ impl Connection {
                 .is_some_and(|c| c.mcp_apps.is_some()),
         };
         tracing::info!(conn = self.id, client = %params.client_id, version = %record.protocol_version, mcp_apps = record.mcp_apps, "client initialized");
-        self.host.initialize(
+        self.services.host.initialize(
             self.id,
             id,
             &params.client_id,
@@ -221,7 +231,7 @@ impl Connection {
         let params: ReconnectParams = decode_params("reconnect", params)?;
         on_root(&params.channel)?;
         non_empty_client_id(&params.client_id)?;
-        self.host.reconnect(
+        self.services.host.reconnect(
             self.id,
             id,
             &params.client_id,
@@ -245,26 +255,52 @@ impl Connection {
         match method {
             "subscribe" => {
                 let params: SubscribeParams = decode_params(method, params)?;
-                self.host.subscribe(self.id, id, &params.channel)
+                self.services.host.subscribe(self.id, id, &params.channel)
             }
             "listSessions" => {
                 let params: ListSessionsParams = decode_params(method, params)?;
                 on_root(&params.channel)?;
                 let result = self
+                    .services
                     .host
                     .list_sessions(params.limit, params.cursor.as_deref())?;
                 self.reply(id, &result)
             }
             "createSession" => {
                 let params: CreateSessionParams = decode_params(method, params)?;
-                self.host.create_session(self.id, id, client_id, params)
+                self.services.host.create_session(self.id, id, client_id, params)
             }
             "disposeSession" => {
                 let params: DisposeSessionParams = decode_params(method, params)?;
-                self.host.dispose_session(self.id, id, &params.channel)
+                self.services.host.dispose_session(self.id, id, &params.channel)
             }
-            "resolveSessionConfig" => {
+            "resolveSessionConfig" | "sessionConfigCompletions" | "completions" => {
                 root_command(method, params)?;
+                self.empty_answer(id, method)
+            }
+            m if UNSUPPORTED.contains(&m) => Err(RpcError::method_not_found(format!(
+                "{m} is not supported by this host (it serves customizations and MCP servers, not chats, terminals or automations)"
+            ))),
+            "authenticate" => {
+                let params: ahp_types::commands::AuthenticateParams =
+                    decode_params(method, params)?;
+                on_root(&params.channel)?;
+                let waiting = self.services.channels.connections.auth_waiting();
+                self.services.host.authenticate(params, waiting)?;
+                self.reply(id, &ahp_types::commands::AuthenticateResult {})
+            }
+            m if m.starts_with("resource") || m == "createResourceWatch" => {
+                self.resource_command(id, m, params)
+            }
+            m => Err(RpcError::method_not_found(format!("unknown method {m:?}"))),
+        }
+    }
+
+    /// Root commands this host answers with nothing to offer: no session config, no
+    /// completions.
+    fn empty_answer(&self, id: u64, method: &str) -> Result<(), RpcError> {
+        match method {
+            "resolveSessionConfig" => {
                 let result = ResolveSessionConfigResult {
                     schema: SessionConfigSchema {
                         r#type: "object".into(),
@@ -276,59 +312,52 @@ impl Connection {
                 self.reply(id, &result)
             }
             "sessionConfigCompletions" => {
-                root_command(method, params)?;
                 self.reply(id, &SessionConfigCompletionsResult { items: vec![] })
             }
-            "completions" => {
-                root_command(method, params)?;
-                self.reply(id, &CompletionsResult { items: vec![] })
-            }
-            m if UNSUPPORTED.contains(&m) => Err(RpcError::method_not_found(format!(
-                "{m} is not supported by this host (it serves customizations and MCP servers, not chats, terminals or automations)"
-            ))),
+            // "completions"
+            _ => self.reply(id, &CompletionsResult { items: vec![] }),
+        }
+    }
+
+    /// `resource*` commands, on the host files of writable directories.
+    fn resource_command(&self, id: u64, method: &str, params: Value) -> Result<(), RpcError> {
+        let files = &self.services.files;
+        match method {
             "resourceRead" => {
-                let result = self.host.files().read(decode_params(method, params)?)?;
+                let result = files.read(decode_params(method, params)?)?;
                 self.reply(id, &result)
             }
             "resourceWrite" => {
-                self.host.files().write(decode_params(method, params)?)?;
+                files.write(decode_params(method, params)?)?;
                 self.reply(id, &ResourceWriteResult {})
             }
             "resourceList" => {
-                let result = self.host.files().list(decode_params(method, params)?)?;
+                let result = files.list(decode_params(method, params)?)?;
                 self.reply(id, &result)
             }
             "resourceDelete" => {
-                self.host.files().delete(decode_params(method, params)?)?;
+                files.delete(decode_params(method, params)?)?;
                 self.reply(id, &ResourceDeleteResult {})
             }
             "resourceMkdir" => {
-                self.host.files().mkdir(decode_params(method, params)?)?;
+                files.mkdir(decode_params(method, params)?)?;
                 self.reply(id, &ResourceMkdirResult {})
             }
             "resourceResolve" => {
-                let result = self.host.files().resolve(decode_params(method, params)?)?;
+                let result = files.resolve(decode_params(method, params)?)?;
                 self.reply(id, &result)
             }
             "resourceCopy" => {
-                self.host.files().copy(decode_params(method, params)?)?;
+                files.copy(decode_params(method, params)?)?;
                 self.reply(id, &ResourceCopyResult {})
             }
             "resourceMove" => {
-                self.host.files().rename(decode_params(method, params)?)?;
+                files.rename(decode_params(method, params)?)?;
                 self.reply(id, &ResourceMoveResult {})
             }
-            "authenticate" => {
-                let params: ahp_types::commands::AuthenticateParams =
-                    decode_params(method, params)?;
-                on_root(&params.channel)?;
-                self.host.authenticate(params)?;
-                self.reply(id, &ahp_types::commands::AuthenticateResult {})
-            }
-            m if m.starts_with("resource") || m == "createResourceWatch" => {
-                Err(RpcError::method_not_found(format!("{m} is not available yet on this host")))
-            }
-            m => Err(RpcError::method_not_found(format!("unknown method {m:?}"))),
+            m => Err(RpcError::method_not_found(format!(
+                "{m} is not available yet on this host"
+            ))),
         }
     }
 
@@ -342,16 +371,19 @@ impl Connection {
             return;
         };
         if method != "unsubscribe" && super::mcp_channel::is_channel_request(&params) {
-            super::mcp_channel::notification(&self.host, self.id, method, &params);
+            super::mcp_channel::notification(&self.services.host, self.id, method, &params);
             return;
         }
         match method {
             "unsubscribe" => match decode_params::<UnsubscribeParams>(method, params) {
-                Ok(params) => self.host.unsubscribe(self.id, client_id, &params.channel),
+                Ok(params) => self
+                    .services
+                    .host
+                    .unsubscribe(self.id, client_id, &params.channel),
                 Err(error) => tracing::debug!(conn = self.id, %error.message, "bad unsubscribe"),
             },
             "dispatchAction" => match decode_params::<DispatchActionParams>(method, params) {
-                Ok(params) => self.host.dispatch(self.id, client_id, params),
+                Ok(params) => self.services.host.dispatch(self.id, client_id, params),
                 Err(error) => tracing::debug!(conn = self.id, %error.message, "bad dispatchAction"),
             },
             other => tracing::debug!(

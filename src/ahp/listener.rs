@@ -15,14 +15,14 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::gate::Gate;
+use super::services::Services;
 use crate::config::Limits;
-use crate::host::Host;
 
 /// Serve AHP on `listener` until `shutdown` is cancelled, then wait for connections to close.
 #[allow(clippy::result_large_err)] // the upgrade callback's error type is tungstenite's
 pub async fn serve(
     listener: TcpListener,
-    host: Arc<Host>,
+    services: Arc<Services>,
     gate: Gate,
     limits: Limits,
     shutdown: CancellationToken,
@@ -34,7 +34,7 @@ pub async fn serve(
         let Some((stream, peer)) = crate::tcp::accept(&listener, &shutdown, "AHP").await else {
             break;
         };
-        let host = host.clone();
+        let services = services.clone();
         let limits = limits.clone();
         let shutdown = shutdown.clone();
         let slot = slots.clone().try_acquire_owned().ok();
@@ -54,7 +54,7 @@ pub async fn serve(
                 );
                 // A peer that never finishes the upgrade holds no slot for long.
                 match tokio::time::timeout(limits.handshake_timeout, upgrade).await {
-                    Ok(Ok(ws)) => super::socket::run(ws, host, &limits, shutdown).await,
+                    Ok(Ok(ws)) => super::socket::run(ws, services, &limits, shutdown).await,
                     Ok(Err(error)) => tracing::debug!(%error, "WebSocket upgrade failed"),
                     Err(_) => tracing::debug!("WebSocket upgrade not completed in time"),
                 }

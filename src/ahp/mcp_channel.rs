@@ -15,7 +15,6 @@ use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::commands::After;
 use crate::front::Hub;
 use crate::host::fanout::ConnId;
 use crate::host::{apps, Host};
@@ -23,6 +22,7 @@ use crate::jsonrpc::{self, RpcError};
 use crate::supervisor::connections::Connections;
 
 /// What serving channels needs besides the host.
+#[derive(Clone)]
 pub struct McpChannels {
     /// Ready servers' connections.
     pub connections: Arc<Connections>,
@@ -69,12 +69,13 @@ pub fn is_channel_request(params: &Value) -> bool {
 /// later from a task of its own, so a slow server never holds up the connection.
 pub fn request(
     host: &Arc<Host>,
+    channels: &McpChannels,
     in_flight: &InFlight,
     conn: ConnId,
     id: u64,
     method: &str,
     mut params: Value,
-) -> After {
+) {
     let outcome = (|| {
         let channel = params
             .get("channel")
@@ -87,9 +88,6 @@ pub fn request(
                 "{method} is not served on {channel}"
             )));
         }
-        let Some(channels) = host.mcp_channels() else {
-            return Err(not_ready(&channel));
-        };
         let Ok(permit) = in_flight.permits.clone().try_acquire_owned() else {
             return Err(RpcError::new(
                 jsonrpc::codes::INTERNAL_ERROR,
@@ -101,6 +99,7 @@ pub fn request(
         }
         tracing::debug!(conn, server = %server, method, "mcp:// request");
         let host = host.clone();
+        let channels = channels.clone();
         let method = method.to_string();
         let ended = in_flight.ended.clone();
         tokio::spawn(async move {
@@ -120,7 +119,6 @@ pub fn request(
     if let Err(error) = outcome {
         host.send(conn, jsonrpc::failure(&Value::from(id), &error));
     }
-    After::Continue
 }
 
 /// A notification on a channel: `notifications/message` from an App is logged (at debug,
@@ -216,21 +214,25 @@ pub async fn relay_list_changes(connections: Arc<Connections>, host: Weak<Host>)
         // Becoming ready or going away is told by the channel's own appearance.
         if change.ready.is_none() {
             if change.lists.tools {
-                host.announce_list_changed(&change.server, "tools");
+                announce_list_changed(&host, &change.server, "tools");
             }
             if change.lists.resources {
-                host.announce_list_changed(&change.server, "resources");
+                announce_list_changed(&host, &change.server, "resources");
             }
         }
     }
 }
 
-/// The `notifications/<list>/list_changed` frame for `channel`.
-pub fn list_changed(channel: &str, list: &str) -> jsonrpc::Frame {
-    jsonrpc::notification(
-        &format!("notifications/{list}/list_changed"),
-        &json!({ "channel": channel }),
-    )
+/// Server `server` changed its `list` (`tools` or `resources`): send
+/// `notifications/<list>/list_changed` on each of its channels that advertise `listChanged`
+/// for it, to their subscribers.
+pub fn announce_list_changed(host: &Host, server: &str, list: &str) {
+    host.announce_list_changed(server, list, |channel| {
+        jsonrpc::notification(
+            &format!("notifications/{list}/list_changed"),
+            &json!({ "channel": channel }),
+        )
+    });
 }
 
 fn not_ready(channel: &str) -> RpcError {

@@ -1,9 +1,14 @@
 //! The AHP wire face: a WebSocket listener speaking JSON-RPC 2.0, one message per text frame.
-//! `listener` accepts and upgrades, `socket` pumps one connection, `commands` is its protocol.
+//! `gate` admits, `listener` accepts and upgrades, `socket` pumps one connection, `commands`
+//! is its protocol, `mcp_channel` and `resources` serve `mcp://` and `resource*` requests;
+//! `services` is what every connection is handed (the host, host files, `mcp://` channels).
 
 pub mod commands;
 pub mod gate;
 pub mod listener;
 pub mod mcp_channel;
 pub mod resources;
+pub mod services;
 pub mod socket;
+
+pub use services::Services;

@@ -14,9 +14,11 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 
-use super::commands::{After, Connection};
+use super::commands::{After, ConnectionProtocol};
+use super::services::Services;
 use crate::config::Limits;
-use crate::host::Host;
+use crate::host::fanout::ConnId;
+use crate::host::Attachment;
 use crate::jsonrpc::Frame;
 
 /// How long a closing handshake may take before the socket is simply dropped.
@@ -55,23 +57,44 @@ where
     let _ = tokio::time::timeout(CLOSE_GRACE, flush).await;
 }
 
+/// When the peer was last heard from, and whether it was pinged since.
+struct Liveness {
+    last_heard: tokio::time::Instant,
+    pinged: bool,
+}
+
+impl Liveness {
+    fn new() -> Self {
+        Self {
+            last_heard: tokio::time::Instant::now(),
+            pinged: false,
+        }
+    }
+
+    /// The peer sent something (a pong included).
+    fn heard(&mut self) {
+        self.last_heard = tokio::time::Instant::now();
+        self.pinged = false;
+    }
+}
+
 /// Serve one upgraded connection until it ends.
 pub async fn run<S>(
     mut ws: WebSocketStream<S>,
-    host: Arc<Host>,
+    services: Arc<Services>,
     limits: &Limits,
     shutdown: CancellationToken,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let host = services.host.clone();
     let mut attachment = host.attach();
-    let mut connection = Connection::new(attachment.id, host.clone());
+    let mut connection = ConnectionProtocol::new(attachment.id, services);
     tracing::debug!(conn = attachment.id, "connected");
     // Liveness: pings after a third of the idle timeout of silence; anything the peer sends
     // (a pong included) counts. `initialize` (or `reconnect`) must come within the
     // handshake timeout.
-    let mut last_heard = tokio::time::Instant::now();
-    let mut pinged = false;
+    let mut liveness = Liveness::new();
     let mut beat = tokio::time::interval(limits.idle_timeout / 3);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     beat.reset();
@@ -95,30 +118,10 @@ pub async fn run<S>(
                 );
             }
             _ = beat.tick() => {
-                let silent = last_heard.elapsed();
-                if silent >= limits.idle_timeout {
-                    break Ending::Close(
-                        CloseCode::Away,
-                        format!("nothing heard for {} ms", silent.as_millis()),
-                    );
-                }
-                if silent >= limits.idle_timeout / 3 && !pinged {
-                    pinged = true;
-                    // A peer too stuck to take even a ping is gone; a kick or shutdown
-                    // still ends it at once.
-                    let ping = tokio::time::timeout(
-                        limits.idle_timeout,
-                        ws.send(Message::Ping(Default::default())),
-                    );
-                    tokio::select! {
-                        sent = ping => if !matches!(sent, Ok(Ok(()))) {
-                            break Ending::PeerGone;
-                        },
-                        _ = attachment.kicked.cancelled() => break too_slow(),
-                        _ = shutdown.cancelled() => {
-                            break Ending::Close(CloseCode::Away, "host shutting down".into());
-                        }
-                    }
+                if let Some(ending) =
+                    on_beat(&mut ws, &mut liveness, limits, &attachment, &shutdown).await
+                {
+                    break ending;
                 }
             }
             frame = attachment.outbox.recv() => {
@@ -136,35 +139,12 @@ pub async fn run<S>(
             }
             message = ws.next() => {
                 if let Some(Ok(_)) = &message {
-                    last_heard = tokio::time::Instant::now();
-                    pinged = false;
+                    liveness.heard();
                 }
-                match message {
-                None => break Ending::PeerGone,
-                Some(Ok(Message::Text(text))) => {
-                    if let After::Close(reason) = connection.on_text(text.as_str()) {
-                        // Flush what the command queued (its error) before closing, for
-                        // as long as a closing handshake may take.
-                        flush_queued(&mut ws, &mut attachment.outbox).await;
-                        break Ending::Close(CloseCode::Normal, reason.into());
-                    }
-                }
-                Some(Ok(Message::Binary(_))) => connection.on_binary(),
-                Some(Ok(Message::Close(_))) => {
-                    // tungstenite answers the close; keep reading until the stream ends.
-                }
-                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-                Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
-                    tracing::info!(conn = attachment.id, size, max_size, "inbound message over the size limit");
-                    break Ending::Close(
-                        CloseCode::Size,
-                        format!("message of {size} bytes exceeds the limit of {max_size} bytes"),
-                    );
-                }
-                Some(Err(error)) => {
-                    tracing::debug!(conn = attachment.id, %error, "transport error");
-                    break Ending::PeerGone;
-                }
+                if let Some(ending) =
+                    on_message(&mut ws, message, &mut connection, &mut attachment).await
+                {
+                    break ending;
                 }
             }
         }
@@ -172,16 +152,7 @@ pub async fn run<S>(
 
     host.detach(attachment.id);
     if let Ending::Close(code, reason) = ending {
-        tracing::debug!(conn = attachment.id, ?code, %reason, "closing");
-        let frame = CloseFrame {
-            code,
-            reason: reason.into(),
-        };
-        let _ = tokio::time::timeout(CLOSE_GRACE, async {
-            let _ = ws.close(Some(frame)).await;
-            while let Some(Ok(_)) = ws.next().await {}
-        })
-        .await;
+        close(&mut ws, attachment.id, code, reason).await;
     }
     tracing::debug!(conn = attachment.id, "disconnected");
 
@@ -193,4 +164,107 @@ pub async fn run<S>(
             host.expire_client(&client_id);
         });
     }
+}
+
+/// A heartbeat: close a peer silent for the idle timeout, ping one silent for a third of it.
+async fn on_beat<S>(
+    ws: &mut WebSocketStream<S>,
+    liveness: &mut Liveness,
+    limits: &Limits,
+    attachment: &Attachment,
+    shutdown: &CancellationToken,
+) -> Option<Ending>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let silent = liveness.last_heard.elapsed();
+    if silent >= limits.idle_timeout {
+        return Some(Ending::Close(
+            CloseCode::Away,
+            format!("nothing heard for {} ms", silent.as_millis()),
+        ));
+    }
+    if silent >= limits.idle_timeout / 3 && !liveness.pinged {
+        liveness.pinged = true;
+        // A peer too stuck to take even a ping is gone; a kick or shutdown still ends it
+        // at once.
+        let ping = tokio::time::timeout(
+            limits.idle_timeout,
+            ws.send(Message::Ping(Default::default())),
+        );
+        tokio::select! {
+            sent = ping => if !matches!(sent, Ok(Ok(()))) {
+                return Some(Ending::PeerGone);
+            },
+            _ = attachment.kicked.cancelled() => return Some(too_slow()),
+            _ = shutdown.cancelled() => {
+                return Some(Ending::Close(CloseCode::Away, "host shutting down".into()));
+            }
+        }
+    }
+    None
+}
+
+/// What the peer sent (`None`: the stream ended): text to the protocol, the rest handled
+/// here. Returns how the connection ends, if it does.
+async fn on_message<S>(
+    ws: &mut WebSocketStream<S>,
+    message: Option<Result<Message, WsError>>,
+    connection: &mut ConnectionProtocol,
+    attachment: &mut Attachment,
+) -> Option<Ending>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    match message {
+        None => return Some(Ending::PeerGone),
+        Some(Ok(Message::Text(text))) => {
+            if let After::Close(reason) = connection.on_text(text.as_str()) {
+                // Flush what the command queued (its error) before closing, for as long as
+                // a closing handshake may take.
+                flush_queued(ws, &mut attachment.outbox).await;
+                return Some(Ending::Close(CloseCode::Normal, reason.into()));
+            }
+        }
+        Some(Ok(Message::Binary(_))) => connection.on_binary(),
+        Some(Ok(Message::Close(_))) => {
+            // tungstenite answers the close; keep reading until the stream ends.
+        }
+        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+        Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
+            tracing::info!(
+                conn = attachment.id,
+                size,
+                max_size,
+                "inbound message over the size limit"
+            );
+            return Some(Ending::Close(
+                CloseCode::Size,
+                format!("message of {size} bytes exceeds the limit of {max_size} bytes"),
+            ));
+        }
+        Some(Err(error)) => {
+            tracing::debug!(conn = attachment.id, %error, "transport error");
+            return Some(Ending::PeerGone);
+        }
+    }
+    None
+}
+
+/// Close with `code` and `reason`, and wait (for at most [`CLOSE_GRACE`]) for the peer's
+/// side of the closing handshake.
+async fn close<S>(ws: &mut WebSocketStream<S>, conn: ConnId, code: CloseCode, reason: String)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    tracing::debug!(conn, ?code, %reason, "closing");
+    let frame = CloseFrame {
+        code,
+        reason: reason.into(),
+    };
+    let _ = tokio::time::timeout(CLOSE_GRACE, async {
+        let _ = ws.close(Some(frame)).await;
+        while let Some(Ok(_)) = ws.next().await {}
+    })
+    .await;
 }

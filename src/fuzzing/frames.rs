@@ -24,8 +24,9 @@ use tokio::sync::mpsc;
 
 use super::mirror::Mirror;
 use super::scratch::{self, Scratch};
-use crate::ahp::commands::{After, Connection};
+use crate::ahp::commands::{After, ConnectionProtocol};
 use crate::ahp::mcp_channel::McpChannels;
+use crate::ahp::Services;
 use crate::config::Config;
 use crate::host::{Attachment, Host, HARNESS_CHAT_URI};
 use crate::jsonrpc::{self, Incoming};
@@ -147,7 +148,7 @@ fn frames_config(writable: &Path) -> Config {
 /// One connection slot: the protocol state machine, its end of the host, the client's
 /// mirror, and how many answers it is owed.
 struct Slot {
-    connection: Connection,
+    connection: ConnectionProtocol,
     attachment: Attachment,
     mirror: Mirror,
     /// Frames that must be answered exactly once (requests and malformed frames).
@@ -172,10 +173,10 @@ struct Clients {
 }
 
 impl Slot {
-    fn open(host: &Arc<Host>) -> Self {
-        let attachment = host.attach();
+    fn open(services: &Arc<Services>) -> Self {
+        let attachment = services.host.attach();
         Self {
-            connection: Connection::new(attachment.id, host.clone()),
+            connection: ConnectionProtocol::new(attachment.id, services.clone()),
             attachment,
             mirror: Mirror::default(),
             owed: 0,
@@ -248,7 +249,8 @@ impl Slot {
     }
 
     /// End this connection as its socket task does, and open a fresh one in its place.
-    fn reopen(&mut self, host: &Arc<Host>, clients: &mut Clients) {
+    fn reopen(&mut self, services: &Arc<Services>, clients: &mut Clients) {
+        let host = &services.host;
         self.drain(None, clients);
         let client = self.connection.client_id().map(str::to_string);
         host.detach(self.attachment.id);
@@ -256,7 +258,7 @@ impl Slot {
             host.expire_client(&client);
             clients.left.insert(client, self.mirror.clone());
         }
-        *self = Slot::open(host);
+        *self = Slot::open(services);
     }
 }
 
@@ -266,9 +268,10 @@ fn trace() -> bool {
 }
 
 async fn run(text: &str, config: &Config) {
-    let (host, mut control) = seeded_host(config);
+    let (services, mut control) = seeded_services(config);
+    let host = &services.host;
     let mut clients = Clients::default();
-    let mut slots: Vec<Slot> = (0..SLOTS).map(|_| Slot::open(&host)).collect();
+    let mut slots: Vec<Slot> = (0..SLOTS).map(|_| Slot::open(&services)).collect();
     for line in text.split('\n') {
         let (index, frame) = match line.as_bytes() {
             [b'@', d @ b'0'..=b'9', ..] => {
@@ -284,8 +287,8 @@ async fn run(text: &str, config: &Config) {
         }
         let mut asked = None;
         match frame {
-            _ if line.starts_with('!') => host_event(&host, &line[1..]),
-            "close" => slot.reopen(&host, &mut clients),
+            _ if line.starts_with('!') => host_event(host, &line[1..]),
+            "close" => slot.reopen(&services, &mut clients),
             "binary" => {
                 slot.owed += 1;
                 slot.connection.on_binary();
@@ -306,14 +309,14 @@ async fn run(text: &str, config: &Config) {
                 }
                 if let After::Close(_) = slot.connection.on_text(frame) {
                     slot.drain(asked.as_ref(), &mut clients);
-                    slot.reopen(&host, &mut clients);
+                    slot.reopen(&services, &mut clients);
                 }
             }
         }
         let mut disposed = Vec::new();
         for (i, slot) in slots.iter_mut().enumerate() {
             if slot.attachment.kicked.is_cancelled() {
-                slot.reopen(&host, &mut clients);
+                slot.reopen(&services, &mut clients);
             }
             let asked = asked.as_ref().filter(|_| i == index);
             disposed.extend(slot.drain(asked, &mut clients));
@@ -322,7 +325,7 @@ async fn run(text: &str, config: &Config) {
             for uri in &disposed {
                 slot.mirror.forget(uri);
             }
-            slot.mirror.check(&host);
+            slot.mirror.check(host);
         }
         while control.try_recv().is_ok() {}
     }
@@ -338,7 +341,7 @@ async fn run(text: &str, config: &Config) {
     }
     for slot in &mut slots {
         assert_eq!(slot.answered, slot.owed, "a request was never answered");
-        slot.mirror.check(&host);
+        slot.mirror.check(host);
     }
     for uri in [
         ahp_types::ROOT_RESOURCE_URI,
@@ -354,19 +357,24 @@ async fn run(text: &str, config: &Config) {
     }
 }
 
-/// A host as a running proxy would have it: customizations from discovery, one server
-/// ready with an `mcpApp`, one asking for authorization, a harness call paused for it, a
-/// supervisor to take client requests, and `mcp://` channels served (no server connected).
-fn seeded_host(config: &Config) -> (Arc<Host>, mpsc::Receiver<Command>) {
+/// The AHP face as a running proxy would have it: a host with customizations from discovery,
+/// one server ready with an `mcpApp`, one asking for authorization, a harness call paused
+/// for it, a supervisor to take client requests; the writable directory's files, and
+/// `mcp://` channels served (no server connected).
+fn seeded_services(config: &Config) -> (Arc<Services>, mpsc::Receiver<Command>) {
     let host = Arc::new(Host::new(config));
+    let services = Arc::new(Services {
+        host: host.clone(),
+        files: crate::ahp::resources::Files::new(&config.directories),
+        channels: McpChannels {
+            connections: Connections::new(),
+            hub: Weak::new(),
+            timeout: Duration::from_secs(1),
+        },
+    });
     host.emit_to_sessions(&rescan());
     let (tx, control) = mpsc::channel(64);
     host.set_control(tx);
-    host.set_mcp_channels(McpChannels {
-        connections: Connections::new(),
-        hub: Weak::new(),
-        timeout: Duration::from_secs(1),
-    });
     host.set_harness_sampling(true);
     host.server_event(app_event("ready"));
     host.server_event(ServerEvent {
@@ -395,7 +403,7 @@ fn seeded_host(config: &Config) -> (Arc<Host>, mpsc::Receiver<Command>) {
         let _ = host.emit(HARNESS_CHAT_URI, paused);
         host.hold_paused(HARNESS_CHAT_URI, "harness-call-1");
     }
-    (host, control)
+    (services, control)
 }
 
 /// The customizations discovery finds, as one `session/customizationsChanged`.
@@ -472,7 +480,7 @@ fn host_event(host: &Host, event: &str) {
         "rescan" => {
             host.emit_to_sessions(&rescan());
         }
-        "list" => host.announce_list_changed(APP_SERVER, arg),
+        "list" => crate::ahp::mcp_channel::announce_list_changed(host, APP_SERVER, arg),
         _ => {}
     }
 }

@@ -12,12 +12,13 @@ use ahp_types::actions::{
 };
 use ahp_types::notifications::PartialSessionSummary;
 use ahp_types::state::{
-    AgentInfo, ChatState, ChatSummary, RootState, SessionActiveClient, SessionLifecycle,
-    SessionState, SessionStatus, SessionSummary, Snapshot, SnapshotState,
+    AgentInfo, ChatState, RootState, SessionActiveClient, SessionLifecycle, SessionState,
+    SessionStatus, SessionSummary, Snapshot, SnapshotState,
 };
 use ahp_types::ROOT_RESOURCE_URI;
 
 use super::replay::ReplayLog;
+use super::summary::{chat_summary, summary_status, SummaryFields};
 
 /// A session's state plus the catalogue fields that live only on its summary.
 #[derive(Debug, Clone)]
@@ -199,7 +200,7 @@ impl Store {
                 .ok_or(CommitError::UnknownChannel)?;
             let before = SummaryFields::of(&record.state);
             accept(apply_action_to_session(&mut record.state, &action))?;
-            let changes = before.changes_to(&record.state);
+            let changes = before.changes_to(&record.state, now_iso8601);
             if let Some(changes) = &changes {
                 if let Some(modified_at) = &changes.modified_at {
                     record.modified_at = modified_at.clone();
@@ -389,62 +390,6 @@ impl Store {
     }
 }
 
-/// The catalogue entry (`ChatSummary`) for a chat's state.
-pub fn chat_summary(state: &ChatState) -> ChatSummary {
-    ChatSummary {
-        resource: state.resource.clone(),
-        title: state.title.clone(),
-        status: state.status,
-        activity: state.activity.clone(),
-        modified_at: state.modified_at.clone(),
-        changes: state.changes.clone(),
-        origin: state.origin.clone(),
-        movable: state.movable,
-        interactivity: state.interactivity,
-        working_directories: state.working_directories.clone(),
-    }
-}
-
-/// The activity bits of a status (bits 0-4; bits 5-6 are the read/archived flags).
-const ACTIVITY_MASK: u32 = 0b1_1111;
-
-/// A session's status as its summary shows it: its own flags, with the activity taken from
-/// its chats (the default chat, else the most recently modified one; `InputNeeded` and
-/// `Error` of any chat win) unless the session itself needs input.
-pub fn summary_status(state: &SessionState) -> u32 {
-    let own = state.status & ACTIVITY_MASK;
-    let input_needed = SessionStatus::InputNeeded.bits();
-    let error = SessionStatus::Error.bits();
-    let activity = if own == input_needed || state.chats.is_empty() {
-        own
-    } else if state
-        .chats
-        .iter()
-        .any(|c| c.status & ACTIVITY_MASK == input_needed)
-    {
-        input_needed
-    } else if state
-        .chats
-        .iter()
-        .any(|c| c.status & ACTIVITY_MASK == error)
-    {
-        error
-    } else {
-        let lead = state
-            .default_chat
-            .as_ref()
-            .and_then(|d| state.chats.iter().find(|c| &c.resource == d))
-            .or_else(|| {
-                state
-                    .chats
-                    .iter()
-                    .max_by(|a, b| a.modified_at.cmp(&b.modified_at))
-            });
-        lead.map_or(own, |c| c.status & ACTIVITY_MASK)
-    };
-    (state.status & !ACTIVITY_MASK) | activity
-}
-
 /// `serverSeq` as the `i64` some wire fields use.
 pub fn seq_i64(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
@@ -457,57 +402,6 @@ fn accept(outcome: ReduceOutcome) -> Result<(), CommitError> {
             "the action does not apply to this channel".into(),
         )),
         ReduceOutcome::Invalid(error) => Err(CommitError::Refused(error.to_string())),
-    }
-}
-
-/// The session fields mirrored in its `SessionSummary`, to detect summary changes.
-struct SummaryFields {
-    title: String,
-    status: u32,
-    activity: Option<String>,
-    working_directories: Option<Vec<String>>,
-    default_chat: Option<String>,
-}
-
-impl SummaryFields {
-    fn of(state: &SessionState) -> Self {
-        Self {
-            title: state.title.clone(),
-            status: summary_status(state),
-            activity: state.activity.clone(),
-            working_directories: state.working_directories.clone(),
-            default_chat: state.default_chat.clone(),
-        }
-    }
-
-    /// Only the fields that differ from `after`, plus a fresh `modifiedAt`; `None` if nothing did.
-    fn changes_to(&self, after: &SessionState) -> Option<PartialSessionSummary> {
-        let mut changes = PartialSessionSummary::default();
-        let mut changed = false;
-        if self.title != after.title {
-            changes.title = Some(after.title.clone());
-            changed = true;
-        }
-        if self.status != after.status {
-            changes.status = Some(after.status);
-            changed = true;
-        }
-        if self.activity != after.activity {
-            changes.activity = after.activity.clone();
-            changed = true;
-        }
-        if self.working_directories != after.working_directories {
-            changes.working_directories = after.working_directories.clone();
-            changed = true;
-        }
-        if self.default_chat != after.default_chat {
-            changes.default_chat = after.default_chat.clone();
-            changed = true;
-        }
-        changed.then(|| {
-            changes.modified_at = Some(now_iso8601());
-            changes
-        })
     }
 }
 

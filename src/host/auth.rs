@@ -1,0 +1,230 @@
+//! Authorization: `authenticate` hands tokens to the servers that ask for a resource (and
+//! remembers which hold one), and harness calls paused for it are held, released or given up.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use ahp_types::commands::AuthenticateParams;
+use ahp_types::errors::AuthRequiredErrorData;
+use ahp_types::state::{McpAuthRequirement, McpServerState};
+use tokio::time::Instant;
+
+use super::{live, Core, Host};
+use crate::jsonrpc::{self, ahp_codes, RpcError};
+use crate::supervisor::{Bearer, Command, Status};
+
+impl Host {
+    /// Tool calls (chat, tool call id) clients give up on from now on.
+    pub fn given_up(&self) -> tokio::sync::broadcast::Receiver<(String, String)> {
+        self.core().paused.subscribe()
+    }
+
+    /// Tool call `call` of `chat` waits for authorization: clients may give up on it.
+    pub fn hold_paused(&self, chat: &str, call: &str) {
+        self.core().paused.hold(chat, call);
+    }
+
+    /// Tool call `call` of `chat` stops waiting. `false` when a client gave up on it first.
+    pub fn release_paused(&self, chat: &str, call: &str) -> bool {
+        self.core().paused.release(chat, call)
+    }
+
+    /// Handle `authenticate`: the token goes to every server that asked for this resource
+    /// (or holds a token for it), which reconnects with it; an empty token revokes. Tokens
+    /// stay in memory, in the supervisor only; they never enter state or logs. `waiting`
+    /// are the servers the supervisor has just seen refuse, with the status they went down
+    /// with (their state may be a moment away).
+    pub fn authenticate(
+        &self,
+        params: AuthenticateParams,
+        waiting: Vec<(String, Status)>,
+    ) -> Result<(), RpcError> {
+        let mut core = self.core();
+        let core = &mut *core;
+        let (ids, asking) = core.asking_for(&params.resource, waiting);
+        if ids.is_empty() {
+            return Err(RpcError::invalid_params(format!(
+                "unknown resource {:?}: no MCP server asked for it",
+                params.resource
+            )));
+        }
+        let expires_at = expiry(params.expires_in)?;
+        if let (Some(granted), false) = (&params.scopes, params.token.is_empty()) {
+            cover_scopes(granted, &asking)?;
+        }
+        let Some(control) = core.control.clone() else {
+            return Err(RpcError::new(
+                jsonrpc::codes::INTERNAL_ERROR,
+                "the host is shutting down",
+            ));
+        };
+        let bearer = (!params.token.is_empty()).then_some(Bearer {
+            token: params.token,
+            expires_at,
+        });
+        if bearer.is_some() {
+            core.authenticated
+                .insert(params.resource.clone(), ids.clone());
+        } else {
+            core.authenticated.remove(&params.resource);
+        }
+        for id in ids {
+            tracing::info!(server = %id, revoked = bearer.is_none(), "token received for an MCP server");
+            let command = Command::Authenticate {
+                id,
+                bearer: bearer.clone(),
+            };
+            if control.try_send(command).is_err() {
+                return Err(RpcError::new(
+                    jsonrpc::codes::INTERNAL_ERROR,
+                    "the supervisor is busy; try again",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Core {
+    /// Who a token for `resource` goes to: the servers holding one for it, servers showing
+    /// `authRequired` for it in some session, and servers the supervisor has just seen refuse
+    /// (`waiting`); with what the newly asking ones require.
+    fn asking_for(
+        &self,
+        resource: &str,
+        waiting: Vec<(String, Status)>,
+    ) -> (HashSet<String>, Vec<McpAuthRequirement>) {
+        let mut asking = Vec::new();
+        let mut ids: HashSet<String> = self
+            .authenticated
+            .get(resource)
+            .cloned()
+            .unwrap_or_default();
+        for session in self.store.session_uris() {
+            let Some(state) = self.store.session(session) else {
+                continue;
+            };
+            for c in state.customizations.iter().flatten() {
+                for m in live::servers(c) {
+                    if let McpServerState::AuthRequired(auth) = &m.state {
+                        if auth.resource.resource == resource && ids.insert(m.id.clone()) {
+                            asking.extend(live::auth_requirement_of(auth));
+                        }
+                    }
+                }
+            }
+        }
+        for (id, status) in waiting {
+            if let Some(auth) = live::auth_requirement(&status) {
+                if auth.resource.resource == resource && ids.insert(id) {
+                    asking.push(auth);
+                }
+            }
+        }
+        (ids, asking)
+    }
+}
+
+/// When a token given for `expires_in` seconds expires (`None`: never).
+fn expiry(expires_in: Option<i64>) -> Result<Option<Instant>, RpcError> {
+    match expires_in {
+        None => Ok(None),
+        // A lifetime too long to represent is no lifetime at all.
+        Some(seconds) if seconds >= 1 => Ok(u64::try_from(seconds)
+            .ok()
+            .and_then(|seconds| Instant::now().checked_add(Duration::from_secs(seconds)))),
+        Some(seconds) => Err(RpcError::invalid_params(format!(
+            "expiresIn must be a positive number of seconds, not {seconds}"
+        ))),
+    }
+}
+
+/// Granted scopes must cover what every asking server requires.
+fn cover_scopes(granted: &[String], asking: &[McpAuthRequirement]) -> Result<(), RpcError> {
+    let short: Vec<_> = asking
+        .iter()
+        .filter(|a| {
+            a.required_scopes
+                .iter()
+                .flatten()
+                .any(|s| !granted.contains(s))
+        })
+        .map(|a| a.resource.clone())
+        .collect();
+    if short.is_empty() {
+        return Ok(());
+    }
+    let data = AuthRequiredErrorData { resources: short };
+    Err(RpcError {
+        code: ahp_codes::AUTH_REQUIRED,
+        message: "the granted scopes do not cover the scopes the server requires".into(),
+        data: serde_json::to_value(data).ok(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use ahp_types::commands::DispatchActionParams;
+    use serde_json::json;
+
+    use super::super::fanout::ConnId;
+    use super::super::HARNESS_CHAT_URI;
+    use super::Host;
+    use crate::mirror::{CallStart, Turns};
+
+    fn give_up(host: &Host, conn: ConnId) {
+        let action = serde_json::from_value(json!({"type": "chat/toolCallComplete",
+            "turnId": "harness-1", "toolCallId": "harness-call-1",
+            "result": {"success": false, "pastTenseMessage": "Declined"}}))
+        .unwrap();
+        host.dispatch(
+            conn,
+            "c",
+            DispatchActionParams {
+                channel: HARNESS_CHAT_URI.into(),
+                client_seq: 1,
+                action,
+            },
+        );
+    }
+
+    #[tokio::test]
+    async fn a_give_up_counts_only_while_the_call_is_held_and_whoever_takes_it_first_wins() {
+        let config =
+            crate::config::Config::parse("", "proxy.toml", std::path::Path::new(".")).unwrap();
+        let host = Host::new(&config);
+        let conn = host.attach().id;
+        let mut heard = host.given_up();
+        // A mirrored call shown as waiting for authorization.
+        let mut turns = Turns::new();
+        let start = CallStart::example(1);
+        for action in turns.start(start, 0, 0, "2026-01-01T00:00:00.000Z") {
+            host.emit(HARNESS_CHAT_URI, action).unwrap();
+        }
+        let auth = serde_json::from_value(json!({"reason": "insufficientScope",
+            "resource": {"resource": "http://h/mcp"}}))
+        .unwrap();
+        let (_, paused) = turns.auth_required(1, auth).unwrap();
+        host.emit(HARNESS_CHAT_URI, paused).unwrap();
+
+        // Shown paused but not held (the call already resumed): refused, nobody told.
+        give_up(&host, conn);
+        assert!(heard.try_recv().is_err());
+        // Held, then released first (resumed): a later give-up is refused.
+        host.hold_paused(HARNESS_CHAT_URI, "harness-call-1");
+        assert!(host.release_paused(HARNESS_CHAT_URI, "harness-call-1"));
+        give_up(&host, conn);
+        assert!(heard.try_recv().is_err());
+        // Held: the give-up is admitted, heard, and the call can no longer be released.
+        host.hold_paused(HARNESS_CHAT_URI, "harness-call-1");
+        give_up(&host, conn);
+        assert_eq!(
+            heard.try_recv().unwrap(),
+            (HARNESS_CHAT_URI.to_string(), "harness-call-1".to_string())
+        );
+        assert!(!host.release_paused(HARNESS_CHAT_URI, "harness-call-1"));
+        // The call is over: giving up again is refused.
+        give_up(&host, conn);
+        assert!(heard.try_recv().is_err());
+    }
+}

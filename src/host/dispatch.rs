@@ -1,0 +1,114 @@
+//! Client-dispatched actions: admitted against current state, committed through the store,
+//! and carried out (toggles mirrored to every session, start/stop to the supervisor, give-ups).
+
+use ahp_types::actions::{ActionEnvelope, ActionOrigin, StateAction};
+use ahp_types::commands::DispatchActionParams;
+use ahp_types::ROOT_RESOURCE_URI;
+
+use super::fanout::ConnId;
+use super::store::CommitError;
+use super::{admission, live, Core, Host};
+use crate::jsonrpc;
+
+impl Host {
+    /// Handle `dispatchAction` from `client_id`: unknown channels are ignored; refused actions
+    /// are echoed to the sender only, with `rejectionReason`, and not applied; accepted ones
+    /// are reduced, sequenced and broadcast with the client's `origin`.
+    pub fn dispatch(&self, id: ConnId, client_id: &str, params: DispatchActionParams) {
+        let mut core = self.core();
+        let core = &mut *core;
+        let verdict = if params.channel == ROOT_RESOURCE_URI {
+            admission::admit_root(core.store.root(), &params.action)
+        } else if let Some(session) = core.store.session(&params.channel) {
+            admission::admit_session(session, client_id, &params.action)
+        } else if let Some(chat) = core.store.chat(&params.channel) {
+            admission::admit_chat(chat, &params.action).and_then(|()| match &params.action {
+                StateAction::ChatToolCallComplete(a)
+                    if !core.paused.is_held(&params.channel, &a.tool_call_id) =>
+                {
+                    Err(format!(
+                        "tool call {:?} is no longer waiting for authorization",
+                        a.tool_call_id
+                    ))
+                }
+                _ => Ok(()),
+            })
+        } else {
+            tracing::debug!(conn = id, channel = %params.channel, "dispatchAction on an unknown channel ignored");
+            return;
+        };
+        let origin = ActionOrigin {
+            client_id: client_id.to_string(),
+            client_seq: params.client_seq,
+        };
+        let refusal = match verdict {
+            Ok(()) => match core.store.commit(
+                &params.channel,
+                params.action.clone(),
+                Some(origin.clone()),
+            ) {
+                Ok(commit) => {
+                    core.publish(commit);
+                    core.sync_chat(&params.channel);
+                    core.carry_out(&params.channel, &params.action);
+                    return;
+                }
+                Err(CommitError::Refused(reason)) => reason,
+                Err(CommitError::UnknownChannel) => return,
+            },
+            Err(reason) => reason,
+        };
+        tracing::debug!(conn = id, channel = %params.channel, reason = %refusal, "client action rejected");
+        let echo = ActionEnvelope {
+            channel: params.channel,
+            action: params.action,
+            server_seq: core.store.seq(),
+            origin: Some(origin),
+            rejection_reason: Some(refusal),
+        };
+        core.fanout.send(id, jsonrpc::notification("action", &echo));
+    }
+}
+
+impl Core {
+    /// Broadcast a committed envelope, and the summary change it caused, if any.
+    /// Side effects of an accepted client action: toggles are remembered (and mirrored to
+    /// the other sessions, since servers are shared), start/stop go to the supervisor.
+    fn carry_out(&mut self, channel: &str, action: &StateAction) {
+        use crate::supervisor::Command;
+        let command = match action {
+            StateAction::SessionCustomizationToggled(a) => {
+                self.live.record_toggle(&a.id, &a.enablement);
+                let others: Vec<String> = self
+                    .store
+                    .session_uris()
+                    .filter(|uri| *uri != channel)
+                    .map(str::to_string)
+                    .collect();
+                for uri in others {
+                    if let Ok(commit) = self.store.commit(&uri, action.clone(), None) {
+                        self.publish(commit);
+                    }
+                }
+                Command::Toggle {
+                    id: a.id.clone(),
+                    enabled: live::effective(&a.enablement),
+                }
+            }
+            StateAction::SessionMcpServerStartRequested(a) => Command::Start(a.id.clone()),
+            StateAction::SessionMcpServerStopRequested(a) => Command::Stop(a.id.clone()),
+            StateAction::ChatToolCallComplete(a) => {
+                // A client gave up on a call waiting for authorization: its harness request
+                // ends with an error now.
+                self.paused.give_up(channel, &a.tool_call_id);
+                return;
+            }
+            _ => return,
+        };
+        if let Some(control) = &self.control {
+            if let Err(error) = control.try_send(command) {
+                tracing::warn!(%error, "supervisor busy; client request dropped");
+            }
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Servers as the host shows them: supervisor events and harness sampling laid over every
+//! session, rescans committed with live facts kept, the supervisor's control line, `mcp://` lookups.
+
+use ahp_types::actions::StateAction;
+use tokio::sync::mpsc;
+
+use super::fanout::ConnId;
+use super::{apps, live, Core, Host};
+use crate::jsonrpc::{Frame, RpcError};
+
+impl Host {
+    /// Send supervisor commands for accepted client actions (toggle, start, stop) here.
+    pub fn set_control(&self, control: mpsc::Sender<crate::supervisor::Command>) {
+        self.core().control = Some(control);
+    }
+
+    /// Drop the supervisor sender (shutdown): client requests are no longer carried out.
+    pub fn set_control_closed(&self) {
+        self.core().control = None;
+    }
+
+    /// A supervised server changed state: remember it and tell every session that shows it.
+    pub fn server_event(&self, event: crate::supervisor::ServerEvent) {
+        let mut core = self.core();
+        let Some(status) = event.status else {
+            core.live.forget_state(&event.id);
+            return;
+        };
+        if let crate::supervisor::Status::Ready { served, .. } = &status {
+            core.live.set_served(&event.id, *served);
+        }
+        core.live.set_state(&event.id, live::server_state(&status));
+        core.refresh_server(&event.id);
+    }
+
+    /// Whether a harness that answers sampling is connected: channels advertise `sampling`
+    /// only then, so every `mcpApp` follows it.
+    pub fn set_harness_sampling(&self, sampling: bool) {
+        let mut core = self.core();
+        if core.live.set_sampling(sampling) {
+            core.refresh_apps();
+        }
+    }
+
+    /// Commit a host-originated session action to every session (customization changes
+    /// apply to all of them, with live server states and client toggles laid over them).
+    /// Returns how many sessions took it.
+    pub fn emit_to_sessions(&self, action: &StateAction) -> usize {
+        let mut core = self.core();
+        let uris: Vec<String> = core.store.session_uris().map(str::to_string).collect();
+        let mut applied = 0;
+        for uri in uris {
+            let mut action = action.clone();
+            core.live.patch_action(&uri, &mut action);
+            match core.store.commit(&uri, action, None) {
+                Ok(commit) => {
+                    core.publish(commit);
+                    applied += 1;
+                }
+                Err(error) => tracing::warn!(session = %uri, ?error, "host action not applied"),
+            }
+        }
+        applied
+    }
+
+    /// The server behind `mcp://` channel `uri` and what its channel serves, for connection
+    /// `conn`. Only connections that declared `mcpApps` see channels; a channel exists while
+    /// its server is ready.
+    pub fn resolve_channel(
+        &self,
+        conn: ConnId,
+        uri: &str,
+    ) -> Result<(String, ahp_types::state::AhpMcpUiHostCapabilities), RpcError> {
+        let core = self.core();
+        let unknown = || {
+            RpcError::invalid_params(format!(
+                "{uri} is not an open mcp:// channel (the server is not ready, or the channel is unknown)"
+            ))
+        };
+        if !core.fanout.mcp_apps(conn) {
+            return Err(RpcError::invalid_params(format!(
+                "{uri}: mcp:// channels are only served to clients that declared capabilities.mcpApps at initialize"
+            )));
+        }
+        core.channel_server(uri).ok_or_else(unknown)
+    }
+
+    /// Server `id` changed its `list` (`tools` or `resources`): queue `frame_for(channel)` to
+    /// the subscribers of each of its channels that advertise `listChanged` for it.
+    pub fn announce_list_changed(&self, id: &str, list: &str, frame_for: impl Fn(&str) -> Frame) {
+        let mut core = self.core();
+        let core = &mut *core;
+        let channels: Vec<String> = core
+            .store
+            .session_uris()
+            .filter_map(|session| core.store.session(session))
+            .flat_map(|s| s.customizations.iter().flatten())
+            .filter_map(|c| live::server_of(c, id))
+            .filter(|m| {
+                m.mcp_app
+                    .as_ref()
+                    .is_some_and(|a| apps::announces(&a.capabilities, list))
+            })
+            .filter_map(|m| m.channel.clone())
+            .collect();
+        for channel in channels {
+            core.fanout.broadcast(&channel, &frame_for(&channel));
+        }
+    }
+}
+
+impl Core {
+    /// Bring every session's view of server `id` up to its live facts: anything besides its
+    /// state and channel (its `mcpApp`) first, as `session/customizationUpdated` of the
+    /// container it lives in; then the state and channel as `session/mcpServerStateChanged`,
+    /// so clients always see state transitions as such.
+    fn refresh_server(&mut self, id: &str) {
+        let uris: Vec<String> = self.store.session_uris().map(str::to_string).collect();
+        for uri in uris {
+            let Some(current) = self.store.session(&uri).and_then(|s| {
+                s.customizations
+                    .iter()
+                    .flatten()
+                    .find(|c| live::server_in(c, id))
+                    .cloned()
+            }) else {
+                continue;
+            };
+            let mut patched = current.clone();
+            self.live.patch_server(&uri, &mut patched, id);
+            let (Some(was), Some(now)) = (
+                live::server_of(&current, id).cloned(),
+                live::server_of(&patched, id).cloned(),
+            ) else {
+                continue;
+            };
+            let mut staged = patched;
+            if let Some(m) = live::server_mut(&mut staged, id) {
+                m.state = was.state.clone();
+                m.channel = was.channel.clone();
+            }
+            let mut actions = Vec::new();
+            if staged != current {
+                actions.push(StateAction::SessionCustomizationUpdated(Box::new(
+                    ahp_types::actions::SessionCustomizationUpdatedAction {
+                        customization: staged,
+                    },
+                )));
+            }
+            if now.state != was.state || now.channel != was.channel {
+                actions.push(StateAction::SessionMcpServerStateChanged(Box::new(
+                    ahp_types::actions::SessionMcpServerStateChangedAction {
+                        id: id.to_string(),
+                        state: now.state,
+                        channel: now.channel,
+                    },
+                )));
+            }
+            for action in actions {
+                match self.store.commit(&uri, action, None) {
+                    Ok(commit) => self.publish(commit),
+                    Err(error) => {
+                        tracing::warn!(session = %uri, ?error, "server state not applied")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Re-derive every server's `mcpApp` in every session (sampling came or went).
+    fn refresh_apps(&mut self) {
+        let uris: Vec<String> = self.store.session_uris().map(str::to_string).collect();
+        for uri in uris {
+            let list = self
+                .store
+                .session(&uri)
+                .and_then(|s| s.customizations.clone())
+                .unwrap_or_default();
+            for current in list {
+                let mut patched = current.clone();
+                self.live.patch_apps(&mut patched);
+                if patched == current {
+                    continue;
+                }
+                let action = StateAction::SessionCustomizationUpdated(Box::new(
+                    ahp_types::actions::SessionCustomizationUpdatedAction {
+                        customization: patched,
+                    },
+                ));
+                match self.store.commit(&uri, action, None) {
+                    Ok(commit) => self.publish(commit),
+                    Err(error) => tracing::warn!(session = %uri, ?error, "mcpApp not applied"),
+                }
+            }
+        }
+    }
+
+    /// The server behind open `mcp://` channel `uri`, and what the channel serves.
+    pub(super) fn channel_server(
+        &self,
+        uri: &str,
+    ) -> Option<(String, ahp_types::state::AhpMcpUiHostCapabilities)> {
+        self.store
+            .session_uris()
+            .filter_map(|session| self.store.session(session))
+            .flat_map(|s| s.customizations.iter().flatten())
+            .find_map(|c| live::server_with_channel(c, uri))
+            .and_then(|m| Some((m.id.clone(), m.mcp_app.as_ref()?.capabilities.clone())))
+    }
+}
