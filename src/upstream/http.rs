@@ -209,21 +209,7 @@ impl Shared {
     /// Look at a response's status: a refusal is announced; an error is described.
     fn check(&self, response: &reqwest::Response) -> Result<(), Failure> {
         let status = response.status();
-        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-            let challenge = response
-                .headers()
-                .get(WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let insufficient_scope = status == StatusCode::FORBIDDEN
-                && challenge
-                    .as_deref()
-                    .is_some_and(|c| c.contains("insufficient_scope"));
-            let refusal = Refusal {
-                status: status.as_u16(),
-                challenge,
-                insufficient_scope,
-            };
+        if let Some(refusal) = refusal(response) {
             (self.on_refusal)(refusal.clone());
             return Err(refusal.into());
         }
@@ -236,6 +222,27 @@ impl Shared {
         }
         Ok(())
     }
+}
+
+/// The 401 or 403 `response` is, if it is one.
+pub fn refusal(response: &reqwest::Response) -> Option<Refusal> {
+    let status = response.status();
+    if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
+        return None;
+    }
+    let challenge = response
+        .headers()
+        .get(WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    Some(Refusal {
+        status: status.as_u16(),
+        insufficient_scope: status == StatusCode::FORBIDDEN
+            && challenge
+                .as_deref()
+                .is_some_and(|c| c.contains("insufficient_scope")),
+        challenge,
+    })
 }
 
 /// A reqwest failure as a message from typed facts.

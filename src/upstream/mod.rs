@@ -1,6 +1,10 @@
 //! The proxy as an MCP client of its servers, below any typed model: a session that
-//! multiplexes raw requests over a link (a child's pipes, streamable HTTP, legacy SSE).
+//! multiplexes raw requests over a link (a child's pipes, streamable HTTP, legacy SSE),
+//! the handshake, and what a server offers, kept as the text it wrote.
 
+pub mod handshake;
 pub mod http;
+pub mod legacy_sse;
+pub mod offer;
 pub mod session;
 pub mod stdio;
