@@ -11,10 +11,8 @@ pub mod catalog;
 pub mod check;
 pub mod config;
 pub mod discovery;
-pub mod example_faults;
-pub mod example_server;
-pub mod features_server;
 pub mod front;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod host;
