@@ -1,6 +1,6 @@
 //! MCP front benchmark: prints numbers, baselines side by side in the same run, no assertions.
 //!
-//! Every target serves the same fast server, `ahp-proxy example-server echo` (one tool,
+//! Every target serves the same fast server, `ahp-proxy-example-server echo` (one tool,
 //! `echo {text}`, returns the text):
 //!
 //! 1. `tools/call` latency with one call in flight, over stdio: an rmcp client talking to
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 mod common;
 
-use common::{percentile, proxy_binary};
+use common::{examples_binary, percentile, proxy_binary};
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{Peer, RunningService};
@@ -98,11 +98,11 @@ fn machine() -> String {
 
 async fn latency(binary: &Path, dir: &Path) {
     let config = dir.join("stdio.toml");
-    std::fs::write(&config, echo_config(binary, "[mcp]\nhttp = false\n")).unwrap();
+    std::fs::write(&config, echo_config("[mcp]\nhttp = false\n")).unwrap();
 
     let mut direct_child = Reaped::spawn(
         "example-server echo (stdio)",
-        Command::new(binary).args(["example-server", "echo"]),
+        Command::new(examples_binary()).arg("echo"),
         true,
     );
     let direct = stdio_client(&mut direct_child).await;
@@ -261,12 +261,7 @@ async fn throughput(binary: &Path, dir: &Path) {
     let port = free_port();
     let mut echo = Reaped::spawn(
         "example-server echo --http",
-        Command::new(binary).args([
-            "example-server",
-            "echo",
-            "--http",
-            &format!("127.0.0.1:{port}"),
-        ]),
+        Command::new(examples_binary()).args(["echo", "--http", &format!("127.0.0.1:{port}")]),
         false,
     );
     wait_for_port(port, &mut echo).await;
@@ -277,7 +272,7 @@ async fn throughput(binary: &Path, dir: &Path) {
     });
 
     let config = dir.join("http.toml");
-    std::fs::write(&config, echo_config(binary, "")).unwrap();
+    std::fs::write(&config, echo_config("")).unwrap();
     // The default runtime (a worker per core), then one worker (what `--stdio` uses).
     for (label, extra) in [
         ("ahp-proxy /mcp → stdio echo", None),
@@ -328,12 +323,12 @@ async fn throughput(binary: &Path, dir: &Path) {
             let mut command = Command::new(&peer);
             command
                 .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--"])
-                .arg(binary)
-                .args(["example-server", "echo"]);
+                .arg(examples_binary())
+                .arg("echo");
             println!(
-                "\npeer proxy: mcp-proxy {version}: {} --host 127.0.0.1 --port {port} -- {} example-server echo",
+                "\npeer proxy: mcp-proxy {version}: {} --host 127.0.0.1 --port {port} -- {} echo",
                 peer.display(),
-                binary.display()
+                examples_binary().display()
             );
             let mut theirs = Reaped::spawn("mcp-proxy", &mut command, false)
                 // On SIGTERM it exits without reaping its stdio server; SIGINT is clean.
@@ -505,10 +500,10 @@ async fn wait_for_port(port: u16, process: &mut Reaped) {
 // ---------------------------------------------------------------------------------------
 // shared
 
-fn echo_config(binary: &Path, extra: &str) -> String {
+fn echo_config(extra: &str) -> String {
     format!(
-        "{extra}[servers.echo]\ncommand = {:?}\nargs = [\"example-server\", \"echo\"]\n",
-        binary.display().to_string()
+        "{extra}[servers.echo]\ncommand = {:?}\nargs = [\"echo\"]\n",
+        examples_binary().display().to_string()
     )
 }
 

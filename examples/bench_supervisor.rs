@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 mod common;
 
-use common::{percentile, proxy_binary, start_proxy, Proxy};
+use common::{examples_binary, percentile, proxy_binary, start_proxy, Proxy};
 
 use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
 use ahp_types::state::{SessionState, SnapshotState};
@@ -31,6 +31,7 @@ const CRASHES: usize = 100;
 
 fn main() {
     let binary = proxy_binary();
+    let examples = examples_binary();
     let dir = std::env::temp_dir().join(format!("ahp-proxy-bench-sup-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -45,9 +46,9 @@ fn main() {
     let mut rss_full = Vec::new();
     let mut rss_empty = Vec::new();
     for run in 0..RUNS {
-        direct.push(runtime.block_on(direct_startup(&binary)));
+        direct.push(runtime.block_on(direct_startup(&examples)));
         let config = dir.join(format!("proxy-{run}.toml"));
-        std::fs::write(&config, servers_config(&binary, SERVERS, "echo", "")).unwrap();
+        std::fs::write(&config, servers_config(&examples, SERVERS, "echo", "")).unwrap();
         let (ms, rss) = runtime.block_on(proxied_startup(&binary, &config));
         proxied.push(ms);
         rss_full.push(rss);
@@ -81,12 +82,12 @@ fn main() {
     println!(
         "\n== crash (SIGKILL of the server process) → state at the client, {CRASHES} crashes =="
     );
-    let mut baseline = runtime.block_on(direct_crash(&binary));
+    let mut baseline = runtime.block_on(direct_crash(&examples));
     let config = dir.join("crash.toml");
     std::fs::write(
         &config,
         servers_config(
-            &binary,
+            &examples,
             1,
             "echo",
             "[supervisor]\nrestart_delay_ms = 1\nrestart_delay_max_ms = 1\ncrash_loop_limit = 1000\nhealthy_after_ms = 0\n",
@@ -112,25 +113,25 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn servers_config(binary: &Path, n: usize, kind: &str, extra: &str) -> String {
+fn servers_config(examples: &Path, n: usize, kind: &str, extra: &str) -> String {
     let mut text = String::from(extra);
     for i in 0..n {
         text.push_str(&format!(
-            "[servers.s{i:02}]\ncommand = {:?}\nargs = [\"example-server\", {kind:?}]\n",
-            binary.display().to_string()
+            "[servers.s{i:02}]\ncommand = {:?}\nargs = [{kind:?}]\n",
+            examples.display().to_string()
         ));
     }
     text
 }
 
-async fn direct_startup(binary: &Path) -> f64 {
+async fn direct_startup(examples: &Path) -> f64 {
     let started = Instant::now();
     let mut handshakes = Vec::new();
     for _ in 0..SERVERS {
-        let binary = binary.to_path_buf();
+        let examples = examples.to_path_buf();
         handshakes.push(tokio::spawn(async move {
-            let mut child = tokio::process::Command::new(binary)
-                .args(["example-server", "echo"])
+            let mut child = tokio::process::Command::new(examples)
+                .arg("echo")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -233,11 +234,11 @@ fn rss_mib(pid: u32) -> f64 {
         .unwrap_or(0.0)
 }
 
-async fn direct_crash(binary: &Path) -> Vec<f64> {
+async fn direct_crash(examples: &Path) -> Vec<f64> {
     let mut samples = Vec::new();
     for _ in 0..CRASHES {
-        let mut child = tokio::process::Command::new(binary)
-            .args(["example-server", "echo"])
+        let mut child = tokio::process::Command::new(examples)
+            .arg("echo")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -1,8 +1,15 @@
 //! ahp-proxy: serves the MCP servers of plugin folders and manifests to an MCP-only harness,
 //! and projects them to Agent Host Protocol (AHP) clients as live customizations.
 //!
-//! Map: `config` (proxy.toml), `host` (AHP state, single writer), `ahp` (WebSocket face),
-//! `jsonrpc` (framing), `line_index` (byte offsets → positions). See ARCHITECTURE.md.
+//! Map, from the bottom up: `spec` (plain data the layers share), `line_index` (byte offsets
+//! → positions), `jsonrpc` (AHP framing), `config` (proxy.toml), `discovery` (plugin folders,
+//! manifests and directories → customizations and launch specs), `catalog` (every source
+//! scanned, diffed into actions), `check` (the `check` report), `watch` (live rescans),
+//! `supervisor` (one lifecycle task per MCP server), `host` (AHP state, single writer), `ahp`
+//! (the WebSocket face), `front` (the harness's MCP server), `tcp` (the accept step both
+//! listeners share), `serve` (the wiring and the shutdown order); `fuzzing` (fuzz targets,
+//! with the `fuzzing` feature only). The example MCP servers are a separate program
+//! (`example-servers/`, `ahp-proxy-example-server`). See ARCHITECTURE.md.
 
 #![deny(unsafe_code)]
 
@@ -11,10 +18,8 @@ pub mod catalog;
 pub mod check;
 pub mod config;
 pub mod discovery;
-pub mod example_faults;
-pub mod example_server;
-pub mod features_server;
 pub mod front;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod host;

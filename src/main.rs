@@ -60,8 +60,6 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run one of the bundled example MCP servers on stdio (what plugins-examples/ launches).
-    ExampleServer(ahp_proxy::example_server::Options),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -91,19 +89,12 @@ fn init_logging(format: LogFormat) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let command = match cli.command.unwrap_or(Command::Serve {
+    let command = cli.command.unwrap_or(Command::Serve {
         listen: None,
         mcp_listen: None,
         stdio: false,
         worker_threads: None,
-    }) {
-        Command::ExampleServer(options) => {
-            // No config and no logging: stdout belongs to MCP, stderr to the server's lines.
-            let status = ahp_proxy::example_server::run(options);
-            return ExitCode::from(u8::try_from(status).unwrap_or(1));
-        }
-        other => other,
-    };
+    });
     init_logging(cli.log_format);
     let loaded = match &cli.config {
         Some(path) => Config::load(path),
@@ -138,7 +129,6 @@ fn main() -> ExitCode {
             stdio,
             worker_threads,
         } => serve(config, listen, mcp_listen, stdio, worker_threads),
-        Command::ExampleServer(_) => ExitCode::FAILURE, // returned above
     }
 }
 

@@ -1,8 +1,10 @@
-//! `ahp-proxy serve`: wires the host and the AHP listener together and runs until a signal.
-//! Ctrl-C or SIGTERM closes every connection cleanly and returns.
+//! `ahp-proxy serve`: wires discovery, supervisor, host, AHP listener and MCP fronts, runs
+//! until a signal (or, with `--stdio`, until stdin closes), then stops each task in its turn.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use ahp_types::actions::SessionCustomizationsChangedAction;
@@ -72,21 +74,22 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
             timeout: config.mcp.request_timeout,
         },
     });
-    tokio::spawn(crate::ahp::mcp_channel::relay_list_changes(
-        connections.clone(),
-        Arc::downgrade(&host),
-    ));
-    {
+    let relaying = CancellationToken::new();
+    let list_changes = spawn_until(
+        &relaying,
+        crate::ahp::mcp_channel::relay_list_changes(connections.clone(), Arc::downgrade(&host)),
+    );
+    let sampling = {
         let mut sampling = hub.sampling_available();
         let host = Arc::downgrade(&host);
-        tokio::spawn(async move {
+        spawn_until(&relaying, async move {
             while sampling.changed().await.is_ok() {
                 let Some(host) = host.upgrade() else { return };
                 let able = *sampling.borrow_and_update();
                 host.set_harness_sampling(able);
             }
-        });
-    }
+        })
+    };
     let (supervisor, mut events) =
         Supervisor::spawn(config.supervisor.clone(), connections.clone());
     host.set_control(supervisor.commands());
@@ -139,46 +142,128 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         ))
     });
     let listening = CancellationToken::new();
-    let server = tokio::spawn(listener::serve(
+    let ahp = tokio::spawn(listener::serve(
         tcp,
         services,
         gate,
         config.limits.clone(),
         listening.clone(),
     ));
+    // Kept while it runs (a finished task is not awaited again).
+    let mut harness = None;
     if stdio {
-        let harness = tokio::spawn(serve_stdio(hub.clone(), shutdown.clone()));
+        let mut front = tokio::spawn(serve_stdio(hub.clone(), shutdown.clone()));
         tokio::select! {
-            _ = wait_for_signal() => {}
-            _ = harness => {}
+            _ = wait_for_signal() => harness = Some(front),
+            _ = &mut front => {}
         }
     } else {
         wait_for_signal().await;
     }
     tracing::info!("shutting down");
-    shutdown.cancel();
-    let _ = watcher.await;
-    // Stop every server while clients are still connected, so they see each one `stopped`.
-    // Each step is bounded: a wedged server or client cannot hold the exit.
-    host.set_control_closed();
-    let patience = config.supervisor.stop_grace + std::time::Duration::from_secs(5);
-    if tokio::time::timeout(patience, supervisor.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("some servers did not stop in time; exiting anyway");
-    }
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), bridge).await;
-    listening.cancel();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), server).await;
-    if let Some(mcp_http) = mcp_http {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), mcp_http).await;
-    }
-    // Every session is gone: the mirror's queue closes and its last turn completes.
-    drop(hub);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), mirror_task).await;
+    let tasks = Tasks {
+        watcher,
+        harness,
+        mcp_http,
+        bridge,
+        ahp,
+        list_changes,
+        sampling,
+        mirror: mirror_task,
+    };
+    let stops = Stops {
+        shutdown,
+        listening,
+        relaying,
+    };
+    tasks
+        .stop(stops, supervisor, &host, hub, config.supervisor.stop_grace)
+        .await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The tasks [`run`] starts (the supervisor keeps its own), kept so that shutdown ends each
+/// one in its turn.
+struct Tasks {
+    /// File changes → rescans; ends on `shutdown`.
+    watcher: JoinHandle<()>,
+    /// The MCP front on stdin/stdout (`--stdio`); ends on `shutdown` or when stdin closes.
+    harness: Option<JoinHandle<()>>,
+    /// The MCP front over HTTP; ends on `shutdown`.
+    mcp_http: Option<JoinHandle<()>>,
+    /// Supervisor events → host; ends once the supervisor is gone.
+    bridge: JoinHandle<()>,
+    /// The AHP listener and its connections; ends on `listening`.
+    ahp: JoinHandle<()>,
+    /// Servers' list changes → `mcp://` channel subscribers; ends on `relaying`.
+    list_changes: JoinHandle<()>,
+    /// Whether a harness can answer sampling → host; ends on `relaying`.
+    sampling: JoinHandle<()>,
+    /// Harness tool calls → the AHP chat; ends once every front session is gone.
+    mirror: JoinHandle<()>,
+}
+
+/// What shutdown cancels, in turn.
+struct Stops {
+    shutdown: CancellationToken,
+    listening: CancellationToken,
+    relaying: CancellationToken,
+}
+
+impl Tasks {
+    /// Stop everything in order: the watcher and the MCP fronts stop taking work; every
+    /// server stops while clients are still connected, so they see each one `stopped`; the
+    /// AHP listener closes its connections and the fronts finish; the relays end; the
+    /// mirror completes its last turn. Each step is bounded (but the watcher's, which
+    /// waits for nobody): a wedged server or client cannot hold the exit.
+    async fn stop(
+        self,
+        stops: Stops,
+        supervisor: Supervisor,
+        host: &Host,
+        hub: Arc<Hub>,
+        stop_grace: Duration,
+    ) {
+        stops.shutdown.cancel();
+        let _ = self.watcher.await;
+        host.set_control_closed();
+        let patience = stop_grace + Duration::from_secs(5);
+        if tokio::time::timeout(patience, supervisor.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some servers did not stop in time; exiting anyway");
+        }
+        within(Duration::from_secs(1), self.bridge).await;
+        stops.listening.cancel();
+        within(Duration::from_secs(5), self.ahp).await;
+        for front in [self.mcp_http, self.harness].into_iter().flatten() {
+            within(Duration::from_secs(5), front).await;
+        }
+        stops.relaying.cancel();
+        within(Duration::from_secs(1), self.list_changes).await;
+        within(Duration::from_secs(1), self.sampling).await;
+        // Every session is gone: the mirror's queue closes and its last turn completes.
+        drop(hub);
+        within(Duration::from_secs(1), self.mirror).await;
+    }
+}
+
+/// Spawn `task`, ended early when `stop` is cancelled.
+fn spawn_until<F>(stop: &CancellationToken, task: F) -> JoinHandle<()>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        stop.run_until_cancelled(task).await;
+    })
+}
+
+/// Wait for `task` to end, at most `limit`.
+async fn within(limit: Duration, task: JoinHandle<()>) {
+    let _ = tokio::time::timeout(limit, task).await;
 }
 
 /// Serve MCP on stdin/stdout until the harness closes stdin (or `shutdown`).

@@ -8,6 +8,10 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use common::{Proxy, Watcher};
+
+/// The `features` example server, served in-process behind the test's own bearer check.
+#[path = "../example-servers/features.rs"]
+mod features;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
@@ -72,7 +76,7 @@ async fn protected() -> Protected {
     });
     let tokens: Arc<Mutex<HashSet<String>>> = Arc::default();
     let admins: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let features = ahp_proxy::features_server::Features::default();
+    let features = features::Features::default();
     let mcp = StreamableHttpService::new(
         move || Ok(features.clone()),
         LocalSessionManager::default().into(),

@@ -38,7 +38,7 @@ fn check_accepts_the_bundled_config() {
         assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
     }
     assert!(
-        stdout.contains("broken-plugin/.mcp.json:4:36: invalid JSON: Expected comma"),
+        stdout.contains("broken-plugin/.mcp.json:4:41: invalid JSON: Expected comma"),
         "{stdout}"
     );
 }

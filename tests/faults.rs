@@ -11,14 +11,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{alive, pids, server, stat, Proxy, ScratchDir, Watcher, PATIENCE};
+use common::{alive, pids, server, stat, Proxy, ScratchDir, Watcher, EXAMPLES, PATIENCE};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceError, ServiceExt};
 use serde_json::{json, Value};
-
-const EXE: &str = env!("CARGO_BIN_EXE_ahp-proxy");
 
 /// Every tool in `/mcp` is `<server>__<tool>`, whoever is up: names never shift under a
 /// test while servers crash and come back.
@@ -658,7 +656,7 @@ fn make_plugin(root: &Path, name: &str, tag: &str) {
     write(
         &dir.join(".mcp.json"),
         &format!(
-            "{{\"mcpServers\": {{\"{name}-srv\": {{\"command\": {EXE:?}, \"args\": [\"example-server\", \"echo\"], \"env\": {{\"AHP_FAULT_TAG\": \"{tag}\"}}}}}}}}"
+            "{{\"mcpServers\": {{\"{name}-srv\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\"], \"env\": {{\"AHP_FAULT_TAG\": \"{tag}\"}}}}}}}}"
         ),
     );
 }

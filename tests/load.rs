@@ -13,13 +13,12 @@ use std::sync::Arc;
 use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
 use ahp_types::state::{SessionState, SnapshotState};
 use ahp_types::{StateAction, ROOT_RESOURCE_URI};
-use common::{Ending, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, PATIENCE};
+use common::{Ending, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, EXAMPLES, PATIENCE};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-const EXE: &str = env!("CARGO_BIN_EXE_ahp-proxy");
 const CLIENTS: usize = 100;
 /// Plugins with one server each that the churn edits, restarts and toggles.
 const PLUGINS: usize = 3;
@@ -54,9 +53,9 @@ fn write(path: &Path, text: &str) {
 /// An echo server entry; `LOAD_SERVER` lets the test find its process, `ROUND` changes its
 /// launch spec (a restart) without changing what it does.
 fn server_entry(name: &str, round: usize, extra: &[&str]) -> Value {
-    let mut args = vec!["example-server", "echo"];
+    let mut args = vec!["echo"];
     args.extend(extra);
-    json!({"command": EXE, "args": args, "env": {"LOAD_SERVER": name, "ROUND": round.to_string()}})
+    json!({"command": EXAMPLES, "args": args, "env": {"LOAD_SERVER": name, "ROUND": round.to_string()}})
 }
 
 fn write_plugin(plugins: &Path, name: &str, version: &str, servers: Value) {

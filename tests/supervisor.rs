@@ -7,11 +7,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{
-    alive, server, HttpExampleServer, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, PATIENCE,
+    alive, server, HttpExampleServer, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, EXAMPLES,
+    PATIENCE,
 };
 use serde_json::{json, Value};
-
-const EXE: &str = env!("CARGO_BIN_EXE_ahp-proxy");
 
 /// `[supervisor]` timings that keep crash tests short.
 const FAST: &str = "[supervisor]\nrestart_delay_ms = 50\nrestart_delay_max_ms = 200\ncrash_loop_limit = 3\nstop_grace_ms = 500\n";
@@ -63,6 +62,41 @@ async fn servers_come_up_ready_and_a_missing_command_is_an_error_without_secrets
         .as_str()
         .unwrap()
         .contains("failed 3 times in a row"));
+}
+
+/// The bundled `plugins-examples/` (what `proxy.toml` serves): each manifest names
+/// `${AHP_PROXY_EXAMPLES}`, which the proxy sets to the example-server binary next to its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bundled_examples_run_the_example_server_next_to_the_proxy() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins-examples");
+    let data = ScratchDir::new("bundled");
+    let config = format!(
+        "plugin_roots = [{:?}]\nmanifests = [{:?}]\ndata_dir = {:?}\n",
+        examples.display().to_string(),
+        examples.join("plugins.json").display().to_string(),
+        data.path().display().to_string(),
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in [
+        "notes",
+        "lint",
+        "clock",
+        "release-dashboard",
+        "scratch-notes",
+        "flaky",
+    ] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    // The one that fails on purpose fails as itself, not as a missing program.
+    let error = w.until("misconfigured", "error", &mut seen).await;
+    let message = error["error"]["message"].as_str().unwrap();
+    assert_eq!(error["error"]["errorType"], "startFailed", "{message}");
+    assert!(
+        message.contains("example-server: refusing to start"),
+        "{message}"
+    );
 }
 
 impl Watcher {
@@ -232,12 +266,12 @@ fn write(path: &Path, text: &str) {
 
 fn mcp_json(b_arg: &str) -> String {
     let args = |extra: &str| {
-        let mut v = vec!["example-server", "echo", "--exit-code"];
+        let mut v = vec!["echo", "--exit-code"];
         v.push(extra);
         serde_json::to_string(&v).unwrap()
     };
     format!(
-        "{{\"mcpServers\": {{\n  \"a\": {{\"command\": {EXE:?}, \"args\": {}}},\n  \"b\": {{\"command\": {EXE:?}, \"args\": {}}}\n}}}}\n",
+        "{{\"mcpServers\": {{\n  \"a\": {{\"command\": {EXAMPLES:?}, \"args\": {}}},\n  \"b\": {{\"command\": {EXAMPLES:?}, \"args\": {}}}\n}}}}\n",
         args("11"),
         args(b_arg)
     )
@@ -286,7 +320,7 @@ async fn a_manifest_edit_restarts_only_the_edited_server_and_removal_stops_it() 
     write(
         &plugin.join(".mcp.json"),
         &format!(
-            "{{\"mcpServers\": {{\"a\": {{\"command\": {EXE:?}, \"args\": [\"example-server\", \"echo\", \"--exit-code\", \"11\"]}}}}}}"
+            "{{\"mcpServers\": {{\"a\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\", \"--exit-code\", \"11\"]}}}}}}"
         ),
     );
     assert!(
@@ -434,7 +468,7 @@ async fn no_launch_secret_ever_appears_in_ahp_frames_or_info_logs() {
     write(
         &plugin.join(".mcp.json"),
         &format!(
-            "{{\"mcpServers\": {{\"s\": {{\"command\": {EXE:?}, \"args\": [\"example-server\", \"echo\", \"--require-header\", \"x-k=ARG-SENTINEL-a81\"], \"env\": {{\"TOKEN\": \"ENV-SENTINEL-a81\"}}}},\n\
+            "{{\"mcpServers\": {{\"s\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\", \"--require-header\", \"x-k=ARG-SENTINEL-a81\"], \"env\": {{\"TOKEN\": \"ENV-SENTINEL-a81\"}}}},\n\
              \"gone\": {{\"command\": \"/nope/CMD-SENTINEL-a81\", \"env\": {{\"K\": \"ENV-SENTINEL-a81\"}}}},\n\
              \"web\": {{\"url\": \"http://127.0.0.1:9/mcp?key=URL-SENTINEL-a81\", \"headers\": {{\"Authorization\": \"Bearer HDR-SENTINEL-a81\"}}}}}}}}"
         ),

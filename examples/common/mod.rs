@@ -9,8 +9,17 @@ use std::time::Duration;
 
 /// The `ahp-proxy` binary next to this example (build it first with `cargo build --release`).
 pub fn proxy_binary() -> PathBuf {
+    built_binary("ahp-proxy")
+}
+
+/// The `ahp-proxy-example-server` binary next to this example (built with the proxy).
+pub fn examples_binary() -> PathBuf {
+    built_binary("ahp-proxy-example-server")
+}
+
+fn built_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let binary = exe.parent().unwrap().parent().unwrap().join("ahp-proxy");
+    let binary = exe.parent().unwrap().parent().unwrap().join(name);
     assert!(
         binary.exists(),
         "build the proxy first: cargo build --release ({})",

@@ -27,7 +27,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("ahp-proxy-soak-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (layout, config_text) = traffic::Layout::create(&dir, &binary);
+    let (layout, config_text) = traffic::Layout::create(&dir, &common::examples_binary());
     let config = dir.join("proxy.toml");
     std::fs::write(&config, config_text).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -30,17 +30,17 @@ const REQUEST_GUARD: Duration = Duration::from_secs(30);
 pub struct Layout {
     plugins: PathBuf,
     manifest: PathBuf,
-    exe: PathBuf,
+    examples: PathBuf,
 }
 
 impl Layout {
-    /// Plugins and a manifest under `dir` whose servers run `exe`'s example servers; returns
-    /// the layout and the proxy.toml text.
-    pub fn create(dir: &Path, exe: &Path) -> (Self, String) {
+    /// Plugins and a manifest under `dir` whose servers run `examples` (the example-server
+    /// binary); returns the layout and the proxy.toml text.
+    pub fn create(dir: &Path, examples: &Path) -> (Self, String) {
         let layout = Self {
             plugins: dir.join("plugins"),
             manifest: dir.join("servers.mcp.json"),
-            exe: exe.to_path_buf(),
+            examples: examples.to_path_buf(),
         };
         layout.plugin(
             "alpha",
@@ -70,9 +70,9 @@ impl Layout {
     }
 
     fn server(&self, kind: &str, extra: &[&str], round: u64) -> Value {
-        let mut args = vec!["example-server", kind];
+        let mut args = vec![kind];
         args.extend(extra);
-        json!({"command": self.exe, "args": args, "env": {"ROUND": round.to_string()}})
+        json!({"command": self.examples, "args": args, "env": {"ROUND": round.to_string()}})
     }
 
     fn plugin(&self, name: &str, version: &str, servers: Value) {

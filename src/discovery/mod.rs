@@ -130,23 +130,34 @@ pub type EnvLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 pub struct Context {
     /// Parent of every plugin's `${PLUGIN_DATA}` folder.
     pub data_dir: PathBuf,
-    /// Looks up `${VAR}` values (the process environment, plus `AHP_PROXY_EXE` and
-    /// `AHP_PROXY_DATA`).
+    /// Looks up `${VAR}` values (the process environment, plus `AHP_PROXY_EXE`,
+    /// `AHP_PROXY_EXAMPLES` and `AHP_PROXY_DATA`).
     pub env: EnvLookup,
 }
 
+/// The example-server binary's name (built by cargo next to the proxy's).
+const EXAMPLES_BINARY: &str = "ahp-proxy-example-server";
+
 impl Context {
-    /// The production context: the process environment, plus `AHP_PROXY_EXE` (this binary)
-    /// and `AHP_PROXY_DATA` (the data folder).
+    /// The production context: the process environment, plus `AHP_PROXY_EXE` (this binary),
+    /// `AHP_PROXY_EXAMPLES` (the example-server binary next to it) and `AHP_PROXY_DATA` (the
+    /// data folder).
     pub fn from_process(data_dir: PathBuf) -> Self {
-        let exe = std::env::current_exe()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| "ahp-proxy".into());
+        let exe = std::env::current_exe().ok();
+        let examples = exe.as_ref().map_or_else(
+            || EXAMPLES_BINARY.into(),
+            |exe| {
+                let name = format!("{EXAMPLES_BINARY}{}", std::env::consts::EXE_SUFFIX);
+                exe.with_file_name(name).to_string_lossy().into_owned()
+            },
+        );
+        let exe = exe.map_or_else(|| "ahp-proxy".into(), |p| p.to_string_lossy().into_owned());
         let data = data_dir.to_string_lossy().into_owned();
         Self {
             data_dir,
             env: Box::new(move |name| match name {
                 "AHP_PROXY_EXE" => Some(exe.clone()),
+                "AHP_PROXY_EXAMPLES" => Some(examples.clone()),
                 "AHP_PROXY_DATA" => Some(data.clone()),
                 _ => std::env::var(name).ok(),
             }),

@@ -32,7 +32,7 @@ use crate::host::{Attachment, Host, HARNESS_CHAT_URI};
 use crate::jsonrpc::{self, Incoming};
 use crate::mirror::{CallStart, Turns};
 use crate::supervisor::connections::Connections;
-use crate::supervisor::{AuthReason, Command, Served, ServerEvent, Status};
+use crate::supervisor::{AuthReason, Command, Failure, Served, ServerEvent, Status};
 
 /// Connections an input can address.
 const SLOTS: usize = 3;
@@ -455,10 +455,7 @@ fn app_event(name: &str) -> ServerEvent {
         }),
         "starting" => Some(Status::Starting),
         "stopped" => Some(Status::Stopped),
-        "error" => Some(Status::Error {
-            kind: "exited",
-            message: "exit status 1".into(),
-        }),
+        "error" => Some(Status::Error(Failure::Exited("exit status 1".into()))),
         "auth" => Some(locked_status()),
         _ => None,
     };

@@ -1,7 +1,8 @@
 //! Fuzz targets, shared by the cargo-fuzz crate in `fuzz/` and by `tests/fuzz_corpora.rs`:
 //! each takes arbitrary bytes and drives one parser, or the AHP host, panicking only on a bug.
 //!
-//! Not part of the proxy's API; public so that the fuzz crate and the tests can reach it.
+//! Not part of the proxy's API: built only with the `fuzzing` feature, which the fuzz crate
+//! and (through a dev-dependency) the tests turn on.
 
 mod frames;
 mod mirror;

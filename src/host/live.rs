@@ -293,10 +293,10 @@ pub fn server_state(status: &Status) -> McpServerState {
         Status::Starting => McpServerState::Starting(McpServerStartingState { blocking: None }),
         Status::Ready { .. } => McpServerState::Ready(McpServerReadyState {}),
         Status::Stopped => McpServerState::Stopped(McpServerStoppedState {}),
-        Status::Error { kind, message } => McpServerState::Error(McpServerErrorState {
+        Status::Error(failure) => McpServerState::Error(McpServerErrorState {
             error: ErrorInfo {
-                error_type: (*kind).to_string(),
-                message: message.clone(),
+                error_type: failure.kind().to_string(),
+                message: failure.to_string(),
                 stack: None,
                 meta: None,
             },
@@ -356,6 +356,7 @@ pub fn server_state(status: &Status) -> McpServerState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::supervisor::Failure;
     use serde_json::json;
 
     fn customization(value: serde_json::Value) -> Customization {
@@ -402,10 +403,9 @@ mod tests {
 
     #[test]
     fn statuses_map_to_wire_states() {
-        let error = serde_json::to_value(server_state(&Status::error(
-            "exited",
+        let error = serde_json::to_value(server_state(&Status::Error(Failure::Exited(
             "exited with status 3".into(),
-        )))
+        ))))
         .unwrap();
         assert_eq!(
             error,

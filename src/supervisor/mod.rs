@@ -6,13 +6,18 @@
 
 pub mod auth;
 pub mod connections;
+mod failure;
 pub mod policy;
 #[allow(unsafe_code)] // pre_exec (parent-death signal) and killpg: the only unsafe in the crate
 pub mod process;
+mod running;
 pub mod server;
+mod start;
 pub mod stderr;
 pub mod stdout;
 pub mod upstream;
+
+pub use failure::Failure;
 
 use std::collections::{HashMap, HashSet};
 
@@ -48,14 +53,9 @@ pub enum Status {
         /// be fetched (a JSON object with at least `resource`).
         metadata: Option<serde_json::Value>,
     },
-    /// Failed; `kind` is a short machine-readable tag, `message` says what happened.
-    Error {
-        /// `config`, `spawn`, `startFailed`, `timeout`, `exited`, `protocol`, `crashLoop`,
-        /// `unsupported`.
-        kind: &'static str,
-        /// What happened, with the exit status and last stderr lines where there are some.
-        message: String,
-    },
+    /// Failed: how (its kind is a short machine-readable tag, its text says what happened,
+    /// with the exit status and last stderr lines where there are some).
+    Error(Failure),
     /// Not running, on purpose.
     Stopped,
 }
@@ -113,13 +113,6 @@ impl Served {
                 .map(|r| r.list_changed == Some(true)),
             logging: capabilities.logging.is_some(),
         }
-    }
-}
-
-impl Status {
-    /// An error status.
-    pub fn error(kind: &'static str, message: String) -> Self {
-        Self::Error { kind, message }
     }
 }
 

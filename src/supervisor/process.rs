@@ -19,14 +19,35 @@ pub struct Spawned {
     pub stderr: ChildStderr,
 }
 
+/// Why a child could not be started. The text says why without naming the command (a
+/// secret).
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The working directory is missing.
+    #[error("cannot start the server: its working directory does not exist")]
+    NoDirectory,
+    /// No such program.
+    #[error("cannot start the server: command not found (check the command and PATH)")]
+    NotFound,
+    /// The program cannot be run.
+    #[error("cannot start the server: permission denied (is the command executable?)")]
+    PermissionDenied,
+    /// Anything else the system said.
+    #[error("cannot start the server: {0}")]
+    Other(std::io::Error),
+    /// It started without the pipes asked for.
+    #[error("the server process started without its pipes")]
+    NoPipes,
+}
+
 /// Start `command args` in `cwd` with `env` added, in a new process group, with SIGKILL as
-/// its parent-death signal. The error says why without naming the command (a secret).
+/// its parent-death signal.
 pub fn spawn(
     command: &str,
     args: &[String],
     env: &std::collections::BTreeMap<String, String>,
     cwd: Option<&Path>,
-) -> Result<Spawned, String> {
+) -> Result<Spawned, SpawnError> {
     let mut cmd = Command::new(command);
     cmd.args(args)
         .envs(env)
@@ -56,13 +77,11 @@ pub fn spawn(
             });
         }
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|error| describe_spawn_error(&error, cwd))?;
+    let mut child = cmd.spawn().map_err(|error| spawn_error(error, cwd))?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        return Err("the server process started without its pipes".into());
+        return Err(SpawnError::NoPipes);
     };
     Ok(Spawned {
         child,
@@ -72,19 +91,13 @@ pub fn spawn(
     })
 }
 
-fn describe_spawn_error(error: &std::io::Error, cwd: Option<&Path>) -> String {
+fn spawn_error(error: std::io::Error, cwd: Option<&Path>) -> SpawnError {
     use std::io::ErrorKind;
     match error.kind() {
-        ErrorKind::NotFound if cwd.is_some_and(|c| !c.is_dir()) => {
-            "cannot start the server: its working directory does not exist".into()
-        }
-        ErrorKind::NotFound => {
-            "cannot start the server: command not found (check the command and PATH)".into()
-        }
-        ErrorKind::PermissionDenied => {
-            "cannot start the server: permission denied (is the command executable?)".into()
-        }
-        _ => format!("cannot start the server: {error}"),
+        ErrorKind::NotFound if cwd.is_some_and(|c| !c.is_dir()) => SpawnError::NoDirectory,
+        ErrorKind::NotFound => SpawnError::NotFound,
+        ErrorKind::PermissionDenied => SpawnError::PermissionDenied,
+        _ => SpawnError::Other(error),
     }
 }
 
@@ -177,6 +190,8 @@ mod tests {
         let error = spawn("/no/such/secret-command", &[], &Default::default(), None)
             .err()
             .expect("cannot spawn");
+        assert!(matches!(error, SpawnError::NotFound), "{error:?}");
+        let error = error.to_string();
         assert!(error.contains("command not found"), "{error}");
         assert!(!error.contains("secret"), "{error}");
     }

@@ -239,9 +239,10 @@ impl Connection {
 }
 
 /// Why a connection could not be made.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The server wants credentials: the raw `WWW-Authenticate` challenge, if one came.
+    #[error("the server asked for authorization")]
     AuthRequired {
         /// The challenge header, if the server sent one.
         challenge: Option<String>,
@@ -249,6 +250,7 @@ pub enum ConnectError {
         insufficient_scope: bool,
     },
     /// Anything else, as a message safe to show (no launch spec inside).
+    #[error("{0}")]
     Failed(String),
 }
 
@@ -356,6 +358,17 @@ pub fn scrub(message: &str, hide: Option<&str>) -> String {
     out
 }
 
+/// A configured header that cannot be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidHeader {
+    /// Its name.
+    #[error("header {0:?} is not a valid HTTP header name")]
+    Name(String),
+    /// Its value (the text names the header, never the value).
+    #[error("the value of header {0:?} is not a valid HTTP header value")]
+    Value(String),
+}
+
 /// The streamable HTTP transport for `url` with `headers`. An `Authorization: Bearer …`
 /// header becomes rmcp's bearer token; other headers go as they are. `bearer` (a token an
 /// AHP client gave) replaces any configured `Authorization`.
@@ -363,7 +376,7 @@ pub fn http_transport(
     url: &str,
     headers: &BTreeMap<String, String>,
     bearer: Option<&str>,
-) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
+) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, InvalidHeader> {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
     let mut custom = HashMap::new();
@@ -381,10 +394,9 @@ pub fn http_transport(
             }
         }
         let header_name = http::HeaderName::try_from(name.as_str())
-            .map_err(|_| format!("header {name:?} is not a valid HTTP header name"))?;
-        let header_value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
-            format!("the value of header {name:?} is not a valid HTTP header value")
-        })?;
+            .map_err(|_| InvalidHeader::Name(name.clone()))?;
+        let header_value = http::HeaderValue::try_from(value.as_str())
+            .map_err(|_| InvalidHeader::Value(name.clone()))?;
         custom.insert(header_name, header_value);
     }
     Ok(rmcp::transport::StreamableHttpClientTransport::from_config(

@@ -27,6 +27,9 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 /// The default session every proxy starts with.
 pub const DEFAULT_SESSION: &str = "ahp-session:/default";
 
+/// The bundled example MCP servers (`ahp-proxy-example-server <kind>`).
+pub const EXAMPLES: &str = env!("CARGO_BIN_EXE_ahp-proxy-example-server");
+
 /// A scratch folder removed on drop.
 pub struct ScratchDir(pub PathBuf);
 
@@ -241,19 +244,14 @@ pub struct HttpExampleServer {
 }
 
 impl HttpExampleServer {
-    /// `ahp-proxy example-server <kind> --http 127.0.0.1:<free port> <extra…>`.
+    /// `ahp-proxy-example-server <kind> --http 127.0.0.1:<free port> <extra…>`.
     pub fn start(kind: &str, extra: &[&str]) -> Self {
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
             listener.local_addr().expect("local addr").port()
         };
-        let child = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
-            .args([
-                "example-server",
-                kind,
-                "--http",
-                &format!("127.0.0.1:{port}"),
-            ])
+        let child = Command::new(EXAMPLES)
+            .args([kind, "--http", &format!("127.0.0.1:{port}")])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -484,11 +482,10 @@ pub fn error_code(response: &Value) -> i64 {
 
 /// A `[servers.<name>]` table running an example server with extra arguments.
 pub fn server(name: &str, kind: &str, extra: &[&str]) -> String {
-    let mut args = vec!["example-server".to_string(), kind.to_string()];
+    let mut args = vec![kind.to_string()];
     args.extend(extra.iter().map(|a| a.to_string()));
     format!(
-        "[servers.{name}]\ncommand = {:?}\nargs = {}\n",
-        env!("CARGO_BIN_EXE_ahp-proxy"),
+        "[servers.{name}]\ncommand = {EXAMPLES:?}\nargs = {}\n",
         serde_json::to_string(&args).unwrap()
     )
 }

@@ -1,4 +1,4 @@
-//! Misbehaviour for the example servers (`example-server <kind> --fault <mode>`): real child
+//! Misbehaviour for the example servers (`<kind> --fault <mode>`): real child
 //! processes that crash at random, hang, flood, print garbage or resist being stopped.
 
 use std::io::Write;
@@ -56,7 +56,7 @@ pub fn stats() -> String {
     .to_string()
 }
 
-/// The fault options of `example-server`.
+/// The fault options of `ahp-proxy-example-server`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FaultOptions {
     /// Misbehave this way (for fault tests; see `Fault`).
@@ -283,7 +283,7 @@ fn start_grandchild() {
         return;
     };
     let child = std::process::Command::new(exe)
-        .args(["example-server", "echo", "--fault", "linger"])
+        .args(["echo", "--fault", "linger"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn();

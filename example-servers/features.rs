@@ -1,4 +1,4 @@
-//! The `features` example server (`ahp-proxy example-server features`): every MCP feature a
+//! The `features` example server (`ahp-proxy-example-server features`): every MCP feature a
 //! transparent proxy must forward, in one small server that the end-to-end tests drive.
 
 // Sampling, roots, logging and resources/subscribe are deprecated in rmcp 3 (SEP-2577) but

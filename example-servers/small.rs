@@ -1,6 +1,5 @@
-//! The small real MCP servers the bundled examples launch (`ahp-proxy example-server <kind>`):
-//! notes, clock, an MCP App, an echo for benchmarks, and two that fail on purpose; any of
-//! them can also misbehave on demand (`--fault`, see `example_faults`).
+//! The small example servers `plugins-examples/` launches: notes, clock, an MCP App, the
+//! echo benchmarks use, and one that crashes on demand. One handler, switched on the kind.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -12,220 +11,11 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 
-use crate::example_faults::{Dice, Fault};
-
-/// Which example to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Kind {
-    /// Notes: add, list and read short notes (kept in `NOTES_DIR` when set).
-    Notes,
-    /// Clock: the current time, and a `sleep` tool.
-    Clock,
-    /// An MCP App: a `ui://` page and a tool whose `_meta.ui.resourceUri` points at it.
-    App,
-    /// Echo: returns its input; the benchmark baseline.
-    Echo,
-    /// Comes up, then crashes on demand: its `crash` tool exits the process.
-    Crash,
-    /// Fails to start: prints an error on stderr and exits 1 before the MCP handshake.
-    Fail,
-    /// Every MCP feature a proxy must forward, for end-to-end tests (see `features_server`).
-    Features,
-}
-
-/// How to run it.
-#[derive(Debug, Clone, clap::Args)]
-pub struct Options {
-    /// Which example server.
-    #[arg(value_enum)]
-    pub kind: Kind,
-    /// Serve streamable HTTP on this address (`/mcp`) instead of stdio.
-    #[arg(long)]
-    pub http: Option<std::net::SocketAddr>,
-    /// With `--http`: answer 401 unless this header (`name=value`) is present.
-    #[arg(long)]
-    pub require_header: Option<String>,
-    /// Exit this many milliseconds after start-up (a crash for tests and demos).
-    #[arg(long)]
-    pub exit_after_ms: Option<u64>,
-    /// Exit status for `--exit-after-ms` and the `crash` tool.
-    #[arg(long, default_value_t = 3)]
-    pub exit_code: i32,
-    /// With `--exit-after-ms`: only crash if this file does not exist yet (then create it),
-    /// so the server crashes once and comes up normally after a restart.
-    #[arg(long)]
-    pub once: Option<std::path::PathBuf>,
-    /// Misbehaviour for fault tests.
-    #[command(flatten)]
-    pub faults: crate::example_faults::FaultOptions,
-}
-
-/// Run the example until its client goes away. Returns the process exit status.
-pub fn run(options: Options) -> i32 {
-    if options.kind == Kind::Fail {
-        eprintln!("example-server: refusing to start: this server fails on purpose");
-        eprintln!("example-server: (it shows how a server that cannot start looks in AHP)");
-        return 1;
-    }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("example-server: cannot start the runtime: {error}");
-            return 1;
-        }
-    };
-    runtime.block_on(serve(options))
-}
-
-async fn serve(options: Options) -> i32 {
-    if let Some(ms) = options.exit_after_ms {
-        let crash = match &options.once {
-            Some(marker) if marker.exists() => false,
-            Some(marker) => std::fs::write(marker, b"crashed once\n").is_ok(),
-            None => true,
-        };
-        if crash {
-            let code = options.exit_code;
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                eprintln!("example-server: exiting with status {code} as asked (--exit-after-ms)");
-                std::process::exit(code);
-            });
-        }
-    }
-    if !crate::example_faults::prepare(&options.faults, options.exit_code).await {
-        return 0;
-    }
-    match options.kind {
-        Kind::Features => serve_with(crate::features_server::Features::default(), options).await,
-        kind => {
-            let mut example = Example::new(kind, options.exit_code);
-            example.faulty = options.faults.fault.is_some();
-            if options.faults.is(Fault::CrashRandom) {
-                example.dice = Some(Dice::new(options.faults.seed, options.faults.fault_rate));
-            }
-            serve_with(example, options).await
-        }
-    }
-}
-
-async fn serve_with<S: ServerHandler + Clone>(server: S, options: Options) -> i32 {
-    match options.http {
-        Some(addr) => serve_http(server, addr, options.require_header).await,
-        None => {
-            let (stdin, stdout) = rmcp::transport::stdio_pipes();
-            let stdout = crate::example_faults::stdout(&options.faults, stdout);
-            match server.serve((stdin, stdout)).await {
-                Ok(running) => {
-                    let _ = running.waiting().await;
-                    0
-                }
-                Err(error) => {
-                    eprintln!("example-server: MCP handshake failed: {error}");
-                    1
-                }
-            }
-        }
-    }
-}
-
-async fn serve_http<S: ServerHandler + Clone>(
-    server: S,
-    addr: std::net::SocketAddr,
-    required: Option<String>,
-) -> i32 {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    use hyper_util::service::TowerToHyperService;
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-    use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService,
-    };
-
-    let listener = match tokio::net::TcpListener::bind(addr).await {
-        Ok(listener) => listener,
-        Err(error) => {
-            eprintln!("example-server: cannot listen on {addr}: {error}");
-            return 1;
-        }
-    };
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default(),
-    );
-    let required = required.and_then(|r| {
-        r.split_once('=')
-            .map(|(name, value)| (name.to_ascii_lowercase(), value.to_string()))
-    });
-    loop {
-        let Ok((socket, _)) = listener.accept().await else {
-            continue;
-        };
-        let service = service.clone();
-        let required = required.clone();
-        tokio::spawn(async move {
-            let gate = tower_gate(service, required);
-            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(socket), TowerToHyperService::new(gate))
-                .await;
-        });
-    }
-}
-
-type HttpResponse =
-    http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>>;
-
-/// Answer 401 unless the required header is present; otherwise hand over to rmcp.
-fn tower_gate<S>(
-    inner: S,
-    required: Option<(String, String)>,
-) -> tower::util::BoxCloneService<
-    http::Request<hyper::body::Incoming>,
-    HttpResponse,
-    std::convert::Infallible,
->
-where
-    S: tower::Service<
-            http::Request<hyper::body::Incoming>,
-            Response = HttpResponse,
-            Error = std::convert::Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
-    use http_body_util::BodyExt;
-    tower::util::BoxCloneService::new(tower::service_fn(
-        move |request: http::Request<hyper::body::Incoming>| {
-            let inner = inner.clone();
-            let required = required.clone();
-            async move {
-                if let Some((name, value)) = &required {
-                    let ok = request
-                        .headers()
-                        .get(name.as_str())
-                        .is_some_and(|v| v.as_bytes() == value.as_bytes());
-                    if !ok {
-                        let body =
-                            http_body_util::Full::new(bytes::Bytes::from_static(b"unauthorized"))
-                                .map_err(|never| match never {})
-                                .boxed();
-                        let mut response = http::Response::new(body);
-                        *response.status_mut() = http::StatusCode::UNAUTHORIZED;
-                        return Ok(response);
-                    }
-                }
-                tower::ServiceExt::oneshot(inner, request).await
-            }
-        },
-    ))
-}
+use crate::faults::{Dice, Fault, FaultOptions};
+use crate::Kind;
 
 const APP_URI: &str = "ui://release-dashboard/view.html";
 const APP_MIME: &str = "text/html;profile=mcp-app";
@@ -242,8 +32,9 @@ window.addEventListener("message", (event) => {
 </script></body></html>
 "#;
 
+/// One of the small servers.
 #[derive(Clone)]
-struct Example {
+pub struct Example {
     kind: Kind,
     exit_code: i32,
     notes: Arc<Mutex<BTreeMap<String, String>>>,
@@ -255,7 +46,8 @@ struct Example {
 }
 
 impl Example {
-    fn new(kind: Kind, exit_code: i32) -> Self {
+    /// The `kind` server; `faults` may add `fault_stats` and the random crash.
+    pub fn new(kind: Kind, exit_code: i32, faults: &FaultOptions) -> Self {
         let notes_dir = std::env::var_os("NOTES_DIR").map(std::path::PathBuf::from);
         let mut notes = BTreeMap::new();
         if let Some(dir) = &notes_dir {
@@ -277,8 +69,10 @@ impl Example {
             exit_code,
             notes: Arc::new(Mutex::new(notes)),
             notes_dir,
-            dice: None,
-            faulty: false,
+            dice: faults
+                .is(Fault::CrashRandom)
+                .then(|| Dice::new(faults.seed, faults.fault_rate)),
+            faulty: faults.fault.is_some(),
         }
     }
 
@@ -371,7 +165,7 @@ impl Example {
                 Ok("Release 1.4.0: 12 merged, 2 open, CI green.".into())
             }
             (Kind::Echo, "echo") => arg("text"),
-            (_, "fault_stats") if self.faulty => Ok(crate::example_faults::stats()),
+            (_, "fault_stats") if self.faulty => Ok(crate::faults::stats()),
             (Kind::Crash, "crash") => {
                 eprintln!(
                     "example-server: crash tool called; exiting with status {}",
@@ -415,7 +209,7 @@ impl ServerHandler for Example {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        crate::example_faults::TOOLS_LISTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::faults::TOOLS_LISTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         serde_json::from_value(json!({"tools": self.tools()}))
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }

@@ -1,0 +1,138 @@
+//! `ahp-proxy-example-server <kind>`: the small real MCP servers the bundled examples, the
+//! tests and the benchmarks launch. Not part of the proxy; built next to it by cargo.
+//!
+//! The kinds: notes, clock, an MCP App, an echo for benchmarks and two that fail on purpose
+//! (`small`), every MCP feature a proxy must forward (`features`); any of them can also
+//! misbehave on demand (`--fault`, see `faults`). `--http` serves streamable HTTP (`http`).
+
+mod faults;
+mod features;
+mod http;
+mod small;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use rmcp::{ServerHandler, ServiceExt};
+
+/// Which example to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// Notes: add, list and read short notes (kept in `NOTES_DIR` when set).
+    Notes,
+    /// Clock: the current time, and a `sleep` tool.
+    Clock,
+    /// An MCP App: a `ui://` page and a tool whose `_meta.ui.resourceUri` points at it.
+    App,
+    /// Echo: returns its input; the benchmark baseline.
+    Echo,
+    /// Comes up, then crashes on demand: its `crash` tool exits the process.
+    Crash,
+    /// Fails to start: prints an error on stderr and exits 1 before the MCP handshake.
+    Fail,
+    /// Every MCP feature a proxy must forward, for end-to-end tests.
+    Features,
+}
+
+/// Run one of the bundled example MCP servers (on stdio unless `--http`).
+#[derive(Debug, Clone, Parser)]
+#[command(name = "ahp-proxy-example-server", version)]
+struct Options {
+    /// Which example server.
+    #[arg(value_enum)]
+    kind: Kind,
+    /// Serve streamable HTTP on this address (`/mcp`) instead of stdio.
+    #[arg(long)]
+    http: Option<std::net::SocketAddr>,
+    /// With `--http`: answer 401 unless this header (`name=value`) is present.
+    #[arg(long)]
+    require_header: Option<String>,
+    /// Exit this many milliseconds after start-up (a crash for tests and demos).
+    #[arg(long)]
+    exit_after_ms: Option<u64>,
+    /// Exit status for `--exit-after-ms` and the `crash` tool.
+    #[arg(long, default_value_t = 3)]
+    exit_code: i32,
+    /// With `--exit-after-ms`: only crash if this file does not exist yet (then create it),
+    /// so the server crashes once and comes up normally after a restart.
+    #[arg(long)]
+    once: Option<std::path::PathBuf>,
+    /// Misbehaviour for fault tests.
+    #[command(flatten)]
+    faults: faults::FaultOptions,
+}
+
+fn main() -> ExitCode {
+    // No logging: stdout belongs to MCP, stderr to the server's own lines.
+    let status = run(Options::parse());
+    ExitCode::from(u8::try_from(status).unwrap_or(1))
+}
+
+/// Run the example until its client goes away. Returns the process exit status.
+fn run(options: Options) -> i32 {
+    if options.kind == Kind::Fail {
+        eprintln!("example-server: refusing to start: this server fails on purpose");
+        eprintln!("example-server: (it shows how a server that cannot start looks in AHP)");
+        return 1;
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("example-server: cannot start the runtime: {error}");
+            return 1;
+        }
+    };
+    runtime.block_on(serve(options))
+}
+
+async fn serve(options: Options) -> i32 {
+    if let Some(ms) = options.exit_after_ms {
+        let crash = match &options.once {
+            Some(marker) if marker.exists() => false,
+            Some(marker) => std::fs::write(marker, b"crashed once\n").is_ok(),
+            None => true,
+        };
+        if crash {
+            let code = options.exit_code;
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                eprintln!("example-server: exiting with status {code} as asked (--exit-after-ms)");
+                std::process::exit(code);
+            });
+        }
+    }
+    if !faults::prepare(&options.faults, options.exit_code).await {
+        return 0;
+    }
+    match options.kind {
+        Kind::Features => serve_with(features::Features::default(), options).await,
+        kind => {
+            let example = small::Example::new(kind, options.exit_code, &options.faults);
+            serve_with(example, options).await
+        }
+    }
+}
+
+async fn serve_with<S: ServerHandler + Clone>(server: S, options: Options) -> i32 {
+    match options.http {
+        Some(addr) => http::serve_http(server, addr, options.require_header).await,
+        None => {
+            let (stdin, stdout) = rmcp::transport::stdio_pipes();
+            let stdout = faults::stdout(&options.faults, stdout);
+            match server.serve((stdin, stdout)).await {
+                Ok(running) => {
+                    let _ = running.waiting().await;
+                    0
+                }
+                Err(error) => {
+                    eprintln!("example-server: MCP handshake failed: {error}");
+                    1
+                }
+            }
+        }
+    }
+}
