@@ -69,15 +69,7 @@ enum LogFormat {
 }
 
 fn init_logging(format: LogFormat) {
-    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // rmcp's own log lines can carry server URLs (with their tokens) inside transport
-    // errors; every failure is reported by the supervisor instead, scrubbed. Opt in with
-    // an explicit `rmcp` directive in RUST_LOG.
-    if !std::env::var("RUST_LOG").is_ok_and(|v| v.contains("rmcp")) {
-        if let Ok(directive) = "rmcp=off".parse() {
-            filter = filter.add_directive(directive);
-        }
-    }
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -16,8 +16,7 @@ use crate::config::Config;
 use crate::discovery::configured::Configured;
 use crate::discovery::Context;
 use crate::front::naming::Policy;
-use crate::front::registry::Scope;
-use crate::front::{Front, Hub, Settings};
+use crate::front::{Hub, Settings};
 use crate::host::Host;
 use crate::mirror::Mirror;
 use crate::supervisor::Supervisor;
@@ -45,6 +44,10 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         SessionCustomizationsChangedAction { customizations },
     ));
     let connections = crate::supervisor::connections::Connections::new();
+    if stdio {
+        // Servers are initialized as the stdio harness, once it said who it is.
+        connections.set_identity(None);
+    }
     let (mirror, mirror_task) = Mirror::spawn(
         host.clone(),
         crate::host::HARNESS_CHAT_URI.to_string(),
@@ -268,25 +271,7 @@ async fn within(limit: Duration, task: JoinHandle<()>) {
 
 /// Serve MCP on stdin/stdout until the harness closes stdin (or `shutdown`).
 async fn serve_stdio(hub: std::sync::Arc<Hub>, shutdown: CancellationToken) {
-    use rmcp::ServiceExt;
-    let front = Front::new(hub, Scope::All);
-    let running = tokio::select! {
-        running = front.serve(rmcp::transport::stdio_pipes()) => running,
-        _ = shutdown.cancelled() => return,
-    };
-    match running {
-        Ok(running) => {
-            tracing::info!("serving MCP on stdin/stdout");
-            let token = running.cancellation_token();
-            tokio::select! {
-                _ = running.waiting() => tracing::info!("the harness closed stdin"),
-                _ = shutdown.cancelled() => token.cancel(),
-            }
-        }
-        Err(error) => {
-            tracing::error!("the harness's MCP handshake on stdio failed: {error}");
-        }
-    }
+    crate::front::stdio::serve(hub, tokio::io::stdin(), tokio::io::stdout(), shutdown).await;
 }
 
 /// What proxy.toml asks discovery to look at.

@@ -1003,7 +1003,7 @@ async fn an_mcp_app_samples_through_the_harness_over_its_channel() {
                    "messages": [{"role": "user", "content": {"type": "text", "text": "from the view"}}]}),
         )
         .await
-        .expect("sampling answered by the harness");
+        .unwrap_or_else(|e| panic!("sampling answered by the harness: {e:?}\n{}", proxy.logs()));
     assert_eq!(
         answer["content"]["text"], "harness: from the view",
         "{answer}"

@@ -8,9 +8,6 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use rmcp::model::{ClientRequest, CustomRequest, ErrorCode};
-use rmcp::service::PeerRequestOptions;
-use rmcp::ErrorData;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +16,7 @@ use crate::front::Hub;
 use crate::host::fanout::ConnId;
 use crate::host::{apps, Host};
 use crate::jsonrpc::{self, RpcError};
+use crate::mcp::message::{Kind, Message};
 use crate::supervisor::connections::Connections;
 
 /// What serving channels needs besides the host.
@@ -145,9 +143,9 @@ pub fn notification(host: &Host, conn: ConnId, method: &str, params: &Value) {
         _ => tracing::debug!(conn, method, "mcp:// notification ignored"),
     }
 }
-
-/// Answer one channel request; `ended` (the connection going away) cancels it, upstream
-/// or at the harness too.
+/// One `mcp://` request answered: by the server's session (its result or MCP error as it
+/// was), or, for `sampling/createMessage`, by a harness. Cancelled with the connection,
+/// upstream or at the harness too.
 async fn forward(
     channels: &McpChannels,
     server: &str,
@@ -156,49 +154,58 @@ async fn forward(
     params: Value,
     ended: &CancellationToken,
 ) -> Result<Value, RpcError> {
-    let gone = || RpcError::new(ErrorCode::INTERNAL_ERROR.0, "the connection ended");
     if method == "sampling/createMessage" {
         let Some(hub) = channels.hub.upgrade() else {
             return Err(not_ready(channel));
         };
-        let result = hub
-            .sample_for_app(server, params, ended.child_token())
+        let answer = hub
+            .sample_for_app(server, &params.to_string(), ended.child_token())
             .await
-            .map_err(mcp_error)?;
-        return serde_json::to_value(result)
-            .map_err(|e| RpcError::new(jsonrpc::codes::INTERNAL_ERROR, e.to_string()));
+            .map_err(|(code, message)| RpcError::new(code as i32, message))?;
+        return result_of(&answer);
     }
     let Some(connected) = channels.connections.get(server) else {
         return Err(not_ready(channel));
     };
-    let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
-    let options = PeerRequestOptions::with_timeout(channels.timeout);
-    let failed = |e: rmcp::ServiceError| {
-        channels.connections.check_failure(server, &e);
-        service_error(e, method, channels.timeout)
-    };
-    let sent = connected
-        .peer
-        .send_request_with_option(request, options)
+    let text = json!({"jsonrpc": "2.0", "id": 0, "method": method, "params": params}).to_string();
+    let request =
+        Message::parse(text).map_err(|invalid| RpcError::invalid_params(invalid.message))?;
+    match connected
+        .session
+        .ask(request, channels.timeout, ended)
         .await
-        .map_err(failed)?;
-    let upstream_id = sent.id.clone();
-    let result = tokio::select! {
-        result = sent.await_response() => result.map_err(failed)?,
-        _ = ended.cancelled() => {
-            let cancel: Result<rmcp::model::CancelledNotificationParam, _> =
-                serde_json::from_value(json!({
-                    "requestId": upstream_id,
-                    "reason": "the AHP client went away",
-                }));
-            if let Ok(cancel) = cancel {
-                let _ = connected.peer.notify_cancelled(cancel).await;
-            }
-            return Err(gone());
+    {
+        Ok(answer) => result_of(&answer),
+        Err(failure) => {
+            let (code, message) =
+                crate::front::forward::describe(&failure, &connected.name, method);
+            Err(RpcError::new(code as i32, message))
         }
-    };
-    serde_json::to_value(result)
-        .map_err(|e| RpcError::new(jsonrpc::codes::INTERNAL_ERROR, e.to_string()))
+    }
+}
+
+/// An MCP answer as the AHP answer: its result, or its error as it was.
+fn result_of(answer: &Message) -> Result<Value, RpcError> {
+    let body: Value = answer
+        .body()
+        .and_then(|span| serde_json::from_str(answer.slice(span)).ok())
+        .unwrap_or(Value::Null);
+    if answer.kind() != Kind::Error {
+        return Ok(body);
+    }
+    Err(RpcError {
+        code: body
+            .get("code")
+            .and_then(Value::as_i64)
+            .and_then(|c| i32::try_from(c).ok())
+            .unwrap_or(jsonrpc::codes::INTERNAL_ERROR),
+        message: body
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("the MCP server answered with an error")
+            .to_string(),
+        data: body.get("data").cloned(),
+    })
 }
 
 /// Relay the servers' `list_changed` to the connections subscribed to their channels.
@@ -239,30 +246,4 @@ fn not_ready(channel: &str) -> RpcError {
     RpcError::invalid_params(format!(
         "{channel} is not an open mcp:// channel (the server is not ready, or the channel is unknown)"
     ))
-}
-
-/// An MCP error from the server (or the harness), as it was.
-fn mcp_error(error: ErrorData) -> RpcError {
-    RpcError {
-        code: error.code.0,
-        message: error.message.into_owned(),
-        data: error.data,
-    }
-}
-
-fn service_error(error: rmcp::ServiceError, method: &str, timeout: Duration) -> RpcError {
-    match error {
-        rmcp::ServiceError::McpError(error) => mcp_error(error),
-        rmcp::ServiceError::Timeout { .. } => RpcError::new(
-            crate::front::forward::REQUEST_TIMEOUT,
-            format!(
-                "the MCP server did not answer {method} within {} ms",
-                timeout.as_millis()
-            ),
-        ),
-        _ => RpcError::new(
-            ErrorCode::INTERNAL_ERROR.0,
-            format!("the MCP server's connection ended before it answered {method}"),
-        ),
-    }
 }

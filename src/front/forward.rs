@@ -1,164 +1,475 @@
-//! One harness request forwarded to one server: the harness's `_meta`, a timeout that
-//! progress resets, cancellation passed on to the right upstream request, and every
-//! failure turned into an MCP error the harness can show (never a hang).
+//! A harness request forwarded to one server, raw: tracked for cancellation, answered on
+//! the harness's stream in the order the server sent things, with the few touches the
+//! aggregated endpoint needs (renamed URIs, hidden app-only tools, the next server to ask),
+//! tool calls mirrored into AHP, and a call refused for want of scope held until an AHP
+//! client provides a better token, then sent once more.
 
-use std::time::Duration;
+use std::sync::{Arc, Weak};
 
-use rmcp::model::{ClientRequest, ErrorCode, ServerResult};
-use rmcp::service::{PeerRequestOptions, RequestContext};
-use rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServiceError};
+use tokio_util::sync::CancellationToken;
 
-use super::registry::HarnessId;
-use super::Hub;
+use super::dispatch::{INTERNAL_ERROR, INVALID_PARAMS};
+use super::harness::{error_answer, Harness, InFlight};
+use super::hub::Hub;
+use super::outbox::Stream;
+use super::registry::Scope;
+use crate::mcp::message::{self, Kind, Message};
+use crate::mirror::{self, CallStart, Outcome};
+use crate::upstream::session::{Failure, Options, Reply};
 
 /// JSON-RPC code for "the server did not answer in time" (as the MCP SDKs use it).
-pub const REQUEST_TIMEOUT: i32 = -32001;
+pub const REQUEST_TIMEOUT: i64 = -32001;
+/// MCP's "resource not found".
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
-/// Everything one forwarded request needs to know.
-pub struct Target<'a> {
-    /// The server's customization id.
-    pub server: &'a str,
-    /// Its declared name (for messages).
-    pub name: &'a str,
-    /// Its connection.
-    pub peer: &'a Peer<RoleClient>,
+/// What to do with the answer besides passing it on.
+#[derive(Default)]
+pub struct Hooks {
+    /// The mirrored tool call to finish.
+    pub ticket: Option<mirror::Ticket>,
+    /// Rewrite the server's renamed URIs in the answer (aggregated endpoint).
+    pub rewrite_uris: bool,
+    /// Hide app-only tools in a `tools/list` answer (a harness without MCP Apps).
+    pub hide_app_only: bool,
+    /// When the server does not have the resource: the next `(server, uri)` to ask.
+    pub fallback: Vec<(String, String)>,
+    /// A 403 for more scope pauses the call until a better token, then sends it again.
+    pub retry_on_scope: bool,
+    /// The answer may create a task (record who owns it).
+    pub creates_task: bool,
+    /// The answer is task `id`'s result (its mirrored call ends with it).
+    pub task_result: Option<String>,
+    /// A `resources/subscribe` the registry already counted: undone if the server refuses.
+    pub undo_subscription: Option<(String, String)>,
 }
 
-/// Why a forwarded request got no result: the error for the harness, and whether the
-/// server refused this very request for want of scope (HTTP 403 `insufficient_scope`), so
-/// that it is worth sending again once the server has a better token.
-pub struct Failure {
-    pub error: ErrorData,
-    pub wants_scope: bool,
-}
-
-impl From<ErrorData> for Failure {
-    fn from(error: ErrorData) -> Self {
-        Failure {
-            error,
-            wants_scope: false,
+/// Send `message` (the harness's request) to server `server`; the answer goes to `stream`.
+pub fn to_server(
+    harness: Arc<Harness>,
+    server: &str,
+    message: Message,
+    stream: Stream,
+    hooks: Hooks,
+) {
+    let hub = harness.hub.clone();
+    let id = message.id().unwrap_or("null").to_string();
+    let method = message.method().unwrap_or_default().to_string();
+    let name = hub.connections.name_of(server);
+    let Some(connected) = hub.connections.get(server) else {
+        let text = format!("MCP server {name} is not running");
+        if let Some(ticket) = hooks.ticket {
+            ticket.finish(Outcome::Failed(text.clone()));
         }
-    }
-}
-
-impl From<Failure> for ErrorData {
-    fn from(failure: Failure) -> Self {
-        failure.error
-    }
-}
-
-/// Send `request` to the server and wait for its answer, on behalf of harness `harness`
-/// whose request context is `context`.
-pub async fn forward(
-    hub: &Hub,
-    harness: HarnessId,
-    target: Target<'_>,
-    request: ClientRequest,
-    context: &RequestContext<RoleServer>,
-) -> Result<ServerResult, Failure> {
-    let method = request.method().to_string();
-    let failed = |error: ServiceError| Failure {
-        wants_scope: hub.connections.check_failure(target.server, &error),
-        error: failure(error, target.name, &method, hub.settings.request_timeout),
+        stream.finish(error_answer(&id, INTERNAL_ERROR, &text));
+        return;
     };
-    let options = PeerRequestOptions::with_timeout(hub.settings.request_timeout)
-        .reset_timeout_on_progress()
-        .with_meta(context.meta.clone());
-    let handle = target
-        .peer
-        .send_request_with_option(request, options)
-        .await
-        .map_err(failed)?;
-    let upstream_id = handle.id.clone();
-    let upstream_token = handle.progress_token.clone();
-    let own_token = context.meta.get_progress_token();
-    hub.registry().forwarded(
-        target.server,
-        upstream_id.clone(),
-        harness,
-        context.id.clone(),
-        own_token.map(|own| (upstream_token.clone(), own)),
+    let tag = hub.next_tag();
+    let cancelled = CancellationToken::new();
+    hub.registry().forwarded(tag, server, harness.id);
+    // Tracked before it is sent: the answer may come back before `request` returns.
+    harness.track(
+        &id,
+        InFlight {
+            server: server.to_string(),
+            upstream: 0,
+            tag,
+            stream: stream.clone(),
+            cancelled: cancelled.clone(),
+        },
     );
-    let _done = Finished {
-        hub,
-        server: target.server,
-        id: upstream_id.clone(),
-        token: upstream_token,
+    let keep = hooks.retry_on_scope || !hooks.fallback.is_empty();
+    let call = Call {
+        harness: Arc::downgrade(&harness),
+        hub: hub.clone(),
+        server: server.to_string(),
+        name,
+        id: id.clone(),
+        method,
+        tag,
+        stream,
+        hooks,
+        original: keep.then(|| message.clone()),
+        cancelled,
     };
-    tokio::select! {
-        answer = handle.await_response() => {
-            answer.map_err(failed)
+    let options = Options {
+        timeout: hub.settings.request_timeout,
+        reset_on_progress: true,
+        tag: Some(tag),
+    };
+    match connected.session.request(message, Box::new(call), options) {
+        Ok(upstream) => harness.set_upstream(&id, upstream),
+        Err((reply, failure)) => reply.fail(failure),
+    }
+}
+
+/// `tools/call`: find the tool (waiting for servers still starting when it is not known
+/// yet), refuse an app-only tool to a harness without MCP Apps, mirror the call, forward it
+/// under the server's own name for the tool.
+pub fn call_tool(harness: Arc<Harness>, message: Message, stream: Stream) {
+    let id = message.id().unwrap_or("null").to_string();
+    let Some(called) = message.string(&["name"]).map(|n| n.into_owned()) else {
+        stream.finish(error_answer(
+            &id,
+            INVALID_PARAMS,
+            "tools/call needs a tool name",
+        ));
+        return;
+    };
+    match super::routes::find_tool(&harness, &called) {
+        Some(found) => call_found(harness, message, stream, called, found),
+        None if harness.hub.connections.starting() => {
+            // Right after start-up: the tool may be a moment away.
+            tokio::spawn(async move {
+                harness.hub.settle().await;
+                match super::routes::find_tool(&harness, &called) {
+                    Some(found) => call_found(harness, message, stream, called, found),
+                    None => unknown_tool(&stream, &id, &called),
+                }
+            });
         }
-        _ = context.ct.cancelled() => {
-            // Tell the server, so it stops working on it; its late answer is dropped.
-            let cancel: Result<rmcp::model::CancelledNotificationParam, _> =
-                serde_json::from_value(serde_json::json!({
-                    "requestId": upstream_id,
-                    "reason": "cancelled by the harness",
-                }));
-            if let Ok(cancel) = cancel {
-                let _ = target.peer.notify_cancelled(cancel).await;
+        None => unknown_tool(&stream, &id, &called),
+    }
+}
+
+fn unknown_tool(stream: &Stream, id: &str, called: &str) {
+    stream.finish(error_answer(
+        id,
+        INVALID_PARAMS,
+        &format!("unknown tool {called:?}"),
+    ));
+}
+
+fn call_found(
+    harness: Arc<Harness>,
+    message: Message,
+    stream: Stream,
+    called: String,
+    found: super::routes::FoundTool,
+) {
+    let id = message.id().unwrap_or("null").to_string();
+    let apps = harness.abilities().apps;
+    if !apps && found.tool.as_ref().is_some_and(|t| t.app_only()) {
+        stream.finish(error_answer(
+            &id,
+            INVALID_PARAMS,
+            &format!("tool {called:?} is only callable from its MCP App view"),
+        ));
+        return;
+    }
+    let hub = &harness.hub;
+    let server_name = hub.connections.name_of(&found.server);
+    let ticket = hub.mirror.begin(|call| CallStart {
+        call,
+        server: found.server.clone(),
+        server_name: server_name.clone(),
+        tool: called.clone(),
+        display_name: found
+            .tool
+            .as_ref()
+            .map(|t| t.title())
+            .unwrap_or_else(|| called.clone()),
+        input: message
+            .find(&["arguments"])
+            .map(|span| message.slice(span).to_string())
+            .unwrap_or_else(|| "{}".into()),
+        ui: found.tool.as_ref().and_then(|t| t.ui()),
+    });
+    let message = match message.find(&["name"]) {
+        Some(span) if found.original != called => {
+            message.rewrite(None, vec![(span, message::quote(&found.original))])
+        }
+        _ => message,
+    };
+    let hooks = Hooks {
+        ticket,
+        rewrite_uris: harness.scope == Scope::All,
+        retry_on_scope: true,
+        creates_task: true,
+        ..Hooks::default()
+    };
+    to_server(harness, &found.server, message, stream, hooks);
+}
+
+/// One forwarded request's answer on its way back.
+struct Call {
+    harness: Weak<Harness>,
+    hub: Arc<Hub>,
+    server: String,
+    name: String,
+    id: String,
+    method: String,
+    tag: u64,
+    stream: Stream,
+    hooks: Hooks,
+    /// The request as the harness sent it, kept when it may be sent again.
+    original: Option<Message>,
+    cancelled: CancellationToken,
+}
+
+impl Call {
+    /// The request is over for the bookkeeping.
+    fn done(&self) {
+        if let Some(harness) = self.harness.upgrade() {
+            harness.untrack(&self.id);
+        }
+        self.hub.registry().finished(self.tag);
+    }
+
+    /// The answer's text as the harness gets it.
+    fn shaped(&self, message: Message) -> String {
+        let mut text = message.into_text();
+        if self.hooks.rewrite_uris {
+            if let Some(rewritten) = self.hub.namespace().rewrite_uris(&self.server, &text) {
+                text = rewritten;
             }
-            Err(ErrorData::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("{method} was cancelled by the harness"),
-                None,
-            )
-            .into())
         }
+        if self.hooks.hide_app_only {
+            if let Some(filtered) = super::lists::without_app_only(&text) {
+                text = filtered;
+            }
+        }
+        text
+    }
+
+    /// Whether a not-found answer should be asked of the next server instead.
+    fn try_next(&mut self, message: &Message) -> bool {
+        if self.hooks.fallback.is_empty() || message.kind() != Kind::Error {
+            return false;
+        }
+        let code = message
+            .find(&["code"])
+            .and_then(|span| message.slice(span).parse::<i64>().ok());
+        if !matches!(code, Some(RESOURCE_NOT_FOUND) | Some(INVALID_PARAMS)) {
+            return false;
+        }
+        let (Some(original), Some(harness)) = (self.original.take(), self.harness.upgrade()) else {
+            return false;
+        };
+        let (server, uri) = self.hooks.fallback.remove(0);
+        let Some(span) = original.find(&["uri"]) else {
+            return false;
+        };
+        let next = original.rewrite(None, vec![(span, message::quote(&uri))]);
+        let hooks = Hooks {
+            fallback: std::mem::take(&mut self.hooks.fallback),
+            rewrite_uris: self.hooks.rewrite_uris,
+            ..Hooks::default()
+        };
+        to_server(harness, &server, next, self.stream.clone(), hooks);
+        true
     }
 }
 
-/// Removes the bookkeeping of a forwarded request however it ends.
-struct Finished<'a> {
-    hub: &'a Hub,
-    server: &'a str,
-    id: rmcp::model::RequestId,
-    token: rmcp::model::ProgressToken,
-}
+impl Reply for Call {
+    fn related(&mut self, message: Message) {
+        self.stream.send(message.into_text());
+    }
 
-impl Drop for Finished<'_> {
-    fn drop(&mut self) {
-        self.hub
-            .registry()
-            .finished(self.server, &self.id, &self.token);
+    fn respond(mut self: Box<Self>, message: Message) {
+        self.done();
+        if self.try_next(&message) {
+            return;
+        }
+        if self.hooks.creates_task && message.kind() == Kind::Result {
+            if let Some(task) = message.string(&["task", "taskId"]) {
+                if let Some(harness) = self.harness.upgrade() {
+                    self.hub
+                        .registry()
+                        .task_created(&self.server, &task, harness.id);
+                }
+                // The call goes on as a task: its mirror ends with the task's result.
+                if let Some(ticket) = self.hooks.ticket.take() {
+                    self.hub.park_task_ticket(&self.server, &task, ticket);
+                }
+            }
+        }
+        if message.kind() == Kind::Error {
+            if let (Some((server, uri)), Some(harness)) =
+                (self.hooks.undo_subscription.take(), self.harness.upgrade())
+            {
+                self.hub.registry().unsubscribe(harness.id, &server, &uri);
+            }
+        }
+        let text = self.shaped(message);
+        if let Some(ticket) = self.hooks.ticket.take() {
+            ticket.finish(Outcome::Raw(text.clone()));
+        }
+        if let Some(task) = self.hooks.task_result.take() {
+            self.hub.finish_task_ticket(&self.server, &task, &text);
+        }
+        self.stream.finish(text);
+    }
+
+    fn fail(mut self: Box<Self>, failure: Failure) {
+        if let Failure::Unauthorized {
+            insufficient_scope: true,
+            ..
+        } = failure
+        {
+            if self.hooks.retry_on_scope {
+                if let (Some(original), Some(harness)) =
+                    (self.original.take(), self.harness.upgrade())
+                {
+                    tokio::spawn(retry_with_scope(*self, harness, original));
+                    return;
+                }
+            }
+        }
+        self.done();
+        if let (Some((server, uri)), Some(harness)) =
+            (self.hooks.undo_subscription.take(), self.harness.upgrade())
+        {
+            self.hub.registry().unsubscribe(harness.id, &server, &uri);
+        }
+        let (code, text) = describe(&failure, &self.name, &self.method);
+        if let Some(ticket) = self.hooks.ticket.take() {
+            ticket.finish(if self.cancelled.is_cancelled() {
+                Outcome::Cancelled
+            } else {
+                Outcome::Failed(text.clone())
+            });
+        }
+        self.stream.finish(error_answer(&self.id, code, &text));
     }
 }
 
-/// An rmcp failure as the harness should see it: the server's own MCP error verbatim;
-/// anything else says what happened without quoting transport internals (which may carry
-/// a server URL).
-pub fn failure(error: ServiceError, server: &str, method: &str, timeout: Duration) -> ErrorData {
-    match error {
-        ServiceError::McpError(error) => error,
-        ServiceError::Timeout { .. } => ErrorData::new(
-            ErrorCode(REQUEST_TIMEOUT),
+/// A failure as the harness sees it: never transport internals (which may quote a URL).
+pub fn describe(failure: &Failure, server: &str, method: &str) -> (i64, String) {
+    match failure {
+        Failure::Timeout(limit) => (
+            REQUEST_TIMEOUT,
             format!(
                 "MCP server {server} did not answer {method} within {} ms",
-                timeout.as_millis()
+                limit.as_millis()
             ),
-            None,
         ),
-        ServiceError::TransportClosed => ErrorData::internal_error(
+        Failure::Stopped => (
+            INTERNAL_ERROR,
             format!("MCP server {server} stopped before answering {method}"),
-            None,
         ),
-        ServiceError::Cancelled { .. } => ErrorData::internal_error(
-            format!("{method} to MCP server {server} was cancelled"),
-            None,
+        Failure::Unauthorized { status, .. } => (
+            INTERNAL_ERROR,
+            format!("MCP server {server} refused {method}: HTTP {status} (authorization needed)"),
         ),
-        ServiceError::UnexpectedResponse => ErrorData::internal_error(
-            format!("MCP server {server} answered {method} with an unexpected result"),
-            None,
-        ),
-        _ => ErrorData::internal_error(
-            format!("{method} could not be delivered to MCP server {server}"),
-            None,
+        Failure::Undelivered(why) => (
+            INTERNAL_ERROR,
+            format!("{method} could not be delivered to MCP server {server}: {why}"),
         ),
     }
 }
 
-/// A "server not available" error.
-pub fn not_running(what: &str) -> ErrorData {
-    ErrorData::internal_error(format!("{what} is not running"), None)
+/// A tool call refused for want of scope: wait until the server is back with a better token
+/// (an AHP client's `authenticate`), showing the mirrored call as paused meanwhile, then send
+/// it once more. Gives up after `request_timeout_ms`, when the harness cancels, or when a
+/// client gives up on it.
+async fn retry_with_scope(mut call: Call, harness: Arc<Harness>, original: Message) {
+    let hub = call.hub.clone();
+    let back = wait_for_authorization(
+        &hub,
+        &call.server,
+        call.hooks.ticket.as_ref(),
+        &call.cancelled,
+    )
+    .await;
+    call.done();
+    let declined = || {
+        format!(
+            "MCP server {} needs more authorization (insufficient scope); the user declined to provide it",
+            call.name
+        )
+    };
+    // A give-up that got in just before the call resumed still wins.
+    let released = call.hooks.ticket.as_ref().is_none_or(|t| t.release());
+    let outcome = match back {
+        _ if !released => Err(declined()),
+        Authorization::GivenUp => Err(declined()),
+        Authorization::Cancelled => Err(format!("{} was cancelled by the harness", call.method)),
+        Authorization::TimedOut => Err(format!(
+            "MCP server {} needs more authorization (insufficient scope) and none was provided within {} ms",
+            call.name,
+            hub.settings.request_timeout.as_millis()
+        )),
+        Authorization::Granted => Ok(()),
+    };
+    match outcome {
+        Ok(()) => {
+            if let Some(ticket) = call.hooks.ticket.as_ref() {
+                ticket.auth_resolved();
+            }
+            tracing::info!(server = %call.name, "authorization granted; retrying the tool call");
+            let hooks = Hooks {
+                ticket: call.hooks.ticket.take(),
+                rewrite_uris: call.hooks.rewrite_uris,
+                creates_task: true,
+                ..Hooks::default()
+            };
+            to_server(harness, &call.server, original, call.stream.clone(), hooks);
+        }
+        Err(text) => {
+            if let Some(ticket) = call.hooks.ticket.take() {
+                ticket.finish(Outcome::Failed(text.clone()));
+            }
+            call.stream.finish(error_answer(
+                &call.id,
+                super::dispatch::INVALID_REQUEST,
+                &text,
+            ));
+        }
+    }
+}
+
+enum Authorization {
+    Granted,
+    GivenUp,
+    Cancelled,
+    TimedOut,
+}
+
+async fn wait_for_authorization(
+    hub: &Hub,
+    server: &str,
+    ticket: Option<&mirror::Ticket>,
+    cancelled: &CancellationToken,
+) -> Authorization {
+    use tokio::sync::broadcast::error::RecvError;
+    let connections = &hub.connections;
+    let mut changes = connections.subscribe();
+    let wait = async {
+        // First it goes down (its lifecycle task saw the same refusal) ...
+        while connections.get(server).is_some() {
+            if let Err(RecvError::Closed) = changes.recv().await {
+                return false;
+            }
+        }
+        if let (Some(ticket), Some(status)) = (ticket, connections.auth_status(server)) {
+            if let Some(auth) = crate::host::live::auth_requirement(&status) {
+                ticket.hold();
+                ticket.auth_required(auth);
+            }
+        }
+        // ... then it comes back with the new token.
+        loop {
+            if connections.get(server).is_some() {
+                return true;
+            }
+            match changes.recv().await {
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return false,
+            }
+        }
+    };
+    let given_up = async {
+        match ticket {
+            Some(ticket) => ticket.given_up().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        back = tokio::time::timeout(hub.settings.request_timeout, wait) => match back {
+            Ok(true) => Authorization::Granted,
+            _ => Authorization::TimedOut,
+        },
+        _ = cancelled.cancelled() => Authorization::Cancelled,
+        _ = given_up => Authorization::GivenUp,
+    }
 }

@@ -1,39 +1,201 @@
-//! The MCP front over streamable HTTP (rmcp's session service on hyper): `/mcp` is the
-//! aggregated endpoint, `/mcp/<server>` one server's transparent endpoint; loopback by default.
+//! The MCP front over streamable HTTP (hyper): `/mcp` is the aggregated endpoint,
+//! `/mcp/<server>` one server's own. A POSTed request is answered as plain JSON when its
+//! answer is the first thing to send, else as an event stream carrying what the server sent
+//! about it first; GET opens the session's stream for everything else; DELETE ends it.
+//! `Host` and `Origin` are checked against DNS rebinding; loopback by default.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame as BodyFrame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::harness::{error_answer, Harness};
+use super::hub::Hub;
+use super::outbox::{Frame, Stream};
 use super::registry::Scope;
-use super::{Front, Hub};
+use crate::mcp::message::{Kind, Message};
+use crate::mcp::{sse, version};
+use crate::upstream::stdio::MAX_MESSAGE_BYTES;
 
 type Body = BoxBody<Bytes, Infallible>;
-type Service = StreamableHttpService<Front, LocalSessionManager>;
 
-/// Endpoints by scope, created on first use: `/mcp`, and `/mcp/<server>` for each declared
-/// server (by its qualifier, the same prefix the aggregated endpoint uses).
-struct Router {
+/// The session header.
+const SESSION_HEADER: &str = "mcp-session-id";
+/// A session with no stream open and nothing in flight for this long is forgotten
+/// (requests naming it get 404); it stops counting as a harness that can answer server
+/// requests as soon as its GET stream closes.
+pub const EXPIRE_AFTER: Duration = Duration::from_secs(300);
+/// How long a POST's answer may take to be sent as plain JSON; a later one (or one that
+/// comes after notifications about it) is sent as a resumable event stream.
+const JSON_WITHIN: Duration = Duration::from_millis(100);
+/// How often idle sessions are looked at.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// One HTTP session.
+struct Session {
+    harness: Arc<Harness>,
+    /// Its POSTs answered as event streams, resumable.
+    streams: super::replay::Streams,
+}
+
+/// Sessions and endpoints.
+struct Front {
     hub: Arc<Hub>,
     /// Accepted `Host` headers.
     hosts: Vec<String>,
-    shutdown: CancellationToken,
-    endpoints: Mutex<HashMap<Scope, Service>>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    next_session: AtomicU64,
+    /// Makes session ids unguessable across runs.
+    salt: u64,
 }
 
-impl Router {
+/// Bind the MCP HTTP front.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen for MCP on {addr}: {e}"))
+}
+
+/// Serve until `shutdown`, then wait (briefly) for open connections to finish. Requests must
+/// name a loopback host, the listen address, or one of `allowed_hosts` in `Host`.
+pub async fn serve(
+    listener: TcpListener,
+    hub: Arc<Hub>,
+    allowed_hosts: Vec<String>,
+    shutdown: CancellationToken,
+) {
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    if let Ok(addr) = listener.local_addr() {
+        if !addr.ip().is_loopback() && !addr.ip().is_unspecified() {
+            hosts.push(addr.ip().to_string());
+        }
+    }
+    hosts.extend(allowed_hosts);
+    let front = Arc::new(Front {
+        hub,
+        hosts,
+        sessions: Mutex::default(),
+        next_session: AtomicU64::new(1),
+        salt: salt(),
+    });
+    let tasks = TaskTracker::new();
+    tasks.spawn(sweep(Arc::downgrade(&front), shutdown.clone()));
+    loop {
+        let Some((stream, peer)) = crate::tcp::accept(&listener, &shutdown, "MCP").await else {
+            break;
+        };
+        let front = front.clone();
+        let shutdown = shutdown.clone();
+        tasks.spawn(async move {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let front = front.clone();
+                async move { Ok::<_, Infallible>(front.handle(request).await) }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), connection).await;
+                }
+            }
+            tracing::debug!(%peer, "MCP HTTP connection closed");
+        });
+    }
+    front
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clear();
+    tasks.close();
+    let _ = tokio::time::timeout(Duration::from_secs(3), tasks.wait()).await;
+}
+
+fn salt() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or_default();
+    now ^ u64::from(std::process::id()).rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15
+}
+
+impl Front {
+    async fn handle(self: &Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        tracing::debug!(method = %request.method(), path = %request.uri().path(), session = ?request.headers().get(SESSION_HEADER), "MCP HTTP request");
+        if let Some(refused) = self.guard(&request) {
+            return refused;
+        }
+        let path = request.uri().path().to_string();
+        let Some(scope) = self.scope(&path) else {
+            return plain(
+                StatusCode::NOT_FOUND,
+                format!("no MCP endpoint at {path}: use /mcp (every server) or /mcp/<server> (one declared server)\n"),
+            );
+        };
+        match *request.method() {
+            Method::POST => self.post(request, scope).await,
+            Method::GET => self.get(&request, &scope),
+            Method::DELETE => self.delete(&request, &scope),
+            _ => {
+                let mut response = plain(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "use POST, GET or DELETE\n".into(),
+                );
+                response.headers_mut().insert(
+                    http::header::ALLOW,
+                    HeaderValue::from_static("GET, POST, DELETE"),
+                );
+                response
+            }
+        }
+    }
+
+    /// DNS-rebinding guard: `Host` must be one we serve, `Origin` (when a browser sends one)
+    /// must be on such a host too.
+    fn guard(&self, request: &Request<Incoming>) -> Option<Response<Body>> {
+        let hosts: Vec<&HeaderValue> = request
+            .headers()
+            .get_all(http::header::HOST)
+            .iter()
+            .collect();
+        let host = match hosts.as_slice() {
+            [one] => one.to_str().ok(),
+            _ => None,
+        };
+        let allowed = |authority: &str| {
+            let name = host_name(authority);
+            self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+        };
+        if !host.is_some_and(allowed) {
+            return Some(plain(StatusCode::FORBIDDEN, "Host not allowed\n".into()));
+        }
+        if let Some(origin) = request.headers().get(http::header::ORIGIN) {
+            let authority = origin
+                .to_str()
+                .ok()
+                .and_then(|o| o.split_once("://").map(|(_, rest)| rest));
+            if !authority.is_some_and(allowed) {
+                return Some(plain(StatusCode::FORBIDDEN, "Origin not allowed\n".into()));
+            }
+        }
+        None
+    }
+
     fn scope(&self, path: &str) -> Option<Scope> {
         match path.trim_end_matches('/') {
             "/mcp" => Some(Scope::All),
@@ -48,100 +210,340 @@ impl Router {
         }
     }
 
-    fn endpoint(&self, path: &str) -> Option<Service> {
-        let scope = self.scope(path)?;
-        let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(service) = endpoints.get(&scope) {
-            return Some(service.clone());
+    async fn post(self: &Arc<Self>, request: Request<Incoming>, scope: Scope) -> Response<Body> {
+        if let Some(version) = request.headers().get("mcp-protocol-version") {
+            if !version.to_str().is_ok_and(version::is_known) {
+                return json_error(
+                    StatusCode::BAD_REQUEST,
+                    "null",
+                    "unsupported MCP-Protocol-Version",
+                );
+            }
         }
-        let hub = self.hub.clone();
-        let key = scope.clone();
-        let service = StreamableHttpService::new(
-            move || Ok(Front::new(hub.clone(), scope.clone())),
-            LocalSessionManager::default().into(),
-            StreamableHttpServerConfig::default()
-                .with_allowed_hosts(self.hosts.clone())
-                .with_cancellation_token(self.shutdown.child_token()),
+        let session_header = request.headers().contains_key(SESSION_HEADER);
+        let (parts, body) = request.into_parts();
+        let bytes = match Limited::new(body, MAX_MESSAGE_BYTES).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => {
+                return json_error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "null",
+                    "the message is larger than 16 MiB",
+                )
+            }
+        };
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let message = match Message::parse(text) {
+            Ok(message) => message,
+            Err(invalid) => {
+                let id = invalid.id.as_deref().unwrap_or("null");
+                let body = error_answer(id, invalid.code, &invalid.message);
+                return json(StatusCode::BAD_REQUEST, body);
+            }
+        };
+        let request = Request::from_parts(parts, ());
+        let initialize = message.method() == Some("initialize") && message.kind() == Kind::Request;
+        let ((id, session), created) = if initialize && !session_header {
+            (self.open(scope), true)
+        } else {
+            match self.session_of(request.headers(), &scope) {
+                Ok(session) => (session, false),
+                Err(response) => return *response,
+            }
+        };
+        if message.kind() != Kind::Request {
+            session.harness.handle(message, Stream::channel().0);
+            return empty(StatusCode::ACCEPTED);
+        }
+        let (stream, mut frames) = Stream::channel();
+        session.harness.handle(message, stream);
+        // Plain JSON when the answer is the first thing to send and comes soon; else an
+        // event stream the client can resume.
+        let mut response = match tokio::time::timeout(JSON_WITHIN, frames.recv()).await {
+            Ok(Some(frame)) if frame.last => json(StatusCode::OK, frame.text),
+            Ok(Some(frame)) => event_stream(&session, Some(frame), frames),
+            Ok(None) => json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "null",
+                "the request was dropped",
+            ),
+            Err(_) => event_stream(&session, None, frames),
+        };
+        if created {
+            if response.status() == StatusCode::OK {
+                if let Ok(value) = HeaderValue::from_str(&id) {
+                    response.headers_mut().insert(SESSION_HEADER, value);
+                }
+            } else {
+                self.sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
+            }
+        }
+        response
+    }
+
+    /// The session a request names (its `Mcp-Session-Id`), on this endpoint.
+    fn session_of(
+        &self,
+        headers: &http::HeaderMap,
+        scope: &Scope,
+    ) -> Result<(String, Arc<Session>), Box<Response<Body>>> {
+        let id = headers
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty());
+        let Some(id) = id else {
+            return Err(Box::new(json_error(
+                StatusCode::BAD_REQUEST,
+                "null",
+                "missing Mcp-Session-Id header: send initialize first",
+            )));
+        };
+        let session = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned();
+        match session {
+            Some(session) if session.harness.scope == *scope => {
+                session.harness.seen();
+                Ok((id.to_string(), session))
+            }
+            _ => Err(Box::new(json_error(
+                StatusCode::NOT_FOUND,
+                "null",
+                "unknown or expired session",
+            ))),
+        }
+    }
+
+    fn open(&self, scope: Scope) -> (String, Arc<Session>) {
+        let n = self.next_session.fetch_add(1, Ordering::Relaxed);
+        let id = format!(
+            "{:016x}{:016x}",
+            self.salt.wrapping_mul(n | 1).rotate_left(17) ^ n,
+            n
         );
-        endpoints.insert(key, service.clone());
-        Some(service)
+        let session = Arc::new(Session {
+            harness: Harness::new(self.hub.clone(), scope, false),
+            streams: Default::default(),
+        });
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), session.clone());
+        (id, session)
+    }
+
+    fn get(&self, request: &Request<Incoming>, scope: &Scope) -> Response<Body> {
+        let session = match self.session_of(request.headers(), scope) {
+            Ok((_, session)) => session,
+            Err(response) => return *response,
+        };
+        let resumed = request
+            .headers()
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|id| session.streams.find(id));
+        if let Some((log, from)) = resumed {
+            let body = log
+                .read_from(from)
+                .map(|event| Ok::<_, Infallible>(BodyFrame::data(event)));
+            return sse_response(BodyExt::boxed(StreamBody::new(body)));
+        }
+        if session.harness.has_general() {
+            return plain(
+                StatusCode::CONFLICT,
+                "this session's stream is already open\n".into(),
+            );
+        }
+        let (stream, frames) = Stream::channel();
+        session.harness.set_general(Some(stream));
+        self.hub.set_reachable(session.harness.id, true);
+        let listening = Listening {
+            frames,
+            harness: Arc::downgrade(&session.harness),
+        };
+        // A comment first: the response head goes out at once, the client knows it listens.
+        let opened = futures_util::stream::once(async {
+            Ok::<_, Infallible>(BodyFrame::data(Bytes::from_static(b": stream open\n\n")))
+        });
+        let body = opened.chain(receive_listening(listening).map(move |frame: Frame| {
+            let text = sse::encode(None, None, &frame.text);
+            drop(frame.permit);
+            Ok::<_, Infallible>(BodyFrame::data(Bytes::from(text)))
+        }));
+        sse_response(BodyExt::boxed(StreamBody::new(body)))
+    }
+
+    fn delete(&self, request: &Request<Incoming>, scope: &Scope) -> Response<Body> {
+        let id = match self.session_of(request.headers(), scope) {
+            Ok((id, _)) => id,
+            Err(response) => return *response,
+        };
+        let removed = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        if let Some(session) = removed {
+            session.harness.set_general(None);
+        }
+        empty(StatusCode::OK)
     }
 }
 
-fn not_found(path: &str) -> http::Response<Body> {
-    let text = format!(
-        "no MCP endpoint at {path}: use /mcp (every server) or /mcp/<server> (one declared server)\n"
+/// A session's GET stream, while the client reads it: when it ends, requests of the
+/// proxy's own can no longer reach that harness.
+struct Listening {
+    frames: tokio::sync::mpsc::UnboundedReceiver<Frame>,
+    harness: std::sync::Weak<Harness>,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.frames.close();
+        if let Some(harness) = self.harness.upgrade() {
+            if !harness.has_general() {
+                harness.hub.set_reachable(harness.id, false);
+            }
+        }
+    }
+}
+
+fn receive_listening(listening: Listening) -> impl futures_util::Stream<Item = Frame> {
+    futures_util::stream::unfold(listening, |mut listening| async move {
+        listening
+            .frames
+            .recv()
+            .await
+            .map(|frame| (frame, listening))
+    })
+}
+
+/// Forget sessions that stayed idle too long.
+async fn sweep(front: std::sync::Weak<Front>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(SWEEP_EVERY) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let Some(front) = front.upgrade() else { return };
+        let sessions: Vec<(String, Arc<Session>)> = front
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, s)| (id.clone(), s.clone()))
+            .collect();
+        for (id, session) in sessions {
+            let idle_for = session
+                .harness
+                .last_seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .elapsed();
+            let busy = session.harness.has_general() || session.harness.in_flight() > 0;
+            if busy {
+                session.harness.seen();
+            } else if idle_for > EXPIRE_AFTER {
+                front
+                    .sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
+                continue;
+            }
+        }
+    }
+}
+
+/// The host name of an authority (`[::1]:8080` → `::1`).
+fn host_name(authority: &str) -> &str {
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    authority
+        .rsplit_once(':')
+        .map_or(authority, |(host, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                host
+            } else {
+                authority
+            }
+        })
+}
+
+/// A POST's answer as a resumable event stream: a priming event, `first` when it came,
+/// the rest as they come, ending with the answer.
+fn event_stream(
+    session: &Session,
+    first: Option<Frame>,
+    frames: tokio::sync::mpsc::UnboundedReceiver<Frame>,
+) -> Response<Body> {
+    let log = session.streams.start(first, frames);
+    let body = log
+        .read_from(0)
+        .map(|event| Ok::<_, Infallible>(BodyFrame::data(event)));
+    sse_response(BodyExt::boxed(StreamBody::new(body)))
+}
+
+fn sse_response(body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
     );
-    let mut response = http::Response::new(Full::new(Bytes::from(text)).boxed());
-    *response.status_mut() = http::StatusCode::NOT_FOUND;
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
     response
 }
 
-/// Bind the MCP HTTP front.
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen for MCP on {addr}: {e}"))
+fn json(status: StatusCode, text: String) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
-/// Serve until `shutdown`, then wait for open connections to finish. Requests must name
-/// a loopback host, the listen address, or one of `allowed_hosts` in `Host`.
-pub async fn serve(
-    listener: TcpListener,
-    hub: Arc<Hub>,
-    allowed_hosts: Vec<String>,
-    shutdown: CancellationToken,
-) {
-    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-    if let Ok(addr) = listener.local_addr() {
-        if !addr.ip().is_loopback() && !addr.ip().is_unspecified() {
-            hosts.push(addr.ip().to_string());
-        }
+fn json_error(status: StatusCode, id: &str, text: &str) -> Response<Body> {
+    let code = if status == StatusCode::NOT_FOUND {
+        -32001
+    } else {
+        -32600
+    };
+    json(status, error_answer(id, code, text))
+}
+
+fn plain(status: StatusCode, text: String) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
+    *response.status_mut() = status;
+    response
+}
+
+fn empty(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::new()).boxed());
+    *response.status_mut() = status;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_come_out_of_authorities() {
+        assert_eq!(host_name("localhost:8766"), "localhost");
+        assert_eq!(host_name("[::1]:80"), "::1");
+        assert_eq!(host_name("example.com"), "example.com");
     }
-    hosts.extend(allowed_hosts);
-    let router = Arc::new(Router {
-        hub,
-        hosts,
-        shutdown: shutdown.clone(),
-        endpoints: Mutex::new(HashMap::new()),
-    });
-    let tasks = TaskTracker::new();
-    loop {
-        let Some((stream, peer)) = crate::tcp::accept(&listener, &shutdown, "MCP").await else {
-            break;
-        };
-        let router = router.clone();
-        let shutdown = shutdown.clone();
-        tasks.spawn(async move {
-            let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-                let router = router.clone();
-                async move {
-                    let path = request.uri().path().to_string();
-                    match router.endpoint(&path) {
-                        Some(endpoint) => {
-                            let response = tower::ServiceExt::oneshot(endpoint, request).await;
-                            Ok::<_, Infallible>(match response {
-                                Ok(response) => response,
-                                Err(never) => match never {},
-                            })
-                        }
-                        None => Ok(not_found(&path)),
-                    }
-                }
-            });
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                _ = shutdown.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), connection).await;
-                }
-            }
-            tracing::debug!(%peer, "MCP HTTP connection closed");
-        });
-    }
-    tasks.close();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(3), tasks.wait()).await;
 }

@@ -1,31 +1,20 @@
-//! What every harness session of the MCP front shares: the ready servers, the naming
-//! namespace, the registry of harnesses and requests in flight, and the way back from a
-//! server to the harness (progress, log messages, resource updates, sampling, roots,
-//! elicitation). Also the per-harness task that announces list changes.
-
-// Logging, sampling and roots are deprecated by SEP-2577 but still forwarded faithfully.
-#![allow(deprecated)]
+//! What every harness session of the MCP front shares: the ready servers, the namespace of
+//! the aggregated endpoint, the registry, the harnesses themselves, and the tasks that
+//! announce list changes and re-apply log levels and subscriptions when a server restarts.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-use rmcp::model::{ClientResult, ErrorCode, LoggingLevel, ServerNotification, ServerRequest};
-use rmcp::service::{
-    InboundStreamOrigin, OriginatingRequestId, PeerRequestOptions, RequestContext,
-};
-use rmcp::{ErrorData, Peer, RoleClient, RoleServer};
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::OwnedSemaphorePermit;
 
+use super::harness::Harness;
 use super::naming::{self, Namespace, Policy};
-use super::registry::{Abilities, HarnessId, Need, Registry, Scope};
-use super::relay::{self, Relay};
-use crate::mirror::Mirror;
-use crate::supervisor::connections::{Connected, Connections, Downstream, Lists};
-use crate::supervisor::upstream::MCP_APPS_EXTENSION;
+use super::registry::{HarnessId, Level, Need, Registry, Scope};
+use crate::mirror::{Mirror, Outcome, Ticket};
+use crate::supervisor::connections::{Change, Connections, Downstream};
+use crate::upstream::offer::Lists;
 
 /// How the front behaves (`[mcp]` in proxy.toml).
 #[derive(Debug, Clone)]
@@ -34,7 +23,7 @@ pub struct Settings {
     pub policy: Policy,
     /// How long a server may take to answer (reset by its progress notifications).
     pub request_timeout: Duration,
-    /// How long a harness's first listing waits for servers that are still starting.
+    /// How long a request waits for servers that are still starting.
     pub first_list_wait: Duration,
 }
 
@@ -48,9 +37,6 @@ impl Default for Settings {
     }
 }
 
-/// Each connected harness's peer, with its budget for notifications in flight.
-type Peers = HashMap<HarnessId, (Peer<RoleServer>, Arc<Relay>)>;
-
 /// The front's shared state (one per process).
 pub struct Hub {
     /// Ready servers.
@@ -60,51 +46,41 @@ pub struct Hub {
     /// Harness tool calls go here.
     pub mirror: Mirror,
     registry: Mutex<Registry>,
-    peers: Mutex<Peers>,
+    harnesses: Mutex<HashMap<HarnessId, Weak<Harness>>>,
     namespace: Mutex<Option<(u64, Arc<Namespace>)>>,
     /// The log level last sent to each server.
-    applied_levels: Mutex<HashMap<String, LoggingLevel>>,
+    applied_levels: Mutex<HashMap<String, Level>>,
+    /// Mirrored calls that went on as tasks, by (server, task id).
+    task_tickets: Mutex<HashMap<(String, String), Ticket>>,
     next_harness: AtomicU64,
+    next_tag: AtomicU64,
     /// Whether some connected harness declared sampling.
     sampling: tokio::sync::watch::Sender<bool>,
 }
 
 impl Hub {
     /// A hub over `connections`; installs itself as their downstream and starts the task
-    /// that re-applies log levels and subscriptions to servers that (re)start.
+    /// that announces changes to harnesses and restores servers that (re)start.
     pub fn start(connections: Arc<Connections>, settings: Settings, mirror: Mirror) -> Arc<Self> {
         let hub = Arc::new(Self {
             connections: connections.clone(),
             settings,
             mirror,
             registry: Mutex::default(),
-            peers: Mutex::default(),
+            harnesses: Mutex::default(),
             namespace: Mutex::default(),
             applied_levels: Mutex::default(),
+            task_tickets: Mutex::default(),
             next_harness: AtomicU64::new(1),
+            next_tag: AtomicU64::new(1),
             sampling: tokio::sync::watch::channel(false).0,
         });
         let downstream: Arc<dyn Downstream> = hub.clone();
         connections.set_downstream(Arc::downgrade(&downstream));
-        let weak = Arc::downgrade(&hub);
-        let mut changes = connections.subscribe();
-        tokio::spawn(async move {
-            loop {
-                let change = match changes.recv().await {
-                    Ok(change) => change,
-                    Err(RecvError::Lagged(_)) => continue,
-                    Err(RecvError::Closed) => return,
-                };
-                let Some(hub) = weak.upgrade() else { return };
-                match change.ready {
-                    Some(true) => hub.restore(&change.server).await,
-                    Some(false) => {
-                        hub.lock_levels().remove(&change.server);
-                    }
-                    None => {}
-                }
-            }
-        });
+        tokio::spawn(follow_changes(
+            Arc::downgrade(&hub),
+            connections.subscribe(),
+        ));
         hub
     }
 
@@ -113,37 +89,41 @@ impl Hub {
         self.next_harness.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// A fresh tag for a forwarded request.
+    pub fn next_tag(&self) -> u64 {
+        self.next_tag.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// The bookkeeping (held briefly, never across an await).
     pub fn registry(&self) -> MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock_peers(&self) -> MutexGuard<'_, Peers> {
-        self.peers.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn lock_levels(&self) -> MutexGuard<'_, HashMap<String, LoggingLevel>> {
-        self.applied_levels
+    /// Harness `id`, while it is connected.
+    pub fn harness(&self, id: HarnessId) -> Option<Arc<Harness>> {
+        self.harnesses
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .and_then(Weak::upgrade)
     }
 
-    fn peer(&self, id: HarnessId) -> Option<Peer<RoleServer>> {
-        self.lock_peers().get(&id).map(|(peer, _)| peer.clone())
+    fn all_harnesses(&self) -> Vec<Arc<Harness>> {
+        self.harnesses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 
-    /// Harness `id`'s peer with room for a notification of about `kib` KiB, or `None` when
-    /// it is gone or too far behind (see [`Relay`]).
-    fn relay(&self, id: HarnessId, kib: u32) -> Option<(Peer<RoleServer>, OwnedSemaphorePermit)> {
-        let (peer, relay) = self.lock_peers().get(&id).cloned()?;
-        Some((peer, relay.admit(kib)?))
-    }
-
-    /// Whether harness `id` uses the aggregated endpoint (renamed URIs, prefixed loggers).
-    fn aggregated(&self, id: HarnessId) -> bool {
-        self.registry()
-            .harness(id)
-            .is_some_and(|h| h.scope == Scope::All)
+    /// Wait (at most `first_list_wait`) for servers that are still starting.
+    pub async fn settle(&self) {
+        if self.connections.starting() {
+            self.connections
+                .settled(self.settings.first_list_wait)
+                .await;
+        }
     }
 
     /// The aggregated naming of every ready server, rebuilt only after a change.
@@ -156,18 +136,20 @@ impl Hub {
             }
         }
         let qualifiers = naming::qualifiers(&self.connections.declared());
-        let servers: Vec<(String, String, crate::supervisor::connections::Offer)> = self
-            .connections
-            .snapshot()
-            .into_iter()
+        let ready = self.connections.snapshot();
+        let offers: Vec<(String, String, Arc<crate::upstream::offer::Offer>)> = ready
+            .iter()
             .map(|(id, server)| {
                 let qualifier = qualifiers
-                    .get(&id)
+                    .get(id)
                     .cloned()
                     .unwrap_or_else(|| server.name.clone());
-                let offer = server.offer();
-                (id, qualifier, offer)
+                (id.clone(), qualifier, server.offer())
             })
+            .collect();
+        let servers: Vec<(String, String, &crate::upstream::offer::Offer)> = offers
+            .iter()
+            .map(|(id, q, offer)| (id.clone(), q.clone(), offer.as_ref()))
             .collect();
         let names = Arc::new(Namespace::build(&servers, &self.settings.policy));
         *cached = Some((version, names.clone()));
@@ -181,33 +163,79 @@ impl Hub {
             .unwrap_or_else(|| id.to_string())
     }
 
-    /// A harness session introduced itself (or sent its first request). The first time,
-    /// start announcing list changes to it.
-    pub fn join(self: &Arc<Self>, id: HarnessId, scope: &Scope, peer: &Peer<RoleServer>) {
-        let known = {
-            let mut peers = self.lock_peers();
-            let relay = peers.get(&id).map(|(_, relay)| relay.clone());
-            peers
-                .insert(id, (peer.clone(), relay.unwrap_or_default()))
-                .is_some()
-        };
-        let abilities = abilities_of(peer);
-        self.registry().join(id, scope.clone(), abilities);
+    /// A harness introduced itself (its `initialize`, or `notifications/initialized`).
+    pub fn join(&self, harness: &Arc<Harness>) {
+        let abilities = harness.abilities();
+        let known = self
+            .harnesses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(harness.id, Arc::downgrade(harness))
+            .is_some();
+        let reachable = harness.stands_for || harness.has_general();
+        self.registry()
+            .join(harness.id, harness.scope.clone(), abilities, reachable);
         self.update_sampling();
-        if known {
+        if !known {
+            tracing::debug!(harness = harness.id, scope = ?harness.scope, ?abilities, "harness joined");
+            if abilities.roots {
+                // Servers may now get roots they could not get before.
+                self.roots_changed(&harness.scope);
+            }
+        }
+    }
+
+    /// A harness session ended: its requests are cancelled upstream, what it owed is
+    /// refused, its subscriptions and log levels released.
+    pub fn harness_gone(self: &Arc<Self>, harness: &Harness) {
+        self.harnesses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&harness.id);
+        let orphaned = self.registry().leave(harness.id);
+        self.update_sampling();
+        let (in_flight, owed) = harness.drain();
+        for (_, request) in in_flight {
+            request.cancelled.cancel();
+            if let Some(server) = self.connections.get(&request.server) {
+                server
+                    .session
+                    .cancel(request.upstream, "the MCP client (harness) went away");
+            }
+        }
+        for owed in owed {
+            super::server_requests::refuse(owed, "the MCP client (harness) went away");
+        }
+        tracing::debug!(harness = harness.id, "harness left");
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
-        }
-        tracing::debug!(harness = id, ?scope, ?abilities, "harness joined");
-        tokio::spawn(announce_changes(
-            self.clone(),
-            id,
-            scope.clone(),
-            peer.clone(),
-        ));
-        if abilities.roots {
-            // Servers may now get roots they could not get before.
-            self.roots_changed(scope);
-        }
+        };
+        let hub = self.clone();
+        runtime.spawn(async move {
+            let connections = &hub.connections;
+            for (server, uri) in orphaned {
+                if let Some(connected) = connections.get(&server) {
+                    let params = format!(r#"{{"uri":{}}}"#, crate::mcp::message::quote(&uri));
+                    let _ = connected
+                        .session
+                        .call(
+                            "resources/unsubscribe",
+                            Some(&params),
+                            Duration::from_secs(10),
+                        )
+                        .await;
+                }
+            }
+            for server in connections.snapshot().keys() {
+                hub.apply_log_level(server).await;
+            }
+        });
+    }
+
+    /// Harness `id` can (or no longer can) be reached by requests of the proxy's own.
+    pub fn set_reachable(&self, id: HarnessId, reachable: bool) {
+        self.registry().set_reachable(id, reachable);
+        self.update_sampling();
     }
 
     /// Follows whether some connected harness can answer `sampling/createMessage`.
@@ -215,94 +243,62 @@ impl Hub {
         self.sampling.subscribe()
     }
 
-    fn update_sampling(&self) {
+    pub(super) fn update_sampling(&self) {
         let able = self.registry().any_can(Need::Sampling);
         self.sampling
             .send_if_modified(|now| std::mem::replace(now, able) != able);
-    }
-
-    /// `sampling/createMessage` from an MCP App of server `server` (over its `mcp://`
-    /// channel): answered by a harness that declared sampling, like the server's own.
-    pub async fn sample_for_app(
-        &self,
-        server: &str,
-        params: serde_json::Value,
-        cancelled: tokio_util::sync::CancellationToken,
-    ) -> Result<ClientResult, ErrorData> {
-        let request: ServerRequest = serde_json::from_value(serde_json::json!({
-            "method": "sampling/createMessage",
-            "params": params,
-        }))
-        .map_err(|e| {
-            ErrorData::invalid_params(format!("invalid sampling/createMessage params: {e}"), None)
-        })?;
-        self.answer_with(server, request, None, cancelled).await
-    }
-
-    /// A harness session ended: forget it, release its subscriptions, relax log levels.
-    pub fn leave(self: &Arc<Self>, id: HarnessId) {
-        if self.lock_peers().remove(&id).is_none() {
-            return;
-        }
-        let orphaned = self.registry().leave(id);
-        self.update_sampling();
-        tracing::debug!(harness = id, "harness left");
-        // Sessions can end while the runtime winds down: then there is nobody to tell.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let hub = self.clone();
-        runtime.spawn(async move {
-            for (server, uri) in orphaned {
-                if let Some(connected) = hub.connections.get(&server) {
-                    let params = serde_json::from_value(serde_json::json!({ "uri": uri }));
-                    if let Ok(params) = params {
-                        let _ = connected.peer.unsubscribe(params).await;
-                    }
-                }
-            }
-            for server in hub.connections.snapshot().keys() {
-                hub.apply_log_level(server).await;
-            }
-        });
     }
 
     /// Tell every ready server in `scope` that the roots changed.
     pub fn roots_changed(&self, scope: &Scope) {
         for (id, connected) in self.connections.snapshot() {
             if scope.includes(&id) {
-                tokio::spawn(async move {
-                    let _ = connected.peer.notify_roots_list_changed().await;
-                });
+                let _ = connected.session.notify(
+                    r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#.to_string(),
+                );
             }
         }
     }
 
-    /// Send server `server` the most verbose level any harness that sees it asked for,
-    /// if that differs from what it has.
+    /// Server `server` was sent `level` on a harness's behalf.
+    pub fn note_level(&self, server: &str, level: Level) {
+        self.levels().insert(server.to_string(), level);
+    }
+
+    fn levels(&self) -> MutexGuard<'_, HashMap<String, Level>> {
+        self.applied_levels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Send server `server` the most verbose level any harness that sees it asked for, if
+    /// that differs from what it has.
     pub async fn apply_log_level(&self, server: &str) {
         let Some(connected) = self.connections.get(server) else {
             return;
         };
-        if connected.capabilities.logging.is_none() {
+        if !connected.has("logging") {
             return;
         }
         let Some(level) = self.registry().log_level_for(server) else {
             return;
         };
-        if self.lock_levels().get(server) == Some(&level) {
+        if self.levels().get(server) == Some(&level) {
             return;
         }
-        let params: Result<rmcp::model::SetLevelRequestParams, _> =
-            serde_json::from_value(serde_json::json!({ "level": level }));
-        if let Ok(params) = params {
-            match connected.peer.set_level(params).await {
-                Ok(()) => {
-                    self.lock_levels().insert(server.to_string(), level);
-                }
-                Err(error) => {
-                    tracing::debug!(server = %connected.name, %error, "logging/setLevel failed")
-                }
+        let params = format!(r#"{{"level":"{}"}}"#, level.name());
+        match connected
+            .session
+            .call(
+                "logging/setLevel",
+                Some(&params),
+                self.settings.request_timeout,
+            )
+            .await
+        {
+            Ok(_) => self.note_level(server, level),
+            Err(error) => {
+                tracing::debug!(server = %connected.name, %error, "logging/setLevel failed")
             }
         }
     }
@@ -313,262 +309,117 @@ impl Hub {
         let uris = self.registry().subscribed_uris(server);
         if let Some(connected) = self.connections.get(server) {
             for uri in uris {
-                let params = serde_json::from_value(serde_json::json!({ "uri": uri }));
-                if let Ok(params) = params {
-                    let _ = connected.peer.subscribe(params).await;
-                }
+                let params = format!(r#"{{"uri":{}}}"#, crate::mcp::message::quote(&uri));
+                let _ = connected
+                    .session
+                    .call(
+                        "resources/subscribe",
+                        Some(&params),
+                        self.settings.request_timeout,
+                    )
+                    .await;
             }
         }
     }
 
-    /// Ready server `id`, or an error naming it.
-    pub fn ready(&self, id: &str) -> Result<Connected, ErrorData> {
-        self.connections.get(id).ok_or_else(|| {
-            let name = self
-                .connections
-                .declared()
-                .get(id)
-                .cloned()
-                .unwrap_or_else(|| id.to_string());
-            super::forward::not_running(&format!("MCP server {name}"))
-        })
+    /// A mirrored call went on as task `task` of server `server`: it ends with the task.
+    pub fn park_task_ticket(&self, server: &str, task: &str, ticket: Ticket) {
+        self.task_tickets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((server.to_string(), task.to_string()), ticket);
     }
 
-    async fn forward_notification(&self, server: &str, notification: ServerNotification) {
-        match notification {
-            ServerNotification::ProgressNotification(mut n) => {
-                let target = self
-                    .registry()
-                    .progress_target(server, &n.params.progress_token);
-                if let Some((harness, token)) = target {
-                    if let Some((peer, _permit)) = self.relay(harness, 1) {
-                        n.params.progress_token = token;
-                        let _ = peer.notify_progress(n.params).await;
-                    }
-                }
-            }
-            ServerNotification::LoggingMessageNotification(n) => {
-                let audience = self.registry().log_audience(server, n.params.level);
-                let qualifier = self.qualifier(server);
-                let kib = relay::approx_kib(&n.params.data);
-                for harness in audience {
-                    // A harness that stopped reading does not make logs pile up here.
-                    let Some((peer, permit)) = self.relay(harness, kib) else {
-                        continue;
-                    };
-                    let mut params = n.params.clone();
-                    if self.aggregated(harness) {
-                        params.logger = Some(match params.logger.take() {
-                            Some(logger) => format!("{qualifier}/{logger}"),
-                            None => qualifier.clone(),
-                        });
-                    }
-                    // One slow harness must not hold up the others.
-                    tokio::spawn(async move {
-                        let _ = peer.notify_logging_message(params).await;
-                        drop(permit);
-                    });
-                }
-            }
-            ServerNotification::ResourceUpdatedNotification(n) => {
-                let subscribers = self.registry().subscribers(server, &n.params.uri);
-                if subscribers.is_empty() {
-                    return;
-                }
-                let exposed = self.namespace().expose_uri(server, &n.params.uri);
-                for harness in subscribers {
-                    let Some((peer, permit)) = self.relay(harness, 1) else {
-                        continue;
-                    };
-                    let mut params = n.params.clone();
-                    if self.aggregated(harness) {
-                        params.uri = exposed.clone();
-                    }
-                    tokio::spawn(async move {
-                        let _ = peer.notify_resource_updated(params).await;
-                        drop(permit);
-                    });
-                }
-            }
-            other => {
-                tracing::debug!(server, notification = ?std::mem::discriminant(&other), "server notification not forwarded");
-            }
+    /// Task `task` of server `server` ended with `answer` (a `tasks/result` answer).
+    pub fn finish_task_ticket(&self, server: &str, task: &str, answer: &str) {
+        let ticket = self
+            .task_tickets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(server.to_string(), task.to_string()));
+        if let Some(ticket) = ticket {
+            ticket.finish(Outcome::Raw(answer.to_string()));
         }
     }
 
-    async fn answer(
-        &self,
-        server: &str,
-        request: ServerRequest,
-        context: RequestContext<RoleClient>,
-    ) -> Result<ClientResult, ErrorData> {
-        let origin = match context.extensions.get::<InboundStreamOrigin>() {
-            Some(InboundStreamOrigin::OutboundRequest(id)) => Some(id.clone()),
-            _ => None,
-        };
-        self.answer_with(server, request, origin, context.ct).await
+    /// Task `task` of server `server` reached a terminal status without its result being
+    /// read (failed, cancelled): its mirrored call ends so.
+    pub fn end_task_ticket(&self, server: &str, task: &str, status: &str) {
+        let ticket = self
+            .task_tickets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(server.to_string(), task.to_string()));
+        if let Some(ticket) = ticket {
+            ticket.finish(match status {
+                "cancelled" => Outcome::Cancelled,
+                other => Outcome::Failed(format!("the task ended {other}")),
+            });
+        }
     }
 
-    /// Route a request only a harness can answer to the right harness and wait for it;
-    /// `origin` is the upstream request the server is working on, if known.
-    async fn answer_with(
-        &self,
-        server: &str,
-        request: ServerRequest,
-        origin: Option<rmcp::model::RequestId>,
-        ct: tokio_util::sync::CancellationToken,
-    ) -> Result<ClientResult, ErrorData> {
-        let method = crate::supervisor::upstream::request_method(&request).to_string();
-        let need = match &request {
-            ServerRequest::CreateMessageRequest(_) => Need::Sampling,
-            ServerRequest::ListRootsRequest(_) => Need::Roots,
-            ServerRequest::ElicitRequest(_) => Need::Elicitation,
-            _ => {
-                return Err(ErrorData::new(
-                    ErrorCode::METHOD_NOT_FOUND,
-                    format!("{method} is not supported by ahp-proxy"),
-                    None,
-                ))
+    /// Announce changes to every harness that sees them: list changes for the aggregated
+    /// endpoint (its names may have changed), and a server becoming ready or going away for
+    /// a per-server endpoint (a server's own `list_changed` reaches those as it is).
+    fn announce(&self, change: &Change) {
+        for harness in self.all_harnesses() {
+            if !harness.is_live() || !harness.scope.includes(&change.server) {
+                continue;
             }
-        };
-        let route = self.registry().route(server, origin.as_ref(), need);
-        let Some((harness, cause)) = route else {
-            return Err(ErrorData::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("no connected MCP client (harness) supports {method}"),
-                None,
-            ));
-        };
-        let Some(peer) = self.peer(harness) else {
-            return Err(ErrorData::internal_error(
-                "the MCP client (harness) went away",
-                None,
-            ));
-        };
-        tracing::debug!(
-            server,
-            harness,
-            method,
-            "server request routed to the harness"
-        );
-        let mut request = request;
-        if let Some(cause) = cause {
-            // Over streamable HTTP this rides the SSE stream of the call that caused it.
-            use rmcp::model::GetExtensions;
-            request.extensions_mut().insert(OriginatingRequestId(cause));
-        }
-        let timeout = self.settings.request_timeout;
-        // A task of its own: the upstream request's task-local origin must not leak into
-        // the request to the harness.
-        let sent = tokio::spawn(async move {
-            let handle = peer
-                .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
-                .await?;
-            let id = handle.id.clone();
-            tokio::select! {
-                answer = handle.await_response() => answer,
-                _ = ct.cancelled() => {
-                    let cancel: Result<rmcp::model::CancelledNotificationParam, _> =
-                        serde_json::from_value(serde_json::json!({
-                            "requestId": id, "reason": "cancelled by the MCP server",
-                        }));
-                    if let Ok(cancel) = cancel {
-                        let _ = peer.notify_cancelled(cancel).await;
-                    }
-                    Err(rmcp::ServiceError::Cancelled { reason: None })
+            let lists = match (&harness.scope, change.ready) {
+                (Scope::All, _) => change.lists,
+                (Scope::Server(_), Some(_)) => Lists::ALL,
+                (Scope::Server(_), None) => continue,
+            };
+            for (changed, list) in [
+                (lists.tools, "tools"),
+                (lists.prompts, "prompts"),
+                (lists.resources, "resources"),
+            ] {
+                if changed {
+                    harness.notify(format!(
+                        r#"{{"jsonrpc":"2.0","method":"notifications/{list}/list_changed"}}"#
+                    ));
                 }
             }
-        });
-        match sent.await {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(error)) => Err(match error {
-                rmcp::ServiceError::McpError(error) => error,
-                rmcp::ServiceError::Timeout { .. } => ErrorData::new(
-                    ErrorCode(super::forward::REQUEST_TIMEOUT),
-                    format!(
-                        "the MCP client did not answer {method} within {} ms",
-                        timeout.as_millis()
-                    ),
-                    None,
-                ),
-                _ => ErrorData::internal_error(
-                    format!("the MCP client (harness) could not answer {method}"),
-                    None,
-                ),
-            }),
-            Err(_) => Err(ErrorData::internal_error(
-                format!("{method} was interrupted"),
-                None,
-            )),
         }
     }
 }
 
-impl Downstream for Hub {
-    fn notify(
-        self: Arc<Self>,
-        server: String,
-        notification: ServerNotification,
-    ) -> BoxFuture<'static, ()> {
-        Box::pin(async move { self.forward_notification(&server, notification).await })
-    }
-
-    fn request(
-        self: Arc<Self>,
-        server: String,
-        request: ServerRequest,
-        context: RequestContext<RoleClient>,
-    ) -> BoxFuture<'static, Result<ClientResult, ErrorData>> {
-        Box::pin(async move { self.answer(&server, request, context).await })
-    }
-}
-
-/// What a harness declared in `initialize`.
-pub fn abilities_of(peer: &Peer<RoleServer>) -> Abilities {
-    let Some(info) = peer.peer_info() else {
-        return Abilities::default();
-    };
-    let caps = &info.capabilities;
-    Abilities {
-        sampling: caps.sampling.is_some(),
-        roots: caps.roots.is_some(),
-        elicitation: caps.elicitation.is_some(),
-        apps: caps
-            .extensions
-            .as_ref()
-            .is_some_and(|e| e.contains_key(MCP_APPS_EXTENSION)),
-    }
-}
-
-/// Announce list changes to one harness until it goes away. A change of the ready set
-/// changes every list; a server's own `list_changed` changes that list. Per-server scopes
-/// only hear about their server.
-async fn announce_changes(hub: Arc<Hub>, id: HarnessId, scope: Scope, peer: Peer<RoleServer>) {
-    let mut changes = hub.connections.subscribe();
+/// Announce every change and restore servers that become ready, until the hub is gone.
+async fn follow_changes(hub: Weak<Hub>, mut changes: tokio::sync::broadcast::Receiver<Change>) {
     loop {
-        let lists = match changes.recv().await {
-            Ok(change) if scope.includes(&change.server) => change.lists,
-            Ok(_) => continue,
-            Err(RecvError::Lagged(_)) => Lists::ALL,
+        let change = match changes.recv().await {
+            Ok(change) => change,
+            Err(RecvError::Lagged(_)) => Change {
+                server: String::new(),
+                lists: Lists::ALL,
+                ready: None,
+            },
             Err(RecvError::Closed) => return,
         };
-        if peer.is_transport_closed() || hub.registry().harness(id).is_none() {
-            hub.leave(id);
-            return;
+        let Some(hub) = hub.upgrade() else { return };
+        if change.server.is_empty() {
+            // Lagged: tell every harness every list changed.
+            for (id, _) in hub.connections.snapshot() {
+                hub.announce(&Change {
+                    server: id,
+                    lists: Lists::ALL,
+                    ready: Some(true),
+                });
+            }
+            continue;
         }
-        let mut sent = Ok(());
-        if lists.tools {
-            sent = sent.and(peer.notify_tool_list_changed().await);
-        }
-        if lists.prompts {
-            sent = sent.and(peer.notify_prompt_list_changed().await);
-        }
-        if lists.resources {
-            sent = sent.and(peer.notify_resource_list_changed().await);
-        }
-        if sent.is_err() {
-            hub.leave(id);
-            return;
+        hub.announce(&change);
+        match change.ready {
+            Some(true) => {
+                let hub = hub.clone();
+                tokio::spawn(async move { hub.restore(&change.server).await });
+            }
+            Some(false) => {
+                hub.levels().remove(&change.server);
+            }
+            None => {}
         }
     }
 }

@@ -9,11 +9,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
-use serde_json::Value;
-
+use crate::mcp::message;
 use crate::spec::NamePrefix;
-use crate::supervisor::connections::Offer;
+use crate::upstream::offer::{Item, Offer};
 
 /// The naming policy (`[mcp] prefix` and `[mcp] separator`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,13 +33,13 @@ impl Default for Policy {
 
 /// One item as the harness sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Entry<T> {
+pub struct Entry {
     /// The customization id of the server that answers it.
     pub server: String,
     /// The name (or URI) the server uses.
     pub original: String,
-    /// The item with its exposed name (and URIs) already set.
-    pub item: T,
+    /// The item as the server wrote it, with its exposed name (and URIs) spliced in.
+    pub item: Item,
 }
 
 /// Where a URI from the harness goes.
@@ -91,17 +89,20 @@ pub fn qualifiers(declared: &BTreeMap<String, String>) -> BTreeMap<String, Strin
     out
 }
 
+/// The members that hold a URI the naming may rename.
+pub const URI_MEMBERS: &[&str] = &["uri", "uriTemplate", "resourceUri", "ui/resourceUri"];
+
 /// The aggregated view of every ready server at one moment.
 #[derive(Debug, Default)]
 pub struct Namespace {
     /// Tools, in server order then the server's own order.
-    pub tools: Vec<Entry<Tool>>,
+    pub tools: Vec<Entry>,
     /// Prompts, likewise.
-    pub prompts: Vec<Entry<Prompt>>,
+    pub prompts: Vec<Entry>,
     /// Resources, likewise.
-    pub resources: Vec<Entry<Resource>>,
+    pub resources: Vec<Entry>,
     /// Resource templates, likewise.
-    pub templates: Vec<Entry<ResourceTemplate>>,
+    pub templates: Vec<Entry>,
     tool_index: HashMap<String, usize>,
     prompt_index: HashMap<String, usize>,
     /// (server, original URI) → exposed URI, only for renamed URIs.
@@ -117,7 +118,7 @@ pub struct Namespace {
 
 impl Namespace {
     /// Name every item of `servers` (`(id, qualifier, offer)` in a stable order).
-    pub fn build(servers: &[(String, String, Offer)], policy: &Policy) -> Self {
+    pub fn build(servers: &[(String, String, &Offer)], policy: &Policy) -> Self {
         let sep = policy.separator.as_str();
         let always = policy.prefix == NamePrefix::Always;
         let mut names = Namespace {
@@ -128,15 +129,84 @@ impl Namespace {
                 .collect(),
             ..Namespace::default()
         };
+        names.claim_uris(servers);
+        let tool_counts = counts(
+            servers
+                .iter()
+                .flat_map(|(_, _, o)| o.tools.iter().map(|t| t.key.clone())),
+        );
+        let prompt_counts = counts(
+            servers
+                .iter()
+                .flat_map(|(_, _, o)| o.prompts.iter().map(|p| p.key.clone())),
+        );
+        for (id, qualifier, offer) in servers {
+            let name_for = |original: &str, counts: &HashMap<String, usize>| {
+                if always || counts.get(original).copied().unwrap_or(0) > 1 {
+                    format!("{qualifier}{sep}{original}")
+                } else {
+                    original.to_string()
+                }
+            };
+            for tool in &offer.tools {
+                let exposed = name_for(&tool.key, &tool_counts);
+                let item = names.exposed_item(id, tool, "name", &exposed);
+                if !names.tool_index.contains_key(&exposed) {
+                    names.tool_index.insert(exposed, names.tools.len());
+                    names.tools.push(Entry {
+                        server: id.clone(),
+                        original: tool.key.clone(),
+                        item,
+                    });
+                }
+            }
+            for prompt in &offer.prompts {
+                let exposed = name_for(&prompt.key, &prompt_counts);
+                let item = prompt.with_key("name", &exposed);
+                if !names.prompt_index.contains_key(&exposed) {
+                    names.prompt_index.insert(exposed, names.prompts.len());
+                    names.prompts.push(Entry {
+                        server: id.clone(),
+                        original: prompt.key.clone(),
+                        item,
+                    });
+                }
+            }
+            for resource in &offer.resources {
+                let exposed = names.expose_uri(id, &resource.key);
+                let item = names.exposed_item(id, resource, "uri", &exposed);
+                names.resources.push(Entry {
+                    server: id.clone(),
+                    original: resource.key.clone(),
+                    item,
+                });
+            }
+            let mut prefixes = Vec::new();
+            for template in &offer.templates {
+                let exposed = names.expose_uri(id, &template.key);
+                prefixes.push(literal_prefix(&template.key).to_string());
+                names.templates.push(Entry {
+                    server: id.clone(),
+                    original: template.key.clone(),
+                    item: template.with_key("uriTemplate", &exposed),
+                });
+            }
+            names.template_prefixes.push((id.clone(), prefixes));
+        }
+        names
+    }
 
-        // URI claims: listed resources, templates, and tools' UI resources.
+    /// URI claims: listed resources, templates, and tools' UI resources. A URI claimed by
+    /// two servers is qualified for each.
+    fn claim_uris(&mut self, servers: &[(String, String, &Offer)]) {
+        let sep = self.separator.clone();
         let mut claims: HashMap<String, Vec<usize>> = HashMap::new();
         for (index, (_, _, offer)) in servers.iter().enumerate() {
             let mut own: HashSet<String> = HashSet::new();
-            own.extend(offer.resources.iter().map(|r| r.uri.clone()));
-            own.extend(offer.templates.iter().map(|t| t.uri_template.clone()));
+            own.extend(offer.resources.iter().map(|r| r.key.clone()));
+            own.extend(offer.templates.iter().map(|t| t.key.clone()));
             for tool in &offer.tools {
-                own.extend(ui_uris(tool.meta.as_ref().map(|m| &m.0)));
+                own.extend(ui_uris(tool));
             }
             for uri in own {
                 claims.entry(uri).or_default().push(index);
@@ -148,107 +218,41 @@ impl Namespace {
             for &index in owners {
                 let (id, qualifier, _) = &servers[index];
                 let exposed = if owners.len() > 1 {
-                    let renamed = qualify_uri(uri, qualifier, sep);
-                    names
-                        .uri_out
+                    let renamed = qualify_uri(uri, qualifier, &sep);
+                    self.uri_out
                         .insert((id.clone(), uri.clone()), renamed.clone());
                     renamed
                 } else {
                     uri.clone()
                 };
-                names
-                    .uri_in
+                self.uri_in
                     .entry(exposed)
                     .or_insert_with(|| (id.clone(), uri.clone()));
             }
         }
+    }
 
-        let tool_counts = counts(
-            servers
-                .iter()
-                .flat_map(|(_, _, o)| o.tools.iter().map(|t| t.name.to_string())),
-        );
-        let prompt_counts = counts(
-            servers
-                .iter()
-                .flat_map(|(_, _, o)| o.prompts.iter().map(|p| p.name.clone())),
-        );
-        for (id, qualifier, offer) in servers {
-            let name_for = |original: &str, counts: &HashMap<String, usize>| {
-                if always || counts.get(original).copied().unwrap_or(0) > 1 {
-                    format!("{qualifier}{sep}{original}")
-                } else {
-                    original.to_string()
-                }
-            };
-            for tool in &offer.tools {
-                let original = tool.name.to_string();
-                let mut item = tool.clone();
-                item.name = name_for(&original, &tool_counts).into();
-                if let Some(meta) = item.meta.as_mut() {
-                    let mut value = Value::Object(std::mem::take(&mut meta.0));
-                    names.rewrite_uris(id, &mut value);
-                    if let Value::Object(map) = value {
-                        meta.0 = map;
-                    }
-                }
-                let exposed = item.name.to_string();
-                if !names.tool_index.contains_key(&exposed) {
-                    names.tool_index.insert(exposed, names.tools.len());
-                    names.tools.push(Entry {
-                        server: id.clone(),
-                        original,
-                        item,
-                    });
-                }
-            }
-            for prompt in &offer.prompts {
-                let original = prompt.name.clone();
-                let mut item = prompt.clone();
-                item.name = name_for(&original, &prompt_counts);
-                if !names.prompt_index.contains_key(&item.name) {
-                    names
-                        .prompt_index
-                        .insert(item.name.clone(), names.prompts.len());
-                    names.prompts.push(Entry {
-                        server: id.clone(),
-                        original,
-                        item,
-                    });
-                }
-            }
-            for resource in &offer.resources {
-                let mut item = resource.clone();
-                item.uri = names.expose_uri(id, &resource.uri);
-                names.resources.push(Entry {
-                    server: id.clone(),
-                    original: resource.uri.clone(),
-                    item,
-                });
-            }
-            let mut prefixes = Vec::new();
-            for template in &offer.templates {
-                let mut item = template.clone();
-                item.uri_template = names.expose_uri(id, &template.uri_template);
-                prefixes.push(literal_prefix(&template.uri_template).to_string());
-                names.templates.push(Entry {
-                    server: id.clone(),
-                    original: template.uri_template.clone(),
-                    item,
-                });
-            }
-            names.template_prefixes.push((id.clone(), prefixes));
+    /// `item` known by `exposed` in its `field`, with server `server`'s renamed URIs inside
+    /// it rewritten.
+    fn exposed_item(&self, server: &str, item: &Item, field: &str, exposed: &str) -> Item {
+        let item = if item.key == exposed {
+            item.clone()
+        } else {
+            item.with_key(field, exposed)
+        };
+        match self.rewrite_uris(server, &item.raw) {
+            Some(raw) => Item { raw, ..item },
+            None => item,
         }
-        names
     }
 
     /// The tool the harness calls `name`.
-    pub fn tool(&self, name: &str) -> Option<&Entry<Tool>> {
+    pub fn tool(&self, name: &str) -> Option<&Entry> {
         self.tool_index.get(name).map(|&i| &self.tools[i])
     }
 
     /// The prompt the harness calls `name`.
-    pub fn prompt(&self, name: &str) -> Option<&Entry<Prompt>> {
+    pub fn prompt(&self, name: &str) -> Option<&Entry> {
         self.prompt_index.get(name).map(|&i| &self.prompts[i])
     }
 
@@ -297,33 +301,18 @@ impl Namespace {
         self.uri_out.keys().any(|(s, _)| s == server)
     }
 
-    /// Rewrite every URI of server `server` inside a JSON value (`uri`, `uriTemplate`,
-    /// `resourceUri`, `ui/resourceUri` members) to what the harness sees.
-    pub fn rewrite_uris(&self, server: &str, value: &mut Value) {
+    /// `text` (JSON from server `server`) with every renamed URI of the server in a `uri`,
+    /// `uriTemplate`, `resourceUri` or `ui/resourceUri` member rewritten to what the harness
+    /// sees; `None` when nothing changes.
+    pub fn rewrite_uris(&self, server: &str, text: &str) -> Option<String> {
         if !self.renames_uris_of(server) {
-            return;
+            return None;
         }
-        match value {
-            Value::Object(map) => {
-                for (key, member) in map.iter_mut() {
-                    match member {
-                        Value::String(text)
-                            if matches!(
-                                key.as_str(),
-                                "uri" | "uriTemplate" | "resourceUri" | "ui/resourceUri"
-                            ) =>
-                        {
-                            *text = self.expose_uri(server, text);
-                        }
-                        other => self.rewrite_uris(server, other),
-                    }
-                }
-            }
-            Value::Array(items) => items
-                .iter_mut()
-                .for_each(|item| self.rewrite_uris(server, item)),
-            _ => {}
-        }
+        message::rename_members(text, URI_MEMBERS, |uri| {
+            self.uri_out
+                .get(&(server.to_string(), uri.to_string()))
+                .cloned()
+        })
     }
 }
 
@@ -355,30 +344,12 @@ pub fn unqualify_uri(uri: &str, qualifier: &str, separator: &str) -> Option<Stri
 }
 
 /// The `ui://` resources a tool's `_meta` points at (`ui.resourceUri`, `ui/resourceUri`).
-pub fn ui_uris(meta: Option<&serde_json::Map<String, Value>>) -> Vec<String> {
-    let Some(meta) = meta else {
-        return Vec::new();
-    };
-    let nested = meta
-        .get("ui")
-        .and_then(|ui| ui.get("resourceUri"))
-        .and_then(Value::as_str);
-    let flat = meta.get("ui/resourceUri").and_then(Value::as_str);
-    let mut out: Vec<String> = nested.into_iter().chain(flat).map(str::to_string).collect();
+pub fn ui_uris(tool: &Item) -> Vec<String> {
+    let nested = tool.string(&["_meta", "ui", "resourceUri"]);
+    let flat = tool.string(&["_meta", "ui/resourceUri"]);
+    let mut out: Vec<String> = nested.into_iter().chain(flat).collect();
     out.dedup();
     out
-}
-
-/// Whether an MCP Apps tool is for its view only (`_meta.ui.visibility` without `model`).
-pub fn app_only(meta: Option<&serde_json::Map<String, Value>>) -> bool {
-    let Some(visibility) = meta
-        .and_then(|m| m.get("ui"))
-        .and_then(|ui| ui.get("visibility"))
-        .and_then(|v| v.as_array())
-    else {
-        return false;
-    };
-    !visibility.iter().any(|v| v == "model")
 }
 
 fn counts(names: impl Iterator<Item = String>) -> HashMap<String, usize> {
@@ -399,49 +370,58 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn item(key_field: &str, key: &str, extra: serde_json::Value) -> Item {
+        let mut value = json!({ key_field: key });
+        if let (Some(object), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
+            object.extend(extra.clone());
+        }
+        Item {
+            key: key.to_string(),
+            raw: value.to_string(),
+        }
+    }
+
     fn offer(tools: &[&str], prompts: &[&str], resources: &[&str], templates: &[&str]) -> Offer {
-        let tool = |name: &str| -> Tool {
-            serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"}}))
-                .unwrap()
-        };
         Offer {
-            tools: tools.iter().map(|n| tool(n)).collect(),
-            prompts: prompts
+            tools: tools
                 .iter()
-                .map(|n| serde_json::from_value(json!({"name": n})).unwrap())
+                .map(|n| item("name", n, json!({"inputSchema": {"type": "object"}})))
                 .collect(),
+            prompts: prompts.iter().map(|n| item("name", n, json!({}))).collect(),
             resources: resources
                 .iter()
-                .map(|u| serde_json::from_value(json!({"uri": u, "name": u})).unwrap())
+                .map(|u| item("uri", u, json!({"name": u})))
                 .collect(),
             templates: templates
                 .iter()
-                .map(|t| serde_json::from_value(json!({"uriTemplate": t, "name": t})).unwrap())
+                .map(|t| item("uriTemplate", t, json!({"name": t})))
                 .collect(),
         }
     }
 
-    fn servers(list: Vec<(&str, Offer)>) -> Vec<(String, String, Offer)> {
-        list.into_iter()
+    fn build(list: &[(&str, Offer)], policy: &Policy) -> Namespace {
+        let servers: Vec<(String, String, &Offer)> = list
+            .iter()
             .map(|(name, offer)| (format!("id-{name}"), name.to_string(), offer))
-            .collect()
+            .collect();
+        Namespace::build(&servers, policy)
     }
 
     fn tool_names(names: &Namespace) -> Vec<(&str, &str, &str)> {
         names
             .tools
             .iter()
-            .map(|e| (e.item.name.as_ref(), e.server.as_str(), e.original.as_str()))
+            .map(|e| (e.item.key.as_str(), e.server.as_str(), e.original.as_str()))
             .collect()
     }
 
     #[test]
     fn unique_names_stay_and_collisions_get_the_server_prefix() {
-        let names = Namespace::build(
-            &servers(vec![
+        let names = build(
+            &[
                 ("a", offer(&["echo", "only_a"], &["greet"], &[], &[])),
                 ("b", offer(&["echo"], &["greet", "solo"], &[], &[])),
-            ]),
+            ],
             &Policy::default(),
         );
         assert_eq!(
@@ -453,8 +433,14 @@ mod tests {
             ]
         );
         assert_eq!(names.tool("b__echo").unwrap().original, "echo");
+        assert!(names
+            .tool("b__echo")
+            .unwrap()
+            .item
+            .raw
+            .contains(r#""name":"b__echo""#));
         assert!(names.tool("echo").is_none());
-        let prompts: Vec<&str> = names.prompts.iter().map(|e| e.item.name.as_str()).collect();
+        let prompts: Vec<&str> = names.prompts.iter().map(|e| e.item.key.as_str()).collect();
         assert_eq!(prompts, ["a__greet", "b__greet", "solo"]);
     }
 
@@ -464,45 +450,56 @@ mod tests {
             prefix: NamePrefix::Always,
             separator: ".".into(),
         };
-        let names = Namespace::build(&servers(vec![("a", offer(&["x"], &[], &[], &[]))]), &policy);
+        let names = build(&[("a", offer(&["x"], &[], &[], &[]))], &policy);
         assert_eq!(tool_names(&names), [("a.x", "id-a", "x")]);
     }
 
     #[test]
     fn colliding_uris_are_qualified_consistently_in_lists_tools_and_results() {
-        let mut a = offer(
-            &["show"],
-            &[],
-            &["ui://view", "file:///a"],
-            &["items://{id}"],
+        let mut a = offer(&[], &[], &["ui://view", "file:///a"], &["items://{id}"]);
+        a.tools.push(item(
+            "name",
+            "show",
+            json!({"_meta": {"ui": {"resourceUri": "ui://view"}, "ui/resourceUri": "ui://view"}}),
+        ));
+        let mut b = offer(&[], &[], &[], &["items://{id}"]);
+        b.tools.push(item(
+            "name",
+            "show",
+            json!({"_meta": {"ui": {"resourceUri": "ui://view"}}}),
+        ));
+        let names = build(&[("a", a), ("b", b)], &Policy::default());
+        let tool = |name: &str| names.tool(name).unwrap().item.clone();
+        assert_eq!(
+            tool("a__show")
+                .string(&["_meta", "ui", "resourceUri"])
+                .unwrap(),
+            "ui://a__view"
         );
-        a.tools[0].meta = serde_json::from_value(
-            json!({"ui": {"resourceUri": "ui://view"}, "ui/resourceUri": "ui://view"}),
-        )
-        .unwrap();
-        let mut b = offer(&["show"], &[], &[], &["items://{id}"]);
-        b.tools[0].meta =
-            serde_json::from_value(json!({"ui": {"resourceUri": "ui://view"}})).unwrap();
-        let names = Namespace::build(&servers(vec![("a", a), ("b", b)]), &Policy::default());
-        // The tool metas point at each server's own copy.
-        let meta = |name: &str| serde_json::to_value(&names.tool(name).unwrap().item.meta).unwrap();
-        assert_eq!(meta("a__show")["ui"]["resourceUri"], "ui://a__view");
-        assert_eq!(meta("a__show")["ui/resourceUri"], "ui://a__view");
-        assert_eq!(meta("b__show")["ui"]["resourceUri"], "ui://b__view");
-        // Unique URIs are untouched; the listed copy of the colliding one is renamed.
-        let uris: Vec<&str> = names
+        assert_eq!(
+            tool("a__show")
+                .string(&["_meta", "ui/resourceUri"])
+                .unwrap(),
+            "ui://a__view"
+        );
+        assert_eq!(
+            tool("b__show")
+                .string(&["_meta", "ui", "resourceUri"])
+                .unwrap(),
+            "ui://b__view"
+        );
+        let uris: Vec<String> = names
             .resources
             .iter()
-            .map(|e| e.item.uri.as_str())
+            .map(|e| e.item.string(&["uri"]).unwrap())
             .collect();
         assert_eq!(uris, ["ui://a__view", "file:///a"]);
         let templates: Vec<&str> = names
             .templates
             .iter()
-            .map(|e| e.item.uri_template.as_str())
+            .map(|e| e.item.key.as_str())
             .collect();
         assert_eq!(templates, ["items://a__{id}", "items://b__{id}"]);
-        // Routing back.
         assert_eq!(
             names.route_uri("ui://b__view"),
             Route::To {
@@ -524,19 +521,20 @@ mod tests {
                 uri: "file:///a".into()
             }
         );
-        // Results: any `uri` member of server a's URIs is rewritten.
-        let mut result = json!({"contents": [{"uri": "ui://view", "text": "<p>"}]});
-        names.rewrite_uris("id-a", &mut result);
-        assert_eq!(result["contents"][0]["uri"], "ui://a__view");
+        let result = r#"{"contents":[{"uri":"ui://view","text":"<p>"}]}"#;
+        assert_eq!(
+            names.rewrite_uris("id-a", result).unwrap(),
+            r#"{"contents":[{"uri":"ui://a__view","text":"<p>"}]}"#
+        );
     }
 
     #[test]
     fn unclaimed_uris_ask_servers_with_matching_templates_first() {
-        let names = Namespace::build(
-            &servers(vec![
+        let names = build(
+            &[
                 ("a", offer(&[], &[], &[], &[])),
                 ("b", offer(&[], &[], &[], &["notes:///{title}"])),
-            ]),
+            ],
             &Policy::default(),
         );
         assert_eq!(
@@ -567,20 +565,5 @@ mod tests {
             assert_eq!(unqualify_uri(&q, "srv", "__").as_deref(), Some(uri));
         }
         assert_eq!(unqualify_uri("ui://x", "srv", "__"), None);
-    }
-
-    #[test]
-    fn app_only_tools_are_recognised() {
-        let meta = |v: Value| v.as_object().cloned();
-        assert!(app_only(
-            meta(json!({"ui": {"visibility": ["app"]}})).as_ref()
-        ));
-        assert!(!app_only(
-            meta(json!({"ui": {"visibility": ["model", "app"]}})).as_ref()
-        ));
-        assert!(!app_only(
-            meta(json!({"ui": {"resourceUri": "ui://x"}})).as_ref()
-        ));
-        assert!(!app_only(None));
     }
 }

@@ -1,13 +1,9 @@
 //! Who is connected to the MCP front and what is in flight, pure: harness sessions with
-//! their scope and capabilities, forwarded requests, progress tokens and resource
-//! subscriptions, and the rule that picks which harness answers a server's request.
-
-// Logging, sampling and roots are deprecated by SEP-2577 but still forwarded faithfully.
-#![allow(deprecated)]
+//! their scope and capabilities, requests forwarded for them (by tag), resource
+//! subscriptions, log levels, tasks, and the rule that picks which harness answers a
+//! server's request.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-use rmcp::model::{LoggingLevel, ProgressToken, RequestId};
 
 /// A harness session's id (one per stdio front or HTTP MCP session).
 pub type HarnessId = u64;
@@ -38,30 +34,111 @@ pub struct Abilities {
     pub sampling: bool,
     /// `roots`.
     pub roots: bool,
-    /// `elicitation`.
-    pub elicitation: bool,
+    /// `elicitation` in form mode (`elicitation: {}` or `{form: …}`).
+    pub elicit_form: bool,
+    /// `elicitation.url`.
+    pub elicit_url: bool,
     /// The MCP Apps extension: it renders views and hides app-only tools itself.
     pub apps: bool,
 }
 
-/// A capability a server request needs.
+impl Abilities {
+    /// From the `capabilities` of a harness's `initialize`.
+    pub fn of(capabilities: &serde_json::Value) -> Self {
+        let has = |name: &str| capabilities.get(name).is_some_and(|c| !c.is_null());
+        let elicitation = capabilities.get("elicitation").filter(|c| !c.is_null());
+        let form = elicitation.is_some_and(|e| {
+            e.get("form").is_some() || e.as_object().is_some_and(|o| !o.contains_key("url"))
+        });
+        Self {
+            sampling: has("sampling"),
+            roots: has("roots"),
+            elicit_form: form,
+            elicit_url: elicitation.is_some_and(|e| e.get("url").is_some()),
+            apps: capabilities
+                .get("extensions")
+                .and_then(|e| e.get(crate::upstream::handshake::MCP_APPS_EXTENSION))
+                .is_some(),
+        }
+    }
+
+    fn has(&self, need: Need) -> bool {
+        match need {
+            Need::Sampling => self.sampling,
+            Need::Roots => self.roots,
+            Need::ElicitForm => self.elicit_form,
+            Need::ElicitUrl => self.elicit_url,
+            Need::Any => true,
+        }
+    }
+}
+
+/// What a server request needs of the harness that answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
     /// `sampling/createMessage`.
     Sampling,
     /// `roots/list`.
     Roots,
-    /// `elicitation/create`.
-    Elicitation,
+    /// `elicitation/create` in form mode.
+    ElicitForm,
+    /// `elicitation/create` in URL mode.
+    ElicitUrl,
+    /// A method the proxy does not know: any harness may answer (or refuse) it.
+    Any,
 }
 
-impl Abilities {
-    fn has(&self, need: Need) -> bool {
-        match need {
-            Need::Sampling => self.sampling,
-            Need::Roots => self.roots,
-            Need::Elicitation => self.elicitation,
+impl Need {
+    /// The need of request `method` with `mode` (`params.mode` of an elicitation).
+    pub fn of(method: &str, mode: Option<&str>) -> Self {
+        match method {
+            "sampling/createMessage" => Need::Sampling,
+            "roots/list" => Need::Roots,
+            "elicitation/create" if mode == Some("url") => Need::ElicitUrl,
+            "elicitation/create" => Need::ElicitForm,
+            _ => Need::Any,
         }
+    }
+
+    /// The capability's name, for messages.
+    pub fn capability(&self) -> &'static str {
+        match self {
+            Need::Sampling => "sampling",
+            Need::Roots => "roots",
+            Need::ElicitForm => "elicitation (form mode)",
+            Need::ElicitUrl => "elicitation (URL mode)",
+            Need::Any => "anything",
+        }
+    }
+}
+
+/// A log level, by rank (RFC 5424 names, debug lowest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Level(u8);
+
+impl Level {
+    const NAMES: [&'static str; 8] = [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+
+    /// The level called `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| Level(i as u8))
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &'static str {
+        Self::NAMES[usize::from(self.0)]
     }
 }
 
@@ -73,18 +150,21 @@ pub struct Harness {
     /// What it can do.
     pub abilities: Abilities,
     /// The level it asked for with `logging/setLevel`, if any.
-    pub log_level: Option<LoggingLevel>,
+    pub log_level: Option<Level>,
     /// When it last sent a request (a logical clock).
     pub last_active: u64,
+    /// Whether a request of the proxy's own can reach it now (stdio, or an open GET
+    /// stream); one tied to its own call travels on that call's stream regardless.
+    pub reachable: bool,
 }
 
 /// A request forwarded to a server on a harness's behalf.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Forwarded {
+    /// Which server.
+    pub server: String,
     /// Who asked.
     pub harness: HarnessId,
-    /// Its request id (server requests it causes are tied to it over HTTP).
-    pub request: RequestId,
     /// When it started (a logical clock).
     pub started: u64,
 }
@@ -94,12 +174,12 @@ pub struct Forwarded {
 pub struct Registry {
     clock: u64,
     harnesses: BTreeMap<HarnessId, Harness>,
-    /// (server, upstream request id) → the harness request it serves.
-    forwarded: HashMap<(String, RequestId), Forwarded>,
-    /// (server, upstream progress token) → (harness, the harness's token).
-    progress: HashMap<(String, ProgressToken), (HarnessId, ProgressToken)>,
+    /// Tag → the harness request a forwarded request serves.
+    forwarded: HashMap<u64, Forwarded>,
     /// (server, the server's URI) → subscribed harnesses.
     subscriptions: BTreeMap<(String, String), BTreeSet<HarnessId>>,
+    /// (server, task id) → the harness that created the task.
+    tasks: HashMap<(String, String), HarnessId>,
 }
 
 impl Registry {
@@ -109,23 +189,32 @@ impl Registry {
     }
 
     /// Register (or update) a harness.
-    pub fn join(&mut self, id: HarnessId, scope: Scope, abilities: Abilities) {
+    pub fn join(&mut self, id: HarnessId, scope: Scope, abilities: Abilities, reachable: bool) {
         let now = self.tick();
         let entry = self.harnesses.entry(id).or_insert(Harness {
             scope: scope.clone(),
             abilities,
             log_level: None,
             last_active: now,
+            reachable,
         });
         entry.scope = scope;
         entry.abilities = abilities;
+        entry.reachable = reachable;
+    }
+
+    /// Whether harness `id` can be reached by requests of the proxy's own from now on.
+    pub fn set_reachable(&mut self, id: HarnessId, reachable: bool) {
+        if let Some(h) = self.harnesses.get_mut(&id) {
+            h.reachable = reachable;
+        }
     }
 
     /// Forget a harness. Returns the `(server, uri)` subscriptions nobody holds any more.
     pub fn leave(&mut self, id: HarnessId) -> Vec<(String, String)> {
         self.harnesses.remove(&id);
         self.forwarded.retain(|_, f| f.harness != id);
-        self.progress.retain(|_, (h, _)| *h != id);
+        self.tasks.retain(|_, h| *h != id);
         let mut orphaned = Vec::new();
         self.subscriptions.retain(|key, holders| {
             if holders.remove(&id) && holders.is_empty() {
@@ -151,14 +240,11 @@ impl Registry {
             .collect()
     }
 
-    /// Whether some harness declared `need`.
+    /// Whether some harness that can be reached declared `need`.
     pub fn any_can(&self, need: Need) -> bool {
-        self.harnesses.values().any(|h| h.abilities.has(need))
-    }
-
-    /// Every harness.
-    pub fn all(&self) -> Vec<HarnessId> {
-        self.harnesses.keys().copied().collect()
+        self.harnesses
+            .values()
+            .any(|h| h.reachable && h.abilities.has(need))
     }
 
     /// A harness sent a request.
@@ -169,96 +255,68 @@ impl Registry {
         }
     }
 
-    /// A request went to server `server` as `upstream` for harness request `request`;
-    /// `progress` maps the upstream progress token to the harness's, if it asked for
-    /// progress.
-    pub fn forwarded(
-        &mut self,
-        server: &str,
-        upstream: RequestId,
-        harness: HarnessId,
-        request: RequestId,
-        progress: Option<(ProgressToken, ProgressToken)>,
-    ) {
+    /// A request went to server `server` for harness `harness`, known by `tag`.
+    pub fn forwarded(&mut self, tag: u64, server: &str, harness: HarnessId) {
         let started = self.tick();
         self.forwarded.insert(
-            (server.to_string(), upstream),
+            tag,
             Forwarded {
+                server: server.to_string(),
                 harness,
-                request,
                 started,
             },
         );
-        if let Some((upstream, own)) = progress {
-            self.progress
-                .insert((server.to_string(), upstream), (harness, own));
-        }
     }
 
-    /// The forwarded request is over.
-    pub fn finished(&mut self, server: &str, upstream: &RequestId, progress: &ProgressToken) {
-        self.forwarded
-            .remove(&(server.to_string(), upstream.clone()));
-        self.progress
-            .remove(&(server.to_string(), progress.clone()));
-    }
-
-    /// Where server `server`'s progress notification with `token` goes.
-    pub fn progress_target(
-        &self,
-        server: &str,
-        token: &ProgressToken,
-    ) -> Option<(HarnessId, ProgressToken)> {
-        self.progress
-            .get(&(server.to_string(), token.clone()))
-            .cloned()
+    /// The forwarded request `tag` is over.
+    pub fn finished(&mut self, tag: u64) {
+        self.forwarded.remove(&tag);
     }
 
     /// Which harness answers a request from server `server` that needs `need`: the one
-    /// whose request it was sent for (`origin`, known over streamable HTTP); else, while
-    /// requests are in flight at that server, the harness with the latest of them (the
-    /// server is working for one of them); else (a request of the server's own, e.g.
-    /// `roots/list` after start-up) the most recently active harness that sees the server.
-    /// Only harnesses that declared `need` qualify. Returns the harness and the request of
-    /// its that the server is working on, if known.
+    /// whose request it was sent for (`origin`, a tag); else, while requests are in flight
+    /// at that server, the harness with the latest of them; else (a request of the server's
+    /// own, e.g. `roots/list` after start-up) the most recently active harness that sees
+    /// the server and can be reached. Only harnesses that declared `need` qualify; the one
+    /// whose request caused it does not hand it to another. Returns the harness and the tag of its
+    /// request the server is working on, if known.
     pub fn route(
         &self,
         server: &str,
-        origin: Option<&RequestId>,
+        origin: Option<u64>,
         need: Need,
-    ) -> Option<(HarnessId, Option<RequestId>)> {
+    ) -> Option<(HarnessId, Option<u64>)> {
         let able = |id: HarnessId| {
             self.harnesses
                 .get(&id)
                 .is_some_and(|h| h.abilities.has(need) && h.scope.includes(server))
         };
-        if let Some(origin) = origin {
-            if let Some(f) = self.forwarded.get(&(server.to_string(), origin.clone())) {
-                return able(f.harness).then(|| (f.harness, Some(f.request.clone())));
+        if let Some(tag) = origin {
+            if let Some(f) = self.forwarded.get(&tag) {
+                return able(f.harness).then_some((f.harness, Some(tag)));
             }
         }
-        let in_flight: Vec<&Forwarded> = self
+        let in_flight: Vec<(&u64, &Forwarded)> = self
             .forwarded
             .iter()
-            .filter(|((s, _), _)| s == server)
-            .map(|(_, f)| f)
+            .filter(|(_, f)| f.server == server)
             .collect();
         if !in_flight.is_empty() {
             return in_flight
                 .into_iter()
-                .filter(|f| able(f.harness))
-                .max_by_key(|f| f.started)
-                .map(|f| (f.harness, Some(f.request.clone())));
+                .filter(|(_, f)| able(f.harness))
+                .max_by_key(|(_, f)| f.started)
+                .map(|(tag, f)| (f.harness, Some(*tag)));
         }
         self.harnesses
             .iter()
-            .filter(|(id, _)| able(**id))
+            .filter(|(id, h)| h.reachable && able(**id))
             .max_by_key(|(_, h)| h.last_active)
             .map(|(id, _)| (*id, None))
     }
 
     /// Record a harness's log level.
-    pub fn set_log_level(&mut self, id: HarnessId, level: LoggingLevel) {
+    pub fn set_log_level(&mut self, id: HarnessId, level: Level) {
         if let Some(h) = self.harnesses.get_mut(&id) {
             h.log_level = Some(level);
         }
@@ -266,22 +324,22 @@ impl Registry {
 
     /// The most verbose level any harness that sees server `server` asked for: what the
     /// server itself should be set to. `None` when nobody asked.
-    pub fn log_level_for(&self, server: &str) -> Option<LoggingLevel> {
+    pub fn log_level_for(&self, server: &str) -> Option<Level> {
         self.harnesses
             .values()
             .filter(|h| h.scope.includes(server))
             .filter_map(|h| h.log_level)
-            .min_by_key(|level| severity(*level))
+            .min()
     }
 
     /// Harnesses that should get a log message of `level` from server `server`.
-    pub fn log_audience(&self, server: &str, level: LoggingLevel) -> Vec<HarnessId> {
+    pub fn log_audience(&self, server: &str, level: Option<Level>) -> Vec<HarnessId> {
         self.harnesses
             .iter()
             .filter(|(_, h)| h.scope.includes(server))
-            .filter(|(_, h)| {
-                h.log_level
-                    .is_none_or(|min| severity(level) >= severity(min))
+            .filter(|(_, h)| match (h.log_level, level) {
+                (Some(min), Some(level)) => level >= min,
+                _ => true,
             })
             .map(|(id, _)| *id)
             .collect()
@@ -330,19 +388,26 @@ impl Registry {
             .map(|(_, uri)| uri.clone())
             .collect()
     }
-}
 
-/// A log level's rank (debug lowest).
-pub fn severity(level: LoggingLevel) -> u8 {
-    match level {
-        LoggingLevel::Debug => 0,
-        LoggingLevel::Info => 1,
-        LoggingLevel::Notice => 2,
-        LoggingLevel::Warning => 3,
-        LoggingLevel::Error => 4,
-        LoggingLevel::Critical => 5,
-        LoggingLevel::Alert => 6,
-        LoggingLevel::Emergency => 7,
+    /// Harness `id` created task `task` on server `server`.
+    pub fn task_created(&mut self, server: &str, task: &str, id: HarnessId) {
+        self.tasks
+            .insert((server.to_string(), task.to_string()), id);
+    }
+
+    /// The harness that created task `task` on server `server`.
+    pub fn task_owner(&self, server: &str, task: &str) -> Option<HarnessId> {
+        self.tasks
+            .get(&(server.to_string(), task.to_string()))
+            .copied()
+    }
+
+    /// The server of task `task` created by harness `id`, if it made one.
+    pub fn task_server(&self, id: HarnessId, task: &str) -> Option<String> {
+        self.tasks
+            .iter()
+            .find(|((_, t), h)| t == task && **h == id)
+            .map(|((server, _), _)| server.clone())
     }
 }
 
@@ -357,38 +422,20 @@ mod tests {
         }
     }
 
-    fn rid(n: i64) -> RequestId {
-        RequestId::Number(n)
-    }
-
-    fn token(n: i64) -> ProgressToken {
-        ProgressToken(rid(n))
-    }
-
     #[test]
     fn a_server_request_goes_to_the_harness_whose_call_caused_it() {
         let mut r = Registry::default();
-        r.join(1, Scope::All, able(true));
-        r.join(2, Scope::All, able(true));
-        r.forwarded("s", rid(10), 1, rid(100), None);
-        r.forwarded("s", rid(11), 2, rid(200), None);
-        // Over HTTP the origin is known.
-        assert_eq!(
-            r.route("s", Some(&rid(10)), Need::Sampling),
-            Some((1, Some(rid(100))))
-        );
+        r.join(1, Scope::All, able(true), true);
+        r.join(2, Scope::All, able(true), true);
+        r.forwarded(10, "s", 1);
+        r.forwarded(11, "s", 2);
+        assert_eq!(r.route("s", Some(10), Need::Sampling), Some((1, Some(10))));
         // Otherwise the latest call in flight at that server.
-        assert_eq!(
-            r.route("s", None, Need::Sampling),
-            Some((2, Some(rid(200))))
-        );
-        r.finished("s", &rid(11), &token(0));
-        assert_eq!(
-            r.route("s", None, Need::Sampling),
-            Some((1, Some(rid(100))))
-        );
+        assert_eq!(r.route("s", None, Need::Sampling), Some((2, Some(11))));
+        r.finished(11);
+        assert_eq!(r.route("s", None, Need::Sampling), Some((1, Some(10))));
         // Nothing in flight: the most recently active able harness.
-        r.finished("s", &rid(10), &token(0));
+        r.finished(10);
         r.touch(1);
         assert_eq!(r.route("s", None, Need::Sampling), Some((1, None)));
     }
@@ -396,56 +443,78 @@ mod tests {
     #[test]
     fn only_able_harnesses_in_scope_are_asked() {
         let mut r = Registry::default();
-        r.join(1, Scope::All, able(false));
-        r.join(2, Scope::Server("other".into()), able(true));
-        r.join(3, Scope::All, able(true));
-        r.forwarded("s", rid(1), 1, rid(5), None);
+        r.join(1, Scope::All, able(false), true);
+        r.join(2, Scope::Server("other".into()), able(true), true);
+        r.join(3, Scope::All, able(true), true);
+        r.forwarded(1, "s", 1);
         // The caller cannot sample: nobody else answers for it.
-        assert_eq!(r.route("s", Some(&rid(1)), Need::Sampling), None);
+        assert_eq!(r.route("s", Some(1), Need::Sampling), None);
         assert_eq!(r.route("s", None, Need::Sampling), None);
         assert_eq!(r.route("other", None, Need::Sampling), Some((3, None)));
         r.touch(2);
         assert_eq!(r.route("other", None, Need::Sampling), Some((2, None)));
         assert_eq!(r.route("other", None, Need::Roots), None);
+        assert_eq!(r.route("other", None, Need::Any), Some((2, None)));
+        // One that cannot be reached (no stream open) is not asked, nor counted.
+        r.set_reachable(2, false);
+        r.set_reachable(3, false);
+        assert_eq!(r.route("other", None, Need::Sampling), None);
+        assert!(!r.any_can(Need::Sampling));
     }
 
     #[test]
-    fn progress_tokens_map_back_and_are_dropped_with_the_call() {
-        let mut r = Registry::default();
-        r.join(1, Scope::All, able(false));
-        r.forwarded("s", rid(3), 1, rid(9), Some((token(3), token(77))));
-        assert_eq!(r.progress_target("s", &token(3)), Some((1, token(77))));
-        assert_eq!(r.progress_target("t", &token(3)), None);
-        r.finished("s", &rid(3), &token(3));
-        assert_eq!(r.progress_target("s", &token(3)), None);
+    fn abilities_follow_the_declared_capabilities() {
+        let caps = serde_json::json!({"elicitation": {"url": {}}, "roots": {},
+            "extensions": {"io.modelcontextprotocol/ui": {}}});
+        let a = Abilities::of(&caps);
+        assert!(a.elicit_url && !a.elicit_form && a.roots && a.apps && !a.sampling);
+        let plain = Abilities::of(&serde_json::json!({"elicitation": {}}));
+        assert!(plain.elicit_form && !plain.elicit_url);
+        assert_eq!(Need::of("elicitation/create", Some("url")), Need::ElicitUrl);
+        assert_eq!(Need::of("x/unknown", None), Need::Any);
     }
 
     #[test]
     fn log_levels_take_the_most_verbose_request_and_filter_per_harness() {
+        let level = |n| Level::parse(n).unwrap();
         let mut r = Registry::default();
-        r.join(1, Scope::All, able(false));
-        r.join(2, Scope::All, able(false));
-        r.join(3, Scope::Server("x".into()), able(false));
+        r.join(1, Scope::All, able(false), true);
+        r.join(2, Scope::All, able(false), true);
+        r.join(3, Scope::Server("x".into()), able(false), true);
         assert_eq!(r.log_level_for("s"), None);
-        r.set_log_level(1, LoggingLevel::Error);
-        r.set_log_level(2, LoggingLevel::Info);
-        r.set_log_level(3, LoggingLevel::Debug);
-        assert_eq!(r.log_level_for("s"), Some(LoggingLevel::Info));
-        assert_eq!(r.log_level_for("x"), Some(LoggingLevel::Debug));
-        assert_eq!(r.log_audience("s", LoggingLevel::Warning), vec![2]);
-        assert_eq!(r.log_audience("s", LoggingLevel::Error), vec![1, 2]);
+        r.set_log_level(1, level("error"));
+        r.set_log_level(2, level("info"));
+        r.set_log_level(3, level("debug"));
+        assert_eq!(r.log_level_for("s"), Some(level("info")));
+        assert_eq!(r.log_level_for("x"), Some(level("debug")));
+        assert_eq!(r.log_audience("s", Some(level("warning"))), vec![2]);
+        assert_eq!(r.log_audience("s", Some(level("error"))), vec![1, 2]);
+        assert_eq!(level("warning").name(), "warning");
+        assert_eq!(Level::parse("loud"), None);
     }
 
     #[test]
     fn subscriptions_are_shared_and_released_by_the_last_holder() {
         let mut r = Registry::default();
-        r.join(1, Scope::All, able(false));
-        r.join(2, Scope::All, able(false));
+        r.join(1, Scope::All, able(false), true);
+        r.join(2, Scope::All, able(false), true);
         assert!(r.subscribe(1, "s", "u"));
         assert!(!r.subscribe(2, "s", "u"));
         assert_eq!(r.subscribers("s", "u"), vec![1, 2]);
         assert!(!r.unsubscribe(1, "s", "u"));
         assert_eq!(r.leave(2), vec![("s".to_string(), "u".to_string())]);
         assert!(r.subscribed_uris("s").is_empty());
+    }
+
+    #[test]
+    fn tasks_belong_to_their_creator() {
+        let mut r = Registry::default();
+        r.join(1, Scope::All, able(false), true);
+        r.task_created("s", "t-1", 1);
+        assert_eq!(r.task_owner("s", "t-1"), Some(1));
+        assert_eq!(r.task_server(1, "t-1").as_deref(), Some("s"));
+        assert_eq!(r.task_server(2, "t-1"), None);
+        r.leave(1);
+        assert_eq!(r.task_owner("s", "t-1"), None);
     }
 }

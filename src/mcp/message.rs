@@ -248,6 +248,61 @@ pub fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
+/// `text` with every string member named one of `keys` (at any depth) replaced by what
+/// `rename` gives for its value; `None` when nothing changed. Everything else is kept as
+/// written.
+pub fn rename_members(
+    text: &str,
+    keys: &[&str],
+    rename: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut containers: Vec<bool> = Vec::new();
+    let mut expect_key = false;
+    let mut last_key: Option<Cow<str>> = None;
+    let mut edits: Vec<(Range<usize>, String)> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' => {
+                containers.push(true);
+                expect_key = true;
+            }
+            b'[' => {
+                containers.push(false);
+                expect_key = false;
+            }
+            b'}' | b']' => {
+                containers.pop();
+                expect_key = false;
+            }
+            b',' => expect_key = containers.last() == Some(&true),
+            b':' => expect_key = false,
+            b'"' => {
+                let end = string_end(bytes, i)?;
+                let in_object = containers.last() == Some(&true);
+                if in_object && expect_key {
+                    last_key = string_at(text, i..end);
+                } else if in_object && last_key.as_deref().is_some_and(|k| keys.contains(&k)) {
+                    if let Some(new) = string_at(text, i..end).and_then(|v| rename(&v)) {
+                        edits.push((i..end, quote(&new)));
+                    }
+                }
+                i = end;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if edits.is_empty() {
+        return None;
+    }
+    let mut edits: Vec<(Range<usize>, &str)> =
+        edits.iter().map(|(r, t)| (r.clone(), t.as_str())).collect();
+    Some(splice(text, &mut edits))
+}
+
 /// Looks up one key of an object without reading the other members' values.
 struct Member<'k> {
     key: &'k str,
@@ -486,6 +541,20 @@ mod tests {
         assert_eq!(recover_id(r#"{"a":"}\"","id":-4}"#).as_deref(), Some("-4"));
         assert_eq!(recover_id(r#"{"id":{"x":1}}"#), None);
         assert_eq!(recover_id("[1]"), None);
+    }
+
+    #[test]
+    fn members_are_renamed_at_any_depth_and_nothing_else_moves() {
+        let text = r#"{"uri":"ui://v","b":["uri",{"resourceUri":"ui://v","x":"ui://v"}],"uriTemplate":"t://{id}","n":1.0}"#;
+        let renamed = rename_members(text, &["uri", "resourceUri", "uriTemplate"], |v| {
+            (v == "ui://v").then(|| "ui://s__v".to_string())
+        })
+        .unwrap();
+        assert_eq!(
+            renamed,
+            r#"{"uri":"ui://s__v","b":["uri",{"resourceUri":"ui://s__v","x":"ui://v"}],"uriTemplate":"t://{id}","n":1.0}"#
+        );
+        assert_eq!(rename_members(text, &["uri"], |_| None), None);
     }
 
     #[test]

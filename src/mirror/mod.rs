@@ -77,6 +77,9 @@ impl CallStart {
 pub enum Outcome {
     /// The server answered with a result (possibly `isError`).
     Result(Value),
+    /// The server's whole answer message as text (a result or an error), read by the
+    /// mirror's task, off the call's path.
+    Raw(String),
     /// It failed without a result (an MCP error, a timeout, the server died).
     Failed(String),
     /// The harness cancelled it or went away.
@@ -241,4 +244,27 @@ impl Mirror {
 /// The id a mirrored call has in the chat.
 pub(crate) fn call_id(call: u64) -> String {
     format!("harness-call-{call}")
+}
+
+impl Outcome {
+    /// A raw answer read: its `result` (a call's result), or its error's message.
+    pub fn read(self) -> Outcome {
+        let Outcome::Raw(text) = self else {
+            return self;
+        };
+        let Ok(answer) = serde_json::from_str::<Value>(&text) else {
+            return Outcome::Failed("the MCP server's answer could not be read".into());
+        };
+        match (answer.get("result"), answer.get("error")) {
+            (Some(result), _) => Outcome::Result(result.clone()),
+            (None, Some(error)) => Outcome::Failed(
+                error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the MCP server answered with an error")
+                    .to_string(),
+            ),
+            (None, None) => Outcome::Failed("the MCP server's answer has no result".into()),
+        }
+    }
 }

@@ -15,6 +15,7 @@ use super::{Outcome, MAX_BINARY, MAX_TEXT};
 /// large ones cut or described, `structuredContent` kept when it is an object.
 pub fn tool_call_result(outcome: &Outcome) -> ToolCallResult {
     match outcome {
+        Outcome::Raw(text) => tool_call_result(&Outcome::Raw(text.clone()).read()),
         Outcome::Result(result) => {
             let failed = result.get("isError").and_then(Value::as_bool) == Some(true);
             let content: Vec<ToolResultContent> = result

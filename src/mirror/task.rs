@@ -56,6 +56,7 @@ pub(super) async fn run(
                 turns.start(start, missed, now, &crate::host::store::now_iso8601())
             }
             Some(Event::Finish(call, outcome)) => {
+                let outcome = outcome.read();
                 // A paused call that ends (given up) fails from `auth-required`.
                 let actions = turns.finish(call, &outcome, now, &crate::host::store::now_iso8601());
                 if paused.remove(&call) {

@@ -1,6 +1,6 @@
 //! What an HTTP server's authorization challenge means: the `WWW-Authenticate` parameters,
-//! its RFC 9728 protected resource metadata (fetched, bounded), and auth failures of a
-//! running connection told apart from other transport errors.
+//! its RFC 9728 protected resource metadata (fetched, bounded), and whether a resource it
+//! names is one the server may speak for.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -113,23 +113,6 @@ pub fn resource_covers(resource: &str, server: &reqwest::Url) -> bool {
         || path
             .strip_prefix(parent)
             .is_some_and(|rest| rest.starts_with('/'))
-}
-
-/// If `error` (or anything it wraps) is an HTTP 401 or 403 from the server: the
-/// `WWW-Authenticate` challenge and whether it was 403 (more scope needed).
-pub fn auth_failure(error: &(dyn std::error::Error + 'static)) -> Option<(String, bool)> {
-    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
-    let mut current = Some(error);
-    while let Some(e) = current {
-        if let Some(e) = e.downcast_ref::<AuthRequiredError>() {
-            return Some((e.www_authenticate_header.clone(), false));
-        }
-        if let Some(e) = e.downcast_ref::<InsufficientScopeError>() {
-            return Some((e.www_authenticate_header.clone(), true));
-        }
-        current = e.source();
-    }
-    None
 }
 
 #[cfg(test)]

@@ -1,35 +1,21 @@
-//! The live MCP connections of ready servers, published by the lifecycle tasks for the MCP
-//! front: each server's peer, what it offers (kept fresh on `list_changed`), and its changes.
+//! The live MCP sessions of ready servers, published by the lifecycle tasks for the MCP
+//! front and the `mcp://` channel: each server's raw session, its handshake answer, what it
+//! offers (kept fresh on `list_changed`), and change announcements.
 //!
 //! Also the hand-off in the other direction: the [`Downstream`] that takes what a server
-//! sends on its own (notifications, sampling/roots/elicitation requests), and the start-up
-//! gate the front waits on before its first listing.
+//! sends on its own, the start-up gate the front waits on, and who the proxy says it is to
+//! servers (its own identity, or the one stdio harness it stands for).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 
-use futures_util::future::BoxFuture;
-use rmcp::model::{
-    ClientResult, Prompt, Resource, ResourceTemplate, ServerCapabilities, ServerNotification,
-    ServerRequest, Tool,
-};
-use rmcp::service::{Peer, RequestContext};
-use rmcp::{ErrorData, RoleClient};
 use tokio::sync::{broadcast, watch};
 
-/// What a ready server offers, refreshed when it announces a change.
-#[derive(Debug, Clone, Default)]
-pub struct Offer {
-    /// `tools/list`, every page.
-    pub tools: Vec<Tool>,
-    /// `prompts/list`, every page (empty when the server has no prompts).
-    pub prompts: Vec<Prompt>,
-    /// `resources/list`, every page.
-    pub resources: Vec<Resource>,
-    /// `resources/templates/list`, every page.
-    pub templates: Vec<ResourceTemplate>,
-}
+use crate::mcp::message::Message;
+use crate::upstream::handshake::{Identity, Initialized};
+use crate::upstream::offer::{Lists, Offer};
+use crate::upstream::session::Session;
 
 /// One ready server as the front sees it.
 #[derive(Clone)]
@@ -37,53 +23,36 @@ pub struct Connected {
     /// Its declared name (tool-name prefixes, `/mcp/<name>`).
     pub name: String,
     /// Requests go here.
-    pub peer: Peer<RoleClient>,
-    /// What it declared at `initialize`.
-    pub capabilities: ServerCapabilities,
-    /// Its `instructions`, if any.
-    pub instructions: Option<String>,
-    /// Its `serverInfo`, if it sent one.
-    pub server_info: Option<rmcp::model::Implementation>,
-    /// What it offers (shared with its connection, which refreshes it).
-    pub offer: Arc<RwLock<Offer>>,
+    pub session: Session,
+    /// What it answered to `initialize`.
+    pub initialized: Arc<Initialized>,
+    /// What it offers now (replaced whole when it changes).
+    pub offer: Arc<RwLock<Arc<Offer>>>,
 }
 
 impl Connected {
-    /// A copy of what it offers now.
-    pub fn offer(&self) -> Offer {
+    /// What it offers now.
+    pub fn offer(&self) -> Arc<Offer> {
         self.offer.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Its tool `name`, if it offers one.
-    pub fn tool(&self, name: &str) -> Option<Tool> {
-        self.offer
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .tools
-            .iter()
-            .find(|t| t.name == name)
-            .cloned()
+    /// Whether it declared capability `name` (`tools`, `logging`, …).
+    pub fn has(&self, name: &str) -> bool {
+        self.initialized
+            .capabilities
+            .get(name)
+            .is_some_and(|c| !c.is_null())
     }
-}
 
-/// Which of a server's lists changed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Lists {
-    /// `tools/list`.
-    pub tools: bool,
-    /// `prompts/list`.
-    pub prompts: bool,
-    /// `resources/list` and `resources/templates/list`.
-    pub resources: bool,
-}
-
-impl Lists {
-    /// Every list.
-    pub const ALL: Self = Self {
-        tools: true,
-        prompts: true,
-        resources: true,
-    };
+    /// Its capability `name`'s member `flag` (`resources.subscribe`, …) is `true`.
+    pub fn flag(&self, name: &str, flag: &str) -> bool {
+        self.initialized
+            .capabilities
+            .get(name)
+            .and_then(|c| c.get(flag))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true)
+    }
 }
 
 /// A change of one server: it became ready, went away, or changed some lists.
@@ -97,27 +66,19 @@ pub struct Change {
     pub ready: Option<bool>,
 }
 
-/// Where what a server sends on its own goes (the MCP front implements it): notifications
-/// such as progress and log messages, and requests for the harness (sampling, roots,
-/// elicitation).
+/// Where what a server sends on its own goes (the MCP front implements it). Called in
+/// arrival order by the task that read it: must not wait.
 pub trait Downstream: Send + Sync {
-    /// A notification from server `server` (its customization id).
-    fn notify(
-        self: Arc<Self>,
-        server: String,
-        notification: ServerNotification,
-    ) -> BoxFuture<'static, ()>;
-    /// A request from server `server` that only the harness can answer.
-    fn request(
-        self: Arc<Self>,
-        server: String,
-        request: ServerRequest,
-        context: RequestContext<RoleClient>,
-    ) -> BoxFuture<'static, Result<ClientResult, ErrorData>>;
+    /// A notification from server `server` (its customization id); `origin` is the tag of
+    /// the request it is about, when known.
+    fn notify(&self, server: &str, message: Message, origin: Option<u64>);
+    /// A request from server `server` that only a harness can answer; answer it on
+    /// `session`.
+    fn request(&self, server: &str, session: &Session, message: Message, origin: Option<u64>);
 }
 
-/// An HTTP 401/403 that a request forwarded to server `server` got: its lifecycle task
-/// turns it into `authRequired`.
+/// An HTTP 401/403 that a request to server `server` got: its lifecycle task turns it into
+/// `authRequired`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthLost {
     /// The server's customization id.
@@ -132,7 +93,7 @@ pub struct AuthLost {
 pub struct Connections {
     auth_losses: broadcast::Sender<AuthLost>,
     /// The `authRequired` status each server last lost its connection with.
-    auth_statuses: RwLock<std::collections::HashMap<String, super::Status>>,
+    auth_statuses: RwLock<HashMap<String, super::Status>>,
     servers: RwLock<BTreeMap<String, Connected>>,
     /// Declared servers: id → name (for `/mcp/<name>`, whether ready or not).
     declared: RwLock<BTreeMap<String, String>>,
@@ -143,6 +104,13 @@ pub struct Connections {
     /// Servers that were asked to run and have not yet reported how their start went;
     /// `None` until the first set of declared servers arrived.
     pending: watch::Sender<Option<HashSet<String>>>,
+    /// Who the proxy is to its servers; `None` until known (a stdio harness's own identity
+    /// comes with its `initialize`).
+    identity: watch::Sender<Option<Arc<Identity>>>,
+    /// The HTTP client every HTTP upstream shares (connection pools).
+    http: OnceLock<reqwest::Client>,
+    /// What each server answered to its latest `initialize` (kept while it restarts).
+    last_initialized: RwLock<HashMap<String, Arc<Initialized>>>,
 }
 
 impl Default for Connections {
@@ -156,12 +124,15 @@ impl Default for Connections {
             version: AtomicU64::new(0),
             downstream: OnceLock::new(),
             pending: watch::channel(None).0,
+            identity: watch::channel(Some(Arc::new(Identity::proxy()))).0,
+            http: OnceLock::new(),
+            last_initialized: RwLock::default(),
         }
     }
 }
 
 impl Connections {
-    /// A shared, empty set.
+    /// A shared, empty set; servers are told the proxy's own identity.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
@@ -176,14 +147,49 @@ impl Connections {
         self.downstream.get().and_then(Weak::upgrade)
     }
 
+    /// The identity servers are initialized with from now on (`None`: wait for one).
+    pub fn set_identity(&self, identity: Option<Identity>) {
+        self.identity.send_replace(identity.map(Arc::new));
+    }
+
+    /// The identity to initialize a server with, once there is one.
+    pub async fn identity(&self) -> Arc<Identity> {
+        let mut identity = self.identity.subscribe();
+        loop {
+            if let Some(identity) = identity.borrow_and_update().clone() {
+                return identity;
+            }
+            if identity.changed().await.is_err() {
+                return Arc::new(Identity::proxy());
+            }
+        }
+    }
+
+    /// The shared HTTP client.
+    pub fn http_client(&self) -> reqwest::Client {
+        self.http
+            .get_or_init(|| {
+                reqwest::Client::builder()
+                    .tcp_nodelay(true)
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .unwrap_or_default()
+            })
+            .clone()
+    }
+
     /// A number that changes whenever what the front shows may have changed.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
     }
 
-    /// Server `id` is ready with this connection.
+    /// Server `id` is ready with this session.
     pub fn insert(&self, id: &str, connected: Connected) {
         self.clear_auth_status(id);
+        self.last_initialized
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), connected.initialized.clone());
         self.write().insert(id.to_string(), connected);
         self.announce(Change {
             server: id.to_string(),
@@ -214,20 +220,9 @@ impl Connections {
         }
     }
 
-    /// Look at a failed request to server `id`: an HTTP 401/403 is announced to its
-    /// lifecycle task. Returns whether it was a 403 for want of scope.
-    pub fn check_failure(&self, id: &str, error: &rmcp::ServiceError) -> bool {
-        match super::auth::auth_failure(error) {
-            Some((challenge, insufficient_scope)) => {
-                let _ = self.auth_losses.send(AuthLost {
-                    server: id.to_string(),
-                    challenge,
-                    insufficient_scope,
-                });
-                insufficient_scope
-            }
-            None => false,
-        }
+    /// A request to server `id` was refused for its authorization: its lifecycle task hears.
+    pub fn auth_lost(&self, lost: AuthLost) {
+        let _ = self.auth_losses.send(lost);
     }
 
     /// Server `id` lost its connection for want of authorization, with this status
@@ -271,6 +266,15 @@ impl Connections {
         self.auth_losses.subscribe()
     }
 
+    /// What server `id` answered to its latest `initialize`, ready or not.
+    pub fn last_initialized(&self, id: &str) -> Option<Arc<Initialized>> {
+        self.last_initialized
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
     /// Every ready server, by id.
     pub fn snapshot(&self) -> BTreeMap<String, Connected> {
         self.read().clone()
@@ -295,6 +299,16 @@ impl Connections {
             .clone()
     }
 
+    /// The declared name of server `id` (its id when it is not declared).
+    pub fn name_of(&self, id: &str) -> String {
+        self.declared
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| id.to_string())
+    }
+
     /// A receiver of every later change. A receiver that lags should treat it as "every
     /// list of every server changed".
     pub fn subscribe(&self) -> broadcast::Receiver<Change> {
@@ -303,12 +317,12 @@ impl Connections {
 
     /// Server `id` was asked to run (`true`) or reported how its start went (`false`).
     pub fn set_pending(&self, id: &str, pending: bool) {
-        self.pending.send_modify(|set| {
+        self.pending.send_if_modified(|set| {
             let set = set.get_or_insert_with(HashSet::new);
             if pending {
-                set.insert(id.to_string());
+                set.insert(id.to_string())
             } else {
-                set.remove(id);
+                set.remove(id)
             }
         });
     }
@@ -320,9 +334,16 @@ impl Connections {
         });
     }
 
+    /// Whether some server that was asked to run has not come up or failed yet.
+    pub fn starting(&self) -> bool {
+        self.pending
+            .borrow()
+            .as_ref()
+            .is_none_or(|set| !set.is_empty())
+    }
+
     /// Wait until every server that was asked to run has come up or failed (at most
-    /// `patience`): the harness's first listing should not miss a server that is a moment
-    /// away from ready.
+    /// `patience`): a harness should not miss a server that is a moment away from ready.
     pub async fn settled(&self, patience: std::time::Duration) {
         let mut pending = self.pending.subscribe();
         let _ = tokio::time::timeout(

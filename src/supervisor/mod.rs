@@ -101,17 +101,17 @@ pub struct Served {
 
 impl Served {
     /// From the capabilities a server declared at `initialize`.
-    pub fn of(capabilities: &rmcp::model::ServerCapabilities) -> Self {
+    pub fn of(capabilities: &serde_json::Value) -> Self {
+        let list = |name: &str| {
+            capabilities
+                .get(name)
+                .filter(|c| !c.is_null())
+                .map(|c| c.get("listChanged").and_then(serde_json::Value::as_bool) == Some(true))
+        };
         Self {
-            tools: capabilities
-                .tools
-                .as_ref()
-                .map(|t| t.list_changed == Some(true)),
-            resources: capabilities
-                .resources
-                .as_ref()
-                .map(|r| r.list_changed == Some(true)),
-            logging: capabilities.logging.is_some(),
+            tools: list("tools"),
+            resources: list("resources"),
+            logging: capabilities.get("logging").is_some_and(|c| !c.is_null()),
         }
     }
 }

@@ -1,23 +1,20 @@
 //! A ready server's run, watched until it exits, hangs up, stops answering pings, loses its
 //! authorization or is no longer wanted as it is; says how it ended ([`Ended`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rmcp::service::Peer;
-use rmcp::RoleClient;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::watch;
 
 use super::connections::AuthLost;
 use super::server::Task;
 use super::start::{Running, TOO_LONG};
-use super::{process, upstream, AuthReason, Bearer, Desired, Served, Status};
+use super::{process, AuthReason, Bearer, Desired, Served, Status};
 use crate::spec::Launch;
+use crate::upstream::session::{Failure, Session};
 
-/// How often a running server's transport is checked (a stdio crash is seen at once through
-/// its exit; this catches a server that hangs up but lives), and how often HTTP servers
-/// are pinged.
-const CLOSED_POLL: Duration = Duration::from_secs(1);
+/// How often HTTP servers are pinged (a stdio crash is seen at once through its exit, a
+/// hang-up through the end of its session).
 const HTTP_PING_EVERY: Duration = Duration::from_secs(15);
 const HTTP_PING_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -60,8 +57,8 @@ impl Task {
             Launch::Http { url, .. } => Some(url.as_str()),
             _ => None,
         };
-        let peer = running.connection.service.peer().clone();
-        let health = health(peer, running.child.is_none(), url);
+        let session = running.connection.session.clone();
+        let health = health(session, running.child.is_none());
         tokio::pin!(health);
         let refused = refusal(losses, &self.id);
         tokio::pin!(refused);
@@ -76,15 +73,16 @@ impl Task {
                 }
             };
             tokio::select! {
+                biased;
+                _ = report.broken() => return Ended::Broken(TOO_LONG.into()),
                 status = exited => {
                     return Ended::Exited(match status {
                         Some(status) => process::describe_exit(&status),
                         None => "ended".into(),
                     });
                 }
-                _ = report.broken() => return Ended::Broken(TOO_LONG.into()),
                 unhealthy = &mut health => return match unhealthy {
-                    Unhealthy::Failed(how) => Ended::Exited(how),
+                    Unhealthy::Failed(how) => Ended::Exited(exit_of(running.child.as_mut()).await.unwrap_or(how)),
                     Unhealthy::Refused(challenge, scope) => {
                         self.auth_lost(url, Some(challenge), lost(scope)).await
                     }
@@ -103,7 +101,7 @@ impl Task {
                     if changed.is_err() || !unchanged(desired, launch, bearer) {
                         return Ended::Changed;
                     }
-                    let served = Served::of(&running.connection.capabilities);
+                    let served = Served::of(&running.connection.initialized.capabilities);
                     let tools = running.connection.tool_count();
                     self.report(Status::Ready { tools, served }).await;
                 }
@@ -124,6 +122,17 @@ impl Task {
     }
 }
 
+/// How a child whose pipes closed ended, if it exits within a moment (its exit status
+/// says more than the closed pipe).
+async fn exit_of(child: Option<&mut tokio::process::Child>) -> Option<String> {
+    let child = child?;
+    let status = tokio::time::timeout(Duration::from_secs(1), child.wait())
+        .await
+        .ok()?
+        .ok()?;
+    Some(process::describe_exit(&status))
+}
+
 /// Why a token that worked stopped working.
 fn lost(insufficient_scope: bool) -> AuthReason {
     if insufficient_scope {
@@ -140,34 +149,30 @@ fn unchanged(desired: &watch::Receiver<Desired>, launch: &Launch, bearer: Option
     now.run && now.launch.as_ref().ok() == Some(launch) && now.bearer.as_ref() == bearer
 }
 
-/// Resolves when the connection closes or, over HTTP, a ping fails.
-async fn health(peer: Peer<RoleClient>, is_http: bool, url: Option<&str>) -> Unhealthy {
-    let mut last_ping = Instant::now();
+/// Resolves when the session ends or, over HTTP, a ping fails.
+async fn health(session: Session, is_http: bool) -> Unhealthy {
+    if !is_http {
+        session.ended().await;
+        return Unhealthy::Failed("closed the MCP connection".to_string());
+    }
     loop {
-        tokio::time::sleep(CLOSED_POLL).await;
-        if peer.is_transport_closed() {
-            return Unhealthy::Failed("closed the MCP connection".to_string());
-        }
-        if !is_http || last_ping.elapsed() < HTTP_PING_EVERY {
-            continue;
-        }
-        last_ping = Instant::now();
-        let ping = tokio::time::timeout(
-            HTTP_PING_TIMEOUT,
-            peer.send_request(rmcp::model::ClientRequest::PingRequest(Default::default())),
-        );
-        match ping.await {
-            Ok(Ok(_)) => {}
-            Ok(Err(error)) => {
-                return match super::auth::auth_failure(&error) {
-                    Some((challenge, scope)) => Unhealthy::Refused(challenge, scope),
-                    None => {
-                        let how = format!("stopped answering: {error}");
-                        Unhealthy::Failed(upstream::scrub(&how, url))
-                    }
-                };
+        tokio::select! {
+            _ = session.ended() => {
+                return Unhealthy::Failed("closed the MCP connection".to_string());
             }
-            Err(_) => return Unhealthy::Failed("did not answer ping within 10 s".to_string()),
+            _ = tokio::time::sleep(HTTP_PING_EVERY) => {}
+        }
+        match session.call("ping", None, HTTP_PING_TIMEOUT).await {
+            Ok(_) => {}
+            Err(Failure::Unauthorized {
+                challenge,
+                insufficient_scope,
+                ..
+            }) => return Unhealthy::Refused(challenge.unwrap_or_default(), insufficient_scope),
+            Err(Failure::Timeout(_)) => {
+                return Unhealthy::Failed("did not answer ping within 10 s".to_string())
+            }
+            Err(failure) => return Unhealthy::Failed(format!("stopped answering: {failure}")),
         }
     }
 }

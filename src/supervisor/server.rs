@@ -11,7 +11,7 @@ use super::connections::{Connected, Connections};
 use super::policy::{Jitter, RestartPolicy};
 use super::running::Ended;
 use super::start::{with_tail, Interrupted, Running};
-use super::{process, stderr, upstream};
+use super::{process, stderr};
 use super::{AuthReason, Desired, Failure, Served, ServerEvent, Status};
 use crate::config::SupervisorConfig;
 use crate::spec::Launch;
@@ -151,7 +151,7 @@ impl Task {
         // Published before `ready` is reported, so a client that sees `ready` can use it.
         self.publish(&running);
         let tools = running.connection.tool_count();
-        let served = Served::of(&running.connection.capabilities);
+        let served = Served::of(&running.connection.initialized.capabilities);
         self.report(Status::Ready { tools, served }).await;
         tracing::info!(server = %self.name, tools, "server ready");
         let up_since = Instant::now();
@@ -212,10 +212,8 @@ impl Task {
             &self.id,
             Connected {
                 name: self.name.clone(),
-                peer: connection.service.peer().clone(),
-                capabilities: connection.capabilities.clone(),
-                instructions: connection.instructions.clone(),
-                server_info: connection.server_info.clone(),
+                session: connection.session.clone(),
+                initialized: connection.initialized.clone(),
                 offer: connection.offer.clone(),
             },
         );
@@ -230,10 +228,11 @@ impl Task {
             drained,
             stdout: _,
         } = running;
+        // MCP's stdio shutdown: close its input first, then TERM, then KILL.
+        connection.session.end();
         if let Some(mut child) = child {
             process::terminate(&mut child, self.config.stop_grace).await;
         }
-        let _ = tokio::time::timeout(Duration::from_secs(1), connection.service.cancel()).await;
         match drained {
             Some(mut drained) => stderr::last_lines(&tail, &mut drained).await,
             None => tail.lock().unwrap_or_else(|p| p.into_inner()).text(),
@@ -268,10 +267,6 @@ impl Task {
             reason,
             metadata,
         }
-    }
-
-    pub(super) fn upstream(&self) -> upstream::Upstream {
-        upstream::Upstream::new(&self.id, &self.name, self.connections.clone())
     }
 
     /// Wait for the desired state to change.

@@ -15,6 +15,8 @@ use super::stdout;
 use super::upstream::{self, ConnectError, Connection};
 use super::{AuthReason, Bearer, Desired, Failure, Status};
 use crate::spec::Launch;
+use crate::upstream::handshake::Identity;
+use crate::upstream::session::Session;
 
 /// Why a server that wrote an overlong stdout line is stopped.
 pub(super) const TOO_LONG: &str =
@@ -52,6 +54,12 @@ impl Task {
         bearer: Option<&Bearer>,
         desired: &mut watch::Receiver<Desired>,
     ) -> Result<Running, Interrupted> {
+        // Who the proxy is to the server: with a stdio harness, that harness (known once
+        // it sent `initialize`); the start timeout counts from here.
+        let identity = tokio::select! {
+            identity = self.connections.identity() => identity,
+            wake = self.wait(desired) => return Err(Interrupted::Woke(wake)),
+        };
         match launch {
             Launch::Stdio {
                 command,
@@ -59,15 +67,13 @@ impl Task {
                 env,
                 cwd,
             } => {
-                self.start_stdio(command, args, env, cwd.as_deref(), desired)
+                self.start_stdio(command, args, env, cwd.as_deref(), &identity, desired)
                     .await
             }
-            Launch::Http { sse: true, .. } => Err(Interrupted::Failed(Failure::Unsupported)),
-            Launch::Http {
-                url,
-                headers,
-                sse: false,
-            } => self.start_http(url, headers, bearer, desired).await,
+            Launch::Http { url, headers, sse } => {
+                self.start_http(url, headers, *sse, bearer, &identity, desired)
+                    .await
+            }
         }
     }
 
@@ -77,6 +83,7 @@ impl Task {
         args: &[String],
         env: &BTreeMap<String, String>,
         cwd: Option<&Path>,
+        identity: &Identity,
         desired: &mut watch::Receiver<Desired>,
     ) -> Result<Running, Interrupted> {
         let Spawned {
@@ -88,15 +95,19 @@ impl Task {
             .map_err(|e| Interrupted::Failed(Failure::Spawn(e.to_string())))?;
         let tail = SharedTail::default();
         let mut drained = tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
-        let report = Arc::new(stdout::Report::default());
-        let stdout = stdout::Watched::new(stdout, report.clone(), self.name.clone());
-        let handshake = tokio::time::timeout(
-            self.config.start_timeout,
-            upstream::connect(self.upstream(), (stdout, stdin), None),
-        );
+        let report = Arc::new(stdout::Report::new(&self.name));
+        let session = crate::upstream::stdio::connect(stdin, stdout, report.clone());
+        let handshake =
+            tokio::time::timeout(self.config.start_timeout, self.establish(session, identity));
         let grace = self.config.stop_grace;
         // What kind of failure, and how it happened (before the stdout noise and stderr tail).
         let (failure, how): (fn(String) -> Failure, String) = tokio::select! {
+            // A broken stdout also ends the handshake: said as what it is.
+            biased;
+            _ = report.broken() => {
+                process::terminate(&mut child, grace).await;
+                (Failure::Protocol, TOO_LONG.into())
+            }
             outcome = handshake => match outcome {
                 Ok(Ok(connection)) => {
                     return Ok(Running {
@@ -113,10 +124,6 @@ impl Task {
                     (Failure::Timeout, self.too_slow())
                 }
             },
-            _ = report.broken() => {
-                process::terminate(&mut child, grace).await;
-                (Failure::Protocol, TOO_LONG.into())
-            }
             wake = self.wait(desired) => {
                 process::terminate(&mut child, grace).await;
                 return Err(Interrupted::Woke(wake));
@@ -149,16 +156,43 @@ impl Task {
         &self,
         url: &str,
         headers: &BTreeMap<String, String>,
+        sse: bool,
         bearer: Option<&Bearer>,
+        identity: &Identity,
         desired: &mut watch::Receiver<Desired>,
     ) -> Result<Running, Interrupted> {
         let token = bearer.map(|b| b.token.as_str());
-        let transport = upstream::http_transport(url, headers, token)
-            .map_err(|e| Interrupted::Failed(Failure::Config(e.to_string())))?;
-        let handshake = tokio::time::timeout(
-            self.config.start_timeout,
-            upstream::connect(self.upstream(), transport, Some(url)),
-        );
+        let config = |message: String| Interrupted::Failed(Failure::Config(message));
+        let headers = crate::upstream::http::header_map(headers, token).map_err(config)?;
+        let parsed = reqwest::Url::parse(url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| config("the server URL is not an http:// or https:// URL".into()))?;
+        let connections = Arc::downgrade(&self.connections);
+        let id = self.id.clone();
+        let target = crate::upstream::http::Target {
+            url: parsed,
+            headers,
+            on_refusal: Arc::new(move |refusal: crate::upstream::http::Refusal| {
+                if let Some(connections) = connections.upgrade() {
+                    connections.auth_lost(super::connections::AuthLost {
+                        server: id.clone(),
+                        challenge: refusal.challenge.unwrap_or_default(),
+                        insufficient_scope: refusal.insufficient_scope,
+                    });
+                }
+            }),
+        };
+        let client = self.connections.http_client();
+        let patience = self.config.start_timeout;
+        let handshake = tokio::time::timeout(patience, async {
+            let session = if sse {
+                crate::upstream::legacy_sse::connect(client, target, patience).await?
+            } else {
+                crate::upstream::http::connect(client, target)
+            };
+            self.establish(session, identity).await
+        });
         let outcome = tokio::select! {
             outcome = handshake => outcome,
             wake = self.wait(desired) => return Err(Interrupted::Woke(wake)),
@@ -192,6 +226,28 @@ impl Task {
             Err(_) => Failure::Timeout(self.too_slow()),
         };
         Err(Interrupted::Failed(failure))
+    }
+
+    /// Handshake on `session` as `identity` and read what the server offers.
+    async fn establish(
+        &self,
+        session: Session,
+        identity: &Identity,
+    ) -> Result<Connection, ConnectError> {
+        let established = upstream::establish(
+            session.clone(),
+            identity,
+            &self.id,
+            &self.name,
+            &self.connections,
+            // The start timeout around the whole start decides; a request never fails first.
+            self.config.start_timeout + std::time::Duration::from_secs(5),
+        )
+        .await;
+        if established.is_err() {
+            session.end();
+        }
+        established
     }
 
     fn too_slow(&self) -> String {

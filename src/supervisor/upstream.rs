@@ -1,230 +1,25 @@
-//! The sidecar as an MCP client of one server (rmcp): the capabilities it declares (MCP Apps
-//! included), the handshake over a child's pipes or streamable HTTP, and failure triage.
+//! One server's MCP session as the supervisor makes it: the handshake as the proxy's
+//! current identity, the first reading of its offer, and the handling of what it sends on
+//! its own (a list change re-reads that list; everything else goes to the front).
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
 
-use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientResult, Implementation, ProtocolVersion,
-    ServerNotification, ServerRequest,
-};
-use rmcp::service::{
-    ClientInitializeError, NotificationContext, RequestContext, RunningService, Service,
-};
-use rmcp::{ErrorData, RoleClient, ServiceExt};
+use super::connections::Connections;
+use crate::mcp::message::Message;
+use crate::upstream::handshake::{self, HandshakeError, Identity, Initialized};
+use crate::upstream::offer::{self, ListError, Lists, Offer};
+use crate::upstream::session::{self, Failure, Session};
 
-use super::connections::{Connections, Lists, Offer};
-
-/// The MCP Apps extension id, declared upstream so App servers keep their UI metadata.
-pub const MCP_APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
-/// The MCP Apps HTML profile.
-pub const MCP_APP_MIME: &str = "text/html;profile=mcp-app";
-
-/// The client side of one upstream connection: keeps the server's offer fresh and hands
-/// everything else the server sends to the front's [`super::connections::Downstream`].
-#[derive(Clone)]
-pub struct Upstream {
-    server: String,
-    id: String,
-    connections: Arc<Connections>,
-    offer: Arc<RwLock<Offer>>,
-    /// Serialises refreshes so the last one stored is the freshest.
-    refreshing: Arc<tokio::sync::Mutex<()>>,
-    /// Lists announced as changed and not yet re-read (bits of [`list_bits`]): a burst of
-    /// `list_changed` costs one re-read, not one each.
-    pending: Arc<AtomicU8>,
-}
-
-impl Upstream {
-    /// A client for server `id` (declared as `server`), announcing its changes in
-    /// `connections`.
-    pub fn new(id: &str, server: &str, connections: Arc<Connections>) -> Self {
-        Self {
-            server: server.to_string(),
-            id: id.to_string(),
-            connections,
-            offer: Arc::default(),
-            refreshing: Arc::default(),
-            pending: Arc::default(),
-        }
-    }
-
-    /// What the server offers (shared: refreshed in place).
-    pub fn offer(&self) -> Arc<RwLock<Offer>> {
-        self.offer.clone()
-    }
-
-    /// Re-read the lists in `lists` from the server and announce the change. A change that
-    /// arrives while an earlier one waits for its turn is left to that one: it reads later.
-    async fn refresh(&self, peer: &rmcp::Peer<RoleClient>, lists: Lists) {
-        let bits = list_bits(lists);
-        if self.pending.fetch_or(bits, Ordering::AcqRel) & bits == bits {
-            return;
-        }
-        let _serial = self.refreshing.lock().await;
-        let lists = lists_of(self.pending.swap(0, Ordering::AcqRel));
-        if lists == Lists::default() {
-            return;
-        }
-        let capabilities = peer
-            .peer_info()
-            .map(|info| info.capabilities.clone())
-            .unwrap_or_default();
-        match read_offer(peer, &capabilities, lists).await {
-            Ok(fresh) => {
-                let mut offer = self.offer.write().unwrap_or_else(|p| p.into_inner());
-                if lists.tools {
-                    offer.tools = fresh.tools;
-                }
-                if lists.prompts {
-                    offer.prompts = fresh.prompts;
-                }
-                if lists.resources {
-                    offer.resources = fresh.resources;
-                    offer.templates = fresh.templates;
-                }
-            }
-            Err(error) => {
-                tracing::debug!(server = %self.server, %error, "re-listing after a change failed");
-                return;
-            }
-        }
-        self.connections.changed(&self.id, lists);
-    }
-}
-
-fn list_bits(lists: Lists) -> u8 {
-    u8::from(lists.tools) | u8::from(lists.prompts) << 1 | u8::from(lists.resources) << 2
-}
-
-fn lists_of(bits: u8) -> Lists {
-    Lists {
-        tools: bits & 1 != 0,
-        prompts: bits & 2 != 0,
-        resources: bits & 4 != 0,
-    }
-}
-
-/// Read the lists in `lists` that the server's capabilities say it has (every page). Only
-/// `tools/list` must succeed; a server whose prompts or resources cannot be listed offers
-/// none.
-pub async fn read_offer(
-    peer: &rmcp::Peer<RoleClient>,
-    capabilities: &rmcp::model::ServerCapabilities,
-    lists: Lists,
-) -> Result<Offer, rmcp::ServiceError> {
-    let mut offer = Offer::default();
-    if lists.tools && capabilities.tools.is_some() {
-        offer.tools = peer.list_all_tools().await?;
-    }
-    if lists.prompts && capabilities.prompts.is_some() {
-        offer.prompts = peer.list_all_prompts().await.unwrap_or_default();
-    }
-    if lists.resources && capabilities.resources.is_some() {
-        offer.resources = peer.list_all_resources().await.unwrap_or_default();
-        offer.templates = peer.list_all_resource_templates().await.unwrap_or_default();
-    }
-    Ok(offer)
-}
-
-impl Service<RoleClient> for Upstream {
-    async fn handle_request(
-        &self,
-        request: ServerRequest,
-        context: RequestContext<RoleClient>,
-    ) -> Result<ClientResult, ErrorData> {
-        if let ServerRequest::PingRequest(_) = request {
-            return Ok(ClientResult::empty(()));
-        }
-        match self.connections.downstream() {
-            Some(downstream) => downstream.request(self.id.clone(), request, context).await,
-            None => Err(ErrorData::new(
-                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                format!("{} is not served here", request_method(&request)),
-                None,
-            )),
-        }
-    }
-
-    async fn handle_notification(
-        &self,
-        notification: ServerNotification,
-        context: NotificationContext<RoleClient>,
-    ) -> Result<(), ErrorData> {
-        let lists = match &notification {
-            ServerNotification::ToolListChangedNotification(_) => Some(Lists {
-                tools: true,
-                ..Lists::default()
-            }),
-            ServerNotification::PromptListChangedNotification(_) => Some(Lists {
-                prompts: true,
-                ..Lists::default()
-            }),
-            ServerNotification::ResourceListChangedNotification(_) => Some(Lists {
-                resources: true,
-                ..Lists::default()
-            }),
-            _ => None,
-        };
-        match lists {
-            Some(lists) => {
-                tracing::debug!(server = %self.server, ?lists, "upstream lists changed");
-                self.refresh(&context.peer, lists).await;
-            }
-            None => {
-                if let Some(downstream) = self.connections.downstream() {
-                    downstream.notify(self.id.clone(), notification).await;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        // Declared upstream so servers offer their UI tools, ask for roots, sample and
-        // elicit; the front answers through the harness that caused the request.
-        let mut capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
-            "roots": {"listChanged": true},
-            "sampling": {},
-            "elicitation": {},
-        }))
-        .unwrap_or_default();
-        let mut ui = serde_json::Map::new();
-        ui.insert("mimeTypes".into(), serde_json::json!([MCP_APP_MIME]));
-        capabilities.extensions = Some(BTreeMap::from([(MCP_APPS_EXTENSION.to_string(), ui)]));
-        ClientConfig::new(
-            capabilities,
-            Implementation::new("ahp-proxy", env!("CARGO_PKG_VERSION")),
-        )
-        .with_protocol_version(ProtocolVersion::V_2025_11_25)
-    }
-}
-
-/// The JSON-RPC method of a server request.
-pub fn request_method(request: &ServerRequest) -> &str {
-    match request {
-        ServerRequest::PingRequest(_) => "ping",
-        ServerRequest::CreateMessageRequest(_) => "sampling/createMessage",
-        ServerRequest::ListRootsRequest(_) => "roots/list",
-        ServerRequest::ElicitRequest(_) => "elicitation/create",
-        ServerRequest::CustomRequest(r) => r.method.as_str(),
-        _ => "a server request",
-    }
-}
-
-/// A live, initialized connection and what it offered at start.
+/// A live, initialized session and what it offered at start.
 pub struct Connection {
-    /// The rmcp service (its peer sends requests; cancel it to hang up).
-    pub service: RunningService<RoleClient, Upstream>,
-    /// What it declared at `initialize`.
-    pub capabilities: rmcp::model::ServerCapabilities,
-    /// Its `instructions`.
-    pub instructions: Option<String>,
-    /// Its `serverInfo`.
-    pub server_info: Option<Implementation>,
-    /// What it offers, kept fresh by its [`Upstream`].
-    pub offer: Arc<RwLock<Offer>>,
+    /// The session (end it to hang up).
+    pub session: Session,
+    /// What it answered to `initialize`.
+    pub initialized: Arc<Initialized>,
+    /// What it offers, kept fresh by its [`Traffic`].
+    pub offer: Arc<RwLock<Arc<Offer>>>,
 }
 
 impl Connection {
@@ -241,7 +36,7 @@ impl Connection {
 /// Why a connection could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    /// The server wants credentials: the raw `WWW-Authenticate` challenge, if one came.
+    /// The server wants credentials: the `WWW-Authenticate` challenge, if one came.
     #[error("the server asked for authorization")]
     AuthRequired {
         /// The challenge header, if the server sent one.
@@ -254,154 +49,224 @@ pub enum ConnectError {
     Failed(String),
 }
 
-/// Handshake over `transport`, then list what the server offers (tools, prompts, resources). `hide` is removed from error text (a URL).
-pub async fn connect<T, E, A>(
-    upstream: Upstream,
-    transport: T,
-    hide: Option<&str>,
-) -> Result<Connection, ConnectError>
-where
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let offer = upstream.offer();
-    let service = match upstream.serve(transport).await {
-        Ok(service) => service,
-        Err(error) => return Err(triage(&error, hide)),
-    };
-    // A proxy must see failures, not stale lists.
-    service
-        .peer()
-        .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
-        .await;
-    let (capabilities, instructions, server_info) = service
-        .peer()
-        .peer_info()
-        .map(|info| {
-            (
-                info.capabilities.clone(),
-                info.instructions.clone(),
-                info.server_info.clone(),
-            )
-        })
-        .unwrap_or_default();
-    match read_offer(service.peer(), &capabilities, Lists::ALL).await {
-        Ok(read) => {
-            *offer.write().unwrap_or_else(|p| p.into_inner()) = read;
-            Ok(Connection {
-                service,
-                capabilities,
-                instructions,
-                server_info,
-                offer,
-            })
-        }
-        Err(error) => {
-            let message = scrub(
-                &format!("listing what the server offers failed: {error}"),
-                hide,
-            );
-            let _ = service.cancel().await;
-            Err(ConnectError::Failed(message))
+impl From<Failure> for ConnectError {
+    fn from(failure: Failure) -> Self {
+        match failure {
+            Failure::Unauthorized {
+                challenge,
+                insufficient_scope,
+                ..
+            } => ConnectError::AuthRequired {
+                challenge,
+                insufficient_scope,
+            },
+            Failure::Stopped => ConnectError::Failed(
+                "the server closed the connection during the MCP handshake".into(),
+            ),
+            other => ConnectError::Failed(format!("MCP handshake failed: the server {other}")),
         }
     }
 }
 
-fn triage(error: &ClientInitializeError, hide: Option<&str>) -> ConnectError {
-    if let Some(challenge) = error.auth_challenge() {
-        return ConnectError::AuthRequired {
-            challenge: Some(challenge.to_string()),
-            insufficient_scope: !error.is_authorization_required(),
+/// Initialize `session` as `identity` and read what it offers; from then on its own
+/// traffic is handled for server `id` (declared `name`).
+pub async fn establish(
+    session: Session,
+    identity: &Identity,
+    id: &str,
+    name: &str,
+    connections: &Arc<Connections>,
+    timeout: Duration,
+) -> Result<Connection, ConnectError> {
+    let offer: Arc<RwLock<Arc<Offer>>> = Arc::default();
+    let refresher = Arc::new(Refresher {
+        id: id.to_string(),
+        name: name.to_string(),
+        connections: Arc::downgrade(connections),
+        offer: offer.clone(),
+        session: session.downgrade(),
+        capabilities: RwLock::new(serde_json::Value::Null),
+        pending: AtomicU8::new(0),
+        serial: tokio::sync::Mutex::new(()),
+        timeout,
+    });
+    let traffic = Arc::new(Traffic {
+        id: id.to_string(),
+        connections: Arc::downgrade(connections),
+        refresher: refresher.clone(),
+    });
+    let as_downstream: Arc<dyn session::Downstream> = traffic.clone();
+    session.set_downstream(Arc::downgrade(&as_downstream));
+    let initialized = match handshake::initialize(&session, identity, timeout).await {
+        Ok(initialized) => initialized,
+        Err(HandshakeError::Failed(failure)) => return Err(failure.into()),
+        Err(refused) => return Err(ConnectError::Failed(refused.to_string())),
+    };
+    *refresher
+        .capabilities
+        .write()
+        .unwrap_or_else(|p| p.into_inner()) = initialized.capabilities.clone();
+    let read = offer::read(&session, &initialized.capabilities, Lists::ALL, timeout)
+        .await
+        .map_err(|error| match error {
+            ListError::Failed(failure) => ConnectError::from(failure),
+            refused => {
+                ConnectError::Failed(format!("listing what the server offers failed: {refused}"))
+            }
+        })?;
+    *offer.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(read);
+    // The session's downstream is held weakly: the traffic handler lives as long as the
+    // session does.
+    session_keeps(&session, traffic);
+    Ok(Connection {
+        session,
+        initialized: Arc::new(initialized),
+        offer,
+    })
+}
+
+/// Keep `traffic` alive until `session` ends.
+fn session_keeps(session: &Session, traffic: Arc<Traffic>) {
+    let session = session.clone();
+    let held = traffic;
+    tokio::spawn(async move {
+        session.ended().await;
+        drop(held);
+    });
+}
+
+/// What a server sends on its own: list changes refresh its offer; the rest goes to the
+/// front.
+struct Traffic {
+    id: String,
+    connections: Weak<Connections>,
+    refresher: Arc<Refresher>,
+}
+
+/// Re-reads a server's lists after it announced changes, one refresh at a time.
+struct Refresher {
+    id: String,
+    name: String,
+    connections: Weak<Connections>,
+    offer: Arc<RwLock<Arc<Offer>>>,
+    session: session::WeakSession,
+    capabilities: RwLock<serde_json::Value>,
+    /// Lists announced as changed and not yet re-read (bits of [`list_bits`]): a burst of
+    /// `list_changed` costs one re-read, not one each.
+    pending: AtomicU8,
+    /// Serialises refreshes so the last one stored is the freshest.
+    serial: tokio::sync::Mutex<()>,
+    timeout: Duration,
+}
+
+impl session::Downstream for Traffic {
+    fn notify(&self, message: Message, origin: Option<u64>) {
+        let lists = match message.method() {
+            Some("notifications/tools/list_changed") => Some(Lists {
+                tools: true,
+                ..Lists::default()
+            }),
+            Some("notifications/prompts/list_changed") => Some(Lists {
+                prompts: true,
+                ..Lists::default()
+            }),
+            Some("notifications/resources/list_changed") => Some(Lists {
+                resources: true,
+                ..Lists::default()
+            }),
+            _ => None,
         };
+        match lists {
+            Some(lists) => Refresher::start(&self.refresher, lists),
+            None => {
+                if let Some(downstream) = self.connections.upgrade().and_then(|c| c.downstream()) {
+                    downstream.notify(&self.id, message, origin);
+                }
+            }
+        }
     }
-    let text = error.to_string();
-    if error.is_authorization_required() || text.contains("HTTP 401") {
-        return ConnectError::AuthRequired {
-            challenge: None,
-            insufficient_scope: false,
+
+    fn request(&self, session: &Session, message: Message, origin: Option<u64>) {
+        match self.connections.upgrade().and_then(|c| c.downstream()) {
+            Some(downstream) => downstream.request(&self.id, session, message, origin),
+            None => {
+                if let Some(id) = message.id() {
+                    let _ = session.answer(
+                        id,
+                        r#""error":{"code":-32601,"message":"no MCP client is connected to answer this request"}"#,
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl Refresher {
+    /// Re-read `lists` in a task of its own (the session's reader must not wait) and
+    /// announce the change. A change that arrives while an earlier one waits for its turn
+    /// is left to that one: it reads later.
+    fn start(this: &Arc<Self>, lists: Lists) {
+        tracing::debug!(server = %this.name, ?lists, "upstream lists changed");
+        let bits = list_bits(lists);
+        if this.pending.fetch_or(bits, Ordering::AcqRel) & bits == bits {
+            return;
+        }
+        let this = this.clone();
+        tokio::spawn(async move { this.run().await });
+    }
+
+    async fn run(&self) {
+        let _serial = self.serial.lock().await;
+        let lists = lists_of(self.pending.swap(0, Ordering::AcqRel));
+        if lists == Lists::default() {
+            return;
+        }
+        let Some(session) = self.session.upgrade() else {
+            return;
         };
+        let capabilities = self
+            .capabilities
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let fresh = match offer::read(&session, &capabilities, lists, self.timeout).await {
+            Ok(fresh) => fresh,
+            Err(error) => {
+                tracing::debug!(server = %self.name, %error, "re-listing after a change failed");
+                return;
+            }
+        };
+        {
+            let mut offer = self.offer.write().unwrap_or_else(|p| p.into_inner());
+            let mut next = Offer::clone(&offer);
+            if lists.tools {
+                next.tools = fresh.tools;
+            }
+            if lists.prompts {
+                next.prompts = fresh.prompts;
+            }
+            if lists.resources {
+                next.resources = fresh.resources;
+                next.templates = fresh.templates;
+            }
+            *offer = Arc::new(next);
+        }
+        if let Some(connections) = self.connections.upgrade() {
+            connections.changed(&self.id, lists);
+        }
     }
-    let message = match error {
-        ClientInitializeError::ConnectionClosed(_) => {
-            "the server closed the connection during the MCP handshake".to_string()
-        }
-        ClientInitializeError::JsonRpcError(data) => {
-            format!("the server refused initialize: {}", data.message)
-        }
-        _ => format!("MCP handshake failed: {text}"),
-    };
-    ConnectError::Failed(scrub(&message, hide))
 }
 
-/// Remove `hide` (a server URL, which may carry tokens) from a message: the URL as given,
-/// and separately its query string and user info, in case a library printed the URL
-/// normalised.
-pub fn scrub(message: &str, hide: Option<&str>) -> String {
-    let Some(url) = hide.filter(|u| !u.is_empty()) else {
-        return message.to_string();
-    };
-    let mut out = message.replace(url, "<server url>");
-    if let Some((_, query)) = url.split_once('?') {
-        let query = query.split('#').next().unwrap_or_default();
-        if !query.is_empty() {
-            out = out.replace(query, "<query>");
-        }
-    }
-    if let Some((_, rest)) = url.split_once("://") {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        if let Some((userinfo, _)) = authority.rsplit_once('@') {
-            if !userinfo.is_empty() {
-                out = out.replace(userinfo, "<credentials>");
-            }
-        }
-    }
-    out
+fn list_bits(lists: Lists) -> u8 {
+    u8::from(lists.tools) | u8::from(lists.prompts) << 1 | u8::from(lists.resources) << 2
 }
 
-/// A configured header that cannot be sent.
-#[derive(Debug, thiserror::Error)]
-pub enum InvalidHeader {
-    /// Its name.
-    #[error("header {0:?} is not a valid HTTP header name")]
-    Name(String),
-    /// Its value (the text names the header, never the value).
-    #[error("the value of header {0:?} is not a valid HTTP header value")]
-    Value(String),
-}
-
-/// The streamable HTTP transport for `url` with `headers`. An `Authorization: Bearer …`
-/// header becomes rmcp's bearer token; other headers go as they are. `bearer` (a token an
-/// AHP client gave) replaces any configured `Authorization`.
-pub fn http_transport(
-    url: &str,
-    headers: &BTreeMap<String, String>,
-    bearer: Option<&str>,
-) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, InvalidHeader> {
-    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
-    let mut custom = HashMap::new();
-    if let Some(token) = bearer {
-        config = config.auth_header(token.to_string());
+fn lists_of(bits: u8) -> Lists {
+    Lists {
+        tools: bits & 1 != 0,
+        prompts: bits & 2 != 0,
+        resources: bits & 4 != 0,
     }
-    for (name, value) in headers {
-        if name.eq_ignore_ascii_case("authorization") {
-            if bearer.is_some() {
-                continue;
-            }
-            if let Some(token) = value.strip_prefix("Bearer ") {
-                config = config.auth_header(token.to_string());
-                continue;
-            }
-        }
-        let header_name = http::HeaderName::try_from(name.as_str())
-            .map_err(|_| InvalidHeader::Name(name.clone()))?;
-        let header_value = http::HeaderValue::try_from(value.as_str())
-            .map_err(|_| InvalidHeader::Value(name.clone()))?;
-        custom.insert(header_name, header_value);
-    }
-    Ok(rmcp::transport::StreamableHttpClientTransport::from_config(
-        config.custom_headers(custom),
-    ))
 }
 
 #[cfg(test)]
@@ -414,18 +279,5 @@ mod tests {
             assert_eq!(list_bits(lists_of(bits)), bits);
         }
         assert_eq!(lists_of(list_bits(Lists::ALL)), Lists::ALL);
-    }
-
-    #[test]
-    fn scrub_removes_the_url_its_query_and_credentials_even_when_normalised() {
-        let url = "HTTP://user:pw@Example.com:80/mcp?key=s3cret";
-        let printed = "error sending request for url (http://user:pw@example.com/mcp?key=s3cret)";
-        let clean = scrub(printed, Some(url));
-        assert!(
-            !clean.contains("s3cret") && !clean.contains("pw"),
-            "{clean}"
-        );
-        assert_eq!(scrub(&format!("at {url}"), Some(url)), "at <server url>");
-        assert_eq!(scrub("plain", None), "plain");
     }
 }

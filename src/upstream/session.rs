@@ -262,12 +262,10 @@ impl Session {
         timeout: Duration,
     ) -> Result<Message, Failure> {
         let text = match params {
-            Some(params) => {
-                format!(
-                    r#"{{"jsonrpc":"2.0","id":0,"method":{},"params":{params}}}"#,
-                    message::quote(method)
-                )
-            }
+            Some(params) => format!(
+                r#"{{"jsonrpc":"2.0","id":0,"method":{},"params":{params}}}"#,
+                message::quote(method)
+            ),
             None => format!(
                 r#"{{"jsonrpc":"2.0","id":0,"method":{}}}"#,
                 message::quote(method)
@@ -275,15 +273,33 @@ impl Session {
         };
         let request = Message::parse(text)
             .map_err(|invalid| Failure::Undelivered(format!("bad request: {}", invalid.message)))?;
+        self.ask(request, timeout, &CancellationToken::new()).await
+    }
+
+    /// Send `request` (its id is replaced) and wait for the whole response message; when
+    /// `cancel` fires first, the server is told and the answer no longer awaited.
+    pub async fn ask(
+        &self,
+        request: Message,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Message, Failure> {
         let (tx, rx) = oneshot::channel();
         let options = Options {
             timeout,
             reset_on_progress: false,
             tag: None,
         };
-        match self.request(request, Box::new(Answer(tx)), options) {
-            Ok(_) => rx.await.unwrap_or(Err(Failure::Stopped)),
-            Err((_, failure)) => Err(failure),
+        let id = match self.request(request, Box::new(Answer(tx)), options) {
+            Ok(id) => id,
+            Err((_, failure)) => return Err(failure),
+        };
+        tokio::select! {
+            answer = rx => answer.unwrap_or(Err(Failure::Stopped)),
+            _ = cancel.cancelled() => {
+                self.cancel(id, "the requester went away");
+                Err(Failure::Stopped)
+            }
         }
     }
 

@@ -108,7 +108,10 @@ impl Proxy {
             .args(["--log-format", "json", "--config"])
             .arg(&config_path)
             .args(["serve", "--listen", listen])
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("PROXY_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .env_remove("AHP_PROXY_TOKEN")
             .envs(env.iter().copied())
             .stderr(Stdio::piped());

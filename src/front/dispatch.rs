@@ -1,0 +1,213 @@
+//! What a harness sends, sorted: each request goes to the handler of its method (or, for a
+//! method the proxy does not know, to the server it can be routed to); notifications and
+//! answers to the proxy's requests go where they belong. Never waits on the caller's path:
+//! whatever must wait runs in a task of its own.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::harness::{error_answer, result_answer, Asker, Harness};
+use super::outbox::Stream;
+use super::registry::{Level, Scope};
+use super::{forward, initialize, lists, routes};
+use crate::mcp::message::{Kind, Message};
+
+/// JSON-RPC "invalid request" (also what servers built on the MCP SDKs answer a request
+/// sent before `initialize` with).
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC "method not found".
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC "invalid params".
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC "internal error".
+pub const INTERNAL_ERROR: i64 = -32603;
+
+impl Harness {
+    /// Handle one message from the harness; answers to its requests go to `stream`.
+    pub fn handle(self: &Arc<Self>, message: Message, stream: Stream) {
+        self.seen();
+        match message.kind() {
+            Kind::Request => {
+                self.hub.registry().touch(self.id);
+                self.request(message, stream)
+            }
+            Kind::Notification => self.notification(message),
+            Kind::Result | Kind::Error => self.answer(message),
+        }
+    }
+
+    fn request(self: &Arc<Self>, message: Message, stream: Stream) {
+        let id = message.id().unwrap_or("null").to_string();
+        let method = message.method().unwrap_or_default().to_string();
+        if method != "initialize" && self.initialize_params().is_none() && method != "ping" {
+            // Servers refuse requests before initialize; so does the proxy.
+            stream.finish(error_answer(
+                &id,
+                INVALID_REQUEST,
+                "the session is not initialized: send initialize first",
+            ));
+            return;
+        }
+        match method.as_str() {
+            "initialize" => initialize::answer(self.clone(), message, stream),
+            "ping" => {
+                stream.finish(result_answer(&id, "{}"));
+            }
+            "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
+                lists::answer(self.clone(), message, stream)
+            }
+            "tools/call" => forward::call_tool(self.clone(), message, stream),
+            "logging/setLevel" => self.set_level(message, stream),
+            "resources/subscribe" | "resources/unsubscribe" => {
+                routes::subscription(self.clone(), message, stream)
+            }
+            _ => routes::by_target(self.clone(), message, stream),
+        }
+    }
+
+    fn notification(self: &Arc<Self>, message: Message) {
+        match message.method().unwrap_or_default() {
+            "notifications/initialized" => {
+                self.hub.join(self);
+            }
+            "notifications/cancelled" => {
+                let Some(span) = message.find(&["requestId"]) else {
+                    return;
+                };
+                let id = message.slice(span).to_string();
+                if let Some(in_flight) = self.untrack(&id) {
+                    self.hub.registry().finished(in_flight.tag);
+                    in_flight.cancelled.cancel();
+                    if let Some(server) = self.hub.connections.get(&in_flight.server) {
+                        let reason = message
+                            .string(&["reason"])
+                            .map(|r| r.into_owned())
+                            .unwrap_or_else(|| "cancelled by the harness".into());
+                        server.session.cancel(in_flight.upstream, &reason);
+                    }
+                }
+            }
+            "notifications/progress" => {
+                // Progress on a request a server sent the harness: back to that server.
+                let Some(span) = message.find(&["progressToken"]) else {
+                    return;
+                };
+                if let Some((_, session)) = self.progress_target(message.slice(span)) {
+                    if let Some(session) = session.upgrade() {
+                        let _ = session.notify(message.into_text());
+                    }
+                }
+            }
+            "notifications/roots/list_changed" => {
+                for (id, server) in self.hub.connections.snapshot() {
+                    if self.scope.includes(&id) {
+                        let _ = server.session.notify(message.text().to_string());
+                    }
+                }
+            }
+            _ => {
+                // Unknown notifications reach a per-server endpoint's server as they are.
+                if let Scope::Server(id) = &self.scope {
+                    if let Some(server) = self.hub.connections.get(id) {
+                        let _ = server.session.notify(message.into_text());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The harness answered a request the proxy sent it.
+    fn answer(self: &Arc<Self>, message: Message) {
+        let Some(id) = message.numeric_id() else {
+            return;
+        };
+        let Some(owed) = self.take_owed(id) else {
+            return;
+        };
+        match owed.asker {
+            Asker::Server {
+                session,
+                id: theirs,
+                ..
+            } => {
+                if let Some(session) = session.upgrade() {
+                    let text = message.rewrite(Some(&theirs), Vec::new()).into_text();
+                    let _ = session.notify(text);
+                }
+            }
+            Asker::Local(tx) => {
+                let _ = tx.send(message);
+            }
+        }
+    }
+
+    /// `logging/setLevel`: the harness gets messages at its level; each server is set to
+    /// the most verbose level any harness that sees it asked for. A per-server endpoint
+    /// forwards the request (with that level), so the server answers it as it would.
+    fn set_level(self: &Arc<Self>, message: Message, stream: Stream) {
+        let id = message.id().unwrap_or("null").to_string();
+        let Some(level) = message.string(&["level"]).and_then(|l| Level::parse(&l)) else {
+            stream.finish(error_answer(
+                &id,
+                INVALID_PARAMS,
+                "invalid or missing level",
+            ));
+            return;
+        };
+        self.hub.registry().set_log_level(self.id, level);
+        match &self.scope {
+            Scope::Server(server) => {
+                let server = server.clone();
+                let effective = self.hub.registry().log_level_for(&server).unwrap_or(level);
+                let message = match message.find(&["level"]) {
+                    Some(span) if effective != level => message.rewrite(
+                        None,
+                        vec![(span, crate::mcp::message::quote(effective.name()))],
+                    ),
+                    _ => message,
+                };
+                self.hub.note_level(&server, effective);
+                forward::to_server(
+                    self.clone(),
+                    &server,
+                    message,
+                    stream,
+                    forward::Hooks::default(),
+                );
+            }
+            Scope::All => {
+                stream.finish(result_answer(&id, "{}"));
+                let hub = self.hub.clone();
+                tokio::spawn(async move {
+                    for server in hub.connections.snapshot().keys() {
+                        hub.apply_log_level(server).await;
+                    }
+                });
+            }
+        }
+    }
+
+    /// Whether the harness listed before (and note that it does now).
+    pub(super) fn first_listing(&self) -> bool {
+        !self.listed.swap(true, Ordering::AcqRel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_and_result_answers_are_json_rpc() {
+        let e: serde_json::Value =
+            serde_json::from_str(&error_answer("\"a\"", METHOD_NOT_FOUND, "no \"x\"")).unwrap();
+        assert_eq!(e["id"], "a");
+        assert_eq!(e["error"]["code"], -32601);
+        assert_eq!(e["error"]["message"], "no \"x\"");
+        assert_eq!(
+            result_answer("7", "{}"),
+            r#"{"jsonrpc":"2.0","id":7,"result":{}}"#
+        );
+        let _ = INTERNAL_ERROR;
+    }
+}

@@ -1,0 +1,169 @@
+//! The four `*/list` requests: the aggregated endpoint answers from the namespace of every
+//! ready server (items as their servers wrote them, renamed where names collide); a
+//! per-server endpoint asks its server. A harness's first listing waits for servers still
+//! starting; app-only tools are hidden from a harness without MCP Apps.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+use super::forward::{self, Hooks};
+use super::harness::{result_answer, Harness};
+use super::outbox::Stream;
+use super::registry::Scope;
+use crate::mcp::message::{self, Message};
+use crate::upstream::offer::{self, Item, Lists};
+
+/// The result member that holds a list method's items.
+pub fn field_of(method: &str) -> &'static str {
+    match method {
+        "prompts/list" => "prompts",
+        "resources/list" => "resources",
+        "resources/templates/list" => "resourceTemplates",
+        _ => "tools",
+    }
+}
+
+/// Answer a `*/list` request.
+pub fn answer(harness: Arc<Harness>, message: Message, stream: Stream) {
+    let waits = harness.first_listing() && harness.hub.connections.starting();
+    let refresh = harness.scope == Scope::All && message.method() == Some("resources/list");
+    if !waits && !refresh {
+        return respond(harness, message, stream);
+    }
+    tokio::spawn(async move {
+        if waits {
+            harness.hub.settle().await;
+        }
+        if refresh {
+            refresh_unannounced_resources(&harness).await;
+        }
+        respond(harness, message, stream);
+    });
+}
+
+fn respond(harness: Arc<Harness>, message: Message, stream: Stream) {
+    let id = message.id().unwrap_or("null").to_string();
+    let method = message.method().unwrap_or_default().to_string();
+    let field = field_of(&method);
+    let apps = harness.abilities().apps;
+    match &harness.scope {
+        Scope::Server(server) => {
+            if harness.hub.connections.get(server).is_none() {
+                stream.finish(result_answer(&id, &format!(r#"{{"{field}":[]}}"#)));
+                return;
+            }
+            let server = server.clone();
+            let hooks = Hooks {
+                hide_app_only: !apps && method == "tools/list",
+                ..Hooks::default()
+            };
+            forward::to_server(harness, &server, message, stream, hooks);
+        }
+        Scope::All => {
+            let names = harness.hub.namespace();
+            let entries = match field {
+                "prompts" => &names.prompts,
+                "resources" => &names.resources,
+                "resourceTemplates" => &names.templates,
+                _ => &names.tools,
+            };
+            let items: Vec<&str> = entries
+                .iter()
+                .filter(|e| apps || field != "tools" || !e.item.app_only())
+                .map(|e| e.item.raw.as_str())
+                .collect();
+            let result = format!(r#"{{"{field}":[{}]}}"#, items.join(","));
+            stream.finish(result_answer(&id, &result));
+        }
+    }
+}
+
+/// A `tools/list` answer's text without its app-only tools; `None` when it has none.
+pub fn without_app_only(text: &str) -> Option<String> {
+    let span = message::find(text, 0..text.len(), &["result", "tools"])?;
+    let tools: Vec<&RawValue> = serde_json::from_str(&text[span.clone()]).ok()?;
+    let kept: Vec<&str> = tools
+        .iter()
+        .map(|raw| raw.get())
+        .filter(|raw| {
+            !Item {
+                key: String::new(),
+                raw: raw.to_string(),
+            }
+            .app_only()
+        })
+        .collect();
+    if kept.len() == tools.len() {
+        return None;
+    }
+    let list = format!("[{}]", kept.join(","));
+    Some(message::splice(text, &mut [(span, list.as_str())]))
+}
+
+/// Servers that do not announce resource list changes are asked again on each aggregated
+/// listing (all at once, briefly); a real difference updates the namespace and is
+/// announced like any change.
+async fn refresh_unannounced_resources(harness: &Harness) {
+    let hub = &harness.hub;
+    let patience = hub
+        .settings
+        .request_timeout
+        .min(std::time::Duration::from_secs(5));
+    let asks = hub
+        .connections
+        .snapshot()
+        .into_iter()
+        .filter(|(_, c)| c.has("resources") && !c.flag("resources", "listChanged"))
+        .map(|(id, connected)| async move {
+            let lists = Lists {
+                resources: true,
+                ..Lists::default()
+            };
+            let caps = connected.initialized.capabilities.clone();
+            let fresh = offer::read(&connected.session, &caps, lists, patience).await;
+            (id, connected, fresh)
+        });
+    for (id, connected, fresh) in futures_util::future::join_all(asks).await {
+        let Ok(fresh) = fresh else { continue };
+        let changed = {
+            let mut offer = connected.offer.write().unwrap_or_else(|p| p.into_inner());
+            let changed = offer.resources != fresh.resources || offer.templates != fresh.templates;
+            if changed {
+                let mut next = (**offer).clone();
+                next.resources = fresh.resources;
+                next.templates = fresh.templates;
+                *offer = Arc::new(next);
+            }
+            changed
+        };
+        if changed {
+            hub.connections.changed(
+                &id,
+                Lists {
+                    resources: true,
+                    ..Lists::default()
+                },
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_only_tools_are_cut_from_a_server_answer_and_nothing_else_moves() {
+        let text = r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"a","_meta":{"ui":{"visibility":["app"]}}},{"name":"b","z":0.7}],"x-extra":1}}"#;
+        assert_eq!(
+            without_app_only(text).unwrap(),
+            r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"b","z":0.7}],"x-extra":1}}"#
+        );
+        assert_eq!(
+            without_app_only(r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"b"}]}}"#),
+            None
+        );
+        assert_eq!(field_of("resources/templates/list"), "resourceTemplates");
+    }
+}

@@ -1,0 +1,361 @@
+//! Which server a request is for: by the tool, prompt, resource URI or task it names (renamed
+//! names and URIs mapped back on the aggregated endpoint), waiting for servers still
+//! starting when the name is not known yet; a per-server endpoint sends everything, known
+//! method or not, to its server.
+
+use std::sync::Arc;
+
+use super::dispatch::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use super::forward::{self, Hooks, RESOURCE_NOT_FOUND};
+use super::harness::{error_answer, result_answer, Harness};
+use super::naming::Route;
+use super::outbox::Stream;
+use super::registry::Scope;
+use crate::mcp::message::{self, Message};
+use crate::upstream::offer::Item;
+
+/// A tool found for a call.
+pub struct FoundTool {
+    /// The server that has it.
+    pub server: String,
+    /// The server's own name for it.
+    pub original: String,
+    /// The tool as the harness sees it, when listed.
+    pub tool: Option<Item>,
+}
+
+/// The tool the harness calls `name`; `None` while it is unknown and servers are starting.
+pub fn find_tool(harness: &Harness, name: &str) -> Option<FoundTool> {
+    let hub = &harness.hub;
+    match &harness.scope {
+        Scope::Server(id) => match hub.connections.get(id) {
+            // A tool this proxy has not listed still goes to the server: it decides.
+            Some(server) => Some(FoundTool {
+                server: id.clone(),
+                original: name.to_string(),
+                tool: server.offer().tool(name).cloned(),
+            }),
+            None if hub.connections.starting() => None,
+            None => Some(FoundTool {
+                server: id.clone(),
+                original: name.to_string(),
+                tool: None,
+            }),
+        },
+        Scope::All => hub.namespace().tool(name).map(|entry| FoundTool {
+            server: entry.server.clone(),
+            original: entry.original.clone(),
+            tool: Some(entry.item.clone()),
+        }),
+    }
+}
+
+/// A request routed by what it names (or, on a per-server endpoint, sent as it is).
+pub fn by_target(harness: Arc<Harness>, message: Message, stream: Stream) {
+    if let Scope::Server(server) = &harness.scope {
+        let server = server.clone();
+        let hooks = Hooks {
+            hide_app_only: false,
+            ..hooks_for(&harness, &message)
+        };
+        return forward::to_server(harness, &server, message, stream, hooks);
+    }
+    match resolve(&harness, &message) {
+        Resolved::Send {
+            server,
+            message,
+            hooks,
+        } => forward::to_server(harness, &server, message, stream, *hooks),
+        Resolved::Answer(text) => {
+            stream.finish(text);
+        }
+        Resolved::Merge(method) => merge_lists(harness, message, stream, method),
+        Resolved::NotYet(refusal) => {
+            if !harness.hub.connections.starting() {
+                stream.finish(refusal);
+                return;
+            }
+            tokio::spawn(async move {
+                harness.hub.settle().await;
+                match resolve(&harness, &message) {
+                    Resolved::Send {
+                        server,
+                        message,
+                        hooks,
+                    } => forward::to_server(harness, &server, message, stream, *hooks),
+                    Resolved::Answer(text) | Resolved::NotYet(text) => {
+                        stream.finish(text);
+                    }
+                    Resolved::Merge(method) => merge_lists(harness, message, stream, method),
+                }
+            });
+        }
+    }
+}
+
+/// Where a request goes on the aggregated endpoint.
+enum Resolved {
+    /// To this server, rewritten.
+    Send {
+        server: String,
+        message: Message,
+        hooks: Box<Hooks>,
+    },
+    /// Answered here.
+    Answer(String),
+    /// Asked of every server that has the list, answers joined.
+    Merge(&'static str),
+    /// Not known now: this refusal, unless servers still starting know it.
+    NotYet(String),
+}
+
+fn hooks_for(harness: &Harness, message: &Message) -> Hooks {
+    Hooks {
+        rewrite_uris: harness.scope == Scope::All,
+        creates_task: message.find(&["task"]).is_some(),
+        task_result: match message.method() {
+            Some("tasks/result") => message.string(&["taskId"]).map(|t| t.into_owned()),
+            _ => None,
+        },
+        ..Hooks::default()
+    }
+}
+
+fn resolve(harness: &Harness, message: &Message) -> Resolved {
+    let id = message.id().unwrap_or("null");
+    let hub = &harness.hub;
+    let names = hub.namespace();
+    let hooks = || Box::new(hooks_for(harness, message));
+    let renamed = |path: &[&str], to: &str| match message.find(path) {
+        Some(span) if message.slice(span.clone()) != message::quote(to) => message
+            .clone()
+            .rewrite(None, vec![(span, message::quote(to))]),
+        _ => message.clone(),
+    };
+    match message.method().unwrap_or_default() {
+        "prompts/get" => {
+            let name = message.string(&["name"]).unwrap_or_default();
+            match names.prompt(&name) {
+                Some(entry) => Resolved::Send {
+                    server: entry.server.clone(),
+                    message: renamed(&["name"], &entry.original),
+                    hooks: hooks(),
+                },
+                None => Resolved::NotYet(error_answer(
+                    id,
+                    INVALID_PARAMS,
+                    &format!("unknown prompt {name:?}"),
+                )),
+            }
+        }
+        "resources/read" => {
+            let uri = message.string(&["uri"]).unwrap_or_default();
+            let mut targets = resource_targets(harness, &uri);
+            if targets.is_empty() {
+                return Resolved::NotYet(error_answer(
+                    id,
+                    RESOURCE_NOT_FOUND,
+                    &format!("no ready MCP server has resource {uri:?}"),
+                ));
+            }
+            let (server, own_uri) = targets.remove(0);
+            Resolved::Send {
+                server,
+                message: renamed(&["uri"], &own_uri),
+                hooks: Box::new(Hooks {
+                    fallback: targets,
+                    ..hooks_for(harness, message)
+                }),
+            }
+        }
+        "completion/complete" => complete(harness, message, &names),
+        "tasks/get" | "tasks/result" | "tasks/cancel" => {
+            let task = message.string(&["taskId"]).unwrap_or_default();
+            match hub.registry().task_server(harness.id, &task) {
+                Some(server) => Resolved::Send {
+                    server,
+                    message: message.clone(),
+                    hooks: hooks(),
+                },
+                None => Resolved::Answer(error_answer(
+                    id,
+                    INVALID_PARAMS,
+                    &format!("unknown task {task:?}"),
+                )),
+            }
+        }
+        "tasks/list" => Resolved::Merge("tasks"),
+        method => {
+            // A method the proxy does not know: routable only when one server is ready.
+            let ready = hub.connections.snapshot();
+            if ready.len() == 1 {
+                if let Some(server) = ready.keys().next() {
+                    return Resolved::Send {
+                        server: server.clone(),
+                        message: message.clone(),
+                        hooks: hooks(),
+                    };
+                }
+            }
+            Resolved::Answer(error_answer(
+                id,
+                METHOD_NOT_FOUND,
+                &format!(
+                    "method not found: {method} (the aggregated endpoint cannot tell which server it is for; use /mcp/<server>)"
+                ),
+            ))
+        }
+    }
+}
+
+/// `completion/complete` on the aggregated endpoint: by the prompt or resource template its
+/// `ref` names. A server without completions completes nothing.
+fn complete(harness: &Harness, message: &Message, names: &super::naming::Namespace) -> Resolved {
+    let id = message.id().unwrap_or("null");
+    let kind = message.string(&["ref", "type"]).unwrap_or_default();
+    let (server, field, own) = match kind.as_ref() {
+        "ref/prompt" => {
+            let name = message.string(&["ref", "name"]).unwrap_or_default();
+            match names.prompt(&name) {
+                Some(entry) => (entry.server.clone(), "name", entry.original.clone()),
+                None => {
+                    return Resolved::NotYet(error_answer(
+                        id,
+                        INVALID_PARAMS,
+                        &format!("unknown prompt {name:?}"),
+                    ))
+                }
+            }
+        }
+        "ref/resource" => {
+            let uri = message.string(&["ref", "uri"]).unwrap_or_default();
+            match resource_targets(harness, &uri).into_iter().next() {
+                Some((server, own)) => (server, "uri", own),
+                None => {
+                    return Resolved::NotYet(error_answer(
+                        id,
+                        INVALID_PARAMS,
+                        &format!("unknown resource template {uri:?}"),
+                    ))
+                }
+            }
+        }
+        _ => {
+            return Resolved::Answer(error_answer(
+                id,
+                INVALID_PARAMS,
+                "unsupported completion reference",
+            ))
+        }
+    };
+    if harness
+        .hub
+        .connections
+        .get(&server)
+        .is_some_and(|c| !c.has("completions"))
+    {
+        return Resolved::Answer(result_answer(
+            id,
+            r#"{"completion":{"values":[],"hasMore":false}}"#,
+        ));
+    }
+    let hooks = Box::new(hooks_for(harness, message));
+    let message = match message.find(&["ref", field]) {
+        Some(span) => message
+            .clone()
+            .rewrite(None, vec![(span, message::quote(&own))]),
+        None => message.clone(),
+    };
+    Resolved::Send {
+        server,
+        message,
+        hooks,
+    }
+}
+
+/// Where a resource URI from the harness goes: `(server, the server's URI)` in order.
+pub fn resource_targets(harness: &Harness, uri: &str) -> Vec<(String, String)> {
+    let hub = &harness.hub;
+    match &harness.scope {
+        Scope::Server(id) => vec![(id.clone(), uri.to_string())],
+        Scope::All => match hub.namespace().route_uri(uri) {
+            Route::To { server, uri } => vec![(server, uri)],
+            Route::Ask(servers) => servers
+                .into_iter()
+                .filter(|id| hub.connections.get(id).is_some_and(|c| c.has("resources")))
+                .map(|id| (id, uri.to_string()))
+                .collect(),
+        },
+    }
+}
+
+/// `resources/subscribe` and `resources/unsubscribe`: shared by every harness that holds a
+/// subscription; the server hears the first subscribe and the last unsubscribe.
+pub fn subscription(harness: Arc<Harness>, message: Message, stream: Stream) {
+    let id = message.id().unwrap_or("null").to_string();
+    let subscribe = message.method() == Some("resources/subscribe");
+    let uri = message.string(&["uri"]).unwrap_or_default().into_owned();
+    let Some((server, own)) = resource_targets(&harness, &uri).into_iter().next() else {
+        stream.finish(error_answer(
+            &id,
+            INVALID_PARAMS,
+            &format!("no ready MCP server offers {uri:?}"),
+        ));
+        return;
+    };
+    let tell_server = {
+        let mut registry = harness.hub.registry();
+        if subscribe {
+            registry.subscribe(harness.id, &server, &own)
+        } else {
+            registry.unsubscribe(harness.id, &server, &own)
+        }
+    };
+    if !tell_server {
+        stream.finish(result_answer(&id, "{}"));
+        return;
+    }
+    let message = match message.find(&["uri"]) {
+        Some(span) if own != uri => message.rewrite(None, vec![(span, message::quote(&own))]),
+        _ => message,
+    };
+    let hooks = Hooks {
+        undo_subscription: subscribe.then(|| (server.clone(), own)),
+        ..Hooks::default()
+    };
+    forward::to_server(harness, &server, message, stream, hooks);
+}
+
+/// A list asked of every server that has it (e.g. `tasks/list` on the aggregated endpoint):
+/// the items of each first page joined, in server order.
+fn merge_lists(harness: Arc<Harness>, message: Message, stream: Stream, field: &'static str) {
+    let id = message.id().unwrap_or("null").to_string();
+    let method = message.method().unwrap_or_default().to_string();
+    let params = message.body().map(|span| message.slice(span).to_string());
+    tokio::spawn(async move {
+        let hub = &harness.hub;
+        let mut items: Vec<String> = Vec::new();
+        for (server, connected) in hub.connections.snapshot() {
+            if !connected.has(field) {
+                continue;
+            }
+            let answer = connected
+                .session
+                .call(&method, params.as_deref(), hub.settings.request_timeout)
+                .await;
+            let Ok(answer) = answer else { continue };
+            if let Ok((page, _)) = crate::upstream::offer::page(&answer, field, "taskId") {
+                let owned: Vec<String> = page
+                    .into_iter()
+                    .filter(|item| {
+                        hub.registry().task_owner(&server, &item.key) == Some(harness.id)
+                    })
+                    .map(|item| item.raw)
+                    .collect();
+                items.extend(owned);
+            }
+        }
+        let result = format!(r#"{{"{field}":[{}]}}"#, items.join(","));
+        stream.finish(result_answer(&id, &result));
+    });
+}

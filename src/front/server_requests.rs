@@ -1,0 +1,314 @@
+//! What servers send on their own, to harnesses: a request (sampling, roots, elicitation, or
+//! a method the proxy does not know) goes to the harness whose call caused it when that one
+//! declared what it needs, else to another able harness that sees the server, else fails at
+//! once; its answer goes back under the server's own id. Notifications go to the harnesses
+//! they concern: logs by level, resource updates to subscribers, task status to the task's
+//! creator, anything else to every harness that sees the server.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::dispatch::METHOD_NOT_FOUND;
+use super::forward::REQUEST_TIMEOUT;
+use super::harness::{Asker, Owed};
+use super::hub::Hub;
+use super::registry::{Level, Need, Scope};
+use crate::mcp::message::{self, Message};
+use crate::supervisor::connections::Downstream;
+use crate::upstream::session::Session;
+
+impl Downstream for Hub {
+    fn notify(&self, server: &str, message: Message, _origin: Option<u64>) {
+        let method = message.method().unwrap_or_default().to_string();
+        match method.as_str() {
+            "notifications/message" => self.relay_log(server, message),
+            "notifications/resources/updated" => self.relay_update(server, message),
+            "notifications/cancelled" => {
+                // The server gave up on a request it sent a harness: tell that harness.
+                let Some(span) = message.find(&["requestId"]) else {
+                    return;
+                };
+                let theirs = message.slice(span).to_string();
+                for id in self.registry().harnesses_of(server) {
+                    let Some(harness) = self.harness(id) else {
+                        continue;
+                    };
+                    if let Some(ours) = harness.owed_to(server, &theirs) {
+                        harness.take_owed(ours);
+                        if let Some(span) = message.find(&["requestId"]) {
+                            let text = message
+                                .clone()
+                                .rewrite(None, vec![(span, ours.to_string())])
+                                .into_text();
+                            harness.notify(text);
+                        }
+                    }
+                }
+            }
+            "notifications/tasks/status" => {
+                let task = message.string(&["taskId"]).unwrap_or_default().into_owned();
+                if let Some(status) = message.string(&["status"]) {
+                    if matches!(status.as_ref(), "failed" | "cancelled") {
+                        self.end_task_ticket(server, &task, &status);
+                    }
+                }
+                let owner = self.registry().task_owner(server, &task);
+                let audience = match owner {
+                    Some(owner) => vec![owner],
+                    None => self.registry().harnesses_of(server),
+                };
+                self.deliver(&audience, message.text());
+            }
+            list if list.ends_with("/list_changed") => {
+                // A per-server endpoint hears its server's own; the aggregated one hears the
+                // proxy's, once the lists are re-read.
+                let audience: Vec<u64> = self
+                    .registry()
+                    .harnesses_of(server)
+                    .into_iter()
+                    .filter(|id| {
+                        self.harness(*id)
+                            .is_some_and(|h| matches!(h.scope, Scope::Server(_)))
+                    })
+                    .collect();
+                self.deliver(&audience, message.text());
+            }
+            _ => {
+                let audience = self.registry().harnesses_of(server);
+                self.deliver(&audience, message.text());
+            }
+        }
+    }
+
+    fn request(&self, server: &str, session: &Session, message: Message, origin: Option<u64>) {
+        let Some(theirs) = message.id().map(str::to_string) else {
+            return;
+        };
+        let method = message.method().unwrap_or_default().to_string();
+        let mode = message.string(&["mode"]).map(|m| m.into_owned());
+        let need = Need::of(&method, mode.as_deref());
+        let route = self.registry().route(server, origin, need);
+        let refuse = |text: String| {
+            let body = format!(
+                r#""error":{{"code":{METHOD_NOT_FOUND},"message":{}}}"#,
+                message::quote(&text)
+            );
+            let _ = session.answer(&theirs, &body);
+        };
+        let Some((harness_id, cause)) = route else {
+            return refuse(format!(
+                "no connected MCP client (harness) supports {method} ({} not declared or not reachable)",
+                need.capability()
+            ));
+        };
+        let Some(harness) = self.harness(harness_id) else {
+            return refuse("the MCP client (harness) went away".to_string());
+        };
+        tracing::debug!(
+            server,
+            harness = harness_id,
+            method,
+            "server request routed to the harness"
+        );
+        let asker = Asker::Server {
+            server: server.to_string(),
+            session: session.downgrade(),
+            id: theirs.clone(),
+        };
+        let Some(ours) = harness.ask(message, cause, asker) else {
+            return refuse(
+                "the MCP client (harness) has no open stream to receive requests".into(),
+            );
+        };
+        // A harness that never answers: the server hears so when its own patience would.
+        let timeout = self.settings.request_timeout;
+        let weak = Arc::downgrade(&harness);
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let Some(harness) = weak.upgrade() else {
+                return;
+            };
+            if let Some(owed) = harness.take_owed(ours) {
+                harness.notify(crate::upstream::session::cancelled(ours, "timed out"));
+                refuse_with(
+                    owed,
+                    REQUEST_TIMEOUT,
+                    &format!(
+                        "the MCP client did not answer {method} within {} ms",
+                        timeout.as_millis()
+                    ),
+                );
+            }
+        });
+    }
+}
+
+/// Tell whoever asked that the harness will not answer.
+pub fn refuse(owed: Owed, why: &str) {
+    refuse_with(owed, super::dispatch::INTERNAL_ERROR, why);
+}
+
+fn refuse_with(owed: Owed, code: i64, why: &str) {
+    match owed.asker {
+        Asker::Server { session, id, .. } => {
+            if let Some(session) = session.upgrade() {
+                let body = format!(
+                    r#""error":{{"code":{code},"message":{}}}"#,
+                    message::quote(why)
+                );
+                let _ = session.answer(&id, &body);
+            }
+        }
+        Asker::Local(tx) => {
+            let text = super::harness::error_answer("0", code, why);
+            if let Ok(message) = Message::parse(text) {
+                let _ = tx.send(message);
+            }
+        }
+    }
+}
+
+impl Hub {
+    fn deliver(&self, audience: &[u64], text: &str) {
+        for id in audience {
+            if let Some(harness) = self.harness(*id) {
+                if harness.is_live() {
+                    harness.notify(text.to_string());
+                }
+            }
+        }
+    }
+
+    /// A log message: to every harness that sees the server and asked for its level or
+    /// lower; on the aggregated endpoint its logger names the server.
+    fn relay_log(&self, server: &str, message: Message) {
+        let level = message.string(&["level"]).and_then(|l| Level::parse(&l));
+        let audience = self.registry().log_audience(server, level);
+        if audience.is_empty() {
+            return;
+        }
+        let mut aggregated_text: Option<String> = None;
+        for id in audience {
+            let Some(harness) = self.harness(id) else {
+                continue;
+            };
+            if !harness.is_live() {
+                continue;
+            }
+            match harness.scope {
+                Scope::Server(_) => harness.notify(message.text().to_string()),
+                Scope::All => {
+                    let text = aggregated_text
+                        .get_or_insert_with(|| self.with_logger(server, &message))
+                        .clone();
+                    harness.notify(text);
+                }
+            }
+        }
+    }
+
+    /// A log message with its logger prefixed by the server's qualifier.
+    fn with_logger(&self, server: &str, message: &Message) -> String {
+        let qualifier = self.qualifier(server);
+        match message.find(&["logger"]) {
+            Some(span) => {
+                let logger = message::string_at(message.text(), span.clone()).unwrap_or_default();
+                let renamed = message::quote(&format!("{qualifier}/{logger}"));
+                message::splice(message.text(), &mut [(span, renamed.as_str())])
+            }
+            None => match message.body() {
+                Some(span) if message.slice(span.clone()).starts_with('{') => {
+                    let at = span.start + 1;
+                    let member = format!(r#""logger":{},"#, message::quote(&qualifier));
+                    let empty = message.slice(span.clone()).trim() == "{}";
+                    let member = if empty {
+                        member.trim_end_matches(',').to_string()
+                    } else {
+                        member
+                    };
+                    message::splice(message.text(), &mut [(at..at, member.as_str())])
+                }
+                _ => message.text().to_string(),
+            },
+        }
+    }
+
+    /// A resource update: to the harnesses subscribed to it, under the URI each sees.
+    fn relay_update(&self, server: &str, message: Message) {
+        let uri = message.string(&["uri"]).unwrap_or_default().into_owned();
+        let subscribers = self.registry().subscribers(server, &uri);
+        if subscribers.is_empty() {
+            return;
+        }
+        let exposed = self.namespace().expose_uri(server, &uri);
+        for id in subscribers {
+            let Some(harness) = self.harness(id) else {
+                continue;
+            };
+            let text = match (&harness.scope, message.find(&["uri"])) {
+                (Scope::All, Some(span)) if exposed != uri => message::splice(
+                    message.text(),
+                    &mut [(span, message::quote(&exposed).as_str())],
+                ),
+                _ => message.text().to_string(),
+            };
+            harness.notify(text);
+        }
+    }
+
+    /// `sampling/createMessage` from an MCP App of server `server` (over its `mcp://`
+    /// channel), with `params` (raw): answered by a harness that declared sampling, like
+    /// the server's own. The answer message, or a JSON-RPC error code and message.
+    pub async fn sample_for_app(
+        &self,
+        server: &str,
+        params: &str,
+        cancelled: CancellationToken,
+    ) -> Result<Message, (i64, String)> {
+        let route = self.registry().route(server, None, Need::Sampling);
+        let gone = || {
+            (
+                METHOD_NOT_FOUND,
+                "no connected MCP client (harness) declared sampling".to_string(),
+            )
+        };
+        tracing::debug!(server, ?route, "sampling for an MCP App");
+        let (harness_id, _) = route.ok_or_else(gone)?;
+        let harness = self.harness(harness_id).ok_or_else(gone)?;
+        tracing::debug!(
+            server,
+            general = harness.has_general(),
+            "sampling for an MCP App: harness found"
+        );
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":0,"method":"sampling/createMessage","params":{params}}}"#
+        );
+        let request =
+            Message::parse(text).map_err(|e| (super::dispatch::INVALID_PARAMS, e.message))?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let ours = harness
+            .ask(request, None, Asker::Local(tx))
+            .ok_or_else(gone)?;
+        let timeout = self.settings.request_timeout;
+        tokio::select! {
+            answer = tokio::time::timeout(timeout, rx) => match answer {
+                Ok(Ok(answer)) => Ok(answer),
+                Ok(Err(_)) => Err(gone()),
+                Err(_) => {
+                    harness.take_owed(ours);
+                    harness.notify(crate::upstream::session::cancelled(ours, "timed out"));
+                    Err((REQUEST_TIMEOUT, format!(
+                        "the MCP client did not answer sampling/createMessage within {} ms",
+                        timeout.as_millis()
+                    )))
+                }
+            },
+            _ = cancelled.cancelled() => {
+                harness.take_owed(ours);
+                harness.notify(crate::upstream::session::cancelled(ours, "cancelled by the MCP App"));
+                Err((super::dispatch::INTERNAL_ERROR, "cancelled".to_string()))
+            }
+        }
+    }
+}
