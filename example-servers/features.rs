@@ -130,6 +130,7 @@ fn static_tools() -> Vec<Value> {
                    "enum": ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]}}), &["level", "message"])}),
         json!({"name": "touch", "description": "Send notifications/resources/updated if the URI is subscribed.", "inputSchema": string("uri")}),
         json!({"name": "add_tool", "description": "Add a tool with this name and send notifications/tools/list_changed.", "inputSchema": string("name")}),
+        json!({"name": "whoami", "description": "The client's clientInfo, capabilities and protocol version as this server saw them at initialize.", "inputSchema": none()}),
         json!({"name": "show_view", "description": "Show the features view (an MCP App).", "inputSchema": none(),
                "_meta": {"ui": {"resourceUri": VIEW_URI}, "ui/resourceUri": VIEW_URI}}),
     ]
@@ -383,6 +384,15 @@ impl ServerHandler for Features {
             "touch" => self.touch(&args, peer).await,
             "add_tool" => self.add_tool(&args, peer).await,
             "show_view" => text("view shown"),
+            "whoami" => text(
+                peer.peer_info()
+                    .map(|info| {
+                        json!({"clientInfo": info.client_info, "capabilities": info.capabilities,
+                               "protocolVersion": info.protocol_version})
+                        .to_string()
+                    })
+                    .unwrap_or_default(),
+            ),
             name if self.is_dynamic(name) => text(format!("dynamic {name}")),
             name => {
                 let message = format!("unknown tool {name:?}");

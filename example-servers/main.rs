@@ -58,6 +58,9 @@ struct Options {
     /// so the server crashes once and comes up normally after a restart.
     #[arg(long)]
     once: Option<std::path::PathBuf>,
+    /// Wait this many milliseconds before serving (a server slow to start).
+    #[arg(long)]
+    start_delay_ms: Option<u64>,
     /// Misbehaviour for fault tests.
     #[command(flatten)]
     faults: faults::FaultOptions,
@@ -90,6 +93,9 @@ fn run(options: Options) -> i32 {
 }
 
 async fn serve(options: Options) -> i32 {
+    if let Some(ms) = options.start_delay_ms {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
     if let Some(ms) = options.exit_after_ms {
         let crash = match &options.once {
             Some(marker) if marker.exists() => false,
