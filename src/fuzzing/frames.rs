@@ -22,7 +22,7 @@ use ahp_types::StateAction;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::mirror::Mirror;
+use super::client_view::ClientView;
 use super::scratch::{self, Scratch};
 use crate::ahp::commands::{After, ConnectionProtocol};
 use crate::ahp::mcp_channel::McpChannels;
@@ -150,7 +150,7 @@ fn frames_config(writable: &Path) -> Config {
 struct Slot {
     connection: ConnectionProtocol,
     attachment: Attachment,
-    mirror: Mirror,
+    mirror: ClientView,
     /// Frames that must be answered exactly once (requests and malformed frames).
     owed: usize,
     /// Answers seen.
@@ -168,7 +168,7 @@ struct Asked {
 /// it negotiated `mcpApps` (the host remembers that too).
 #[derive(Default)]
 struct Clients {
-    left: HashMap<String, Mirror>,
+    left: HashMap<String, ClientView>,
     mcp_apps: HashMap<String, bool>,
 }
 
@@ -178,7 +178,7 @@ impl Slot {
         Self {
             connection: ConnectionProtocol::new(attachment.id, services.clone()),
             attachment,
-            mirror: Mirror::default(),
+            mirror: ClientView::default(),
             owed: 0,
             answered: 0,
         }

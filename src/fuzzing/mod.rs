@@ -4,8 +4,8 @@
 //! Not part of the proxy's API: built only with the `fuzzing` feature, which the fuzz crate
 //! and (through a dev-dependency) the tests turn on.
 
+mod client_view;
 mod frames;
-mod mirror;
 mod parsers;
 mod scratch;
 

@@ -13,6 +13,7 @@ mod auth;
 mod clients;
 mod dispatch;
 pub mod fanout;
+pub mod input_needed;
 pub mod live;
 pub mod paused;
 pub mod replay;

@@ -15,6 +15,8 @@ const GIVE_UP_BACKLOG: usize = 64;
 /// now, and the announcement of every give-up.
 pub struct PausedCalls {
     held: HashSet<(String, String)>,
+    /// Calls shown to clients as waiting, with a session input-needed entry.
+    announced: HashSet<(String, String)>,
     given_up: broadcast::Sender<(String, String)>,
 }
 
@@ -22,6 +24,7 @@ impl Default for PausedCalls {
     fn default() -> Self {
         Self {
             held: HashSet::new(),
+            announced: HashSet::new(),
             given_up: broadcast::channel(GIVE_UP_BACKLOG).0,
         }
     }
@@ -54,6 +57,17 @@ impl PausedCalls {
         true
     }
 
+    /// Call `call` of `chat` is shown as waiting (its input-needed entry is raised).
+    pub fn announce(&mut self, chat: &str, call: &str) {
+        self.announced.insert((chat.to_string(), call.to_string()));
+    }
+
+    /// Call `call` of `chat` no longer waits. `true` when it was shown as waiting (its
+    /// input-needed entry must be lifted).
+    pub fn withdraw(&mut self, chat: &str, call: &str) -> bool {
+        self.announced.remove(&(chat.to_string(), call.to_string()))
+    }
+
     /// Every give-up (chat URI, tool call id) from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<(String, String)> {
         self.given_up.subscribe()
@@ -63,6 +77,15 @@ impl PausedCalls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_announced_call_is_withdrawn_once() {
+        let mut paused = PausedCalls::default();
+        assert!(!paused.withdraw("chat", "call-1"));
+        paused.announce("chat", "call-1");
+        assert!(paused.withdraw("chat", "call-1"));
+        assert!(!paused.withdraw("chat", "call-1"));
+    }
 
     #[test]
     fn a_resumed_call_can_no_longer_be_given_up() {

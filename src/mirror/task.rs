@@ -1,14 +1,11 @@
 //! The mirror task: takes call events off the queue in order, runs them through the pure
-//! turn bookkeeping, emits the resulting actions into the host, and raises or lifts the
-//! session's input-needed entry of calls paused for authorization.
+//! turn bookkeeping, emits the resulting actions into the host, and has the host raise or
+//! lift the session's input-needed entry of calls paused for authorization.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ahp_types::actions::StateAction;
-use ahp_types::state::ResponsePart;
 use tokio::sync::mpsc;
 
 use super::{call_id, Event, Turns, LINGER};
@@ -23,16 +20,6 @@ pub(super) async fn run(
     let epoch = Instant::now();
     let mut turns = Turns::new();
     let mut linger: Option<tokio::time::Instant> = None;
-    // Calls shown as waiting for authorization (each with a session input-needed entry).
-    let mut paused: HashSet<u64> = HashSet::new();
-    let lift = |host: &Host, call: u64| {
-        let removed = StateAction::SessionInputNeededRemoved(
-            ahp_types::actions::SessionInputNeededRemovedAction {
-                id: input_id(&chat, call),
-            },
-        );
-        let _ = host.emit(crate::host::DEFAULT_SESSION_URI, removed);
-    };
     loop {
         let event = tokio::select! {
             event = rx.recv() => match event {
@@ -59,24 +46,19 @@ pub(super) async fn run(
                 let outcome = outcome.read();
                 // A paused call that ends (given up) fails from `auth-required`.
                 let actions = turns.finish(call, &outcome, now, &crate::host::store::now_iso8601());
-                if paused.remove(&call) {
-                    lift(&host, call);
-                }
+                host.withdraw_paused(&chat, &call_id(call));
                 actions
             }
             Some(Event::AuthRequired(call, auth)) => {
                 if let Some((turn, action)) = turns.auth_required(call, *auth) {
                     if host.emit(&chat, action).is_ok() {
-                        raise_input_needed(&host, &chat, &turn, call);
-                        paused.insert(call);
+                        host.announce_paused(&chat, &turn, &call_id(call));
                     }
                 }
                 Vec::new()
             }
             Some(Event::AuthResolved(call)) => {
-                if paused.remove(&call) {
-                    lift(&host, call);
-                }
+                host.withdraw_paused(&chat, &call_id(call));
                 turns.auth_resolved(call)
             }
             None => turns.close(now, &crate::host::store::now_iso8601()),
@@ -98,51 +80,5 @@ pub(super) async fn run(
     let now = epoch.elapsed().as_millis() as u64;
     for action in turns.shutdown(now) {
         let _ = host.emit(&chat, action);
-    }
-}
-
-/// The session-level entry for call `call` of `chat` waiting for authorization.
-fn input_id(chat: &str, call: u64) -> String {
-    format!("{chat}#{}", call_id(call))
-}
-
-/// Surface a paused call at the session level (`session/inputNeededSet`, kind
-/// `toolAuthentication`), with the tool call as the chat now holds it.
-fn raise_input_needed(host: &Host, chat: &str, turn: &str, call: u64) {
-    use ahp_types::state::{SnapshotState, ToolCallState};
-    let Some(snapshot) = host.snapshot(chat) else {
-        return;
-    };
-    let SnapshotState::Chat(state) = snapshot.state else {
-        return;
-    };
-    let id = call_id(call);
-    let paused = state
-        .active_turn
-        .iter()
-        .flat_map(|t| &t.response_parts)
-        .find_map(|p| match p {
-            ResponsePart::ToolCall(t) => match &t.tool_call {
-                ToolCallState::AuthRequired(a) if a.tool_call_id == id => Some((**a).clone()),
-                _ => None,
-            },
-            _ => None,
-        });
-    let Some(tool_call) = paused else {
-        return;
-    };
-    let request = ahp_types::state::SessionInputRequest::ToolAuthentication(Box::new(
-        ahp_types::state::SessionToolAuthenticationRequest {
-            id: input_id(chat, call),
-            chat: chat.to_string(),
-            turn_id: turn.to_string(),
-            tool_call,
-        },
-    ));
-    let set = StateAction::SessionInputNeededSet(Box::new(
-        ahp_types::actions::SessionInputNeededSetAction { request },
-    ));
-    if let Err(error) = host.emit(crate::host::DEFAULT_SESSION_URI, set) {
-        tracing::debug!(?error, "input-needed not raised");
     }
 }

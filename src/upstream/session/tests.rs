@@ -1,3 +1,6 @@
+//! The session core driven directly: an in-memory link records what goes up, replies record
+//! what comes back, and the order, ids, tokens and deadlines are checked.
+
 use std::sync::{Arc, Mutex};
 
 use super::*;

@@ -19,7 +19,7 @@ use crate::host::{apps, Host};
 
 /// One client's mirror on one connection.
 #[derive(Debug, Clone, Default)]
-pub struct Mirror {
+pub struct ClientView {
     /// The client, once `initialize` or `reconnect` succeeded.
     pub client_id: Option<String>,
     /// Whether it sees `mcp://` channels and `mcpApp`s.
@@ -29,7 +29,7 @@ pub struct Mirror {
     last_seq: i64,
 }
 
-impl Mirror {
+impl ClientView {
     /// The answer to `initialize` (`params` as sent) arrived.
     pub fn initialized(&mut self, params: &Value, result: &Value) {
         self.client_id = params["clientId"].as_str().map(str::to_string);
@@ -56,7 +56,7 @@ impl Mirror {
         &mut self,
         params: &Value,
         result: &Value,
-        before: Option<&Mirror>,
+        before: Option<&ClientView>,
         mcp_apps: bool,
     ) {
         self.client_id = params["clientId"].as_str().map(str::to_string);
