@@ -3,10 +3,7 @@
 
 use std::path::PathBuf;
 
-use ahp_types::state::{
-    Customization, ErrorInfo, McpServerCustomization, McpServerErrorState, McpServerStartingState,
-    McpServerState, McpServerStoppedState, TextRange,
-};
+use ahp_types::state::{Customization, McpServerCustomization, TextRange};
 
 use super::expand::{expand, Vars};
 use super::{DeclaredServer, Scan};
@@ -47,18 +44,7 @@ pub fn scan_configured(configured: &Configured, ctx: &super::Context) -> Scan {
         };
         let launch = expand_launch(&server.transport, &vars);
         let id = format!("{uri}#mcp={}", super::uri::fragment_component(&server.name));
-        let state = match (&launch, server.enabled) {
-            (_, false) => McpServerState::Stopped(McpServerStoppedState {}),
-            (Err(message), true) => McpServerState::Error(McpServerErrorState {
-                error: ErrorInfo {
-                    error_type: "configuration".into(),
-                    message: message.clone(),
-                    stack: None,
-                    meta: None,
-                },
-            }),
-            (Ok(_), true) => McpServerState::Starting(McpServerStartingState { blocking: None }),
-        };
+        let state = super::mcp::initial_state(&launch, server.enabled);
         scan.customizations
             .push(Customization::McpServer(Box::new(McpServerCustomization {
                 id: id.clone(),

@@ -193,18 +193,7 @@ fn parse_entry(
         Some(plugin) => format!("{plugin}/mcp={fragment}"),
         None => format!("{}#mcp={fragment}", file.uri),
     };
-    let state = match (&launch, enabled) {
-        (_, false) => McpServerState::Stopped(McpServerStoppedState {}),
-        (Err(message), true) => McpServerState::Error(McpServerErrorState {
-            error: ErrorInfo {
-                error_type: "configuration".into(),
-                message: message.clone(),
-                stack: None,
-                meta: None,
-            },
-        }),
-        (Ok(_), true) => McpServerState::Starting(McpServerStartingState { blocking: None }),
-    };
+    let state = initial_state(&launch, enabled);
     let child = ChildCustomization::McpServer(Box::new(McpServerCustomization {
         id: id.clone(),
         uri: file.uri.clone(),
@@ -412,5 +401,23 @@ impl RawServer {
                 sse: *sse,
             }),
         }
+    }
+}
+
+/// What a declared server shows before the supervisor reports on it: `stopped` when
+/// disabled, a `configuration` error when its launch spec cannot be expanded, else
+/// `starting`.
+pub fn initial_state(launch: &Result<Launch, String>, enabled: bool) -> McpServerState {
+    match (launch, enabled) {
+        (_, false) => McpServerState::Stopped(McpServerStoppedState {}),
+        (Err(message), true) => McpServerState::Error(McpServerErrorState {
+            error: ErrorInfo {
+                error_type: "configuration".into(),
+                message: message.clone(),
+                stack: None,
+                meta: None,
+            },
+        }),
+        (Ok(_), true) => McpServerState::Starting(McpServerStartingState { blocking: None }),
     }
 }

@@ -330,14 +330,16 @@ impl Hub {
             .insert((server.to_string(), task.to_string()), ticket);
     }
 
-    /// Task `task` of server `server` ended with `answer` (a `tasks/result` answer).
-    pub fn finish_task_ticket(&self, server: &str, task: &str, answer: &str) {
-        let ticket = self
-            .task_tickets
+    fn take_task_ticket(&self, server: &str, task: &str) -> Option<Ticket> {
+        self.task_tickets
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&(server.to_string(), task.to_string()));
-        if let Some(ticket) = ticket {
+            .remove(&(server.to_string(), task.to_string()))
+    }
+
+    /// Task `task` of server `server` ended with `answer` (a `tasks/result` answer).
+    pub fn finish_task_ticket(&self, server: &str, task: &str, answer: &str) {
+        if let Some(ticket) = self.take_task_ticket(server, task) {
             ticket.finish(Outcome::Raw(answer.to_string()));
         }
     }
@@ -345,12 +347,7 @@ impl Hub {
     /// Task `task` of server `server` reached a terminal status without its result being
     /// read (failed, cancelled): its mirrored call ends so.
     pub fn end_task_ticket(&self, server: &str, task: &str, status: &str) {
-        let ticket = self
-            .task_tickets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(server.to_string(), task.to_string()));
-        if let Some(ticket) = ticket {
+        if let Some(ticket) = self.take_task_ticket(server, task) {
             ticket.finish(match status {
                 "cancelled" => Outcome::Cancelled,
                 other => Outcome::Failed(format!("the task ended {other}")),

@@ -60,7 +60,20 @@ pub fn by_target(harness: Arc<Harness>, message: Message, stream: Stream) {
         };
         return forward::to_server(harness, &server, message, stream, hooks);
     }
-    match resolve(&harness, &message) {
+    let resolved = resolve(&harness, &message);
+    carry_out(harness, message, stream, resolved, true);
+}
+
+/// Do what resolving said; a name not known yet is resolved again once servers that are
+/// starting are up (when `may_wait`).
+fn carry_out(
+    harness: Arc<Harness>,
+    message: Message,
+    stream: Stream,
+    resolved: Resolved,
+    may_wait: bool,
+) {
+    match resolved {
         Resolved::Send {
             server,
             message,
@@ -69,25 +82,15 @@ pub fn by_target(harness: Arc<Harness>, message: Message, stream: Stream) {
         Resolved::Answer(text) => {
             stream.finish(text);
         }
-        Resolved::Merge(method) => merge_lists(harness, message, stream, method),
-        Resolved::NotYet(refusal) => {
-            if !harness.hub.connections.starting() {
-                stream.finish(refusal);
-                return;
-            }
+        Resolved::Merge(field) => merge_lists(harness, message, stream, field),
+        Resolved::NotYet(refusal) if !may_wait || !harness.hub.connections.starting() => {
+            stream.finish(refusal);
+        }
+        Resolved::NotYet(_) => {
             tokio::spawn(async move {
                 harness.hub.settle().await;
-                match resolve(&harness, &message) {
-                    Resolved::Send {
-                        server,
-                        message,
-                        hooks,
-                    } => forward::to_server(harness, &server, message, stream, *hooks),
-                    Resolved::Answer(text) | Resolved::NotYet(text) => {
-                        stream.finish(text);
-                    }
-                    Resolved::Merge(method) => merge_lists(harness, message, stream, method),
-                }
+                let resolved = resolve(&harness, &message);
+                carry_out(harness, message, stream, resolved, false);
             });
         }
     }
