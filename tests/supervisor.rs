@@ -52,8 +52,13 @@ async fn servers_come_up_ready_and_a_missing_command_is_an_error_without_secrets
     w.until("echo", "ready", &mut seen).await;
     w.until("app", "ready", &mut seen).await;
     let error = w.until("missing", "error", &mut seen).await;
-    assert_eq!(error["error"]["errorType"], "spawn");
     let message = error["error"]["message"].as_str().unwrap();
+    // On a busy machine it may already have given up by the time the others are ready.
+    let kind = error["error"]["errorType"].as_str().unwrap();
+    assert!(
+        kind == "spawn" || (kind == "crashLoop" && message.contains("(spawn)")),
+        "{kind}: {message}"
+    );
     assert!(message.contains("command not found"), "{message}");
     assert!(!message.contains("secret-command"), "{message}");
     // A spawn failure is retried with backoff like any failure, then given up on.

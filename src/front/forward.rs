@@ -297,6 +297,15 @@ impl Reply for Call {
         if let Some(task) = self.hooks.task_result.take() {
             self.hub.finish_task_ticket(&self.server, &task, &text);
         }
+        if self.method == "tasks/get" {
+            let task = message::find(&text, 0..text.len(), &["result", "taskId"])
+                .and_then(|span| message::string_at(&text, span));
+            let status = message::find(&text, 0..text.len(), &["result", "status"])
+                .and_then(|span| message::string_at(&text, span));
+            if let (Some(task), Some(status)) = (task, status) {
+                self.hub.task_status(&self.server, &task, &status);
+            }
+        }
         self.stream.finish(text);
     }
 

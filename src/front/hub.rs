@@ -16,6 +16,11 @@ use crate::mirror::{Mirror, Outcome, Ticket};
 use crate::supervisor::connections::{Change, Connections, Downstream};
 use crate::upstream::offer::Lists;
 
+/// Mirrored calls that went on as tasks kept waiting for their task at the most.
+const MAX_PARKED_TASKS: usize = 1024;
+/// How long a completed task's mirrored call waits for the harness to read its result.
+pub const TASK_RESULT_GRACE: Duration = Duration::from_secs(10);
+
 /// How the front behaves (`[mcp]` in proxy.toml).
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -56,6 +61,8 @@ pub struct Hub {
     next_tag: AtomicU64,
     /// Whether some connected harness declared sampling.
     sampling: tokio::sync::watch::Sender<bool>,
+    /// The hub itself, for tasks it starts.
+    this: std::sync::OnceLock<Weak<Hub>>,
 }
 
 impl Hub {
@@ -74,7 +81,9 @@ impl Hub {
             next_harness: AtomicU64::new(1),
             next_tag: AtomicU64::new(1),
             sampling: tokio::sync::watch::channel(false).0,
+            this: std::sync::OnceLock::new(),
         });
+        let _ = hub.this.set(Arc::downgrade(&hub));
         let downstream: Arc<dyn Downstream> = hub.clone();
         connections.set_downstream(Arc::downgrade(&downstream));
         tokio::spawn(follow_changes(
@@ -324,10 +333,36 @@ impl Hub {
 
     /// A mirrored call went on as task `task` of server `server`: it ends with the task.
     pub fn park_task_ticket(&self, server: &str, task: &str, ticket: Ticket) {
-        self.task_tickets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((server.to_string(), task.to_string()), ticket);
+        let mut tickets = self.task_tickets.lock().unwrap_or_else(|p| p.into_inner());
+        // Bounded: a harness that starts tasks and never reads them cannot grow this.
+        if tickets.len() >= MAX_PARKED_TASKS {
+            let oldest = tickets.keys().next().cloned();
+            if let Some(oldest) = oldest {
+                tickets.remove(&oldest);
+            }
+        }
+        tickets.insert((server.to_string(), task.to_string()), ticket);
+    }
+
+    /// Task `task` of server `server` reached `status` (from `tasks/get` or its status
+    /// notification). A failed or cancelled task ends its mirrored call at once; a completed
+    /// one ends with its result when the harness reads it (`tasks/result`), else after
+    /// [`TASK_RESULT_GRACE`] with a note that it completed.
+    pub fn task_status(&self, server: &str, task: &str, status: &str) {
+        match status {
+            "failed" | "cancelled" => self.end_task_ticket(server, task, status),
+            "completed" => {
+                let hub = self.this.get().cloned().unwrap_or_default();
+                let (server, task) = (server.to_string(), task.to_string());
+                tokio::spawn(async move {
+                    tokio::time::sleep(TASK_RESULT_GRACE).await;
+                    if let Some(hub) = hub.upgrade() {
+                        hub.end_task_ticket(&server, &task, "completed");
+                    }
+                });
+            }
+            _ => {}
+        }
     }
 
     fn take_task_ticket(&self, server: &str, task: &str) -> Option<Ticket> {
@@ -344,12 +379,14 @@ impl Hub {
         }
     }
 
-    /// Task `task` of server `server` reached a terminal status without its result being
-    /// read (failed, cancelled): its mirrored call ends so.
+    /// Task `task` of server `server` ended without its result being read through the
+    /// proxy: its mirrored call ends so.
     pub fn end_task_ticket(&self, server: &str, task: &str, status: &str) {
         if let Some(ticket) = self.take_task_ticket(server, task) {
             ticket.finish(match status {
                 "cancelled" => Outcome::Cancelled,
+                "completed" => Outcome::Result(serde_json::json!({"content": [{"type": "text",
+                    "text": "The task completed; the harness did not read its result through the proxy."}]})),
                 other => Outcome::Failed(format!("the task ended {other}")),
             });
         }

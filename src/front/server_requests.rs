@@ -49,9 +49,7 @@ impl Downstream for Hub {
             "notifications/tasks/status" => {
                 let task = message.string(&["taskId"]).unwrap_or_default().into_owned();
                 if let Some(status) = message.string(&["status"]) {
-                    if matches!(status.as_ref(), "failed" | "cancelled") {
-                        self.end_task_ticket(server, &task, &status);
-                    }
+                    self.task_status(server, &task, &status);
                 }
                 let owner = self.registry().task_owner(server, &task);
                 let audience = match owner {
