@@ -17,6 +17,7 @@ pub mod ahp;
 pub mod catalog;
 pub mod check;
 pub mod config;
+pub mod console;
 pub mod discovery;
 pub mod front;
 #[cfg(feature = "fuzzing")]

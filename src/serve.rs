@@ -121,7 +121,21 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         }
         tracing::info!(addr = %mcp_addr, url = %format!("http://{mcp_addr}/mcp"), "MCP endpoint listening");
     }
-    let gate = crate::ahp::gate::Gate::new(&config.ahp, token.clone(), addr);
+    let gate = Arc::new(crate::ahp::gate::Gate::new(
+        &config.ahp,
+        token.clone(),
+        addr,
+    ));
+    // MCP Apps' Views run on an origin of their own: the same IP, another port.
+    let views_tcp = listener::bind(std::net::SocketAddr::new(addr.ip(), 0)).await?;
+    let views_addr = views_tcp
+        .local_addr()
+        .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let console = Arc::new(crate::console::Console {
+        view_port: views_addr.port(),
+        token_required: token.is_some(),
+    });
+    tracing::info!(url = %format!("http://{addr}/"), views = %format!("http://{views_addr}"), "console: open this URL in a browser");
     tracing::info!(addr = %addr, url = %format!("ws://{addr}"), token = token.is_some(), "AHP endpoint listening");
 
     let shutdown = CancellationToken::new();
@@ -142,13 +156,21 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         ))
     });
     let listening = CancellationToken::new();
-    let ahp = tokio::spawn(listener::serve(
-        tcp,
-        services,
-        gate,
-        config.limits.clone(),
-        listening.clone(),
-    ));
+    let ahp = {
+        let page_deadline = config.limits.handshake_timeout;
+        let ahp = listener::serve(
+            tcp,
+            services,
+            gate.clone(),
+            Some(console),
+            config.limits.clone(),
+            listening.clone(),
+        );
+        let views = crate::ahp::views::serve(views_tcp, gate, page_deadline, listening.clone());
+        tokio::spawn(async move {
+            tokio::join!(ahp, views);
+        })
+    };
     // Kept while it runs (a finished task is not awaited again).
     let mut harness = None;
     if stdio {
@@ -194,7 +216,8 @@ struct Tasks {
     mcp_http: Option<JoinHandle<()>>,
     /// Supervisor events → host; ends once the supervisor is gone.
     bridge: JoinHandle<()>,
-    /// The AHP listener and its connections; ends on `listening`.
+    /// The AHP listener (with the console) and its connections, and the MCP Apps View
+    /// origin; ends on `listening`.
     ahp: JoinHandle<()>,
     /// Servers' list changes → `mcp://` channel subscribers; ends on `relaying`.
     list_changes: JoinHandle<()>,

@@ -71,6 +71,26 @@ impl Gate {
 
     /// Check an upgrade request's headers and URI.
     pub fn check(&self, headers: &HeaderMap, uri: &http::Uri) -> Result<(), Refusal> {
+        self.check_site(headers)?;
+        if let Some(expected) = &self.token {
+            let presented = bearer(headers)
+                .map(str::to_string)
+                .or_else(|| query_token(uri));
+            if !presented.is_some_and(|p| same(p.as_bytes(), expected.as_bytes())) {
+                return Err(Refusal::Token);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a token is needed to connect.
+    pub fn needs_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// The `Host` and `Origin` checks alone: for the console's pages, which carry no
+    /// secret (the page asks for the token and presents it on its WebSocket).
+    pub fn check_site(&self, headers: &HeaderMap) -> Result<(), Refusal> {
         if let Some(hosts) = &self.hosts {
             let host = headers
                 .get(http::header::HOST)
@@ -88,14 +108,6 @@ impl Gate {
                     .is_some_and(|o| is_loopback_origin(&o) || self.origins.contains(&o));
             if !allowed {
                 return Err(Refusal::Origin(origin.to_string()));
-            }
-        }
-        if let Some(expected) = &self.token {
-            let presented = bearer(headers)
-                .map(str::to_string)
-                .or_else(|| query_token(uri));
-            if !presented.is_some_and(|p| same(p.as_bytes(), expected.as_bytes())) {
-                return Err(Refusal::Token);
             }
         }
         Ok(())
