@@ -238,8 +238,15 @@ export class Apps {
         if (capabilities.logging) this.host.notify("notifications/message", { ...params, channel });
       };
       bridge.onsizechange = ({ width, height }) => {
-        if (height !== undefined) iframe.style.height = `${Math.min(height, 720)}px`;
-        if (width !== undefined) iframe.style.minWidth = `min(${width}px, 100%)`;
+        // The frame is border-box: its borders come on top of what the View asks for.
+        const style = getComputedStyle(iframe);
+        const px = (name) => parseFloat(style[name]) || 0;
+        if (height !== undefined) {
+          iframe.style.height = `${Math.min(height, 720) + px("borderTopWidth") + px("borderBottomWidth")}px`;
+        }
+        if (width !== undefined) {
+          iframe.style.minWidth = `min(${width + px("borderLeftWidth") + px("borderRightWidth")}px, 100%)`;
+        }
       };
       bridge.onrequestteardown = () => view.close("the View asked");
       const ready = new Promise((resolve) => (bridge.oninitialized = resolve));

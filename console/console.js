@@ -272,17 +272,14 @@ function render(channel, action) {
 
 // ─── steering ───────────────────────────────────────────────────────────────
 
-async function dispatch(action, channel = SESSION) {
+/** `dispatchAction` is a notification: the answer is the action's echo (or its rejection). */
+function dispatch(action, channel = SESSION) {
   clientSeq += 1;
-  try {
-    await connection.request("dispatchAction", { channel, clientSeq, action });
-  } catch (error) {
-    say(`${action.type} failed: ${error.message}`, "error");
-  }
+  connection.notify("dispatchAction", { channel, clientSeq, action });
 }
 
-async function restart(id) {
-  await dispatch({ type: "session/mcpServerStopRequested", id });
+function restart(id) {
+  dispatch({ type: "session/mcpServerStopRequested", id });
   const started = Date.now();
   const poll = () => {
     const server = mirror.session && findServer(mirror.session, id);

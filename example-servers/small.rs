@@ -64,7 +64,10 @@ window.addEventListener("message", (event) => {
   const init = await request("ui/initialize", { appInfo: { name: "release-dashboard", version: "1.0.0" }, appCapabilities: {}, protocolVersion: "2026-01-26" });
   theme(init.hostContext && init.hostContext.theme);
   notify("ui/notifications/initialized", {});
-  const size = () => notify("ui/notifications/size-changed", { width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight });
+  const size = () => {
+    const box = document.documentElement.getBoundingClientRect();
+    notify("ui/notifications/size-changed", { width: Math.ceil(box.width), height: Math.ceil(box.height) });
+  };
   new ResizeObserver(size).observe(document.body);
   const button = document.getElementById("refresh");
   button.disabled = false;
