@@ -17,8 +17,30 @@ function clean(object) {
 
 const or = (value, fallback) => (value === undefined || value === null ? fallback : value);
 
+/** Replace the entry `same` finds, or append `value`. */
+function upsert(list, same, value) {
+  const i = list.findIndex(same);
+  if (i >= 0) list[i] = value;
+  else list.push(value);
+}
+
+/** Remove the entry `same` finds; whether there was one. */
+function removeFrom(list, same) {
+  const i = list.findIndex(same);
+  if (i >= 0) list.splice(i, 1);
+  return i >= 0;
+}
+
 function withFlag(status, flag, set) {
   return set ? status | flag : status & ~flag;
+}
+
+/** `…/isReadChanged` and `…/isArchivedChanged`, on a session or a chat. */
+function applyFlag(target, action) {
+  target.status = "isRead" in action
+    ? withFlag(target.status, IS_READ, action.isRead)
+    : withFlag(target.status, IS_ARCHIVED, action.isArchived);
+  return "applied";
 }
 
 // ─── root ───────────────────────────────────────────────────────────────────
@@ -112,19 +134,13 @@ export function applySession(state, action) {
     case "session/ready":
       state.lifecycle = "ready";
       return "applied";
-    case "session/chatAdded": {
-      const i = state.chats.findIndex((c) => c.resource === action.summary.resource);
-      if (i >= 0) state.chats[i] = action.summary;
-      else state.chats.push(action.summary);
+    case "session/chatAdded":
+      upsert(state.chats, (c) => c.resource === action.summary.resource, action.summary);
       return "applied";
-    }
-    case "session/chatRemoved": {
-      const i = state.chats.findIndex((c) => c.resource === action.chat);
-      if (i < 0) return "noop";
-      state.chats.splice(i, 1);
+    case "session/chatRemoved":
+      if (!removeFrom(state.chats, (c) => c.resource === action.chat)) return "noop";
       if (state.defaultChat === action.chat) delete state.defaultChat;
       return "applied";
-    }
     case "session/chatUpdated": {
       const chat = state.chats.find((c) => c.resource === action.chat);
       if (!chat) return "noop";
@@ -141,39 +157,24 @@ export function applySession(state, action) {
       state.title = action.title;
       return "applied";
     case "session/isReadChanged":
-      state.status = withFlag(state.status, IS_READ, action.isRead);
-      return "applied";
     case "session/isArchivedChanged":
-      state.status = withFlag(state.status, IS_ARCHIVED, action.isArchived);
+      return applyFlag(state, action);
+    case "session/activeClientSet":
+      upsert(state.activeClients, (c) => c.clientId === action.activeClient.clientId, action.activeClient);
       return "applied";
-    case "session/activeClientSet": {
-      const i = state.activeClients.findIndex((c) => c.clientId === action.activeClient.clientId);
-      if (i >= 0) state.activeClients[i] = action.activeClient;
-      else state.activeClients.push(action.activeClient);
-      return "applied";
-    }
-    case "session/activeClientRemoved": {
-      const i = state.activeClients.findIndex((c) => c.clientId === action.clientId);
-      if (i < 0) return "noop";
-      state.activeClients.splice(i, 1);
-      return "applied";
-    }
+    case "session/activeClientRemoved":
+      return removeFrom(state.activeClients, (c) => c.clientId === action.clientId) ? "applied" : "noop";
     case "session/inputNeededSet": {
       const id = inputId(action.request);
       if (id === undefined) return "noop";
       const list = (state.inputNeeded ||= []);
-      const i = list.findIndex((r) => inputId(r) === id);
-      if (i >= 0) list[i] = action.request;
-      else list.push(action.request);
+      upsert(list, (r) => inputId(r) === id, action.request);
       state.status = withInputNeeded(state.status, list);
       return "applied";
     }
     case "session/inputNeededRemoved": {
       const list = state.inputNeeded;
-      if (!list) return "noop";
-      const i = list.findIndex((r) => inputId(r) === action.id);
-      if (i < 0) return "noop";
-      list.splice(i, 1);
+      if (!list || !removeFrom(list, (r) => inputId(r) === action.id)) return "noop";
       if (!list.length) delete state.inputNeeded;
       state.status = withInputNeeded(state.status, state.inputNeeded || []);
       return "applied";
@@ -202,26 +203,16 @@ export function applySession(state, action) {
       const list = (state.customizations ||= []);
       const id = containerId(action.customization);
       if (id === undefined) return "noop";
-      const i = list.findIndex((c) => containerId(c) === id);
-      if (i >= 0) list[i] = action.customization;
-      else list.push(action.customization);
+      upsert(list, (c) => containerId(c) === id, action.customization);
       return "applied";
     }
     case "session/customizationRemoved": {
       const list = state.customizations;
       if (!list) return "noop";
-      const i = list.findIndex((c) => containerId(c) === action.id);
-      if (i >= 0) {
-        list.splice(i, 1);
-        return "applied";
-      }
+      if (removeFrom(list, (c) => containerId(c) === action.id)) return "applied";
       for (const container of list) {
         const children = childrenOf(container);
-        const j = children ? children.findIndex((c) => childId(c) === action.id) : -1;
-        if (j >= 0) {
-          children.splice(j, 1);
-          return "applied";
-        }
+        if (children && removeFrom(children, (c) => childId(c) === action.id)) return "applied";
       }
       return "noop";
     }
@@ -500,11 +491,8 @@ export function applyChat(chat, action) {
       return "applied";
     }
     case "chat/isReadChanged":
-      chat.status = withFlag(chat.status, IS_READ, action.isRead);
-      return "applied";
     case "chat/isArchivedChanged":
-      chat.status = withFlag(chat.status, IS_ARCHIVED, action.isArchived);
-      return "applied";
+      return applyFlag(chat, action);
     default:
       return "unknown";
   }

@@ -28,6 +28,7 @@ use crate::watch;
 pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     // Checked before anything starts: no server is launched for a proxy that will not run.
     let token = access_token(&config)?;
+    let mut signals = Signals::listen();
     let host = Arc::new(Host::new(&config));
     let ctx = Context::from_process(config.data_dir.clone());
     let catalog = Catalog::scan(sources(&config), &ctx);
@@ -176,11 +177,11 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     if stdio {
         let mut front = tokio::spawn(serve_stdio(hub.clone(), shutdown.clone()));
         tokio::select! {
-            _ = wait_for_signal() => harness = Some(front),
+            _ = signals.wait() => harness = Some(front),
             _ = &mut front => {}
         }
     } else {
-        wait_for_signal().await;
+        signals.wait().await;
     }
     tracing::info!("shutting down");
     let tasks = Tasks {
@@ -325,24 +326,36 @@ pub fn sources(config: &Config) -> Sources {
     }
 }
 
-async fn wait_for_signal() {
+/// Ctrl-C or SIGTERM, listened for from the moment it is made: a signal that comes once the
+/// endpoints are announced (a test or a service manager stopping the proxy at once) is
+/// never missed.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Self {
+                term: signal(SignalKind::terminate()).ok(),
             }
         }
+        #[cfg(not(unix))]
+        Self {}
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn wait(&mut self) {
+        #[cfg(unix)]
+        if let Some(term) = &mut self.term {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -32,6 +32,11 @@ async fn open_console(browser: &Browser, proxy: &Proxy) {
         .goto(&console_url(proxy))
         .await
         .expect("open the console");
+    rendered(browser).await;
+}
+
+/// The page has rendered its first snapshot.
+async fn rendered(browser: &Browser) {
     browser
         .until(
             "first render",
@@ -50,6 +55,17 @@ async fn server_state(browser: &Browser, name: &str, state: &str) {
             ),
         )
         .await;
+}
+
+/// Server `name`'s row once it is in `error`: the error type, message and stderr tail shown.
+async fn server_error(browser: &Browser, name: &str) -> String {
+    server_state(browser, name, "error").await;
+    let shown = browser
+        .eval(&format!(
+            "return document.querySelector('.server[data-server=\"{name}\"] .server-error').innerText"
+        ))
+        .await;
+    shown.as_str().unwrap_or_default().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -74,11 +90,7 @@ async fn the_bundled_tree_renders_with_the_right_states() {
     ] {
         server_state(&browser, name, "ready").await;
     }
-    server_state(&browser, "misconfigured", "error").await;
-    let error = browser
-        .eval("return document.querySelector('.server[data-server=\"misconfigured\"] .server-error').innerText")
-        .await;
-    let error = error.as_str().unwrap();
+    let error = server_error(&browser, "misconfigured").await;
     assert!(error.starts_with("startFailed"), "{error}");
     assert!(
         error.contains("refusing to start"),
@@ -227,6 +239,30 @@ async fn toggling_a_server_in_the_page_stops_it_and_the_mirror_stays_equal_to_th
         .eval("return document.querySelector('.call[data-tool=\"echo\"] .call-result').textContent")
         .await;
     assert_eq!(echoed, "hello from the harness");
+    // The harness's App call opens its View with the call's result.
+    browser
+        .click(".call[data-tool=\"show_dashboard\"] .call-head button")
+        .await;
+    browser
+        .until(
+            "the View of the harness call",
+            "const v = document.querySelector('.view[data-tool=\"show_dashboard\"]'); return v && v.dataset.ready === '1'",
+        )
+        .await;
+    browser
+        .client
+        .enter_frame(0)
+        .await
+        .expect("the relay frame");
+    browser.client.enter_frame(0).await.expect("the View frame");
+    browser
+        .until(
+            "the harness call's result in its View",
+            "return document.getElementById('status').textContent.startsWith('Release 1.4.0')",
+        )
+        .await;
+    browser.client.enter_parent_frame().await.unwrap();
+    browser.client.enter_parent_frame().await.unwrap();
     // The page's mirror (JS port of the reducers) equals a fresh snapshot from the host.
     assert_mirror_matches_host(&browser, &proxy).await;
     browser.screenshot("activity").await;
@@ -297,11 +333,7 @@ async fn a_crash_shows_its_error_live() {
             json!({"channel": channel, "name": "crash", "arguments": {}}),
         )
         .await;
-    server_state(&browser, "c", "error").await;
-    let error = browser
-        .eval("return document.querySelector('.server[data-server=\"c\"] .server-error').innerText")
-        .await;
-    let error = error.as_str().unwrap();
+    let error = server_error(&browser, "c").await;
     assert!(error.starts_with("exited"), "{error}");
     assert!(error.contains("exited with status 3"), "{error}");
     assert!(
@@ -510,12 +542,7 @@ async fn with_a_token_the_page_asks_for_it_or_takes_it_from_the_address() {
         .send_keys(&format!("{token}\u{E007}"))
         .await
         .unwrap();
-    browser
-        .until(
-            "first render",
-            "return document.body.dataset.rendered === '1'",
-        )
-        .await;
+    rendered(&browser).await;
     server_state(&browser, "a", "ready").await;
     // From the address: used, then taken out of it.
     browser
@@ -523,12 +550,7 @@ async fn with_a_token_the_page_asks_for_it_or_takes_it_from_the_address() {
         .goto(&format!("{}?token={token}", console_url(&proxy)))
         .await
         .unwrap();
-    browser
-        .until(
-            "first render",
-            "return document.body.dataset.rendered === '1'",
-        )
-        .await;
+    rendered(&browser).await;
     assert_eq!(browser.eval("return location.search").await, "");
     browser.close().await;
 }

@@ -13,64 +13,35 @@ const JS: &str = "text/javascript; charset=utf-8";
 /// The page (`/`), a template: `__VIEW_PORT__` and `__TOKEN_REQUIRED__` are filled in.
 pub const INDEX: &str = include_str!("../../console/index.html");
 
+/// `asset!("/x.js", "x.js", JS)`: `console/x.js` served at `/x.js`.
+macro_rules! asset {
+    ($path:literal, $file:literal, $content_type:expr) => {
+        Asset {
+            path: $path,
+            content_type: $content_type,
+            bytes: include_bytes!(concat!("../../console/", $file)),
+        }
+    };
+}
+
 /// What the AHP listener serves besides the page.
 pub const CONSOLE: &[Asset] = &[
-    Asset {
-        path: "/console.js",
-        content_type: JS,
-        bytes: include_bytes!("../../console/console.js"),
-    },
-    Asset {
-        path: "/connection.js",
-        content_type: JS,
-        bytes: include_bytes!("../../console/connection.js"),
-    },
-    Asset {
-        path: "/mirror.js",
-        content_type: JS,
-        bytes: include_bytes!("../../console/mirror.js"),
-    },
-    Asset {
-        path: "/tree.js",
-        content_type: JS,
-        bytes: include_bytes!("../../console/tree.js"),
-    },
-    Asset {
-        path: "/activity.js",
-        content_type: JS,
-        bytes: include_bytes!("../../console/activity.js"),
-    },
-    Asset {
-        path: "/apps.js",
-        content_type: JS,
-        bytes: include_bytes!("../../console/apps.js"),
-    },
-    Asset {
-        path: "/dom.js",
-        content_type: JS,
-        bytes: include_bytes!("../../console/dom.js"),
-    },
-    Asset {
-        path: "/style.css",
-        content_type: "text/css; charset=utf-8",
-        bytes: include_bytes!("../../console/style.css"),
-    },
-    Asset {
-        path: "/vendor/app-bridge.js",
-        content_type: JS,
-        bytes: include_bytes!("../../console/vendor/app-bridge.js"),
-    },
-    Asset {
-        path: "/vendor/LICENSES.txt",
-        content_type: "text/plain; charset=utf-8",
-        bytes: include_bytes!("../../console/vendor/LICENSES.txt"),
-    },
+    asset!("/console.js", "console.js", JS),
+    asset!("/connection.js", "connection.js", JS),
+    asset!("/mirror.js", "mirror.js", JS),
+    asset!("/tree.js", "tree.js", JS),
+    asset!("/activity.js", "activity.js", JS),
+    asset!("/apps.js", "apps.js", JS),
+    asset!("/dom.js", "dom.js", JS),
+    asset!("/style.css", "style.css", "text/css; charset=utf-8"),
+    asset!("/vendor/app-bridge.js", "vendor/app-bridge.js", JS),
+    asset!(
+        "/vendor/LICENSES.txt",
+        "vendor/LICENSES.txt",
+        "text/plain; charset=utf-8"
+    ),
 ];
 
 /// The View origin's relay page (`/sandbox`, served with the View's CSP) and its script.
 pub const SANDBOX_HTML: &[u8] = include_bytes!("../../console/sandbox.html");
-pub const SANDBOX_JS: Asset = Asset {
-    path: "/sandbox.js",
-    content_type: JS,
-    bytes: include_bytes!("../../console/sandbox.js"),
-};
+pub const SANDBOX_JS: Asset = asset!("/sandbox.js", "sandbox.js", JS);
