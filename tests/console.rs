@@ -461,17 +461,72 @@ async fn an_app_view_renders_in_its_sandbox_and_calls_a_tool_through_the_channel
 async fn reqwest_free_get(url: &str) -> String {
     let rest = url.strip_prefix("http://").unwrap();
     let (authority, path) = rest.split_once('/').unwrap();
+    http_get(authority, &format!("/{path}"), &[("host", authority)]).await
+}
+
+/// `GET path` to `authority` with exactly these headers: the response as text.
+async fn http_get(authority: &str, path: &str, headers: &[(&str, &str)]) -> String {
     let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
-    stream
-        .write_all(
-            format!("GET /{path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .await
-        .unwrap();
+    let mut request = format!("GET {path} HTTP/1.1\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).await.unwrap();
     text
+}
+
+/// Without a browser: the pages need no token but pass the `Host` and `Origin` checks; the
+/// WebSocket beside them still needs the token.
+#[tokio::test(flavor = "multi_thread")]
+async fn pages_need_no_token_but_pass_the_host_and_origin_checks() {
+    let token = "pages-token-0123456789";
+    let proxy = Proxy::start(&format!("[ahp]\ntoken = {token:?}\n"));
+    let authority = proxy.addr.to_string();
+    let host = ("host", authority.as_str());
+    let page = http_get(&authority, "/", &[host]).await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(
+        page.contains("name=\"ahp-console-token-required\" content=\"true\""),
+        "{page}"
+    );
+    assert!(!page.contains(token));
+    let script = http_get(&authority, "/mirror.js", &[host]).await;
+    assert!(
+        script.starts_with("HTTP/1.1 200") && script.contains("text/javascript"),
+        "{script}"
+    );
+    for (refused, headers) in [
+        ("403", vec![("host", "evil.example")]),
+        ("403", vec![host, ("origin", "http://evil.example")]),
+        ("404", vec![host]),
+    ] {
+        let path = if refused == "404" {
+            "/../Cargo.toml"
+        } else {
+            "/"
+        };
+        let answer = http_get(&authority, path, &headers).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {refused}")),
+            "{headers:?}: {answer}"
+        );
+    }
+    let upgrade = http_get(
+        &authority,
+        "/",
+        &[
+            host,
+            ("upgrade", "websocket"),
+            ("connection", "Upgrade"),
+            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("sec-websocket-version", "13"),
+        ],
+    )
+    .await;
+    assert!(upgrade.starts_with("HTTP/1.1 401"), "{upgrade}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
