@@ -6,8 +6,9 @@
 //! manifests and directories → customizations and launch specs), `catalog` (every source
 //! scanned, diffed into actions), `check` (the `check` report), `watch` (live rescans),
 //! `supervisor` (one lifecycle task per MCP server), `host` (AHP state, single writer), `ahp`
-//! (the WebSocket face), `front` (the harness's MCP server), `tcp` (the accept step both
-//! listeners share), `serve` (the wiring and the shutdown order); `fuzzing` (fuzz targets,
+//! (the WebSocket face), `console` (the web console's pages, served by `ahp`), `front` (the
+//! harness's MCP server), `tcp` (the accept step the listeners share), `serve` (the wiring
+//! and the shutdown order); `fuzzing` (fuzz targets,
 //! with the `fuzzing` feature only). The example MCP servers are a separate program
 //! (`example-servers/`, `ahp-proxy-example-server`). See ARCHITECTURE.md.
 
@@ -17,6 +18,7 @@ pub mod ahp;
 pub mod catalog;
 pub mod check;
 pub mod config;
+pub mod console;
 pub mod discovery;
 pub mod front;
 #[cfg(feature = "fuzzing")]

@@ -71,6 +71,26 @@ impl Gate {
 
     /// Check an upgrade request's headers and URI.
     pub fn check(&self, headers: &HeaderMap, uri: &http::Uri) -> Result<(), Refusal> {
+        self.check_site(headers)?;
+        if let Some(expected) = &self.token {
+            let presented = bearer(headers)
+                .map(str::to_string)
+                .or_else(|| query_token(uri));
+            if !presented.is_some_and(|p| same(p.as_bytes(), expected.as_bytes())) {
+                return Err(Refusal::Token);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a token is needed to connect.
+    pub fn needs_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// The `Host` and `Origin` checks alone: for the console's pages, which carry no
+    /// secret (the page asks for the token and presents it on its WebSocket).
+    pub fn check_site(&self, headers: &HeaderMap) -> Result<(), Refusal> {
         if let Some(hosts) = &self.hosts {
             let host = headers
                 .get(http::header::HOST)
@@ -83,23 +103,28 @@ impl Gate {
         }
         if let Some(origin) = headers.get(http::header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("<not text>");
+            let host = headers
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok());
             let allowed = self.origins.iter().any(|o| o == "*")
-                || normalize_origin(origin)
-                    .is_some_and(|o| is_loopback_origin(&o) || self.origins.contains(&o));
+                || normalize_origin(origin).is_some_and(|o| {
+                    is_loopback_origin(&o) || self.origins.contains(&o) || is_own_origin(&o, host)
+                });
             if !allowed {
                 return Err(Refusal::Origin(origin.to_string()));
             }
         }
-        if let Some(expected) = &self.token {
-            let presented = bearer(headers)
-                .map(str::to_string)
-                .or_else(|| query_token(uri));
-            if !presented.is_some_and(|p| same(p.as_bytes(), expected.as_bytes())) {
-                return Err(Refusal::Token);
-            }
-        }
         Ok(())
     }
+}
+
+/// The endpoint's own origin (its console page), the `Host` the request was sent to: on a
+/// loopback listener that `Host` has passed the host check; elsewhere the token still guards.
+fn is_own_origin(origin: &str, host: Option<&str>) -> bool {
+    let (Some((scheme, _)), Some(host)) = (origin.split_once("://"), host) else {
+        return false;
+    };
+    normalize_origin(&format!("{scheme}://{host}")).is_some_and(|own| own == origin)
 }
 
 /// An origin served from this machine (`http://localhost:3000`, `http://127.0.0.1`, …).
@@ -263,6 +288,19 @@ mod tests {
                 Err(Refusal::Origin(_))
             ));
         }
+        // The endpoint's own origin (the console's page), wherever it is served.
+        let lan = Gate::new(
+            &config(&[], &[]),
+            Some("t".repeat(16)),
+            "0.0.0.0:8765".parse().unwrap(),
+        );
+        let own = [("host", "box.lan:8765"), ("origin", "http://box.lan:8765")];
+        assert_eq!(lan.check_site(&request(&own)), Ok(()));
+        let other = [("host", "box.lan:8765"), ("origin", "http://box.lan:9999")];
+        assert!(matches!(
+            lan.check_site(&request(&other)),
+            Err(Refusal::Origin(_))
+        ));
         // No Origin: not a browser, not this check's business.
         assert_eq!(gate.check(&request(&[host]), &root), Ok(()));
         let any = Gate::new(
