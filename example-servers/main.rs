@@ -120,8 +120,10 @@ async fn serve(options: Options) -> i32 {
     }
     match options.kind {
         Kind::Conformance => {
+            // Like the suite's own fixture: SSE streams with a 5 s retry for every request.
             let http = raw::http::Options {
                 retry_ms: Some(5000),
+                always_sse: true,
             };
             serve_raw(conformance::Conformance::default, options.http, http).await
         }

@@ -1,7 +1,7 @@
 //! The streamable HTTP carrier of the raw server (MCP 2025-11-25) on `/mcp`: a session per
 //! `initialize`, a JSON answer when a request's reply comes first and an SSE stream when
-//! anything comes before it, resumable streams (`Last-Event-ID`), and a loopback Host/Origin
-//! guard.
+//! anything comes before it (or always, as an option), resumable streams (`Last-Event-ID`),
+//! and a loopback Host/Origin guard.
 //!
 //! Events are `id: <stream>-<index>`; with `retry` set, every stream starts with a priming
 //! event (`id`, `retry`, empty data) at index 0. A request's messages and its reply ride its
@@ -33,6 +33,8 @@ const KEPT_STREAMS: usize = 32;
 pub struct Options {
     /// Start every SSE stream with a priming event carrying this `retry` (milliseconds).
     pub retry_ms: Option<u64>,
+    /// Answer every request with an SSE stream, even when the reply comes first.
+    pub always_sse: bool,
 }
 
 /// Serve a `new_session()` handler per MCP session on `http://<addr>/mcp` until the process
@@ -263,7 +265,9 @@ where
         mut frames: mpsc::UnboundedReceiver<Frame>,
     ) -> Response<Body> {
         let first = match frames.recv().await {
-            Some(Frame::Reply(text)) => return json(StatusCode::OK, text),
+            Some(Frame::Reply(text)) if !self.options.always_sse => {
+                return json(StatusCode::OK, text)
+            }
             Some(frame) => frame,
             None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the handler failed"),
         };

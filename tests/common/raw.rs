@@ -187,15 +187,17 @@ impl RawClient {
             .map(|p| format!(r#","params":{p}"#))
             .unwrap_or_default();
         let text = format!(r#"{{"jsonrpc":"2.0","method":"{method}"{params}}}"#);
+        self.deliver(text, method).await;
+    }
+
+    /// Send a message that gets no JSON-RPC answer (a notification or a response).
+    async fn deliver(&mut self, text: String, what: &str) {
         match &mut self.carrier {
             Carrier::Stdio { writer, .. } => write_line(writer, &text).await,
             Carrier::Http { .. } => {
                 let response = self.post(text).await;
-                assert!(
-                    response.status().is_success(),
-                    "{method}: HTTP {}",
-                    response.status()
-                );
+                let status = response.status();
+                assert!(status.is_success(), "{what}: HTTP {status}");
             }
         }
     }
@@ -264,17 +266,8 @@ impl RawClient {
                 let result = answer(&method, &text);
                 let reply = format!(r#"{{"jsonrpc":"2.0","id":{their_id},"result":{result}}}"#);
                 exchange.messages.push(Seen::Sent(reply.clone()));
-                match &mut self.carrier {
-                    Carrier::Stdio { writer, .. } => write_line(writer, &reply).await,
-                    Carrier::Http { .. } => {
-                        let response = self.post(reply).await;
-                        assert!(
-                            response.status().is_success(),
-                            "answer to {method}: HTTP {}",
-                            response.status()
-                        );
-                    }
-                }
+                self.deliver(reply, &format!("the answer to {method}"))
+                    .await;
                 false
             }
             (None, Some(their_id)) => their_id == id,
@@ -420,86 +413,10 @@ pub fn normalize(text: &str) -> String {
 
 /// The span of the value of member `key` of the object spanning `object` in `text`.
 pub fn member(text: &str, object: Range<usize>, key: &str) -> Option<Range<usize>> {
-    let bytes = text.as_bytes();
-    let mut at = skip_space(bytes, object.start);
-    if bytes.get(at) != Some(&b'{') {
-        return None;
-    }
-    at += 1;
-    loop {
-        at = skip_space(bytes, at);
-        if bytes.get(at) != Some(&b'"') {
-            return None;
-        }
-        let key_end = skip_value(bytes, at)?;
-        let name = &text[at + 1..key_end - 1];
-        at = skip_space(bytes, key_end);
-        if bytes.get(at) != Some(&b':') {
-            return None;
-        }
-        let start = skip_space(bytes, at + 1);
-        let end = skip_value(bytes, start)?;
-        if name == key {
-            return Some(start..end);
-        }
-        at = skip_space(bytes, end);
-        match bytes.get(at) {
-            Some(b',') => at += 1,
-            _ => return None,
-        }
-    }
-}
-
-fn skip_space(bytes: &[u8], mut at: usize) -> usize {
-    while bytes.get(at).is_some_and(|b| b.is_ascii_whitespace()) {
-        at += 1;
-    }
-    at
-}
-
-/// Where the JSON value starting at `at` ends.
-fn skip_value(bytes: &[u8], at: usize) -> Option<usize> {
-    match *bytes.get(at)? {
-        b'"' => {
-            let mut i = at + 1;
-            loop {
-                match *bytes.get(i)? {
-                    b'\\' => i += 2,
-                    b'"' => return Some(i + 1),
-                    _ => i += 1,
-                }
-            }
-        }
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = at;
-            loop {
-                match *bytes.get(i)? {
-                    b'"' => {
-                        i = skip_value(bytes, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-        }
-        _ => {
-            let mut i = at;
-            while bytes
-                .get(i)
-                .is_some_and(|b| !matches!(b, b',' | b'}' | b']') && !b.is_ascii_whitespace())
-            {
-                i += 1;
-            }
-            (i > at).then_some(i)
-        }
-    }
+    let within = text.get(object.clone())?;
+    let members: std::collections::HashMap<String, &RawValue> =
+        serde_json::from_str(within).ok()?;
+    let value = members.get(key)?.get();
+    let start = object.start + (value.as_ptr() as usize - within.as_ptr() as usize);
+    Some(start..start + value.len())
 }
