@@ -357,3 +357,80 @@ fn read(id: &str, uri: &str) -> Reply {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_puts_values_in_once() {
+        let text = fill(
+            r#"{"a":$ARGUMENTS,"m":$META,"x":"$UNKNOWN"}"#,
+            &[("$ARGUMENTS", r#"{"s":"$META"}"#), ("$META", "{}")],
+        );
+        assert_eq!(text, r#"{"a":{"s":"$META"},"m":{},"x":"$UNKNOWN"}"#);
+    }
+
+    #[test]
+    fn every_template_is_json_once_filled() {
+        let values = [
+            ("$VERSION", "2025-11-25"),
+            ("$ARGUMENTS", "{}"),
+            ("$META", "{}"),
+            ("$TASK", "task-1"),
+            ("$TOKEN", "1"),
+            ("$STEP", "0"),
+            ("$ASK", "0"),
+            ("$ELICITATION", "e"),
+            ("$WHAT", "w"),
+            ("$ANSWER", "{}"),
+            ("$FAILED", "false"),
+            ("$ID", "1"),
+            ("$PARAMS", "{}"),
+            ("$STATUS", "working"),
+            ("$MESSAGE", "m"),
+            ("$UPDATED", CREATED),
+            ("$TTL", "null"),
+            ("$TEXT", "\"t\""),
+            ("$URI", "\"u\""),
+        ];
+        let templates = [
+            INITIALIZE,
+            TOOLS,
+            STRUCTURED,
+            STRUCTURED_META,
+            TASK_META,
+            PROGRESS,
+            PROGRESSED,
+            SAMPLE,
+            ELICIT_FORM,
+            ELICIT_URL,
+            ELICITATION_COMPLETE,
+            ROOTS,
+            ANSWERED,
+            FAIL,
+            ECHOED,
+            ECHO,
+            TASK,
+            PROMPTS,
+            PROMPT,
+            RESOURCES,
+            TEMPLATES,
+            READ_ONE,
+            READ_BLOB,
+            READ_ITEM,
+            NOT_FOUND,
+            UPDATED,
+            COMPLETE,
+        ];
+        for template in templates.into_iter().chain(LOGS.map(|(_, log)| log)) {
+            let text = fill(template, &values);
+            assert!(
+                serde_json::from_str::<Value>(&text).is_ok(),
+                "not JSON: {text}"
+            );
+        }
+        let task = fill(TASK_CREATED, &[("$TASK", &fill(TASK, &values))]);
+        assert!(serde_json::from_str::<Value>(&task).is_ok(), "{task}");
+    }
+}

@@ -63,6 +63,8 @@ where
         let Ok((socket, _)) = listener.accept().await else {
             continue;
         };
+        // Events are small writes: without this, Nagle holds each one for the client's ACK.
+        let _ = socket.set_nodelay(true);
         let server = server.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
@@ -139,7 +141,7 @@ where
         if request.uri().path() != "/mcp" {
             return plain(StatusCode::NOT_FOUND, "not found: MCP is served on /mcp");
         }
-        if !self.trusted(request.headers()) {
+        if !trusted(request.headers(), self.bound.ip()) {
             let error = Reply::Error(-32000, "Forbidden: Host or Origin not allowed".into());
             return json(StatusCode::FORBIDDEN, error.into_text("null"));
         }
@@ -176,33 +178,6 @@ where
 
     fn session(&self, id: &str) -> Option<Arc<Session<H>>> {
         lock(&self.sessions).get(id).cloned()
-    }
-
-    /// Loopback only (DNS-rebinding guard): the Host, and the Origin when one is sent.
-    fn trusted(&self, headers: &HeaderMap) -> bool {
-        let allowed = |authority: &str| {
-            let host = match authority.strip_prefix('[') {
-                Some(rest) => rest.split(']').next().unwrap_or_default(),
-                None => authority.split(':').next().unwrap_or_default(),
-            };
-            host.eq_ignore_ascii_case("localhost")
-                || host == "127.0.0.1"
-                || host == "::1"
-                || host == self.bound.ip().to_string()
-        };
-        let header = |name: header::HeaderName| {
-            headers
-                .get(name)
-                .map(|v| v.to_str().unwrap_or("\u{0}").to_string())
-        };
-        let host_ok = header(header::HOST).is_none_or(|host| allowed(&host));
-        let origin_ok = header(header::ORIGIN).is_none_or(|origin| {
-            let rest = origin
-                .strip_prefix("http://")
-                .or_else(|| origin.strip_prefix("https://"));
-            rest.is_some_and(|rest| allowed(rest.split('/').next().unwrap_or_default()))
-        });
-        host_ok && origin_ok
     }
 
     async fn post(
@@ -345,6 +320,34 @@ where
     }
 }
 
+/// Loopback only (DNS-rebinding guard): the Host, and the Origin when one is sent, must name
+/// localhost, a loopback address or the address the server is bound to.
+fn trusted(headers: &HeaderMap, bound: std::net::IpAddr) -> bool {
+    let allowed = |authority: &str| {
+        let host = match authority.strip_prefix('[') {
+            Some(rest) => rest.split(']').next().unwrap_or_default(),
+            None => authority.split(':').next().unwrap_or_default(),
+        };
+        host.eq_ignore_ascii_case("localhost")
+            || host == "127.0.0.1"
+            || host == "::1"
+            || host == bound.to_string()
+    };
+    let header = |name: header::HeaderName| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("\u{0}").to_string())
+    };
+    let host_ok = header(header::HOST).is_none_or(|host| allowed(&host));
+    let origin_ok = header(header::ORIGIN).is_none_or(|origin| {
+        let rest = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        rest.is_some_and(|rest| allowed(rest.split('/').next().unwrap_or_default()))
+    });
+    host_ok && origin_ok
+}
+
 fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
     *response.status_mut() = status;
@@ -373,4 +376,64 @@ fn sse(events: mpsc::UnboundedReceiver<Bytes>) -> Response<Body> {
         http::HeaderValue::from_static("no-cache"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn only_loopback_hosts_and_origins_are_trusted() {
+        let bound: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        for good in [
+            &[("host", "127.0.0.1:3000")][..],
+            &[("host", "localhost"), ("origin", "http://localhost:5173")],
+            &[("host", "[::1]:80"), ("origin", "https://127.0.0.1")],
+            &[],
+        ] {
+            assert!(trusted(&headers(good), bound), "{good:?}");
+        }
+        for bad in [
+            &[("host", "evil.example.com")][..],
+            &[
+                ("host", "localhost:3000"),
+                ("origin", "http://evil.example.com"),
+            ],
+            &[("host", "127.0.0.1.evil.example.com")],
+            &[("host", "localhost"), ("origin", "null")],
+        ] {
+            assert!(!trusted(&headers(bad), bound), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_resumed_stream_replays_what_came_after_the_last_event() {
+        let (live, mut events) = mpsc::unbounded_channel();
+        let mut log = Log {
+            stream: 7,
+            events: Vec::new(),
+            live: Some(live),
+            done: false,
+        };
+        log.push("{\"a\":1}");
+        log.live = None; // the client went away
+        log.push("line one\nline two");
+        assert_eq!(events.try_recv().unwrap(), "id: 7-0\ndata: {\"a\":1}\n\n");
+        assert!(
+            events.try_recv().is_err(),
+            "nothing live after the stream closed"
+        );
+        assert_eq!(
+            log.events[1], "id: 7-1\ndata: line one\ndata: line two\n\n",
+            "kept for a resuming client, one data line per line"
+        );
+    }
 }

@@ -236,3 +236,62 @@ pub fn quote(s: &str) -> String {
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_classified_and_ids_kept_raw() {
+        match classify(r#"{"id":"a\u0062","method":"tools/list","jsonrpc":"2.0"}"#) {
+            Incoming::Request { id, method, params } => {
+                assert_eq!(
+                    (id.as_str(), method.as_str()),
+                    (r#""a\u0062""#, "tools/list")
+                );
+                assert!(params.is_none());
+            }
+            _ => panic!("a request"),
+        }
+        match classify(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{"z":1e3}}"#,
+        ) {
+            Incoming::Notification { params, .. } => {
+                assert_eq!(params.unwrap().get(), r#"{"z":1e3}"#)
+            }
+            _ => panic!("a notification"),
+        }
+        let response = r#"{"jsonrpc":"2.0","id":4,"result":{"b":0.70}}"#;
+        match classify(response) {
+            Incoming::Response { id, text } => {
+                assert_eq!((id.as_str(), text.as_str()), ("4", response))
+            }
+            _ => panic!("a response"),
+        }
+        for bad in [
+            "[1]",
+            "{",
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"id":null,"method":7}"#,
+        ] {
+            match classify(bad) {
+                Incoming::Invalid(error) => assert!(error.contains(r#""id":null"#), "{error}"),
+                _ => panic!("{bad} is invalid"),
+            }
+        }
+    }
+
+    #[test]
+    fn replies_wrap_the_handler_text_unchanged() {
+        let id = r#""x""#;
+        assert_eq!(
+            Reply::Result(r#"{"z":1e3,"a":-0}"#.into()).into_text(id),
+            r#"{"jsonrpc":"2.0","id":"x","result":{"z":1e3,"a":-0}}"#
+        );
+        assert_eq!(
+            Reply::Error(-32601, "caf\u{e9} \"x\"".into()).into_text("3"),
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"café \"x\""}}"#
+        );
+        assert_eq!(Reply::Message("as is".into()).into_text(id), "as is");
+    }
+}
