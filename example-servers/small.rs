@@ -171,7 +171,7 @@ impl Example {
                 {"name": "crash", "description": "Exit the server process at once (to see the error state and the restart).",
                  "inputSchema": {"type": "object", "properties": {}}},
             ]),
-            Kind::Fail | Kind::Features => json!([]),
+            Kind::Fail | Kind::Features | Kind::Conformance | Kind::Transparency => json!([]),
         }
     }
 

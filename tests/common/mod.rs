@@ -2,6 +2,8 @@
 //! real sockets, with the official `ahp` client or a raw WebSocket for malformed input.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod raw;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
