@@ -651,7 +651,11 @@ async fn log_levels_and_resource_subscriptions_are_forwarded() {
     );
     let log = hear(&mut heard, |h| matches!(h, Heard::Log(_))).await;
     let Heard::Log(log) = log else { unreachable!() };
-    assert_eq!(log.logger.as_deref(), Some("a/features"));
+    assert_eq!(
+        log.logger.as_deref(),
+        Some("features"),
+        "as the server wrote it"
+    );
     assert_eq!(log.data, json!("loud"));
 
     let uri = "features://a__static/hello.txt";
