@@ -66,6 +66,7 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         },
         mirror,
     );
+    hub.serve_client_tools(&host);
     // What AHP connections are served with: the host, writable host files, and MCP Apps'
     // `mcp://` channels served on the same connections, sampling answered by the harness
     // (advertised only while one that can is connected), list changes relayed.

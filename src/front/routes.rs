@@ -62,7 +62,9 @@ pub fn find_tool(harness: &Harness, name: &str) -> Option<FoundTool> {
 /// names prefixed only on collision): what is not known goes to it as to its own endpoint.
 pub fn only_server(harness: &Harness) -> Option<String> {
     let hub = &harness.hub;
-    if harness.scope != Scope::All || hub.settings.policy.prefix == crate::spec::NamePrefix::Always
+    if harness.scope != Scope::All
+        || hub.settings.policy.prefix == crate::spec::NamePrefix::Always
+        || hub.offers_client_tools()
     {
         return None;
     }

@@ -22,16 +22,19 @@ impl Host {
         } else if let Some(session) = core.store.session(&params.channel) {
             admission::admit_session(session, client_id, &params.action)
         } else if let Some(chat) = core.store.chat(&params.channel) {
-            admission::admit_chat(chat, &params.action).and_then(|()| match &params.action {
-                StateAction::ChatToolCallComplete(a)
-                    if !core.paused.is_held(&params.channel, &a.tool_call_id) =>
-                {
-                    Err(format!(
-                        "tool call {:?} is no longer waiting for authorization",
-                        a.tool_call_id
-                    ))
+            admission::admit_chat(chat, client_id, &params.action).and_then(|admission| {
+                match &params.action {
+                    StateAction::ChatToolCallComplete(a)
+                        if admission == admission::ChatAdmission::GiveUp
+                            && !core.paused.is_held(&params.channel, &a.tool_call_id) =>
+                    {
+                        Err(format!(
+                            "tool call {:?} is no longer waiting for authorization",
+                            a.tool_call_id
+                        ))
+                    }
+                    _ => Ok(()),
                 }
-                _ => Ok(()),
             })
         } else {
             tracing::debug!(conn = id, channel = %params.channel, "dispatchAction on an unknown channel ignored");
@@ -76,6 +79,7 @@ impl Core {
     /// the other sessions, since servers are shared), start/stop go to the supervisor.
     fn carry_out(&mut self, channel: &str, action: &StateAction) {
         use crate::supervisor::Command;
+        self.follow_client_tools(channel, action);
         let command = match action {
             StateAction::SessionCustomizationToggled(a) => {
                 self.live.record_toggle(&a.id, &a.enablement);

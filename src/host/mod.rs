@@ -10,6 +10,7 @@
 pub mod admission;
 pub mod apps;
 mod auth;
+pub mod client_tools;
 mod clients;
 mod dispatch;
 pub mod fanout;
@@ -74,6 +75,8 @@ struct Core {
     client_order: VecDeque<String>,
     /// Harness tool calls waiting for authorization: the only ones a client may give up on.
     paused: paused::PausedCalls,
+    /// Tools AHP clients offer the harness, and the events of the calls of them.
+    client_tools: client_tools::ClientTools,
     /// Servers holding a token from `authenticate`, by the resource it was given for (so
     /// the token can be replaced or revoked while the server is ready).
     authenticated: HashMap<String, HashSet<String>>,
@@ -119,6 +122,7 @@ impl Host {
                 client_order: VecDeque::new(),
                 authenticated: HashMap::new(),
                 paused: paused::PausedCalls::default(),
+                client_tools: client_tools::ClientTools::default(),
             }),
             queue_capacity: config.limits.client_queue,
             next_conn: AtomicU64::new(1),
