@@ -157,6 +157,11 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
             tcp,
             hub.clone(),
             config.mcp.allowed_hosts.clone(),
+            crate::front::http::Bounds {
+                max_connections: config.limits.max_connections,
+                max_sessions: config.mcp.max_sessions,
+                read_timeout: config.limits.handshake_timeout,
+            },
             shutdown.clone(),
         ))
     });

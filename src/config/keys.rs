@@ -125,6 +125,7 @@ pub const MCP_REQUEST_TIMEOUT_MS: Number =
     number("mcp.request_timeout_ms", 300_000, 100, 86_400_000);
 pub const MCP_FIRST_LIST_WAIT_MS: Number = number("mcp.first_list_wait_ms", 10_000, 0, 600_000);
 pub const MCP_MIRROR_QUEUE: Number = number("mcp.mirror_queue", 1024, 2, 1_000_000);
+pub const MCP_MAX_SESSIONS: Number = number("mcp.max_sessions", 1000, 1, 1_000_000);
 
 // ─── [agent], [session] ─────────────────────────────────────────────────────
 
@@ -221,6 +222,7 @@ pub const ALL: &[Key] = &[
     Key::Number(MCP_REQUEST_TIMEOUT_MS),
     Key::Number(MCP_FIRST_LIST_WAIT_MS),
     Key::Number(MCP_MIRROR_QUEUE),
+    Key::Number(MCP_MAX_SESSIONS),
     Key::Text(AGENT_PROVIDER),
     Key::Text(AGENT_DISPLAY_NAME),
     Key::Text(AGENT_DESCRIPTION),

@@ -90,6 +90,7 @@ pub(super) struct RawMcp {
     pub request_timeout_ms: Option<Spanned<i64>>,
     pub first_list_wait_ms: Option<Spanned<i64>>,
     pub mirror_queue: Option<Spanned<i64>>,
+    pub max_sessions: Option<Spanned<i64>>,
     pub allowed_hosts: Option<Vec<String>>,
 }
 

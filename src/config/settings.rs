@@ -102,6 +102,8 @@ pub struct McpConfig {
     pub first_list_wait: Duration,
     /// Events queued for the AHP mirror of tool calls (two per call in flight).
     pub mirror_queue: usize,
+    /// HTTP sessions (harnesses) at once; more `initialize`s are refused with 503.
+    pub max_sessions: usize,
     /// `Host` header values accepted besides loopback names and the listen address (DNS
     /// rebinding protection).
     pub allowed_hosts: Vec<String>,
@@ -117,6 +119,7 @@ impl Default for McpConfig {
             request_timeout: keys::MCP_REQUEST_TIMEOUT_MS.millis(),
             first_list_wait: keys::MCP_FIRST_LIST_WAIT_MS.millis(),
             mirror_queue: keys::MCP_MIRROR_QUEUE.count(),
+            max_sessions: keys::MCP_MAX_SESSIONS.count(),
             allowed_hosts: Vec::new(),
         }
     }

@@ -63,6 +63,9 @@ impl From<Failure> for ConnectError {
             Failure::Stopped => ConnectError::Failed(
                 "the server closed the connection during the MCP handshake".into(),
             ),
+            Failure::Undelivered(why) => {
+                ConnectError::Failed(format!("MCP handshake failed: {why}"))
+            }
             other => ConnectError::Failed(format!("MCP handshake failed: the server {other}")),
         }
     }
