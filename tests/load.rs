@@ -13,7 +13,10 @@ use std::sync::Arc;
 use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
 use ahp_types::state::{SessionState, SnapshotState};
 use ahp_types::{StateAction, ROOT_RESOURCE_URI};
-use common::{Ending, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, EXAMPLES, PATIENCE};
+use common::{
+    padded_action, padding_marker, Ending, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION,
+    EXAMPLES, PATIENCE,
+};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
@@ -194,10 +197,11 @@ fn audit(client: &Client) -> JoinHandle<Vec<(u64, String)>> {
     })
 }
 
-/// The stalled client's story: large titles are dispatched on the stall session, one at a
+/// The stalled client's story: large active-client records (32 KiB) are dispatched on the
+/// stall session, one at a
 /// time (each waits for its echo, so the auditor is never flooded), until the host reports a
 /// client's queue full; then the stalled client reads again, at once, to see how it was
-/// let go. Returns the titles sent, the frames it had received and how it ended.
+/// let go. Returns the records sent, the frames it had received and how it ended.
 fn stall(
     mut stalled: Raw,
     client: Client,
@@ -205,15 +209,12 @@ fn stall(
     logs: Arc<std::sync::Mutex<Vec<String>>>,
 ) -> JoinHandle<(usize, usize, Ending)> {
     tokio::spawn(async move {
-        let padding = "x".repeat(32 * 1024);
         let mut sent = 0;
         while !logs.lock().unwrap().iter().any(|l| l.contains(KICKED)) {
             assert!(sent < 10_000, "the stalled client was never disconnected");
-            let title = format!("{sent} {padding}");
+            let marker = sent.to_string();
             sent += 1;
-            let action: StateAction =
-                serde_json::from_value(json!({"type": "session/titleChanged", "title": title}))
-                    .unwrap();
+            let action = padded_action("auditor", &marker, 32 * 1024);
             client
                 .dispatch(STALL_SESSION.into(), action)
                 .await
@@ -224,8 +225,7 @@ fn stall(
                     .expect("the flood's echo")
                     .expect("subscription open");
                 if let SubscriptionEvent::Action(envelope) = event {
-                    if matches!(&envelope.action, StateAction::SessionTitleChanged(t) if t.title == title)
-                    {
+                    if padding_marker(&envelope.action) == Some(marker.as_str()) {
                         break;
                     }
                 }
@@ -624,7 +624,7 @@ async fn a_hundred_clients_follow_churn_exactly_and_a_stalled_one_holds_nobody_u
     );
     eprintln!(
         "load: {CLIENTS} clients, {} actions each, {} frames to the stalled client before it was cut off \
-         after {floods} large titles",
+         after {floods} large records",
         total / CLIENTS,
         frames
     );

@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 use super::fanout::ConnId;
 use super::{apps, live, Core, Host};
 use crate::jsonrpc::{Frame, RpcError};
+use crate::untrusted::Untrusted;
 
 impl Host {
     /// Send supervisor commands for accepted client actions (toggle, start, stop) here.
@@ -57,7 +58,9 @@ impl Host {
                     core.publish(commit);
                     applied += 1;
                 }
-                Err(error) => tracing::warn!(session = %uri, ?error, "host action not applied"),
+                Err(error) => {
+                    tracing::warn!(session = %Untrusted(&uri), ?error, "host action not applied")
+                }
             }
         }
         applied
@@ -160,7 +163,7 @@ impl Core {
                 match self.store.commit(&uri, action, None) {
                     Ok(commit) => self.publish(commit),
                     Err(error) => {
-                        tracing::warn!(session = %uri, ?error, "server state not applied")
+                        tracing::warn!(session = %Untrusted(&uri), ?error, "server state not applied")
                     }
                 }
             }
@@ -189,7 +192,9 @@ impl Core {
                 ));
                 match self.store.commit(&uri, action, None) {
                     Ok(commit) => self.publish(commit),
-                    Err(error) => tracing::warn!(session = %uri, ?error, "mcpApp not applied"),
+                    Err(error) => {
+                        tracing::warn!(session = %Untrusted(&uri), ?error, "mcpApp not applied")
+                    }
                 }
             }
         }
