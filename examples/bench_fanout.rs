@@ -309,16 +309,16 @@ async fn ping_round_trip(binary: &Path, dir: &Path) -> Vec<f64> {
     samples
 }
 
-/// A second session only the stalled client follows: a large title dispatched there after
+/// A second session only the stalled client follows: a large record dispatched there after
 /// every round (not timed) backs it up until the proxy cuts it off, while the measured
 /// clients see only the default session.
 const STALL_SESSION: &str = "ahp-session:/stall";
 
 /// One more subscriber besides the `n` timed ones, following both sessions, while a 32 KiB
-/// title is dispatched on the second one after every round.
+/// active-client record is dispatched on the second one after every round.
 #[derive(Clone, Copy, PartialEq)]
 enum Extra {
-    /// No extra subscriber and no large titles.
+    /// No extra subscriber and no large records.
     None,
     /// It reads everything (the baseline for `Stalled`: the same work, nobody stuck).
     Reading,
