@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ahp_types::actions::{SessionCustomizationRemovedAction, SessionCustomizationUpdatedAction};
 use ahp_types::state::Customization;
@@ -62,11 +63,56 @@ impl Dirty {
     }
 }
 
+/// One unit's scan as the catalog keeps it: each server knows its container and is shared
+/// with the supervisor (handing it every declared server copies pointers, not specs).
+struct Scanned {
+    customizations: Vec<Customization>,
+    servers: Vec<Arc<DeclaredServer>>,
+    problems: Vec<Problem>,
+    watched: Vec<PathBuf>,
+}
+
+impl From<Scan> for Scanned {
+    fn from(scan: Scan) -> Self {
+        let mut containers: HashMap<&str, Arc<str>> = HashMap::new();
+        for customization in &scan.customizations {
+            let (id, children) = match customization {
+                Customization::Plugin(p) => (&p.id, p.children.as_deref()),
+                Customization::Directory(d) => (&d.id, d.children.as_deref()),
+                _ => continue,
+            };
+            let id: Arc<str> = Arc::from(id.as_str());
+            for child in children.unwrap_or(&[]) {
+                if let ahp_types::state::ChildCustomization::McpServer(m) = child {
+                    containers.insert(&m.id, id.clone());
+                }
+            }
+        }
+        let servers = scan
+            .servers
+            .into_iter()
+            .map(|mut server| {
+                server.container = containers.get(server.id.as_str()).cloned();
+                Arc::new(server)
+            })
+            .collect();
+        Self {
+            servers,
+            customizations: scan.customizations,
+            problems: scan.problems,
+            watched: scan.watched,
+        }
+    }
+}
+
 /// Every unit's latest scan, in a stable order.
 pub struct Catalog {
     sources: Sources,
-    units: Vec<(Unit, Scan)>,
+    units: Vec<(Unit, Scanned)>,
     root_problems: Vec<(usize, Problem)>,
+    /// Whether a rescan since the last [`Catalog::take_servers_changed`] changed what
+    /// servers are declared (or how).
+    servers_changed: bool,
 }
 
 impl Catalog {
@@ -76,11 +122,12 @@ impl Catalog {
             sources,
             units: Vec::new(),
             root_problems: Vec::new(),
+            servers_changed: false,
         };
         if let Some(configured) = &catalog.sources.configured {
             catalog.units.push((
                 Unit::Configured,
-                configured::scan_configured(configured, ctx),
+                configured::scan_configured(configured, ctx).into(),
             ));
         }
         for index in 0..catalog.sources.plugin_roots.len() {
@@ -93,12 +140,13 @@ impl Catalog {
             };
             catalog
                 .units
-                .push((unit, manifest::scan_manifest(path, ctx)));
+                .push((unit, manifest::scan_manifest(path, ctx).into()));
         }
         for (index, spec) in catalog.sources.directories.iter().enumerate() {
-            catalog
-                .units
-                .push((Unit::Directory { index }, directory::scan_directory(spec)));
+            catalog.units.push((
+                Unit::Directory { index },
+                directory::scan_directory(spec).into(),
+            ));
         }
         catalog.units.sort_by(|a, b| a.0.cmp(&b.0));
         catalog
@@ -116,29 +164,24 @@ impl Catalog {
 
     /// Every declared server, in catalog order.
     pub fn servers(&self) -> impl Iterator<Item = &DeclaredServer> {
+        self.shared_servers().map(|server| &**server)
+    }
+
+    fn shared_servers(&self) -> impl Iterator<Item = &Arc<DeclaredServer>> {
         self.units.iter().flat_map(|(_, scan)| &scan.servers)
     }
 
-    /// What the supervisor needs: every declared server and, per server id, the id of the
-    /// container (plugin or directory) that shows it.
+    /// What the supervisor needs: every declared server (each knows its container), shared.
     pub fn supervision(&self) -> crate::supervisor::Command {
-        let mut containers = HashMap::new();
-        for customization in self.flattened() {
-            let (id, children) = match customization {
-                Customization::Plugin(p) => (&p.id, p.children.as_deref()),
-                Customization::Directory(d) => (&d.id, d.children.as_deref()),
-                _ => continue,
-            };
-            for child in children.unwrap_or(&[]) {
-                if let ahp_types::state::ChildCustomization::McpServer(m) = child {
-                    containers.insert(m.id.clone(), id.clone());
-                }
-            }
-        }
         crate::supervisor::Command::Sync {
-            servers: self.servers().cloned().collect(),
-            containers,
+            servers: self.shared_servers().cloned().collect(),
         }
+    }
+
+    /// Whether rescans since the last call changed what servers are declared, or how (a
+    /// launch spec, a name, a container): only then does the supervisor need the set again.
+    pub fn take_servers_changed(&mut self) -> bool {
+        std::mem::take(&mut self.servers_changed)
     }
 
     /// Whether a configured plugin root could not be listed (missing, not a folder, …).
@@ -232,6 +275,13 @@ impl Catalog {
             dirty.units.contains(unit)
                 || matches!(unit, Unit::Plugin { root, .. } if roots.contains(root))
         };
+        // Only the affected units' servers can change: keep (pointers to) just those.
+        let servers_before: Vec<Arc<DeclaredServer>> = self
+            .units
+            .iter()
+            .filter(|(unit, _)| affected(unit))
+            .flat_map(|(_, scan)| scan.servers.iter().cloned())
+            .collect();
         // Only the affected units' containers can change: clone just those.
         let mut before: HashMap<String, Customization> = HashMap::new();
         for (unit, c) in self.owned() {
@@ -253,9 +303,15 @@ impl Catalog {
                     continue; // rescanned with its root
                 }
             }
-            *scan = scan_unit(unit, &self.sources, ctx);
+            *scan = scan_unit(unit, &self.sources, ctx).into();
         }
         self.units.sort_by(|a, b| a.0.cmp(&b.0));
+        let servers_after = self
+            .units
+            .iter()
+            .filter(|(unit, _)| affected(unit))
+            .flat_map(|(_, scan)| scan.servers.iter());
+        self.servers_changed |= !servers_before.iter().eq(servers_after);
         let mut actions = Vec::new();
         let mut present = HashSet::new();
         for (unit, c) in self.owned() {
@@ -312,7 +368,7 @@ impl Catalog {
                 Vec::new()
             }
         };
-        let mut old: HashMap<PathBuf, Scan> = HashMap::new();
+        let mut old: HashMap<PathBuf, Scanned> = HashMap::new();
         let mut kept = Vec::with_capacity(self.units.len());
         for (unit, scan) in self.units.drain(..) {
             match unit {
@@ -330,7 +386,7 @@ impl Catalog {
             };
             let scan = match old.remove(&dir) {
                 Some(scan) if !dirty.contains(&unit) => scan,
-                _ => plugin::scan_plugin(&dir, ctx),
+                _ => plugin::scan_plugin(&dir, ctx).into(),
             };
             self.units.push((unit, scan));
         }

@@ -7,8 +7,9 @@
 //! scanned, diffed into actions), `check` (the `check` report), `watch` (live rescans),
 //! `supervisor` (one lifecycle task per MCP server), `host` (AHP state, single writer), `ahp`
 //! (the WebSocket face), `console` (the web console's pages, served by `ahp`), `front` (the
-//! harness's MCP server), `tcp` (the accept step the listeners share), `serve` (the wiring
-//! and the shutdown order); `fuzzing` (fuzz targets,
+//! harness's MCP server), `tcp` (the accept step the listeners share), `untrusted` and
+//! `log_writer` (outside text made safe for log lines), `serve` (the wiring and the
+//! shutdown order); `fuzzing` (fuzz targets,
 //! with the `fuzzing` feature only). The example MCP servers are a separate program
 //! (`example-servers/`, `ahp-proxy-example-server`). See ARCHITECTURE.md.
 
@@ -27,11 +28,13 @@ pub mod fuzzing;
 pub mod host;
 pub mod jsonrpc;
 pub mod line_index;
+pub mod log_writer;
 pub mod mcp;
 pub mod mirror;
 pub mod serve;
 pub mod spec;
 pub mod supervisor;
 pub mod tcp;
+pub mod untrusted;
 pub mod upstream;
 pub mod watch;

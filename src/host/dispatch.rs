@@ -7,8 +7,9 @@ use ahp_types::ROOT_RESOURCE_URI;
 
 use super::fanout::ConnId;
 use super::store::CommitError;
-use super::{admission, live, Core, Host};
+use super::{admission, bounds, live, Core, Host};
 use crate::jsonrpc;
+use crate::untrusted::Untrusted;
 
 impl Host {
     /// Handle `dispatchAction` from `client_id`: unknown channels are ignored; refused actions
@@ -37,9 +38,11 @@ impl Host {
                 }
             })
         } else {
-            tracing::debug!(conn = id, channel = %params.channel, "dispatchAction on an unknown channel ignored");
+            tracing::debug!(conn = id, channel = %Untrusted(&params.channel), "dispatchAction on an unknown channel ignored");
             return;
         };
+        // Whatever the channel, nothing oversized is kept.
+        let verdict = verdict.and_then(|()| bounds::action(&params.action));
         let origin = ActionOrigin {
             client_id: client_id.to_string(),
             client_seq: params.client_seq,
@@ -61,7 +64,7 @@ impl Host {
             },
             Err(reason) => reason,
         };
-        tracing::debug!(conn = id, channel = %params.channel, reason = %refusal, "client action rejected");
+        tracing::debug!(conn = id, channel = %Untrusted(&params.channel), reason = %Untrusted(&refusal), "client action rejected");
         let echo = ActionEnvelope {
             channel: params.channel,
             action: params.action,
