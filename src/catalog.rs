@@ -154,6 +154,21 @@ impl Catalog {
             .chain(self.units.iter().flat_map(|(_, scan)| &scan.problems))
     }
 
+    /// Every enabled server whose launch spec cannot be used (an unset `${VAR}`, an
+    /// unanswered `${input:…}`), as a problem at its declaration. These servers are in
+    /// `error` from the start; their containers are not degraded.
+    pub fn server_problems(&self) -> impl Iterator<Item = Problem> + '_ {
+        self.servers()
+            .filter(|s| s.enabled)
+            .filter_map(|server| match &server.launch {
+                Ok(_) => None,
+                Err(message) => Some(Problem {
+                    location: server.declared_at.clone(),
+                    message: format!("server {:?} cannot start: {message}", server.name),
+                }),
+            })
+    }
+
     /// Paths to watch: `(path, recursive)`. Manifest files are watched through their
     /// folder (editors replace files by renaming).
     pub fn watch_targets(&self) -> Vec<(PathBuf, bool)> {

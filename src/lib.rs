@@ -7,13 +7,15 @@
 //! scanned, diffed into actions), `check` (the `check` report), `watch` (live rescans),
 //! `supervisor` (one lifecycle task per MCP server), `host` (AHP state, single writer), `ahp`
 //! (the WebSocket face), `front` (the harness's MCP server), `tcp` (the accept step both
-//! listeners share), `serve` (the wiring and the shutdown order); `fuzzing` (fuzz targets,
+//! listeners share), `banner` (what start-up prints), `serve` (the wiring and the shutdown
+//! order); `fuzzing` (fuzz targets,
 //! with the `fuzzing` feature only). The example MCP servers are a separate program
 //! (`example-servers/`, `ahp-proxy-example-server`). See ARCHITECTURE.md.
 
 #![deny(unsafe_code)]
 
 pub mod ahp;
+pub mod banner;
 pub mod catalog;
 pub mod check;
 pub mod config;

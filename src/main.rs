@@ -70,8 +70,10 @@ enum LogFormat {
 
 fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour only for a person watching: a file or a pipe gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -88,11 +90,13 @@ fn main() -> ExitCode {
         worker_threads: None,
     });
     init_logging(cli.log_format);
-    let loaded = match &cli.config {
+    let config_file = match &cli.config {
+        Some(path) => Some(path.clone()),
+        None if std::path::Path::new("proxy.toml").exists() => Some(PathBuf::from("proxy.toml")),
+        None => None,
+    };
+    let loaded = match &config_file {
         Some(path) => Config::load(path),
-        None if std::path::Path::new("proxy.toml").exists() => {
-            Config::load(std::path::Path::new("proxy.toml"))
-        }
         // No file: every key at its default (typically with --manifest).
         None => Config::parse(
             "",
@@ -103,6 +107,9 @@ fn main() -> ExitCode {
     let mut config = match loaded {
         Ok(config) => config,
         Err(error) => {
+            if matches!(command, Command::Check { json: true, .. }) {
+                print_out(&ahp_proxy::check::render_config_error_json(&error));
+            }
             eprintln!("{error}");
             return ExitCode::from(2);
         }
@@ -120,7 +127,14 @@ fn main() -> ExitCode {
             mcp_listen,
             stdio,
             worker_threads,
-        } => serve(config, listen, mcp_listen, stdio, worker_threads),
+        } => {
+            let options = ahp_proxy::serve::Options {
+                stdio,
+                config_file: config_file.map(|p| std::path::absolute(&p).unwrap_or(p)),
+                text_banner: matches!(cli.log_format, LogFormat::Text),
+            };
+            serve(config, listen, mcp_listen, options, worker_threads)
+        }
     }
 }
 
@@ -128,28 +142,10 @@ fn check(config: &Config, json: bool) -> ExitCode {
     let ctx = Context::from_process(config.data_dir.clone());
     let catalog = Catalog::scan(ahp_proxy::serve::sources(config), &ctx);
     if json {
-        println!("{}", ahp_proxy::check::render_json(&catalog));
+        print_out(&ahp_proxy::check::render_json(&catalog));
     } else {
-        println!("AHP endpoint   ws://{}", config.ahp.listen);
-        match config.mcp.listen {
-            Some(addr) => println!("MCP endpoint   http://{addr}/mcp (and /mcp/<server>)"),
-            None => println!("MCP endpoint   stdio only (serve --stdio)"),
-        }
-        println!(
-            "agent          {} ({})",
-            config.agent.display_name, config.agent.provider
-        );
-        println!("session        {}", config.session.title);
-        for root in &config.plugin_roots {
-            println!("plugin root    {}", root.display());
-        }
-        for manifest in &config.manifests {
-            println!("manifest       {}", manifest.display());
-        }
-        for dir in &config.directories {
-            println!("directory      {}", dir.path.display());
-        }
-        print!("{}", ahp_proxy::check::render_text(&catalog));
+        print_out(&ahp_proxy::check::render_header(config));
+        print_out(&ahp_proxy::check::render_text(&catalog));
     }
     if ahp_proxy::check::has_errors(&catalog) {
         ExitCode::FAILURE
@@ -158,13 +154,26 @@ fn check(config: &Config, json: bool) -> ExitCode {
     }
 }
 
+/// Write `text` (plus a newline when it has none) to stdout. A reader that went away
+/// (`check | head`) is not an error worth a panic.
+fn print_out(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+}
+
 fn serve(
     mut config: Config,
     listen: Option<SocketAddr>,
     mcp_listen: Option<SocketAddr>,
-    stdio: bool,
+    options: ahp_proxy::serve::Options,
     worker_threads: Option<u16>,
 ) -> ExitCode {
+    let stdio = options.stdio;
     if let Some(listen) = listen {
         config.ahp.listen = listen;
     }
@@ -196,7 +205,7 @@ fn serve(
             return ExitCode::FAILURE;
         }
     };
-    let outcome = runtime.block_on(ahp_proxy::serve::run(config, stdio));
+    let outcome = runtime.block_on(ahp_proxy::serve::run(config, options));
     // Timers still pending (client grace periods) must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match outcome {

@@ -4,6 +4,7 @@
 //! It reports every transition as a [`ServerEvent`]; the host turns those into
 //! `session/mcpServerStateChanged` actions.
 
+mod alerts;
 pub mod auth;
 pub mod connections;
 mod failure;
@@ -354,6 +355,8 @@ impl Owner {
             shutdown: self.shutdown.clone(),
             connections: self.connections.clone(),
             last_challenge: std::sync::Mutex::new(None),
+            alerts: Default::default(),
+            secrets: Default::default(),
         };
         let span = tracing::info_span!("server", name = %server.name);
         let handle = tokio::spawn(tracing::Instrument::instrument(task.run(rx), span));

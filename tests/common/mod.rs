@@ -200,6 +200,26 @@ impl Proxy {
         logs.iter().filter(|line| line.contains(needle)).count()
     }
 
+    /// Wait (at most [`PATIENCE`]) until a stderr line contains `needle`; returns that line.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            let found = {
+                let logs = self.logs.lock().expect("log lock");
+                logs.iter().find(|line| line.contains(needle)).cloned()
+            };
+            if let Some(line) = found {
+                return line;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no log line with {needle:?}; stderr:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// A handle on the captured stderr that outlives `self` (for tests that terminate it).
     pub fn log_sink(&self) -> Arc<Mutex<Vec<String>>> {
         self.logs.clone()
