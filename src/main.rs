@@ -139,7 +139,7 @@ fn main() -> ExitCode {
 }
 
 fn check(config: &Config, json: bool) -> ExitCode {
-    let ctx = Context::from_process(config.data_dir.clone());
+    let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
     let catalog = Catalog::scan(ahp_proxy::serve::sources(config), &ctx);
     if json {
         print_out(&ahp_proxy::check::render_json(&catalog));

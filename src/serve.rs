@@ -41,7 +41,7 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
     // Checked before anything starts: no server is launched for a proxy that will not run.
     let token = access_token(&config)?;
     let host = Arc::new(Host::new(&config));
-    let ctx = Context::from_process(config.data_dir.clone());
+    let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
     let catalog = Catalog::scan(sources(&config), &ctx);
     let customizations = catalog.customizations();
     let mut banner = found(&catalog, &customizations);

@@ -27,8 +27,8 @@ pub use error::ConfigError;
 pub use origin::normalize_origin;
 pub use paths::normalize;
 pub use settings::{
-    AccessToken, AgentConfig, AhpConfig, Config, Limits, McpConfig, ServerConfig, SessionConfig,
-    SupervisorConfig, TOKEN_ENV,
+    AccessToken, AgentConfig, AhpConfig, Config, Inputs, Limits, McpConfig, ServerConfig,
+    SessionConfig, SupervisorConfig, TOKEN_ENV,
 };
 
 use checker::Checker;
@@ -90,6 +90,7 @@ impl Config {
             directories,
             data_dir: resolver.data_dir(raw.data_dir),
             path: resolver.config_path(file),
+            inputs: settings::Inputs(raw.inputs),
         });
         checker.finish(config)
     }

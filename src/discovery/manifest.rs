@@ -58,17 +58,12 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
         .map_or(file_name, str::to_string);
     let folder_text = folder.to_string_lossy().into_owned();
     let data = ctx.plugin_data(&name, path).to_string_lossy().into_owned();
-    let workspace = if folder.file_name().is_some_and(|n| n == ".vscode") {
-        folder
-            .parent()
-            .unwrap_or(&folder)
-            .to_string_lossy()
-            .into_owned()
-    } else {
-        folder_text.clone()
-    };
+    // VS Code's `.vscode/mcp.json` and Cursor's `.cursor/mcp.json` belong to the project
+    // folder above them: it is `${workspaceFolder}`, and their stdio servers start there.
+    let workspace_dir = workspace_of(&folder);
+    let workspace = workspace_dir.to_string_lossy().into_owned();
     let scope = ServerScope {
-        root: &folder,
+        root: &workspace_dir,
         vars: Vars {
             plugin_root: &folder_text,
             plugin_data: &data,
@@ -132,6 +127,18 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
     }
     scan.problems.splice(0..0, problems.list);
     scan
+}
+
+/// The project folder a manifest in `folder` belongs to: the parent of `.vscode/` or
+/// `.cursor/`, else the folder itself.
+fn workspace_of(folder: &Path) -> PathBuf {
+    let editor = folder
+        .file_name()
+        .is_some_and(|n| n == ".vscode" || n == ".cursor");
+    match folder.parent() {
+        Some(parent) if editor => parent.to_path_buf(),
+        _ => folder.to_path_buf(),
+    }
 }
 
 /// Whether an earlier entry of this file already produced the container `id` (a second one

@@ -4,12 +4,14 @@
 pub mod components;
 pub mod configured;
 pub mod directory;
+pub mod dotenv;
 pub mod expand;
 pub mod frontmatter;
 pub mod json;
 pub mod manifest;
 pub mod mcp;
 pub mod plugin;
+pub mod server_entry;
 pub mod source;
 pub mod uri;
 
@@ -140,9 +142,20 @@ const EXAMPLES_BINARY: &str = "ahp-proxy-example-server";
 
 impl Context {
     /// The production context: the process environment, plus `AHP_PROXY_EXE` (this binary),
-    /// `AHP_PROXY_EXAMPLES` (the example-server binary next to it) and `AHP_PROXY_DATA` (the
-    /// data folder).
-    pub fn from_process(data_dir: PathBuf) -> Self {
+    /// `AHP_PROXY_EXAMPLES` (the example-server binary next to it), `AHP_PROXY_DATA` (the
+    /// data folder), the working directory (`${cwd}`) and, for `${input:<id>}`, `inputs`
+    /// (proxy.toml's `[inputs]`) behind the `AHP_PROXY_INPUT_<ID>` variables.
+    pub fn from_process(
+        data_dir: PathBuf,
+        inputs: &std::collections::BTreeMap<String, String>,
+    ) -> Self {
+        let inputs: std::collections::HashMap<String, String> = inputs
+            .iter()
+            .map(|(id, value)| (expand::input_variable(id), value.clone()))
+            .collect();
+        let cwd = std::env::current_dir()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| ".".into());
         let exe = std::env::current_exe().ok();
         let examples = exe.as_ref().map_or_else(
             || EXAMPLES_BINARY.into(),
@@ -159,7 +172,10 @@ impl Context {
                 "AHP_PROXY_EXE" => Some(exe.clone()),
                 "AHP_PROXY_EXAMPLES" => Some(examples.clone()),
                 "AHP_PROXY_DATA" => Some(data.clone()),
-                _ => std::env::var(name).ok(),
+                expand::CWD_VARIABLE => Some(cwd.clone()),
+                _ => std::env::var(name)
+                    .ok()
+                    .or_else(|| inputs.get(name).cloned()),
             }),
         }
     }
