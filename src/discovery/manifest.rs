@@ -26,28 +26,39 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
         watched: vec![path.to_path_buf()],
         ..Scan::default()
     };
-    let parsed = SourceFile::read(path, display_path(path, &folder)).and_then(|file| {
-        match json::parse(&file.text) {
+    let parsed = SourceFile::read(path, display_path(path, &folder))
+        .map_err(|message| (message, false))
+        .and_then(|file| match json::parse(&file.text) {
             Ok(node) if node.members().is_some() => Ok((file, node)),
-            Ok(node) => Err(format!(
-                "{}: expected a JSON object, found {}; nothing loaded",
-                file.location(node.span.start),
-                node.type_name()
+            Ok(node) => Err((
+                format!(
+                    "{}: expected a JSON object, found {}; nothing new loaded",
+                    file.location(node.span.start),
+                    node.type_name()
+                ),
+                true,
             )),
-            Err(e) => Err(format!(
-                "{}: invalid JSON: {}; nothing loaded",
-                file.location(e.offset),
-                e.message
+            Err(e) => Err((
+                format!(
+                    "{}: invalid JSON: {}; nothing new loaded",
+                    file.location(e.offset),
+                    e.message
+                ),
+                true,
             )),
-        }
-    });
+        });
     let (file, root) = match parsed {
         Ok(parsed) => parsed,
-        Err(message) => {
+        Err((message, unparsable)) => {
             problems.push_message(message);
+            if unparsable {
+                // Mid-edit, probably: the servers it declared stay as they were.
+                problems.unparsable(&super::uri::file_uri(path));
+            }
             let container = file_container(path, file_name, problems.error_state(), Vec::new());
             scan.customizations.push(container);
             scan.problems = problems.list;
+            scan.unparsable = problems.unparsable;
             return scan;
         }
     };
@@ -126,6 +137,7 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
         scan.servers.splice(0..0, servers.declared);
     }
     scan.problems.splice(0..0, problems.list);
+    scan.unparsable.extend(problems.unparsable);
     scan
 }
 
@@ -329,6 +341,7 @@ fn plugin_entry(
         }));
     scan.servers.extend(servers.declared);
     scan.problems.extend(own.list);
+    scan.unparsable.extend(own.unparsable);
 }
 
 #[cfg(test)]

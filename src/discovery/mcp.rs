@@ -174,10 +174,20 @@ fn parse_entry(
         );
         return None;
     }
+    let fragment = super::uri::fragment_component(&name);
+    let id = match scope.plugin {
+        Some(plugin) => format!("{plugin}/mcp={fragment}"),
+        None => format!("{}#mcp={fragment}", file.uri),
+    };
     let raw = match RawServer::read(entry) {
         Ok(raw) => raw,
         Err((offset, message)) => {
-            problems.warn(file, offset, format!("server {name:?}: {message}; skipped"));
+            problems.warn(
+                file,
+                offset,
+                format!("server {name:?}: {message}; its last good declaration stays in effect"),
+            );
+            problems.unparsable(&id);
             return None;
         }
     };
@@ -186,11 +196,6 @@ fn parse_entry(
     }
     let enabled = !raw.disabled;
     let launch = raw.launch(scope.root, &scope.vars);
-    let fragment = super::uri::fragment_component(&name);
-    let id = match scope.plugin {
-        Some(plugin) => format!("{plugin}/mcp={fragment}"),
-        None => format!("{}#mcp={fragment}", file.uri),
-    };
     let state = initial_state(&launch, enabled);
     let child = ChildCustomization::McpServer(Box::new(McpServerCustomization {
         id: id.clone(),

@@ -65,12 +65,20 @@ pub struct Problems {
     pub list: Vec<Problem>,
     /// How many more were reported and dropped.
     pub dropped: usize,
+    /// What could not be parsed this time (see [`Scan::unparsable`]).
+    pub unparsable: Vec<String>,
 }
 
 impl Problems {
     /// A problem at a byte offset of `file`.
     pub fn warn(&mut self, file: &SourceFile, offset: usize, message: String) {
         self.warn_at(&file.location(offset), message);
+    }
+
+    /// `what` (a file URI, a container id or a server id) did not parse: the servers it
+    /// last declared stay as they were.
+    pub fn unparsable(&mut self, what: &str) {
+        self.unparsable.push(what.to_string());
     }
 
     /// A problem at a location already formatted.
@@ -227,4 +235,9 @@ pub struct Scan {
     pub problems: Vec<Problem>,
     /// Folders and files whose changes should trigger a rescan of this unit.
     pub watched: Vec<PathBuf>,
+    /// What could not be parsed this time: a file's URI (nothing in it parsed), a
+    /// container's id (its manifest did not parse) or a server's id (its entry was refused).
+    /// A rescan keeps the servers they declared last time (`catalog::last_good`), so a
+    /// half-typed save stops nothing.
+    pub unparsable: Vec<String>,
 }

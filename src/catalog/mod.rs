@@ -1,6 +1,9 @@
 //! The desired picture: every configured source scanned into units (one plugin folder, one
 //! manifest, one directory), flattened into the session's customization list, and re-diffed
-//! per unit so a change on disk becomes only the AHP actions it needs. Pure; no watching.
+//! per unit so a change on disk becomes only the AHP actions it needs; a file that stops
+//! parsing keeps the servers it declared (`last_good`). Pure; no watching.
+
+mod last_good;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -268,7 +271,9 @@ impl Catalog {
                     continue; // rescanned with its root
                 }
             }
-            *scan = scan_unit(unit, &self.sources, ctx);
+            let mut fresh = scan_unit(unit, &self.sources, ctx);
+            last_good::carry(scan, &mut fresh);
+            *scan = fresh;
         }
         self.units.sort_by(|a, b| a.0.cmp(&b.0));
         let mut actions = Vec::new();
@@ -345,7 +350,12 @@ impl Catalog {
             };
             let scan = match old.remove(&dir) {
                 Some(scan) if !dirty.contains(&unit) => scan,
-                _ => plugin::scan_plugin(&dir, ctx),
+                Some(previous) => {
+                    let mut fresh = plugin::scan_plugin(&dir, ctx);
+                    last_good::carry(&previous, &mut fresh);
+                    fresh
+                }
+                None => plugin::scan_plugin(&dir, ctx),
             };
             self.units.push((unit, scan));
         }
