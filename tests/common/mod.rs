@@ -85,6 +85,13 @@ impl Proxy {
         (proxy, pipes.expect("stdio pipes"))
     }
 
+    /// Like `start_stdio`, with AHP where the config says (no `--listen`): for copies that
+    /// share one proxy.toml.
+    pub fn start_stdio_as_configured(config: &str) -> (Self, StdioPipes) {
+        let (proxy, pipes) = Self::launch_with(config, true, "", &[]);
+        (proxy, pipes.expect("stdio pipes"))
+    }
+
     /// Start the binary with AHP on `listen` (e.g. `0.0.0.0:0`) and extra environment.
     pub fn start_on(config: &str, listen: &str, env: &[(&str, &str)]) -> Self {
         Self::launch_with(config, false, listen, env).0
@@ -107,7 +114,7 @@ impl Proxy {
         command
             .args(["--log-format", "json", "--config"])
             .arg(&config_path)
-            .args(["serve", "--listen", listen])
+            .arg("serve")
             .env(
                 "RUST_LOG",
                 std::env::var("PROXY_LOG").unwrap_or_else(|_| "info".into()),
@@ -115,6 +122,9 @@ impl Proxy {
             .env_remove("AHP_PROXY_TOKEN")
             .envs(env.iter().copied())
             .stderr(Stdio::piped());
+        if !listen.is_empty() {
+            command.args(["--listen", listen]);
+        }
         if stdio {
             command
                 .arg("--stdio")
