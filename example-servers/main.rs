@@ -3,12 +3,14 @@
 //!
 //! The kinds: notes, clock, an MCP App, an echo for benchmarks and two that fail on purpose
 //! (`small`), every MCP feature a proxy must forward (`features`); any of them can also
-//! misbehave on demand (`--fault`, see `faults`). `--http` serves streamable HTTP (`http`).
+//! misbehave on demand (`--fault`, see `faults`). `--http` serves streamable HTTP (`http`),
+//! `--sse` the legacy HTTP+SSE transport (`sse`).
 
 mod faults;
 mod features;
 mod http;
 mod small;
+mod sse;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -49,6 +51,10 @@ struct Options {
     /// Serve streamable HTTP on this address (`/mcp`) instead of stdio.
     #[arg(long)]
     http: Option<std::net::SocketAddr>,
+    /// Serve the legacy HTTP+SSE transport on this address (`GET /sse`, `POST /message`)
+    /// instead of stdio.
+    #[arg(long, conflicts_with = "http")]
+    sse: Option<std::net::SocketAddr>,
     /// With `--http`: answer 401 unless this header (`name=value`) is present.
     #[arg(long)]
     require_header: Option<String>,
@@ -153,6 +159,9 @@ fn report_launch(file: &std::path::Path) -> std::io::Result<()> {
 }
 
 async fn serve_with<S: ServerHandler + Clone>(server: S, options: Options) -> i32 {
+    if let Some(addr) = options.sse {
+        return sse::serve_sse(server, addr).await;
+    }
     match options.http {
         Some(addr) => http::serve_http(server, addr, options.require_header).await,
         None => {

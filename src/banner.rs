@@ -89,7 +89,10 @@ impl Banner {
             ));
         }
         lines.push(format!("  found    {found}"));
-        lines.push("  status   ahp-proxy status (another terminal), Ctrl-C stops".into());
+        lines.push(format!(
+            "  status   ahp-proxy status --url {} (in another terminal); Ctrl-C stops",
+            self.ahp_url
+        ));
         lines
     }
 }

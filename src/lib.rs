@@ -4,12 +4,13 @@
 //! Map, from the bottom up: `spec` (plain data the layers share), `line_index` (byte offsets
 //! → positions), `jsonrpc` (AHP framing), `config` (proxy.toml), `discovery` (plugin folders,
 //! manifests and directories → customizations and launch specs), `catalog` (every source
-//! scanned, diffed into actions), `check` (the `check` report), `watch` (live rescans),
+//! scanned, diffed into actions), `check` (the `check` report), `control` (the `status`,
+//! `start`, `stop`… commands: an AHP client of a running proxy), `watch` (live rescans),
 //! `supervisor` (one lifecycle task per MCP server), `host` (AHP state, single writer), `ahp`
 //! (the WebSocket face), `front` (the harness's MCP server), `tcp` (the accept step both
-//! listeners share), `banner` (what start-up prints), `serve` (the wiring and the shutdown
-//! order); `fuzzing` (fuzz targets,
-//! with the `fuzzing` feature only). The example MCP servers are a separate program
+//! listeners share), `banner` (what start-up prints), `health` (`GET /healthz`), `serve`
+//! (the wiring and the shutdown order); `fuzzing` (fuzz targets, with the `fuzzing` feature
+//! only). The example MCP servers are a separate program
 //! (`example-servers/`, `ahp-proxy-example-server`). See ARCHITECTURE.md.
 
 #![deny(unsafe_code)]
@@ -19,11 +20,13 @@ pub mod banner;
 pub mod catalog;
 pub mod check;
 pub mod config;
+pub mod control;
 pub mod discovery;
 pub mod front;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod health;
 pub mod host;
 pub mod jsonrpc;
 pub mod line_index;

@@ -161,6 +161,7 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
         tokio::spawn(crate::front::http::serve(
             tcp,
             hub.clone(),
+            health(&host, &hub),
             config.mcp.allowed_hosts.clone(),
             shutdown.clone(),
         ))
@@ -312,6 +313,25 @@ async fn bind_ahp(
             "{error} (is another ahp-proxy running? `--listen 127.0.0.1:0` takes any free port)"
         )),
     }
+}
+
+/// `GET /healthz`'s summary: the default session's servers and containers as the host holds
+/// them now, and the harnesses connected. Holds neither alive.
+fn health(host: &Arc<Host>, hub: &Arc<Hub>) -> crate::front::http::Health {
+    let host = Arc::downgrade(host);
+    let hub = Arc::downgrade(hub);
+    Arc::new(move || {
+        let customizations = host
+            .upgrade()
+            .and_then(|h| h.snapshot(crate::host::DEFAULT_SESSION_URI))
+            .and_then(|snapshot| match snapshot.state {
+                ahp_types::state::SnapshotState::Session(s) => s.customizations,
+                _ => None,
+            })
+            .unwrap_or_default();
+        let harnesses = hub.upgrade().map_or(0, |h| h.registry().count());
+        crate::health::summary(&customizations, harnesses).to_string()
+    })
 }
 
 /// The banner's counts of what discovery found.

@@ -504,7 +504,7 @@ fn mcp_servers(
                     &file,
                     e.offset,
                     format!(
-                        "invalid JSON: {}; the servers it last declared stay as they were",
+                        "invalid JSON: {}; nothing new loaded from it (servers it declared before keep running)",
                         e.message
                     ),
                 );

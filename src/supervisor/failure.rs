@@ -26,7 +26,8 @@ pub enum Failure {
     Protocol(String),
     /// It failed this many times in a row: not restarted until a start is requested.
     #[error(
-        "failed {failures} times in a row ({}); not restarting until a start is requested. Last failure: {last}",
+        "failed {failures} {} in a row ({}); not restarting until a start is requested. Last failure: {last}",
+        if *failures == 1 { "time" } else { "times" },
         last.kind()
     )]
     CrashLoop {

@@ -8,6 +8,7 @@ mod alerts;
 pub mod auth;
 pub mod connections;
 mod failure;
+pub mod https;
 pub mod policy;
 #[allow(unsafe_code)] // pre_exec (parent-death signal) and killpg: the only unsafe in the crate
 pub mod process;

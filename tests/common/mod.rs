@@ -107,6 +107,8 @@ impl Proxy {
         listen: &str,
         env: &[(&str, &str)],
     ) -> (Self, Option<StdioPipes>) {
+        // Tests build HTTP clients (rmcp's, reqwest) once a proxy runs: TLS must be ready.
+        ahp_proxy::supervisor::https::install_provider();
         let dir = ScratchDir::new("proxy");
         let config_path = dir.path().join("proxy.toml");
         std::fs::write(&config_path, config).expect("write config");
@@ -272,19 +274,29 @@ impl Drop for Proxy {
 /// drop (so a failing test does not leave it running).
 pub struct HttpExampleServer {
     child: Child,
-    /// `http://127.0.0.1:<port>/mcp`
+    /// `http://127.0.0.1:<port>/mcp` (`/sse` for the legacy transport)
     pub url: String,
 }
 
 impl HttpExampleServer {
     /// `ahp-proxy-example-server <kind> --http 127.0.0.1:<free port> <extra…>`.
     pub fn start(kind: &str, extra: &[&str]) -> Self {
+        Self::serve(kind, "--http", "/mcp", extra)
+    }
+
+    /// `ahp-proxy-example-server <kind> --sse 127.0.0.1:<free port>`: the legacy HTTP+SSE
+    /// transport, its event stream at `url` (`…/sse`).
+    pub fn start_sse(kind: &str) -> Self {
+        Self::serve(kind, "--sse", "/sse", &[])
+    }
+
+    fn serve(kind: &str, transport: &str, path: &str, extra: &[&str]) -> Self {
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
             listener.local_addr().expect("local addr").port()
         };
         let child = Command::new(EXAMPLES)
-            .args([kind, "--http", &format!("127.0.0.1:{port}")])
+            .args([kind, transport, &format!("127.0.0.1:{port}")])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -293,7 +305,7 @@ impl HttpExampleServer {
             .expect("spawn example server");
         Self {
             child,
-            url: format!("http://127.0.0.1:{port}/mcp"),
+            url: format!("http://127.0.0.1:{port}{path}"),
         }
     }
 }

@@ -1,6 +1,9 @@
 //! `ahp-proxy check`: renders the customization tree a client would see, with load states,
 //! server states and every problem (a server that cannot start included), as text or JSON;
-//! an invalid config as JSON too. Pure: catalog in, text out.
+//! an invalid config as JSON too. Pure: catalog in, text out; `start` (`check --start`) is the
+//! one part that runs servers.
+
+pub mod start;
 
 use ahp_types::state::{
     ChildCustomization, Customization, CustomizationLoadState, McpServerState, TextRange,
@@ -46,13 +49,17 @@ fn problems_json(problems: &[Problem]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The tree as JSON: `{customizations, problems}` (customizations exactly as AHP sends them).
-pub fn render_json(catalog: &Catalog) -> String {
-    let value = json!({
+/// The tree as JSON: `{customizations, problems, serversStarted}` (customizations exactly
+/// as AHP sends them), and with `--start` each server's outcome under `servers`.
+pub fn render_json(catalog: &Catalog, started: Option<&[start::Outcome]>) -> String {
+    let mut value = json!({
         "customizations": catalog.customizations(),
         "problems": problems_json(&problems(catalog)),
-        "serversStarted": false,
+        "serversStarted": started.is_some(),
     });
+    if let Some(outcomes) = started {
+        value["servers"] = start::render_json(outcomes);
+    }
     serde_json::to_string_pretty(&value).unwrap_or_default()
 }
 
@@ -144,12 +151,16 @@ pub fn render_text(catalog: &Catalog) -> String {
     for problem in &problems {
         out.push_str(&format!("  {problem}\n"));
     }
+    out
+}
+
+/// What plain `check` says last: the servers were only read, not run.
+pub fn render_not_started(catalog: &Catalog) -> String {
     let servers = catalog.servers().count();
-    out.push_str(&format!(
+    format!(
         "{servers} server{} declared; none was started (`check --start` starts each one and lists its tools)\n",
         if servers == 1 { "" } else { "s" }
-    ));
-    out
+    )
 }
 
 fn child_line(child: &ChildCustomization) -> String {
