@@ -45,19 +45,26 @@ fn setup() -> (ScratchDir, String) {
     (dir, config)
 }
 
-fn echo_pid(proxy: &Proxy) -> Vec<u32> {
-    common::child_pids(proxy.pid())
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn status_shows_the_tree_and_the_steering_commands_act() {
-    let (_dir, config) = setup();
+/// The proxy on `setup()`'s config once every server has settled, and a watcher on it.
+async fn settled() -> (ScratchDir, Proxy, Watcher) {
+    let (dir, config) = setup();
     let proxy = Proxy::start(&config);
     let mut w = Watcher::open(&proxy).await;
     let mut seen = Vec::new();
     w.until("echo", "ready", &mut seen).await;
     w.until("inside", "ready", &mut seen).await;
     w.until("broken", "error", &mut seen).await;
+    (dir, proxy, w)
+}
+
+fn echo_pid(proxy: &Proxy) -> Vec<u32> {
+    common::child_pids(proxy.pid())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_shows_the_tree_and_the_steering_commands_act() {
+    let (_dir, proxy, mut w) = settled().await;
+    let mut seen = Vec::new();
     let url = proxy.url.clone();
 
     let status = cli(&["status"], &url);
@@ -179,13 +186,7 @@ async fn status_watch_follows_every_change() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn healthz_sums_up_the_proxy_for_service_managers() {
-    let (_dir, config) = setup();
-    let proxy = Proxy::start(&config);
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
-    w.until("echo", "ready", &mut seen).await;
-    w.until("inside", "ready", &mut seen).await;
-    w.until("broken", "error", &mut seen).await;
+    let (_dir, proxy, _w) = settled().await;
     let health_url = proxy.mcp_url.replace("/mcp", "/healthz");
     let response = reqwest::get(&health_url).await.expect("GET /healthz");
     assert_eq!(response.status(), 200);

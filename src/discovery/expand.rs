@@ -76,6 +76,30 @@ pub fn expand(input: &str, vars: &Vars<'_>) -> Result<String, Unresolved> {
     Ok(out)
 }
 
+/// `text` of a launch spec's `field`, expanded; the error names the token, why, and the
+/// field (`${TOKEN} is not set (used in the server's env)`).
+pub fn expand_field(field: &str, text: &str, vars: &Vars<'_>) -> Result<String, String> {
+    expand(text, vars)
+        .map_err(|u| format!("{} {} (used in the server's {field})", u.token, u.reason))
+}
+
+/// A remote server's launch spec (`url`, `headers`), expanded.
+pub fn expand_remote(
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+    sse: bool,
+    vars: &Vars<'_>,
+) -> Result<crate::spec::Launch, String> {
+    Ok(crate::spec::Launch::Http {
+        url: expand_field("url", url, vars)?,
+        headers: headers
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), expand_field("headers", v, vars)?)))
+            .collect::<Result<_, String>>()?,
+        sse,
+    })
+}
+
 enum Resolution {
     Value(String),
     Literal,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::expand::{expand, Vars};
+use super::expand::{expand_field, expand_remote, Vars};
 use super::json::{Node, Value};
 use crate::spec::Launch;
 
@@ -136,14 +136,7 @@ impl RawServer {
     /// `envFile` and the default `cwd` resolve against. The error says what is wrong and in
     /// which field.
     pub fn launch(&self, root: &Path, vars: &Vars<'_>) -> Result<Launch, String> {
-        let x = |field: &'static str, text: &str| {
-            expand(text, vars).map_err(|unresolved| {
-                format!(
-                    "{} {} (used in the server's {field})",
-                    unresolved.token, unresolved.reason
-                )
-            })
-        };
+        let x = |field: &'static str, text: &str| expand_field(field, text, vars);
         match &self.kind {
             Kind::Stdio {
                 command,
@@ -181,14 +174,7 @@ impl RawServer {
                     cwd: Some(cwd),
                 })
             }
-            Kind::Http { url, headers, sse } => Ok(Launch::Http {
-                url: x("url", url)?,
-                headers: headers
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), x("headers", v)?)))
-                    .collect::<Result<_, String>>()?,
-                sse: *sse,
-            }),
+            Kind::Http { url, headers, sse } => expand_remote(url, headers, *sse, vars),
         }
     }
 }
