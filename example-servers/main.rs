@@ -3,9 +3,10 @@
 //!
 //! The kinds: notes, clock, an MCP App, an echo for benchmarks and two that fail on purpose
 //! (`small`), every MCP feature a proxy must forward (`features`); any of them can also
-//! misbehave on demand (`--fault`, see `faults`). `--http` serves streamable HTTP (`http`).
-//! Two fixtures write raw JSON-RPC instead of going through rmcp (`raw`): the conformance
-//! suite's reference server (`conformance`) and byte-crafted messages (`transparency`).
+//! misbehave on demand (`--fault`, see `faults`). `--http` serves streamable HTTP (`http`),
+//! `--sse` the legacy HTTP+SSE transport (`sse`). Two fixtures write raw JSON-RPC instead of
+//! going through rmcp (`raw`): the conformance suite's reference server (`conformance`) and
+//! byte-crafted messages (`transparency`).
 
 mod conformance;
 mod faults;
@@ -13,6 +14,7 @@ mod features;
 mod http;
 mod raw;
 mod small;
+mod sse;
 mod transparency;
 
 use std::process::ExitCode;
@@ -52,9 +54,17 @@ struct Options {
     /// Which example server.
     #[arg(value_enum)]
     kind: Kind,
+    /// Further arguments, ignored (a launch report shows them: tests check how a proxy
+    /// expanded a manifest's `args`).
+    #[arg(value_name = "ARG", allow_hyphen_values = false)]
+    extra: Vec<String>,
     /// Serve streamable HTTP on this address (`/mcp`) instead of stdio.
     #[arg(long)]
     http: Option<std::net::SocketAddr>,
+    /// Serve the legacy HTTP+SSE transport on this address (`GET /sse`, `POST /message`)
+    /// instead of stdio.
+    #[arg(long, conflicts_with = "http")]
+    sse: Option<std::net::SocketAddr>,
     /// With `--http`: answer 401 unless this header (`name=value`) is present.
     #[arg(long)]
     require_header: Option<String>,
@@ -71,6 +81,10 @@ struct Options {
     /// Wait this many milliseconds before serving (a server slow to start).
     #[arg(long)]
     start_delay_ms: Option<u64>,
+    /// Write how this process was launched (`{"argv", "cwd", "env"}` as JSON) to this file
+    /// at start-up, so a test can see the launch spec a proxy used.
+    #[arg(long, value_name = "FILE")]
+    report: Option<std::path::PathBuf>,
     /// Misbehaviour for fault tests.
     #[command(flatten)]
     faults: faults::FaultOptions,
@@ -103,6 +117,12 @@ fn run(options: Options) -> i32 {
 }
 
 async fn serve(options: Options) -> i32 {
+    if let Some(file) = &options.report {
+        if let Err(error) = report_launch(file) {
+            eprintln!("example-server: cannot write the launch report: {error}");
+            return 1;
+        }
+    }
     if let Some(ms) = options.start_delay_ms {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
@@ -161,7 +181,25 @@ where
     }
 }
 
+/// Write argv, cwd and the environment as JSON, atomically (a reader never sees half).
+fn report_launch(file: &std::path::Path) -> std::io::Result<()> {
+    let env: serde_json::Map<String, serde_json::Value> = std::env::vars()
+        .map(|(k, v)| (k, serde_json::Value::String(v)))
+        .collect();
+    let report = serde_json::json!({
+        "argv": std::env::args().collect::<Vec<_>>(),
+        "cwd": std::env::current_dir()?.to_string_lossy(),
+        "env": env,
+    });
+    let partial = file.with_extension("partial");
+    std::fs::write(&partial, report.to_string())?;
+    std::fs::rename(partial, file)
+}
+
 async fn serve_with<S: ServerHandler + Clone>(server: S, options: Options) -> i32 {
+    if let Some(addr) = options.sse {
+        return sse::serve_sse(server, addr).await;
+    }
     match options.http {
         Some(addr) => http::serve_http(server, addr, options.require_header).await,
         None => {

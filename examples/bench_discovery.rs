@@ -146,7 +146,10 @@ fn peak_rss_mib() -> f64 {
 }
 
 fn child_scan(plugins: &Path) {
-    let ctx = Context::from_process(std::env::temp_dir().join("ahp-proxy-bench-data"));
+    let ctx = Context::from_process(
+        std::env::temp_dir().join("ahp-proxy-bench-data"),
+        &Default::default(),
+    );
     let started = Instant::now();
     let catalog = Catalog::scan(
         Sources {

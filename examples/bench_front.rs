@@ -51,6 +51,8 @@ const ALLOWANCE_US: f64 = 25.0;
 type Client = RunningService<RoleClient, ()>;
 
 fn main() {
+    // reqwest (rmcp's client) needs the TLS provider the proxy uses.
+    ahp_proxy::supervisor::https::install_provider();
     let binary = proxy_binary();
     let dir = std::env::temp_dir().join(format!("ahp-proxy-bench-front-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,27 +4,31 @@
 //! Map, from the bottom up: `spec` (plain data the layers share), `line_index` (byte offsets
 //! → positions), `jsonrpc` (AHP framing), `config` (proxy.toml), `discovery` (plugin folders,
 //! manifests and directories → customizations and launch specs), `catalog` (every source
-//! scanned, diffed into actions), `check` (the `check` report), `watch` (live rescans),
+//! scanned, diffed into actions), `check` (the `check` report), `control` (the `status`,
+//! `start`, `stop`… commands: an AHP client of a running proxy), `watch` (live rescans),
 //! `supervisor` (one lifecycle task per MCP server), `host` (AHP state, single writer), `ahp`
 //! (the WebSocket face), `console` (the web console's pages, served by `ahp`), `front` (the
 //! harness's MCP server), `tcp` (the accept step the listeners share), `untrusted` and
-//! `log_writer` (outside text made safe for log lines), `serve` (the wiring and the
-//! shutdown order); `fuzzing` (fuzz targets,
-//! with the `fuzzing` feature only). The example MCP servers are a separate program
+//! `log_writer` (outside text made safe for log lines), `banner` (what start-up prints),
+//! `health` (`GET /healthz`), `serve` (the wiring and the shutdown order); `fuzzing` (fuzz
+//! targets, with the `fuzzing` feature only). The example MCP servers are a separate program
 //! (`example-servers/`, `ahp-proxy-example-server`). See ARCHITECTURE.md.
 
 #![deny(unsafe_code)]
 
 pub mod ahp;
+pub mod banner;
 pub mod catalog;
 pub mod check;
 pub mod config;
 pub mod console;
+pub mod control;
 pub mod discovery;
 pub mod front;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod health;
 pub mod host;
 pub mod jsonrpc;
 pub mod line_index;

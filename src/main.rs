@@ -1,4 +1,5 @@
-//! The `ahp-proxy` command line: `serve` (default) and `check`. Wiring only.
+//! The `ahp-proxy` command line: `serve` (default), `check`, and the AHP client commands
+//! `status`, `start`, `stop`, `restart`, `enable`, `disable`. Wiring only.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,7 +9,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
 use ahp_proxy::catalog::Catalog;
+use ahp_proxy::check;
 use ahp_proxy::config::Config;
+use ahp_proxy::control::{self, steer::Verb, Endpoint};
 use ahp_proxy::discovery::Context;
 
 #[derive(Parser)]
@@ -59,7 +62,67 @@ enum Command {
         /// Print JSON (`{customizations, problems}`) instead of text.
         #[arg(long)]
         json: bool,
+        /// Also start every enabled server, wait until it is ready or has failed, list its
+        /// tools, and stop it again. Exit 1 when one failed.
+        #[arg(long)]
+        start: bool,
     },
+    /// Show a running proxy's plugins and servers (states, errors, tools) as an AHP client.
+    /// Exit 1 when something is in error, 2 when the proxy cannot be reached.
+    Status {
+        #[command(flatten)]
+        remote: Remote,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Keep following: print again after every change, until Ctrl-C.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Start a server of a running proxy (a crash-looped one gets fresh attempts).
+    Start {
+        /// The server's name, `<plugin>/<server>`, or its id.
+        server: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Stop a server of a running proxy.
+    Stop {
+        /// The server's name, `<plugin>/<server>`, or its id.
+        server: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Stop a server of a running proxy, then start it again.
+    Restart {
+        /// The server's name, `<plugin>/<server>`, or its id.
+        server: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Turn a server or a whole plugin on (as an AHP client's toggle does).
+    Enable {
+        /// A server's or a plugin's name, `<plugin>/<server>`, or an id.
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Turn a server or a whole plugin off (its servers stop).
+    Disable {
+        /// A server's or a plugin's name, `<plugin>/<server>`, or an id.
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+/// Where the running proxy is.
+#[derive(clap::Args)]
+struct Remote {
+    /// The proxy's AHP endpoint [default: ws:// at `ahp.listen` of the config]. The access
+    /// token is `AHP_PROXY_TOKEN`, else `ahp.token`.
+    #[arg(long, value_name = "ws://HOST:PORT")]
+    url: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -87,6 +150,8 @@ fn init_logging(format: LogFormat) {
 }
 
 fn main() -> ExitCode {
+    // Before any HTTP client exists (reqwest has no TLS provider of its own here).
+    ahp_proxy::supervisor::https::install_provider();
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Serve {
         listen: None,
@@ -95,11 +160,13 @@ fn main() -> ExitCode {
         worker_threads: None,
     });
     init_logging(cli.log_format);
-    let loaded = match &cli.config {
+    let config_file = match &cli.config {
+        Some(path) => Some(path.clone()),
+        None if std::path::Path::new("proxy.toml").exists() => Some(PathBuf::from("proxy.toml")),
+        None => None,
+    };
+    let loaded = match &config_file {
         Some(path) => Config::load(path),
-        None if std::path::Path::new("proxy.toml").exists() => {
-            Config::load(std::path::Path::new("proxy.toml"))
-        }
         // No file: every key at its default (typically with --manifest).
         None => Config::parse(
             "",
@@ -109,7 +176,15 @@ fn main() -> ExitCode {
     };
     let mut config = match loaded {
         Ok(config) => config,
+        // A client command told where the proxy is does not need the config.
+        Err(_) if remote_of(&command).is_some_and(|r| r.url.is_some()) => {
+            Config::parse("", "(defaults)", std::path::Path::new("."))
+                .unwrap_or_else(|_| unreachable!("an empty config is valid"))
+        }
         Err(error) => {
+            if matches!(command, Command::Check { json: true, .. }) {
+                print_out(&ahp_proxy::check::render_config_error_json(&error));
+            }
             eprintln!("{error}");
             return ExitCode::from(2);
         }
@@ -120,58 +195,151 @@ fn main() -> ExitCode {
             .manifests
             .push(ahp_proxy::config::normalize(&absolute));
     }
+    if let Some(remote) = remote_of(&command) {
+        let endpoint = endpoint(&config, remote);
+        return control(command, endpoint);
+    }
     match command {
-        Command::Check { json } => check(&config, json),
+        Command::Check { json, start } => check(&config, json, start),
         Command::Serve {
             listen,
             mcp_listen,
             stdio,
             worker_threads,
-        } => serve(config, listen, mcp_listen, stdio, worker_threads),
+        } => {
+            let options = ahp_proxy::serve::Options {
+                stdio,
+                config_file: config_file.map(|p| std::path::absolute(&p).unwrap_or(p)),
+                text_banner: matches!(cli.log_format, LogFormat::Text),
+            };
+            serve(config, listen, mcp_listen, options, worker_threads)
+        }
+        _ => unreachable!("client commands are run above"),
     }
 }
 
-fn check(config: &Config, json: bool) -> ExitCode {
-    let ctx = Context::from_process(config.data_dir.clone());
+fn check(config: &Config, json: bool, start: bool) -> ExitCode {
+    let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
     let catalog = Catalog::scan(ahp_proxy::serve::sources(config), &ctx);
+    let outcomes = match start.then(|| runtime(false)) {
+        None => None,
+        Some(Ok(runtime)) => {
+            let outcomes = runtime.block_on(check::start::start_all(&config.supervisor, &catalog));
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            Some(outcomes)
+        }
+        Some(Err(error)) => {
+            eprintln!("{error}");
+            return ExitCode::FAILURE;
+        }
+    };
     if json {
-        println!("{}", ahp_proxy::check::render_json(&catalog));
+        print_out(&check::render_json(&catalog, outcomes.as_deref()));
     } else {
-        println!("AHP endpoint   ws://{}", config.ahp.listen);
-        match config.mcp.listen {
-            Some(addr) => println!("MCP endpoint   http://{addr}/mcp (and /mcp/<server>)"),
-            None => println!("MCP endpoint   stdio only (serve --stdio)"),
+        print_out(&check::render_header(config));
+        print_out(&check::render_text(&catalog));
+        match &outcomes {
+            Some(outcomes) => print_out(&check::start::render_text(outcomes)),
+            None => print_out(&check::render_not_started(&catalog)),
         }
-        println!(
-            "agent          {} ({})",
-            config.agent.display_name, config.agent.provider
-        );
-        println!("session        {}", config.session.title);
-        for root in &config.plugin_roots {
-            println!("plugin root    {}", root.display());
-        }
-        for manifest in &config.manifests {
-            println!("manifest       {}", manifest.display());
-        }
-        for dir in &config.directories {
-            println!("directory      {}", dir.path.display());
-        }
-        print!("{}", ahp_proxy::check::render_text(&catalog));
     }
-    if ahp_proxy::check::has_errors(&catalog) {
+    let failed = outcomes
+        .as_deref()
+        .is_some_and(|o| o.iter().any(|o| o.failed()));
+    if check::has_errors(&catalog) || failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     }
 }
 
+/// The `--url` of a client command, if `command` is one.
+fn remote_of(command: &Command) -> Option<&Remote> {
+    match command {
+        Command::Status { remote, .. }
+        | Command::Start { remote, .. }
+        | Command::Stop { remote, .. }
+        | Command::Restart { remote, .. }
+        | Command::Enable { remote, .. }
+        | Command::Disable { remote, .. } => Some(remote),
+        Command::Serve { .. } | Command::Check { .. } => None,
+    }
+}
+
+/// Where a client command connects: `--url`, else `ws://` at `ahp.listen` (an unspecified
+/// address means this machine); the token from `AHP_PROXY_TOKEN`, else `ahp.token`.
+fn endpoint(config: &Config, remote: &Remote) -> Endpoint {
+    let url = remote.url.clone().unwrap_or_else(|| {
+        let mut addr = config.ahp.listen;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        format!("ws://{addr}")
+    });
+    let token = std::env::var(ahp_proxy::config::TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.is_empty())
+        .or_else(|| config.ahp.token.as_ref().map(|t| t.0.clone()));
+    Endpoint { url, token }
+}
+
+/// Run a client command against a running proxy.
+fn control(command: Command, endpoint: Endpoint) -> ExitCode {
+    let runtime = match runtime(true) {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let verb = |verb, name| runtime.block_on(control::steer::run(&endpoint, verb, name));
+    let status = match &command {
+        Command::Status { json, watch, .. } => {
+            runtime.block_on(control::status(&endpoint, *json, *watch))
+        }
+        Command::Start { server, .. } => verb(Verb::Start, server),
+        Command::Stop { server, .. } => verb(Verb::Stop, server),
+        Command::Restart { server, .. } => verb(Verb::Restart, server),
+        Command::Enable { name, .. } => verb(Verb::Enable, name),
+        Command::Disable { name, .. } => verb(Verb::Disable, name),
+        Command::Serve { .. } | Command::Check { .. } => 2,
+    };
+    ExitCode::from(status)
+}
+
+/// A runtime for a short-lived command: one thread (`current`) or one per core.
+fn runtime(current: bool) -> Result<tokio::runtime::Runtime, String> {
+    let mut builder = if current {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    builder
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start the async runtime: {error}"))
+}
+
+/// Write `text` (plus a newline when it has none) to stdout. A reader that went away
+/// (`check | head`) is not an error worth a panic.
+fn print_out(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+}
+
 fn serve(
     mut config: Config,
     listen: Option<SocketAddr>,
     mcp_listen: Option<SocketAddr>,
-    stdio: bool,
+    options: ahp_proxy::serve::Options,
     worker_threads: Option<u16>,
 ) -> ExitCode {
+    let stdio = options.stdio;
     if let Some(listen) = listen {
         config.ahp.listen = listen;
     }
@@ -203,7 +371,7 @@ fn serve(
             return ExitCode::FAILURE;
         }
     };
-    let outcome = runtime.block_on(ahp_proxy::serve::run(config, stdio));
+    let outcome = runtime.block_on(ahp_proxy::serve::run(config, options));
     // Timers still pending (client grace periods) must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match outcome {

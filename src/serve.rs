@@ -11,6 +11,7 @@ use ahp_types::actions::SessionCustomizationsChangedAction;
 use ahp_types::StateAction;
 
 use crate::ahp::listener;
+use crate::banner::Banner;
 use crate::catalog::{Catalog, Sources};
 use crate::config::Config;
 use crate::discovery::configured::Configured;
@@ -22,20 +23,36 @@ use crate::mirror::Mirror;
 use crate::supervisor::Supervisor;
 use crate::watch;
 
+/// How `serve` was asked to run, besides the config.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Serve MCP on stdin/stdout (a harness launched us).
+    pub stdio: bool,
+    /// The config file that was read (`None`: none was found, defaults apply).
+    pub config_file: Option<std::path::PathBuf>,
+    /// Print the start-up banner as text on stderr (else it is one `info` log event).
+    pub text_banner: bool,
+}
+
 /// Run the proxy on `config` until Ctrl-C / SIGTERM (or, with `stdio`, until the harness
 /// closes our stdin). Errors are start-up failures.
-pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
+pub async fn run(config: Config, options: Options) -> Result<(), String> {
+    let stdio = options.stdio;
     // Checked before anything starts: no server is launched for a proxy that will not run.
     let token = access_token(&config)?;
     let mut signals = Signals::listen();
     let host = Arc::new(Host::new(&config));
-    let ctx = Context::from_process(config.data_dir.clone());
+    let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
     let catalog = Catalog::scan(sources(&config), &ctx);
     let customizations = catalog.customizations();
+    let mut banner = found(&catalog, &customizations);
+    banner.config = options.config_file.clone();
+    banner.stdio = stdio;
     tracing::info!(
         customizations = customizations.len(),
-        servers = catalog.servers().count(),
-        problems = catalog.problems().count(),
+        servers = banner.servers,
+        servers_in_error = banner.servers_in_error,
+        problems = banner.problems,
         "discovery finished"
     );
     for problem in catalog.problems() {
@@ -108,10 +125,12 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     };
     // Nothing else has a sender yet: this cannot be full.
     let _ = supervisor.commands().send(catalog.supervision()).await;
-    let tcp = listener::bind(config.ahp.listen).await?;
+    let (tcp, fallback) = bind_ahp(config.ahp.listen, stdio).await?;
     let addr = tcp
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    banner.ahp_url = format!("ws://{addr}");
+    banner.ahp_note = fallback;
     let mcp_tcp = match config.mcp.listen {
         Some(mcp_addr) => Some(crate::front::http::bind(mcp_addr).await?),
         None => None,
@@ -125,6 +144,7 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
             tracing::warn!(addr = %mcp_addr, "the MCP front is listening on a non-loopback address without authentication");
         }
         tracing::info!(addr = %mcp_addr, url = %format!("http://{mcp_addr}/mcp"), "MCP endpoint listening");
+        banner.mcp_url = Some(format!("http://{mcp_addr}/mcp"));
     }
     let gate = Arc::new(crate::ahp::gate::Gate::new(
         &config.ahp,
@@ -142,6 +162,7 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
     });
     tracing::info!(url = %format!("http://{addr}/"), views = %format!("http://{views_addr}"), "console: open this URL in a browser");
     tracing::info!(addr = %addr, url = %format!("ws://{addr}"), token = token.is_some(), "AHP endpoint listening");
+    show(&banner, options.text_banner);
 
     let shutdown = CancellationToken::new();
     let watcher = watch::spawn(
@@ -156,6 +177,7 @@ pub async fn run(config: Config, stdio: bool) -> Result<(), String> {
         tokio::spawn(crate::front::http::serve(
             tcp,
             hub.clone(),
+            health(&host, &hub),
             config.mcp.allowed_hosts.clone(),
             crate::front::http::Bounds {
                 max_connections: config.limits.max_connections,
@@ -297,6 +319,82 @@ where
 /// Wait for `task` to end, at most `limit`.
 async fn within(limit: Duration, task: JoinHandle<()>) {
     let _ = tokio::time::timeout(limit, task).await;
+}
+
+/// Bind the AHP endpoint. A harness that launched us (`stdio`) must keep working when
+/// another copy already holds the port (a second harness on the same proxy.toml, or the
+/// proxy started by hand): then any free port on the same address is taken, and said.
+/// Returns the listener and, after such a fallback, why it is not where the config said.
+async fn bind_ahp(
+    want: std::net::SocketAddr,
+    stdio: bool,
+) -> Result<(tokio::net::TcpListener, Option<String>), String> {
+    match listener::bind(want).await {
+        Ok(tcp) => Ok((tcp, None)),
+        Err(error) if stdio => {
+            let any = std::net::SocketAddr::new(want.ip(), 0);
+            let tcp = listener::bind(any).await?;
+            let port = tcp.local_addr().map(|a| a.port()).unwrap_or_default();
+            let note = format!("{want} was not free; serving AHP on port {port} instead");
+            tracing::warn!(%error, port, "{note}: AHP clients of this harness's proxy connect there (`ahp-proxy status --url ws://{}:{port}`)", want.ip());
+            Ok((tcp, Some(note)))
+        }
+        Err(error) => Err(format!(
+            "{error} (is another ahp-proxy running? `--listen 127.0.0.1:0` takes any free port)"
+        )),
+    }
+}
+
+/// `GET /healthz`'s summary: the default session's servers and containers as the host holds
+/// them now, and the harnesses connected. Holds neither alive.
+fn health(host: &Arc<Host>, hub: &Arc<Hub>) -> crate::front::http::Health {
+    let host = Arc::downgrade(host);
+    let hub = Arc::downgrade(hub);
+    Arc::new(move || {
+        let customizations = host
+            .upgrade()
+            .and_then(|h| h.snapshot(crate::host::DEFAULT_SESSION_URI))
+            .and_then(|snapshot| match snapshot.state {
+                ahp_types::state::SnapshotState::Session(s) => s.customizations,
+                _ => None,
+            })
+            .unwrap_or_default();
+        let harnesses = hub.upgrade().map_or(0, |h| h.registry().count());
+        crate::health::summary(&customizations, harnesses).to_string()
+    })
+}
+
+/// The banner's counts of what discovery found.
+fn found(catalog: &Catalog, customizations: &[ahp_types::state::Customization]) -> Banner {
+    use ahp_types::state::Customization;
+    let count = |f: fn(&Customization) -> bool| customizations.iter().filter(|c| f(c)).count();
+    Banner {
+        plugins: count(|c| matches!(c, Customization::Plugin(_))),
+        directories: count(|c| matches!(c, Customization::Directory(_))),
+        servers: catalog.servers().count(),
+        servers_in_error: catalog.servers().filter(|s| s.launch.is_err()).count(),
+        problems: catalog.problems().count(),
+        ..Banner::default()
+    }
+}
+
+/// Print the banner on stderr (text logs), or log it as one event (JSON logs).
+fn show(banner: &Banner, text: bool) {
+    if text {
+        let mut out = banner.lines().join("\n");
+        out.push('\n');
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(out.as_bytes());
+    } else {
+        tracing::info!(
+            config = %banner.config.as_ref().map_or_else(|| "(defaults)".into(), |p| p.display().to_string()),
+            ahp = %banner.ahp_url,
+            mcp = %banner.mcp_url.as_deref().unwrap_or(if banner.stdio { "stdio" } else { "off" }),
+            plugins = banner.plugins,
+            servers = banner.servers,
+            "ahp-proxy started"
+        );
+    }
 }
 
 /// Serve MCP on stdin/stdout until the harness closes stdin (or `shutdown`).

@@ -156,6 +156,7 @@ impl Scanner {
             return None;
         }
         let started = std::time::Instant::now();
+        let known: BTreeSet<String> = self.catalog.problems().map(|p| p.to_string()).collect();
         let mut actions = self.catalog.rescan(&dirty, &self.ctx);
         let added = self.sync_watches(&BTreeSet::new());
         let mut again = Dirty::default();
@@ -164,6 +165,12 @@ impl Scanner {
         }
         if !again.is_empty() {
             actions.extend(self.catalog.rescan(&again, &self.ctx));
+        }
+        // A file that just broke (a half-typed save) is said once, when it breaks.
+        for problem in self.catalog.problems() {
+            if !known.contains(&problem.to_string()) {
+                tracing::warn!(%problem, "discovery problem");
+            }
         }
         tracing::debug!(
             paths = paths.len(),

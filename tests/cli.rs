@@ -78,7 +78,22 @@ fn check_json_prints_the_wire_tree_and_fails_on_errors() {
         message.contains("${AHP_PROXY_TEST_UNSET_VAR} is not set"),
         "{message}"
     );
-    assert_eq!(tree["problems"], serde_json::json!([]));
+    // Counted as a problem too, at its declaration.
+    let problems = tree["problems"].as_array().expect("problems");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0]["location"]
+            .as_str()
+            .is_some_and(|l| l == "p/.plugin/plugin.json:1:32"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[0]["message"]
+            .as_str()
+            .is_some_and(|m| m
+                .starts_with("server \"s\" cannot start: ${AHP_PROXY_TEST_UNSET_VAR} is not set")),
+        "{problems:?}"
+    );
 
     std::fs::write(plugin.join(".plugin/plugin.json"), "{ \"name\": ").expect("break it");
     let output = proxy()
@@ -242,4 +257,79 @@ fn symbolic_link_loops_where_files_belong_degrade_the_plugin() {
         .contains("hooky/skills: symbolic link loop"));
     let problems = report["problems"].as_array().expect("problems");
     assert!(problems.len() >= 4, "{problems:?}");
+}
+
+#[test]
+fn check_reports_every_config_mistake_at_once_even_as_json() {
+    let dir = ScratchDir::new("mistakes");
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(
+        &path,
+        "lisen = 1\n[ahp]\ntokn = \"x\"\n[limits]\nclient_queue = \"many\"\nreplay_log = -5\n[servers.a]\ncomand = \"x\"\n[servers.b]\nargs = \"--flag\"\ncommand = \"y\"\n",
+    )
+    .expect("write config");
+    let output = proxy()
+        .arg("--config")
+        .arg(&path)
+        .args(["check", "--json"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("JSON even for an invalid config");
+    assert_eq!(report["configValid"], false);
+    let locations: Vec<String> = report["problems"]
+        .as_array()
+        .expect("problems")
+        .iter()
+        .map(|p| {
+            let location = p["location"].as_str().unwrap_or_default();
+            location
+                .rsplit_once("proxy.toml:")
+                .map_or("", |(_, l)| l)
+                .to_string()
+        })
+        .collect();
+    // unknown key, unknown key, wrong type, out of range, no command, unknown key, wrong type
+    assert_eq!(
+        locations,
+        ["1:1", "3:1", "5:16", "6:14", "7:1", "8:1", "10:8"],
+        "{report}"
+    );
+}
+
+#[test]
+fn check_says_servers_were_not_started_and_survives_a_closed_pipe() {
+    let dir = ScratchDir::new("summary");
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(&path, "[servers.a]\ncommand = \"true\"\n").expect("write config");
+    let output = proxy()
+        .arg("--config")
+        .arg(&path)
+        .arg("check")
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("1 server declared; none was started (`check --start`"),
+        "{stdout}"
+    );
+    // `check | head`: the reader is gone before anything is written.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    for json in [false, true] {
+        let mut command = proxy();
+        command.arg("--config").arg(&path).arg("check");
+        if json {
+            command.arg("--json");
+        }
+        let output = command
+            .stdout(writer.try_clone().expect("clone pipe"))
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
 }

@@ -42,7 +42,7 @@ async fn wait_until_gone(pids: &[u32]) -> Vec<u32> {
 #[tokio::test(flavor = "multi_thread")]
 async fn servers_come_up_ready_and_a_missing_command_is_an_error_without_secrets() {
     let config = format!(
-        "{FAST}{}{}[servers.missing]\ncommand = \"/no/such/dir/secret-command\"\n",
+        "{FAST}{}{}[servers.missing]\ncommand = \"/no/secret-dir/acme-server\"\n",
         server("echo", "echo", &[]),
         server("app", "app", &[]),
     );
@@ -59,8 +59,12 @@ async fn servers_come_up_ready_and_a_missing_command_is_an_error_without_secrets
         kind == "spawn" || (kind == "crashLoop" && message.contains("(spawn)")),
         "{kind}: {message}"
     );
-    assert!(message.contains("command not found"), "{message}");
-    assert!(!message.contains("secret-command"), "{message}");
+    // What to fix: the program's file name; never where it was looked for.
+    assert!(
+        message.contains("command not found: acme-server"),
+        "{message}"
+    );
+    assert!(!message.contains("secret-dir"), "{message}");
     // A spawn failure is retried with backoff like any failure, then given up on.
     let error = w.until_crash_loop("missing", &mut seen).await;
     assert!(error["error"]["message"]
@@ -474,7 +478,7 @@ async fn no_launch_secret_ever_appears_in_ahp_frames_or_info_logs() {
         &plugin.join(".mcp.json"),
         &format!(
             "{{\"mcpServers\": {{\"s\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\", \"--require-header\", \"x-k=ARG-SENTINEL-a81\"], \"env\": {{\"TOKEN\": \"ENV-SENTINEL-a81\"}}}},\n\
-             \"gone\": {{\"command\": \"/nope/CMD-SENTINEL-a81\", \"env\": {{\"K\": \"ENV-SENTINEL-a81\"}}}},\n\
+             \"gone\": {{\"command\": \"/nope/CMD-SENTINEL-a81/server\", \"env\": {{\"K\": \"ENV-SENTINEL-a81\"}}}},\n\
              \"web\": {{\"url\": \"http://127.0.0.1:9/mcp?key=URL-SENTINEL-a81\", \"headers\": {{\"Authorization\": \"Bearer HDR-SENTINEL-a81\"}}}},\n\
              \"path\": {{\"url\": \"http://USER-SENTINEL-a81:PASS-SENTINEL-a81@127.0.0.1:9/KEY-SENTINEL-a81/mcp?k=Q-SENTINEL-a81'x#FRAG-SENTINEL-a81\"}}}}}}"
         ),

@@ -22,6 +22,8 @@ use tokio::time::Instant;
 const DEFAULT_SECS: u64 = 180;
 
 fn main() {
+    // reqwest (rmcp's client) needs the TLS provider the proxy uses.
+    ahp_proxy::supervisor::https::install_provider();
     let secs = parse_secs();
     let binary = common::proxy_binary();
     let dir = std::env::temp_dir().join(format!("ahp-proxy-soak-{}", std::process::id()));

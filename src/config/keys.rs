@@ -210,6 +210,10 @@ pub const ALL: &[Key] = &[
         name: "data_dir",
         default: "`$XDG_DATA_HOME/ahp-proxy`, else `~/.local/share/ahp-proxy`",
     }),
+    Key::Other(Other {
+        name: "inputs",
+        default: "`{}`",
+    }),
     Key::Other(DIRECTORY_PATH),
     Key::Other(DIRECTORY_CONTENTS),
     Key::Other(Other {

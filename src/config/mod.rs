@@ -1,8 +1,8 @@
 //! The `proxy.toml` schema: defaults, validation, and errors that name file:line:col.
 //! Parsing is pure (`Config::parse`); `Config::load` only adds reading the file.
 //!
-//! `keys` is the one table of keys, defaults and bounds; `raw` is the file as written;
-//! `checker` collects located problems; `sections`, `paths` and `servers` validate their
+//! `keys` is the one table of keys, defaults and bounds; `raw` is the file as written and
+//! `recover` reads it, leaving out what serde refuses; `checker` collects located problems; `sections`, `paths` and `servers` validate their
 //! parts into the `settings` types; `origin` is the one normal form of an `Origin`;
 //! `documented` (tests) holds README's table and the bundled proxy.toml to `keys`.
 
@@ -14,6 +14,7 @@ mod keys;
 mod origin;
 mod paths;
 mod raw;
+mod recover;
 mod sections;
 mod servers;
 mod settings;
@@ -26,13 +27,12 @@ pub use error::ConfigError;
 pub use origin::normalize_origin;
 pub use paths::normalize;
 pub use settings::{
-    AccessToken, AgentConfig, AhpConfig, Config, Limits, McpConfig, ServerConfig, SessionConfig,
-    SupervisorConfig, TOKEN_ENV,
+    AccessToken, AgentConfig, AhpConfig, Config, Inputs, Limits, McpConfig, ServerConfig,
+    SessionConfig, SupervisorConfig, TOKEN_ENV,
 };
 
 use checker::Checker;
 use paths::Resolver;
-use raw::RawConfig;
 
 use crate::spec::Problem;
 
@@ -57,13 +57,10 @@ impl Config {
     /// Validate `text` (the contents of `file`); relative paths are resolved against `base`.
     pub fn parse(text: &str, file: &str, base: &Path) -> Result<Self, ConfigError> {
         let mut checker = Checker::new(file, text);
-        let raw: RawConfig = match toml::from_str(text) {
-            Ok(raw) => raw,
-            Err(error) => {
-                let offset = error.span().map_or(0, |span| span.start);
-                checker.problem(offset, error.message().trim().to_string());
-                return checker.finish(None);
-            }
+        // Whatever serde refuses is a problem and is left out; the rest is still checked,
+        // so one run reports every mistake.
+        let Some(raw) = recover::read(text, &mut checker) else {
+            return checker.finish(None);
         };
         let mcp = sections::mcp(&mut checker, raw.mcp);
         let ahp = sections::ahp(&mut checker, raw.ahp);
@@ -93,6 +90,7 @@ impl Config {
             directories,
             data_dir: resolver.data_dir(raw.data_dir),
             path: resolver.config_path(file),
+            inputs: settings::Inputs(raw.inputs),
         });
         checker.finish(config)
     }

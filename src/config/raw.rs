@@ -32,6 +32,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub directories: Vec<Spanned<RawDirectory>>,
     pub data_dir: Option<String>,
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]

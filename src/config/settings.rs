@@ -38,6 +38,19 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The config file itself, absolute (the `uri` of proxy.toml servers).
     pub path: PathBuf,
+    /// Answers to `${input:<id>}` in VS Code manifests, by id (`[inputs]`). Secrets:
+    /// `Debug` shows only the ids.
+    pub inputs: Inputs,
+}
+
+/// `[inputs]`: id → value. `Debug` never prints a value.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Inputs(pub std::collections::BTreeMap<String, String>);
+
+impl fmt::Debug for Inputs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
 }
 
 /// `[ahp]`: where AHP clients connect, and who may.

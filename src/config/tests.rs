@@ -190,3 +190,48 @@ fn bundled_proxy_toml_is_valid() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("proxy.toml");
     Config::load(&path).expect("the bundled proxy.toml must stay valid");
 }
+
+#[test]
+fn every_mistake_of_a_file_is_reported_in_one_run() {
+    let text = "\
+lisen = 1
+[ahp]
+listen = \"localhost\"
+tokn = \"x\"
+[limits]
+client_queue = \"many\"
+replay_log = -5
+[[directories]]
+path = \"d\"
+contents = \"skil\"
+[servers.a]
+comand = \"x\"
+[servers.b]
+args = \"--flag\"
+command = \"y\"
+";
+    let error = parse(text).expect_err("six mistakes");
+    let lines: Vec<String> = error.problems.iter().map(|p| p.to_string()).collect();
+    for expected in [
+        "proxy.toml:1:1: unknown field `lisen`",
+        "proxy.toml:3:10: ahp.listen",
+        "proxy.toml:4:1: unknown field `tokn`",
+        "proxy.toml:6:16: ",
+        "proxy.toml:7:14: limits.replay_log = -5 is out of range",
+        "proxy.toml:10:12: ",
+        "proxy.toml:12:1: unknown field `comand`",
+        "proxy.toml:14:8: ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(expected)),
+            "missing {expected:?} in\n{}",
+            lines.join("\n")
+        );
+    }
+}
+
+#[test]
+fn syntax_errors_are_all_reported_too() {
+    let error = parse("a = \nb = [1,\n[ahp]\nlisten = 3\n").expect_err("broken");
+    assert!(error.problems.len() >= 2, "{error}");
+}

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use ahp_types::state::{Customization, McpServerCustomization, TextRange};
 
-use super::expand::{expand, Vars};
+use super::expand::{expand_field, expand_remote, Vars};
 use super::{DeclaredServer, Scan};
 use crate::config::ServerConfig;
 use crate::spec::Launch;
@@ -72,17 +72,14 @@ pub fn scan_configured(configured: &Configured, ctx: &super::Context) -> Scan {
 
 /// Expand every `${…}` of a launch spec; the error names the token and the field.
 pub fn expand_launch(launch: &Launch, vars: &Vars<'_>) -> Result<Launch, String> {
-    let x = |field: &str, text: &str| {
-        expand(text, vars)
-            .map_err(|u| format!("{} {} (used in the server's {field})", u.token, u.reason))
-    };
-    Ok(match launch {
+    let x = |field: &str, text: &str| expand_field(field, text, vars);
+    match launch {
         Launch::Stdio {
             command,
             args,
             env,
             cwd,
-        } => Launch::Stdio {
+        } => Ok(Launch::Stdio {
             command: x("command", command)?,
             args: args
                 .iter()
@@ -96,14 +93,7 @@ pub fn expand_launch(launch: &Launch, vars: &Vars<'_>) -> Result<Launch, String>
                 Some(cwd) => Some(PathBuf::from(x("cwd", &cwd.to_string_lossy())?)),
                 None => Some(PathBuf::from(vars.plugin_root)),
             },
-        },
-        Launch::Http { url, headers, sse } => Launch::Http {
-            url: x("url", url)?,
-            headers: headers
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), x("headers", v)?)))
-                .collect::<Result<_, String>>()?,
-            sse: *sse,
-        },
-    })
+        }),
+        Launch::Http { url, headers, sse } => expand_remote(url, headers, *sse, vars),
+    }
 }

@@ -67,5 +67,6 @@ pub fn scan_directory(spec: &DirectorySpec) -> Scan {
         servers: Vec::new(),
         problems: problems.list,
         watched: vec![spec.path.clone()],
+        unparsable: Vec::new(),
     }
 }

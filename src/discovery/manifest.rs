@@ -26,28 +26,39 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
         watched: vec![path.to_path_buf()],
         ..Scan::default()
     };
-    let parsed = SourceFile::read(path, display_path(path, &folder)).and_then(|file| {
-        match json::parse(&file.text) {
+    let parsed = SourceFile::read(path, display_path(path, &folder))
+        .map_err(|message| (message, false))
+        .and_then(|file| match json::parse(&file.text) {
             Ok(node) if node.members().is_some() => Ok((file, node)),
-            Ok(node) => Err(format!(
-                "{}: expected a JSON object, found {}; nothing loaded",
-                file.location(node.span.start),
-                node.type_name()
+            Ok(node) => Err((
+                format!(
+                    "{}: expected a JSON object, found {}; nothing new loaded",
+                    file.location(node.span.start),
+                    node.type_name()
+                ),
+                true,
             )),
-            Err(e) => Err(format!(
-                "{}: invalid JSON: {}; nothing loaded",
-                file.location(e.offset),
-                e.message
+            Err(e) => Err((
+                format!(
+                    "{}: invalid JSON: {}; nothing new loaded",
+                    file.location(e.offset),
+                    e.message
+                ),
+                true,
             )),
-        }
-    });
+        });
     let (file, root) = match parsed {
         Ok(parsed) => parsed,
-        Err(message) => {
+        Err((message, unparsable)) => {
             problems.push_message(message);
+            if unparsable {
+                // Mid-edit, probably: the servers it declared stay as they were.
+                problems.unparsable(&super::uri::file_uri(path));
+            }
             let container = file_container(path, file_name, problems.error_state(), Vec::new());
             scan.customizations.push(container);
             scan.problems = problems.list;
+            scan.unparsable = problems.unparsable;
             return scan;
         }
     };
@@ -58,17 +69,12 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
         .map_or(file_name, str::to_string);
     let folder_text = folder.to_string_lossy().into_owned();
     let data = ctx.plugin_data(&name, path).to_string_lossy().into_owned();
-    let workspace = if folder.file_name().is_some_and(|n| n == ".vscode") {
-        folder
-            .parent()
-            .unwrap_or(&folder)
-            .to_string_lossy()
-            .into_owned()
-    } else {
-        folder_text.clone()
-    };
+    // VS Code's `.vscode/mcp.json` and Cursor's `.cursor/mcp.json` belong to the project
+    // folder above them: it is `${workspaceFolder}`, and their stdio servers start there.
+    let workspace_dir = workspace_of(&folder);
+    let workspace = workspace_dir.to_string_lossy().into_owned();
     let scope = ServerScope {
-        root: &folder,
+        root: &workspace_dir,
         vars: Vars {
             plugin_root: &folder_text,
             plugin_data: &data,
@@ -131,7 +137,20 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
         scan.servers.splice(0..0, servers.declared);
     }
     scan.problems.splice(0..0, problems.list);
+    scan.unparsable.extend(problems.unparsable);
     scan
+}
+
+/// The project folder a manifest in `folder` belongs to: the parent of `.vscode/` or
+/// `.cursor/`, else the folder itself.
+fn workspace_of(folder: &Path) -> PathBuf {
+    let editor = folder
+        .file_name()
+        .is_some_and(|n| n == ".vscode" || n == ".cursor");
+    match folder.parent() {
+        Some(parent) if editor => parent.to_path_buf(),
+        _ => folder.to_path_buf(),
+    }
 }
 
 /// Whether an earlier entry of this file already produced the container `id` (a second one
@@ -322,6 +341,7 @@ fn plugin_entry(
         }));
     scan.servers.extend(servers.declared);
     scan.problems.extend(own.list);
+    scan.unparsable.extend(own.unparsable);
 }
 
 #[cfg(test)]

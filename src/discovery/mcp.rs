@@ -2,7 +2,6 @@
 //! inline `mcpServers`, `plugins.json`): normalises each entry, expands its launch spec, and
 //! turns it into an `mcpServer` child with the exact `range` of its declaration.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use ahp_types::state::{
@@ -10,8 +9,9 @@ use ahp_types::state::{
     McpServerStartingState, McpServerState, McpServerStoppedState,
 };
 
-use super::expand::{expand, Unresolved, Vars};
+use super::expand::Vars;
 use super::json::{self, Member, Node, Value};
+use super::server_entry::RawServer;
 use super::source::SourceFile;
 use super::{DeclaredServer, Problems};
 use crate::spec::Launch;
@@ -174,25 +174,28 @@ fn parse_entry(
         );
         return None;
     }
-    let raw = match RawServer::read(entry) {
-        Ok(raw) => raw,
-        Err((offset, message)) => {
-            problems.warn(file, offset, format!("server {name:?}: {message}; skipped"));
-            return None;
-        }
-    };
-    let enabled = !raw.disabled;
-    let launch = raw.launch(scope).map_err(|(field, unresolved)| {
-        format!(
-            "{} {} (used in the server's {field})",
-            unresolved.token, unresolved.reason
-        )
-    });
     let fragment = super::uri::fragment_component(&name);
     let id = match scope.plugin {
         Some(plugin) => format!("{plugin}/mcp={fragment}"),
         None => format!("{}#mcp={fragment}", file.uri),
     };
+    let raw = match RawServer::read(entry) {
+        Ok(raw) => raw,
+        Err((offset, message)) => {
+            problems.warn(
+                file,
+                offset,
+                format!("server {name:?}: {message}; its last good declaration stays in effect"),
+            );
+            problems.unparsable(&id);
+            return None;
+        }
+    };
+    for (offset, note) in &raw.notes {
+        problems.warn(file, *offset, format!("server {name:?}: {note}"));
+    }
+    let enabled = !raw.disabled;
+    let launch = raw.launch(scope.root, &scope.vars);
     let state = initial_state(&launch, enabled);
     let child = ChildCustomization::McpServer(Box::new(McpServerCustomization {
         id: id.clone(),
@@ -215,194 +218,6 @@ fn parse_entry(
         container: None,
     };
     Some((child, server))
-}
-
-/// The fields of one server entry, type-checked but not expanded.
-struct RawServer {
-    kind: Kind,
-    disabled: bool,
-}
-
-enum Kind {
-    Stdio {
-        command: String,
-        args: Vec<String>,
-        env: BTreeMap<String, String>,
-        cwd: Option<String>,
-    },
-    Http {
-        url: String,
-        headers: BTreeMap<String, String>,
-        sse: bool,
-    },
-}
-
-type FieldError = (usize, String);
-
-impl RawServer {
-    fn read(entry: &Node) -> Result<Self, FieldError> {
-        let string = |key: &str| -> Result<Option<String>, FieldError> {
-            match entry.get(key) {
-                None => Ok(None),
-                Some(m) => match &m.node.value {
-                    Value::String(s) => Ok(Some(s.clone())),
-                    _ => Err((
-                        m.node.span.start,
-                        format!("`{key}` must be a string, found {}", m.node.type_name()),
-                    )),
-                },
-            }
-        };
-        let map = |key: &str| -> Result<BTreeMap<String, String>, FieldError> {
-            let Some(m) = entry.get(key) else {
-                return Ok(BTreeMap::new());
-            };
-            let Some(members) = m.node.members() else {
-                return Err((
-                    m.node.span.start,
-                    format!("`{key}` must be an object, found {}", m.node.type_name()),
-                ));
-            };
-            members
-                .iter()
-                .map(|item| match &item.node.value {
-                    Value::String(s) => Ok((item.key.clone(), s.clone())),
-                    Value::Number(n) => Ok((item.key.clone(), n.clone())),
-                    Value::Bool(b) => Ok((item.key.clone(), b.to_string())),
-                    _ => Err((
-                        item.node.span.start,
-                        format!(
-                            "`{key}` values must be strings, found {}",
-                            item.node.type_name()
-                        ),
-                    )),
-                })
-                .collect()
-        };
-        let disabled = match entry.get("disabled").map(|m| &m.node.value) {
-            Some(Value::Bool(b)) => *b,
-            _ => matches!(
-                entry.get("enabled").map(|m| &m.node.value),
-                Some(Value::Bool(false))
-            ),
-        };
-        let command = string("command")?;
-        let url = string("url")?;
-        let transport = match string("type")?.as_deref() {
-            None if command.is_some() => "stdio",
-            None if url.is_some() => "http",
-            None => {
-                return Err((
-                    entry.span.start,
-                    "needs `command` (stdio) or `url` (http)".into(),
-                ))
-            }
-            Some("stdio" | "local") => "stdio",
-            Some("http" | "streamable-http" | "streamableHttp") => "http",
-            Some("sse") => "sse",
-            Some(other) => {
-                let at = entry
-                    .get("type")
-                    .map_or(entry.span.start, |m| m.node.span.start);
-                return Err((
-                    at,
-                    format!("unknown server type {other:?} (expected stdio, http, streamable-http or sse)"),
-                ));
-            }
-        };
-        let kind = if transport == "stdio" {
-            let Some(command) = command else {
-                return Err((entry.span.start, "a stdio server needs `command`".into()));
-            };
-            let args = match entry.get("args") {
-                None => Vec::new(),
-                Some(m) => match &m.node.value {
-                    Value::Array(items) => items
-                        .iter()
-                        .map(|item| match &item.value {
-                            Value::String(s) => Ok(s.clone()),
-                            Value::Number(n) => Ok(n.clone()),
-                            _ => Err((
-                                item.span.start,
-                                format!("`args` items must be strings, found {}", item.type_name()),
-                            )),
-                        })
-                        .collect::<Result<_, _>>()?,
-                    _ => {
-                        return Err((
-                            m.node.span.start,
-                            format!("`args` must be an array, found {}", m.node.type_name()),
-                        ))
-                    }
-                },
-            };
-            Kind::Stdio {
-                command,
-                args,
-                env: map("env")?,
-                cwd: string("cwd")?,
-            }
-        } else {
-            let Some(url) = url else {
-                return Err((
-                    entry.span.start,
-                    format!("a {transport} server needs `url`"),
-                ));
-            };
-            Kind::Http {
-                url,
-                headers: map("headers")?,
-                sse: transport == "sse",
-            }
-        };
-        Ok(Self { kind, disabled })
-    }
-
-    /// Expand every `${…}`; the error names the field the bad token was in.
-    fn launch(&self, scope: &ServerScope<'_>) -> Result<Launch, (&'static str, Unresolved)> {
-        let x = |field: &'static str, text: &str| expand(text, &scope.vars).map_err(|e| (field, e));
-        match &self.kind {
-            Kind::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => {
-                let command = x("command", command)?;
-                let command = if command.starts_with("./") || command.starts_with("../") {
-                    scope.root.join(&command).to_string_lossy().into_owned()
-                } else {
-                    command
-                };
-                let args = args
-                    .iter()
-                    .map(|a| x("args", a))
-                    .collect::<Result<_, _>>()?;
-                let env = env
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), x("env", v)?)))
-                    .collect::<Result<_, _>>()?;
-                let cwd = match cwd {
-                    None => scope.root.to_path_buf(),
-                    Some(cwd) => scope.root.join(x("cwd", cwd)?),
-                };
-                Ok(Launch::Stdio {
-                    command,
-                    args,
-                    env,
-                    cwd: Some(cwd),
-                })
-            }
-            Kind::Http { url, headers, sse } => Ok(Launch::Http {
-                url: x("url", url)?,
-                headers: headers
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), x("headers", v)?)))
-                    .collect::<Result<_, _>>()?,
-                sse: *sse,
-            }),
-        }
-    }
 }
 
 /// What a declared server shows before the supervisor reports on it: `stopped` when

@@ -4,12 +4,14 @@
 pub mod components;
 pub mod configured;
 pub mod directory;
+pub mod dotenv;
 pub mod expand;
 pub mod frontmatter;
 pub mod json;
 pub mod manifest;
 pub mod mcp;
 pub mod plugin;
+pub mod server_entry;
 pub mod source;
 pub mod uri;
 
@@ -66,12 +68,20 @@ pub struct Problems {
     pub list: Vec<Problem>,
     /// How many more were reported and dropped.
     pub dropped: usize,
+    /// What could not be parsed this time (see [`Scan::unparsable`]).
+    pub unparsable: Vec<String>,
 }
 
 impl Problems {
     /// A problem at a byte offset of `file`.
     pub fn warn(&mut self, file: &SourceFile, offset: usize, message: String) {
         self.warn_at(&file.location(offset), message);
+    }
+
+    /// `what` (a file URI, a container id or a server id) did not parse: the servers it
+    /// last declared stay as they were.
+    pub fn unparsable(&mut self, what: &str) {
+        self.unparsable.push(what.to_string());
     }
 
     /// A problem at a location already formatted.
@@ -143,9 +153,20 @@ const EXAMPLES_BINARY: &str = "ahp-proxy-example-server";
 
 impl Context {
     /// The production context: the process environment, plus `AHP_PROXY_EXE` (this binary),
-    /// `AHP_PROXY_EXAMPLES` (the example-server binary next to it) and `AHP_PROXY_DATA` (the
-    /// data folder).
-    pub fn from_process(data_dir: PathBuf) -> Self {
+    /// `AHP_PROXY_EXAMPLES` (the example-server binary next to it), `AHP_PROXY_DATA` (the
+    /// data folder), the working directory (`${cwd}`) and, for `${input:<id>}`, `inputs`
+    /// (proxy.toml's `[inputs]`) behind the `AHP_PROXY_INPUT_<ID>` variables.
+    pub fn from_process(
+        data_dir: PathBuf,
+        inputs: &std::collections::BTreeMap<String, String>,
+    ) -> Self {
+        let inputs: std::collections::HashMap<String, String> = inputs
+            .iter()
+            .map(|(id, value)| (expand::input_variable(id), value.clone()))
+            .collect();
+        let cwd = std::env::current_dir()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| ".".into());
         let exe = std::env::current_exe().ok();
         let examples = exe.as_ref().map_or_else(
             || EXAMPLES_BINARY.into(),
@@ -162,7 +183,10 @@ impl Context {
                 "AHP_PROXY_EXE" => Some(exe.clone()),
                 "AHP_PROXY_EXAMPLES" => Some(examples.clone()),
                 "AHP_PROXY_DATA" => Some(data.clone()),
-                _ => std::env::var(name).ok(),
+                expand::CWD_VARIABLE => Some(cwd.clone()),
+                _ => std::env::var(name)
+                    .ok()
+                    .or_else(|| inputs.get(name).cloned()),
             }),
         }
     }
@@ -214,4 +238,9 @@ pub struct Scan {
     pub problems: Vec<Problem>,
     /// Folders and files whose changes should trigger a rescan of this unit.
     pub watched: Vec<PathBuf>,
+    /// What could not be parsed this time: a file's URI (nothing in it parsed), a
+    /// container's id (its manifest did not parse) or a server's id (its entry was refused).
+    /// A rescan keeps the servers they declared last time (`catalog::last_good`), so a
+    /// half-typed save stops nothing.
+    pub unparsable: Vec<String>,
 }

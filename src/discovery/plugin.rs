@@ -154,11 +154,16 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
         None => None,
         Some(path) => match bounds
             .check(path)
+            .map_err(|message| (message, false))
             .and_then(|_| read_manifest(path, &display_base))
         {
             Ok(manifest) => Some(manifest),
-            Err(message) => {
+            Err((message, unparsable)) => {
                 problems.push_message(message);
+                if unparsable {
+                    // Mid-edit, probably: whatever the plugin declared stays as it was.
+                    problems.unparsable(&uri);
+                }
                 let plugin = container(folder_name, None, problems.error_state(), Some(Vec::new()));
                 return finish(dir, plugin, Servers::default(), problems);
             }
@@ -292,6 +297,7 @@ fn finish(dir: &Path, plugin: PluginCustomization, servers: Servers, problems: P
         servers: servers.declared,
         problems: problems.list,
         watched: vec![dir.to_path_buf()],
+        unparsable: problems.unparsable,
     }
 }
 
@@ -321,22 +327,25 @@ fn valid_agent_plugins_name(name: &str) -> bool {
         && !name.contains("..")
 }
 
-/// Read and parse a manifest; the error is a full `file:line:col: message`.
-fn read_manifest(path: &Path, display_base: &Path) -> Result<(SourceFile, Node), String> {
-    let file = SourceFile::read(path, display_path(path, display_base))?;
+/// Read and parse a manifest; the error is a full `file:line:col: message`, and whether the
+/// file was read but did not parse (rather than missing or unreadable).
+fn read_manifest(path: &Path, display_base: &Path) -> Result<(SourceFile, Node), (String, bool)> {
+    let file = SourceFile::read(path, display_path(path, display_base)).map_err(|m| (m, false))?;
     let node = json::parse(&file.text).map_err(|e| {
-        format!(
+        let message = format!(
             "{}: invalid JSON: {}; plugin not loaded",
             file.location(e.offset),
             e.message
-        )
+        );
+        (message, true)
     })?;
     if node.members().is_none() {
-        return Err(format!(
+        let message = format!(
             "{}: the manifest must be a JSON object, found {}",
             file.location(node.span.start),
             node.type_name()
-        ));
+        );
+        return Err((message, true));
     }
     Ok((file, node))
 }
@@ -498,14 +507,16 @@ fn mcp_servers(
                     &file,
                     e.offset,
                     format!(
-                        "invalid JSON: {}; no servers loaded from this file",
+                        "invalid JSON: {}; nothing new loaded from it (servers it declared before keep running)",
                         e.message
                     ),
                 );
+                problems.unparsable(&file.uri);
                 continue;
             }
         };
         let Some(map) = mcp::server_map(&node, &file, problems) else {
+            problems.unparsable(&file.uri);
             continue;
         };
         let servers = mcp::parse_servers(map, &file, scope, problems);

@@ -2,7 +2,8 @@
 //! `/mcp/<server>` one server's own. A POSTed request is answered as plain JSON when its
 //! answer is the first thing to send, else as an event stream carrying what the server sent
 //! about it first; GET opens the session's stream for everything else; DELETE ends it.
-//! `Host` and `Origin` are checked against DNS rebinding; loopback by default.
+//! `Host` and `Origin` are checked against DNS rebinding; loopback by default. `GET /healthz`
+//! answers the proxy's health summary.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -64,9 +65,13 @@ struct Session {
     streams: super::replay::Streams,
 }
 
+/// `GET /healthz`'s JSON body, worked out when asked (the serve wiring's summary).
+pub type Health = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// Sessions and endpoints.
 struct Front {
     hub: Arc<Hub>,
+    health: Health,
     /// Accepted `Host` headers.
     hosts: Vec<String>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
@@ -88,6 +93,7 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
 pub async fn serve(
     listener: TcpListener,
     hub: Arc<Hub>,
+    health: Health,
     allowed_hosts: Vec<String>,
     bounds: Bounds,
     shutdown: CancellationToken,
@@ -101,6 +107,7 @@ pub async fn serve(
     hosts.extend(allowed_hosts);
     let front = Arc::new(Front {
         hub,
+        health,
         hosts,
         sessions: Mutex::default(),
         bounds,
@@ -173,6 +180,9 @@ impl Front {
             return refused;
         }
         let path = request.uri().path().to_string();
+        if path == "/healthz" {
+            return self.healthz(request.method());
+        }
         let Some(scope) = self.scope(&path) else {
             return plain(
                 StatusCode::NOT_FOUND,
@@ -195,6 +205,14 @@ impl Front {
                 response
             }
         }
+    }
+
+    /// `GET /healthz`: the proxy's health summary as JSON (always 200 while it answers).
+    fn healthz(&self, method: &Method) -> Response<Body> {
+        if method != Method::GET && method != Method::HEAD {
+            return plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into());
+        }
+        json(StatusCode::OK, (self.health)())
     }
 
     /// DNS-rebinding guard: `Host` must be one we serve, `Origin` (when a browser sends one)

@@ -226,6 +226,11 @@ impl Registry {
         orphaned
     }
 
+    /// How many harnesses are connected.
+    pub fn count(&self) -> usize {
+        self.harnesses.len()
+    }
+
     /// A harness's record.
     pub fn harness(&self, id: HarnessId) -> Option<&Harness> {
         self.harnesses.get(&id)

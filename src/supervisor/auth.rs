@@ -64,7 +64,7 @@ pub async fn fetch_metadata(challenge: Option<&str>, server_url: &str) -> Option
         tracing::debug!("resource metadata on another origin ignored");
         return None;
     }
-    let client = reqwest::Client::builder()
+    let client = super::https::client_builder()
         .timeout(METADATA_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -169,7 +169,7 @@ impl Connections {
     pub fn http_client(&self) -> reqwest::Client {
         self.http
             .get_or_init(|| {
-                reqwest::Client::builder()
+                super::https::client_builder()
                     .tcp_nodelay(true)
                     .redirect(reqwest::redirect::Policy::none())
                     .build()

@@ -24,12 +24,10 @@ pub enum Failure {
     /// It broke the stdio framing (a line too long to be read).
     #[error("{0}")]
     Protocol(String),
-    /// The legacy HTTP+SSE transport.
-    #[error("the legacy HTTP+SSE transport is not supported; use streamable HTTP")]
-    Unsupported,
     /// It failed this many times in a row: not restarted until a start is requested.
     #[error(
-        "failed {failures} times in a row ({}); not restarting until a start is requested. Last failure: {last}",
+        "failed {failures} {} in a row ({}); not restarting until a start is requested. Last failure: {last}",
+        if *failures == 1 { "time" } else { "times" },
         last.kind()
     )]
     CrashLoop {
@@ -42,7 +40,7 @@ pub enum Failure {
 
 impl Failure {
     /// The short machine-readable tag: `config`, `spawn`, `startFailed`, `timeout`,
-    /// `exited`, `protocol`, `unsupported`, `crashLoop`.
+    /// `exited`, `protocol`, `crashLoop`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config(_) => "config",
@@ -51,8 +49,23 @@ impl Failure {
             Self::Timeout(_) => "timeout",
             Self::Exited(_) => "exited",
             Self::Protocol(_) => "protocol",
-            Self::Unsupported => "unsupported",
             Self::CrashLoop { .. } => "crashLoop",
+        }
+    }
+
+    /// The same failure with its text (and its last failure's) passed through `f`.
+    pub fn map_text(self, f: &dyn Fn(String) -> String) -> Self {
+        match self {
+            Self::Config(t) => Self::Config(f(t)),
+            Self::Spawn(t) => Self::Spawn(f(t)),
+            Self::StartFailed(t) => Self::StartFailed(f(t)),
+            Self::Timeout(t) => Self::Timeout(f(t)),
+            Self::Exited(t) => Self::Exited(f(t)),
+            Self::Protocol(t) => Self::Protocol(f(t)),
+            Self::CrashLoop { failures, last } => Self::CrashLoop {
+                failures,
+                last: Box::new(last.map_text(f)),
+            },
         }
     }
 }
@@ -73,10 +86,6 @@ mod tests {
         assert_eq!(
             failure.to_string(),
             "failed 3 times in a row (spawn); not restarting until a start is requested. Last failure: cannot start the server: command not found"
-        );
-        assert_eq!(
-            Failure::Unsupported.to_string(),
-            "the legacy HTTP+SSE transport is not supported; use streamable HTTP"
         );
     }
 }

@@ -4,9 +4,11 @@
 //! It reports every transition as a [`ServerEvent`]; the host turns those into
 //! `session/mcpServerStateChanged` actions.
 
+mod alerts;
 pub mod auth;
 pub mod connections;
 mod failure;
+pub mod https;
 pub mod policy;
 #[allow(unsafe_code)] // pre_exec (parent-death signal) and killpg: the only unsafe in the crate
 pub mod process;
@@ -404,6 +406,8 @@ impl Owner {
             shutdown: self.shutdown.clone(),
             connections: self.connections.clone(),
             last_challenge: std::sync::Mutex::new(None),
+            alerts: Default::default(),
+            secrets: Default::default(),
         };
         let span = tracing::info_span!("server", name = %entry.server.name);
         let ended = self.ended.clone();

@@ -19,19 +19,19 @@ pub struct Spawned {
     pub stderr: ChildStderr,
 }
 
-/// Why a child could not be started. The text says why without naming the command (a
-/// secret).
+/// Why a child could not be started. The text names the command's file name (what the user
+/// must fix) but never its folder, arguments or environment (they may be secrets).
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     /// The working directory is missing.
     #[error("cannot start the server: its working directory does not exist")]
     NoDirectory,
     /// No such program.
-    #[error("cannot start the server: command not found (check the command and PATH)")]
-    NotFound,
+    #[error("cannot start the server: command not found: {0} (check the command and PATH)")]
+    NotFound(String),
     /// The program cannot be run.
-    #[error("cannot start the server: permission denied (is the command executable?)")]
-    PermissionDenied,
+    #[error("cannot start the server: permission denied: {0} (is the command executable?)")]
+    PermissionDenied(String),
     /// Anything else the system said.
     #[error("cannot start the server: {0}")]
     Other(std::io::Error),
@@ -77,7 +77,9 @@ pub fn spawn(
             });
         }
     }
-    let mut child = cmd.spawn().map_err(|error| spawn_error(error, cwd))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|error| spawn_error(error, command, cwd))?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -91,14 +93,22 @@ pub fn spawn(
     })
 }
 
-fn spawn_error(error: std::io::Error, cwd: Option<&Path>) -> SpawnError {
+fn spawn_error(error: std::io::Error, command: &str, cwd: Option<&Path>) -> SpawnError {
     use std::io::ErrorKind;
     match error.kind() {
         ErrorKind::NotFound if cwd.is_some_and(|c| !c.is_dir()) => SpawnError::NoDirectory,
-        ErrorKind::NotFound => SpawnError::NotFound,
-        ErrorKind::PermissionDenied => SpawnError::PermissionDenied,
+        ErrorKind::NotFound => SpawnError::NotFound(file_name(command)),
+        ErrorKind::PermissionDenied => SpawnError::PermissionDenied(file_name(command)),
         _ => SpawnError::Other(error),
     }
+}
+
+/// The last component of `command` (`/opt/acme/bin/server` → `server`): enough to say which
+/// program is missing without showing where it was looked for.
+fn file_name(command: &str) -> String {
+    Path::new(command)
+        .file_name()
+        .map_or_else(|| command.to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// Stop `child` and everything in its process group: SIGTERM, then SIGKILL after `grace`.
@@ -186,13 +196,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_missing_command_is_reported_without_naming_it() {
-        let error = spawn("/no/such/secret-command", &[], &Default::default(), None)
-            .err()
-            .expect("cannot spawn");
-        assert!(matches!(error, SpawnError::NotFound), "{error:?}");
+    async fn a_missing_command_is_named_by_its_file_name_only() {
+        let error = spawn(
+            "/no/secret-folder/acme-server",
+            &["--token=s3cret".into()],
+            &Default::default(),
+            None,
+        )
+        .err()
+        .expect("cannot spawn");
+        assert!(matches!(error, SpawnError::NotFound(_)), "{error:?}");
         let error = error.to_string();
-        assert!(error.contains("command not found"), "{error}");
+        assert!(
+            error.contains("command not found: acme-server ("),
+            "{error}"
+        );
         assert!(!error.contains("secret"), "{error}");
     }
 

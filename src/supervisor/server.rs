@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::alerts::{Alerts, Secrets};
 use super::connections::{Connected, Connections};
 use super::policy::{Jitter, RestartPolicy};
 use super::running::Ended;
@@ -32,6 +33,10 @@ pub struct Task {
     pub connections: Arc<Connections>,
     /// The last `WWW-Authenticate` challenge the server sent (for a timer expiry).
     pub last_challenge: std::sync::Mutex<Option<String>>,
+    /// What the terminal was last told about this server.
+    pub alerts: std::sync::Mutex<Alerts>,
+    /// The current launch spec's secrets, blanked out of every message it reports.
+    pub secrets: std::sync::Mutex<Secrets>,
 }
 
 /// What the desired-state channel said while we waited.
@@ -106,11 +111,12 @@ impl Task {
         let launch = match &want.launch {
             Ok(launch) => launch,
             Err(message) => {
-                self.report(Status::Error(Failure::Config(message.clone())))
+                self.report_failure(Failure::Config(message.clone()), 1)
                     .await;
                 return self.wait(desired).await;
             }
         };
+        *lock(&self.secrets) = Secrets::of(launch, want.bearer.as_ref().map(|b| b.token.as_str()));
         if let Some(wake) = self.attempt(launch, desired, retries).await {
             return wake;
         }
@@ -145,8 +151,9 @@ impl Task {
                 return Some(self.wait(desired).await);
             }
             Err(Interrupted::Failed(failure)) => {
-                retries.count(None);
-                self.report(Status::Error(retries.verdict(failure))).await;
+                let failures = retries.count(None);
+                self.report_failure(retries.verdict(failure), failures)
+                    .await;
                 return None;
             }
         };
@@ -203,9 +210,9 @@ impl Task {
         let noise = running.stdout.clone();
         let stderr_tail = self.stop(running).await;
         let failures = retries.count(Some(uptime));
-        tracing::warn!(server = %self.name, failures, "server failed: {how}");
         let failure = failure(with_tail(noise.explain(how), &stderr_tail));
-        self.report(Status::Error(retries.verdict(failure))).await;
+        self.report_failure(retries.verdict(failure), failures)
+            .await;
         None
     }
 
@@ -284,8 +291,30 @@ impl Task {
         }
     }
 
+    /// Report a failure (the `failures`-th in a row), its secrets blanked.
+    async fn report_failure(&self, failure: Failure, failures: u32) {
+        let failure = lock(&self.secrets).scrub_failure(failure);
+        self.announce(&Status::Error(failure.clone()), failures);
+        self.send(Status::Error(failure)).await;
+    }
+
+    /// Tell the terminal about a transition into trouble (WARN), once; repeats go to debug.
+    fn announce(&self, status: &Status, failures: u32) {
+        match lock(&self.alerts).on(status, failures) {
+            Some(line) => {
+                let line = super::stdout::without_noise(&line);
+                tracing::warn!(server = %self.name, "server {} {line}", self.name)
+            }
+            None => tracing::debug!(server = %self.name, ?status, "status"),
+        }
+    }
+
     pub(super) async fn report(&self, status: Status) {
-        tracing::debug!(server = %self.name, ?status, "status");
+        self.announce(&status, 0);
+        self.send(status).await;
+    }
+
+    async fn send(&self, status: Status) {
         self.connections
             .set_pending(&self.id, matches!(status, Status::Starting));
         // What `authenticate` may answer: the servers that show authRequired right now.
@@ -342,6 +371,10 @@ pub fn public_resource(url: &str) -> String {
         }
         None => url.to_string(),
     }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn seed(id: &str) -> u64 {

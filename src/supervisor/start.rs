@@ -258,11 +258,14 @@ impl Task {
     }
 }
 
+/// What [`with_tail`] puts before a server's last stderr lines.
+pub(super) const TAIL_MARKER: &str = "; last stderr lines:\n";
+
 /// `how`, followed by the last stderr lines when there are some.
 pub(super) fn with_tail(how: String, tail: &str) -> String {
     if tail.is_empty() {
         how
     } else {
-        format!("{how}; last stderr lines:\n{tail}")
+        format!("{how}{TAIL_MARKER}{tail}")
     }
 }

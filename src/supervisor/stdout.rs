@@ -45,8 +45,27 @@ impl Report {
             return how;
         }
         let tail = self.noise.lock().unwrap_or_else(|p| p.into_inner()).text();
-        format!("{how}; {count} non-JSON stdout lines were ignored, the last:\n{tail}")
+        format!("{how}; {count} non-JSON stdout lines were ignored{NOISE_MARKER}{tail}")
     }
+}
+
+/// What [`Report::explain`] puts before the non-JSON lines it shows.
+const NOISE_MARKER: &str = ", the last:\n";
+
+/// An explained failure without the non-JSON stdout lines themselves (they may carry
+/// anything: only AHP clients and debug logs see them); the stderr tail after them stays.
+pub fn without_noise(text: &str) -> String {
+    let Some(start) = text.find(NOISE_MARKER) else {
+        return text.to_string();
+    };
+    let rest = &text[start..];
+    let kept = rest
+        .rfind(super::start::TAIL_MARKER)
+        .map_or("", |at| &rest[at..]);
+    format!(
+        "{} (AHP clients and debug logs show the last){kept}",
+        &text[..start]
+    )
 }
 
 impl crate::upstream::stdio::Watch for Report {
@@ -87,6 +106,11 @@ mod tests {
             "it exited; 2 non-JSON stdout lines were ignored, the last:\nServer starting\n"
         ));
         assert!(explained.ends_with(" […]"));
+        let told = without_noise(&format!("{explained}; last stderr lines:\nboom"));
+        assert_eq!(
+            told,
+            "it exited; 2 non-JSON stdout lines were ignored (AHP clients and debug logs show the last); last stderr lines:\nboom"
+        );
         assert!(!report.broken.is_cancelled());
         report.too_long();
         assert!(report.broken.is_cancelled());

@@ -63,9 +63,8 @@ impl From<Failure> for ConnectError {
             Failure::Stopped => ConnectError::Failed(
                 "the server closed the connection during the MCP handshake".into(),
             ),
-            Failure::Undelivered(why) => {
-                ConnectError::Failed(format!("MCP handshake failed: {why}"))
-            }
+            // Said as it is: "connection refused at 127.0.0.1:9000" names what to fix.
+            Failure::Undelivered(why) => ConnectError::Failed(why),
             other => ConnectError::Failed(format!("MCP handshake failed: the server {other}")),
         }
     }

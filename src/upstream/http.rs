@@ -248,6 +248,9 @@ pub fn refusal(response: &reqwest::Response) -> Option<Refusal> {
 /// A reqwest failure as a message from typed facts.
 pub fn describe(error: &reqwest::Error, at: &str) -> String {
     use std::error::Error as _;
+    if let Some(tls) = tls_failure(error) {
+        return format!("TLS with {at} failed: {tls}");
+    }
     let mut source = error.source();
     while let Some(cause) = source {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
@@ -269,6 +272,26 @@ pub fn describe(error: &reqwest::Error, at: &str) -> String {
     } else {
         format!("the HTTP exchange with {at} failed")
     }
+}
+
+/// The TLS error somewhere in `error`'s causes (rustls's travel inside an `io::Error`).
+fn tls_failure<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        if let Some(inner) = cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if let Some(tls) = tls_failure(inner) {
+                return Some(tls);
+            }
+        }
+        next = cause.source();
+    }
+    None
 }
 
 /// POST notifications and answers one after the other, in the order they were sent.

@@ -87,6 +87,13 @@ impl Proxy {
         (proxy, pipes.expect("stdio pipes"))
     }
 
+    /// Like `start_stdio`, with AHP where the config says (no `--listen`): for copies that
+    /// share one proxy.toml.
+    pub fn start_stdio_as_configured(config: &str) -> (Self, StdioPipes) {
+        let (proxy, pipes) = Self::launch_with(config, true, "", &[], LogFormat::Json);
+        (proxy, pipes.expect("stdio pipes"))
+    }
+
     /// Start the binary with AHP on `listen` (e.g. `0.0.0.0:0`) and extra environment.
     pub fn start_on(config: &str, listen: &str, env: &[(&str, &str)]) -> Self {
         Self::launch_with(config, false, listen, env, LogFormat::Json).0
@@ -116,6 +123,8 @@ impl Proxy {
         env: &[(&str, &str)],
         log_format: LogFormat,
     ) -> (Self, Option<StdioPipes>) {
+        // Tests build HTTP clients (rmcp's, reqwest) once a proxy runs: TLS must be ready.
+        ahp_proxy::supervisor::https::install_provider();
         let dir = ScratchDir::new("proxy");
         let config_path = dir.path().join("proxy.toml");
         std::fs::write(&config_path, config).expect("write config");
@@ -123,7 +132,7 @@ impl Proxy {
         command
             .args(["--log-format", log_format.flag(), "--config"])
             .arg(&config_path)
-            .args(["serve", "--listen", listen])
+            .arg("serve")
             .env(
                 "RUST_LOG",
                 std::env::var("PROXY_LOG").unwrap_or_else(|_| "info".into()),
@@ -131,6 +140,9 @@ impl Proxy {
             .env_remove("AHP_PROXY_TOKEN")
             .envs(env.iter().copied())
             .stderr(Stdio::piped());
+        if !listen.is_empty() {
+            command.args(["--listen", listen]);
+        }
         if stdio {
             command
                 .arg("--stdio")
@@ -226,6 +238,26 @@ impl Proxy {
         logs.iter().filter(|line| line.contains(needle)).count()
     }
 
+    /// Wait (at most [`PATIENCE`]) until a stderr line contains `needle`; returns that line.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            let found = {
+                let logs = self.logs.lock().expect("log lock");
+                logs.iter().find(|line| line.contains(needle)).cloned()
+            };
+            if let Some(line) = found {
+                return line;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no log line with {needle:?}; stderr:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// A handle on the captured stderr that outlives `self` (for tests that terminate it).
     pub fn log_sink(&self) -> Arc<Mutex<Vec<String>>> {
         self.logs.clone()
@@ -291,19 +323,29 @@ impl Drop for Proxy {
 /// drop (so a failing test does not leave it running).
 pub struct HttpExampleServer {
     child: Child,
-    /// `http://127.0.0.1:<port>/mcp`
+    /// `http://127.0.0.1:<port>/mcp` (`/sse` for the legacy transport)
     pub url: String,
 }
 
 impl HttpExampleServer {
     /// `ahp-proxy-example-server <kind> --http 127.0.0.1:<free port> <extra…>`.
     pub fn start(kind: &str, extra: &[&str]) -> Self {
+        Self::serve(kind, "--http", "/mcp", extra)
+    }
+
+    /// `ahp-proxy-example-server <kind> --sse 127.0.0.1:<free port>`: the legacy HTTP+SSE
+    /// transport, its event stream at `url` (`…/sse`).
+    pub fn start_sse(kind: &str) -> Self {
+        Self::serve(kind, "--sse", "/sse", &[])
+    }
+
+    fn serve(kind: &str, transport: &str, path: &str, extra: &[&str]) -> Self {
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
             listener.local_addr().expect("local addr").port()
         };
         let child = Command::new(EXAMPLES)
-            .args([kind, "--http", &format!("127.0.0.1:{port}")])
+            .args([kind, transport, &format!("127.0.0.1:{port}")])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -312,7 +354,7 @@ impl HttpExampleServer {
             .expect("spawn example server");
         Self {
             child,
-            url: format!("http://127.0.0.1:{port}/mcp"),
+            url: format!("http://127.0.0.1:{port}{path}"),
         }
     }
 }

@@ -1,5 +1,9 @@
 //! `ahp-proxy check`: renders the customization tree a client would see, with load states,
-//! server states and every problem, as text or JSON. Pure: catalog in, text out.
+//! server states and every problem (a server that cannot start included), as text or JSON;
+//! an invalid config as JSON too. Pure: catalog in, text out; `start` (`check --start`) is the
+//! one part that runs servers.
+
+pub mod start;
 
 use ahp_types::state::{
     ChildCustomization, Customization, CustomizationLoadState, McpServerState, TextRange,
@@ -7,6 +11,8 @@ use ahp_types::state::{
 use serde_json::json;
 
 use crate::catalog::Catalog;
+use crate::config::{Config, ConfigError};
+use crate::spec::Problem;
 
 /// Whether anything is in `error`: a plugin root that cannot be listed, a container that
 /// could not load, or a server whose declaration cannot be launched.
@@ -27,17 +33,71 @@ fn child_in_error(child: &ChildCustomization) -> bool {
     matches!(child, ChildCustomization::McpServer(m) if matches!(m.state, McpServerState::Error(_)))
 }
 
-/// The tree as JSON: `{customizations, problems}` (customizations exactly as AHP sends them).
-pub fn render_json(catalog: &Catalog) -> String {
-    let problems: Vec<_> = catalog
+/// Every problem `check` reports: the files' own, then servers that cannot start.
+fn problems(catalog: &Catalog) -> Vec<Problem> {
+    catalog
         .problems()
+        .cloned()
+        .chain(catalog.server_problems())
+        .collect()
+}
+
+fn problems_json(problems: &[Problem]) -> Vec<serde_json::Value> {
+    problems
+        .iter()
         .map(|p| json!({ "location": p.location, "message": p.message }))
-        .collect();
-    let value = json!({
+        .collect()
+}
+
+/// The tree as JSON: `{customizations, problems, serversStarted}` (customizations exactly
+/// as AHP sends them), and with `--start` each server's outcome under `servers`.
+pub fn render_json(catalog: &Catalog, started: Option<&[start::Outcome]>) -> String {
+    let mut value = json!({
         "customizations": catalog.customizations(),
-        "problems": problems,
+        "problems": problems_json(&problems(catalog)),
+        "serversStarted": started.is_some(),
+    });
+    if let Some(outcomes) = started {
+        value["servers"] = start::render_json(outcomes);
+    }
+    serde_json::to_string_pretty(&value).unwrap_or_default()
+}
+
+/// An invalid configuration as the same JSON shape: no customizations, its problems, and
+/// `"configValid": false`.
+pub fn render_config_error_json(error: &ConfigError) -> String {
+    let value = json!({
+        "customizations": [],
+        "problems": problems_json(&error.problems),
+        "configValid": false,
     });
     serde_json::to_string_pretty(&value).unwrap_or_default()
+}
+
+/// Where the proxy would serve and what it would read, one line each.
+pub fn render_header(config: &Config) -> String {
+    let mut out = format!("AHP endpoint   ws://{}\n", config.ahp.listen);
+    match config.mcp.listen {
+        Some(addr) => out.push_str(&format!(
+            "MCP endpoint   http://{addr}/mcp (and /mcp/<server>)\n"
+        )),
+        None => out.push_str("MCP endpoint   stdio only (serve --stdio)\n"),
+    }
+    out.push_str(&format!(
+        "agent          {} ({})\n",
+        config.agent.display_name, config.agent.provider
+    ));
+    out.push_str(&format!("session        {}\n", config.session.title));
+    for root in &config.plugin_roots {
+        out.push_str(&format!("plugin root    {}\n", root.display()));
+    }
+    for manifest in &config.manifests {
+        out.push_str(&format!("manifest       {}\n", manifest.display()));
+    }
+    for dir in &config.directories {
+        out.push_str(&format!("directory      {}\n", dir.path.display()));
+    }
+    out
 }
 
 /// The tree as indented text, one customization per line, problems at the end.
@@ -86,12 +146,21 @@ pub fn render_text(catalog: &Catalog) -> String {
             Customization::Unknown(_) => {}
         }
     }
-    let problems: Vec<_> = catalog.problems().collect();
+    let problems = problems(catalog);
     out.push_str(&format!("problems ({})\n", problems.len()));
-    for problem in problems {
+    for problem in &problems {
         out.push_str(&format!("  {problem}\n"));
     }
     out
+}
+
+/// What plain `check` says last: the servers were only read, not run.
+pub fn render_not_started(catalog: &Catalog) -> String {
+    let servers = catalog.servers().count();
+    format!(
+        "{servers} server{} declared; none was started (`check --start` starts each one and lists its tools)\n",
+        if servers == 1 { "" } else { "s" }
+    )
 }
 
 fn child_line(child: &ChildCustomization) -> String {

@@ -1,6 +1,9 @@
 //! The desired picture: every configured source scanned into units (one plugin folder, one
 //! manifest, one directory), flattened into the session's customization list, and re-diffed
-//! per unit so a change on disk becomes only the AHP actions it needs. Pure; no watching.
+//! per unit so a change on disk becomes only the AHP actions it needs; a file that stops
+//! parsing keeps the servers it declared (`last_good`). Pure; no watching.
+
+mod last_good;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -105,6 +108,28 @@ impl From<Scan> for Scanned {
     }
 }
 
+impl Scanned {
+    /// `fresh`, with the servers this scan declared that `fresh` could not read again carried
+    /// into it (`last_good`): a half-typed save stops nothing.
+    fn carried_into(&self, mut fresh: Scan) -> Scan {
+        if !fresh.unparsable.is_empty() {
+            let old = Scan {
+                customizations: self.customizations.clone(),
+                servers: self
+                    .servers
+                    .iter()
+                    .map(|s| DeclaredServer::clone(s))
+                    .collect(),
+                problems: self.problems.clone(),
+                watched: self.watched.clone(),
+                unparsable: Vec::new(),
+            };
+            last_good::carry(&old, &mut fresh);
+        }
+        fresh
+    }
+}
+
 /// Every unit's latest scan, in a stable order.
 pub struct Catalog {
     sources: Sources,
@@ -195,6 +220,21 @@ impl Catalog {
             .iter()
             .map(|(_, p)| p)
             .chain(self.units.iter().flat_map(|(_, scan)| &scan.problems))
+    }
+
+    /// Every enabled server whose launch spec cannot be used (an unset `${VAR}`, an
+    /// unanswered `${input:…}`), as a problem at its declaration. These servers are in
+    /// `error` from the start; their containers are not degraded.
+    pub fn server_problems(&self) -> impl Iterator<Item = Problem> + '_ {
+        self.servers()
+            .filter(|s| s.enabled)
+            .filter_map(|server| match &server.launch {
+                Ok(_) => None,
+                Err(message) => Some(Problem {
+                    location: server.declared_at.clone(),
+                    message: format!("server {:?} cannot start: {message}", server.name),
+                }),
+            })
     }
 
     /// Paths to watch: `(path, recursive)`. Manifest files are watched through their
@@ -303,7 +343,8 @@ impl Catalog {
                     continue; // rescanned with its root
                 }
             }
-            *scan = scan_unit(unit, &self.sources, ctx).into();
+            let fresh = scan_unit(unit, &self.sources, ctx);
+            *scan = scan.carried_into(fresh).into();
         }
         self.units.sort_by(|a, b| a.0.cmp(&b.0));
         let servers_after = self
@@ -386,7 +427,8 @@ impl Catalog {
             };
             let scan = match old.remove(&dir) {
                 Some(scan) if !dirty.contains(&unit) => scan,
-                _ => plugin::scan_plugin(&dir, ctx).into(),
+                Some(previous) => previous.carried_into(plugin::scan_plugin(&dir, ctx)).into(),
+                None => plugin::scan_plugin(&dir, ctx).into(),
             };
             self.units.push((unit, scan));
         }

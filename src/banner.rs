@@ -1,0 +1,136 @@
+//! The start-up banner: which config was read, where AHP and MCP are served, what was found.
+//! Pure: facts in, lines out; `serve` prints them (or logs them as one JSON event).
+
+use std::path::PathBuf;
+
+/// What a person starting the proxy wants to know first.
+#[derive(Debug, Clone, Default)]
+pub struct Banner {
+    /// The config file read, or `None` when none was found and every key took its default.
+    pub config: Option<PathBuf>,
+    /// `ws://…` of the AHP endpoint.
+    pub ahp_url: String,
+    /// Why the AHP endpoint is not where the config said (a fallback), if it is not.
+    pub ahp_note: Option<String>,
+    /// The aggregated MCP endpoint over HTTP, when the HTTP front is on.
+    pub mcp_url: Option<String>,
+    /// Whether MCP is also served on stdin/stdout.
+    pub stdio: bool,
+    /// The web console's URL, once there is one.
+    pub console_url: Option<String>,
+    /// Plugin containers found (plugin folders, manifests, inline plugins).
+    pub plugins: usize,
+    /// Watched directories.
+    pub directories: usize,
+    /// Declared servers.
+    pub servers: usize,
+    /// Declared servers whose launch spec cannot be used (each is also logged).
+    pub servers_in_error: usize,
+    /// Problems found in the files read (each is also logged).
+    pub problems: usize,
+}
+
+impl Banner {
+    /// The banner as lines of text, without colour.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = vec![format!("ahp-proxy {}", env!("CARGO_PKG_VERSION"))];
+        let config = match &self.config {
+            Some(path) => path.display().to_string(),
+            None => "none found (./proxy.toml); every key has its default".into(),
+        };
+        lines.push(format!("  config   {config}"));
+        let note = self
+            .ahp_note
+            .as_ref()
+            .map(|n| format!("  ({n})"))
+            .unwrap_or_default();
+        lines.push(format!("  AHP      {}{note}", self.ahp_url));
+        let mut mcp: Vec<String> = Vec::new();
+        if self.stdio {
+            mcp.push("stdin/stdout".into());
+        }
+        if let Some(url) = &self.mcp_url {
+            mcp.push(format!("{url} (one server: {url}/<server>)"));
+        }
+        if mcp.is_empty() {
+            mcp.push("off ([mcp] http = false)".into());
+        }
+        lines.push(format!("  MCP      {}", mcp.join(", ")));
+        // The console line goes here once the web console exists.
+        if let Some(console) = &self.console_url {
+            lines.push(format!("  console  {console}"));
+        }
+        let mut found = format!(
+            "{} plugin{}, {} server{}",
+            self.plugins,
+            plural(self.plugins),
+            self.servers,
+            plural(self.servers)
+        );
+        if self.directories > 0 {
+            found.push_str(&format!(
+                ", {} director{}",
+                self.directories,
+                if self.directories == 1 { "y" } else { "ies" }
+            ));
+        }
+        if self.servers_in_error > 0 {
+            found.push_str(&format!(
+                "; {} server{} cannot start (see the warnings above)",
+                self.servers_in_error,
+                plural(self.servers_in_error)
+            ));
+        }
+        if self.problems > 0 {
+            found.push_str(&format!(
+                "; {} problem{} in the files read (see the warnings above)",
+                self.problems,
+                plural(self.problems)
+            ));
+        }
+        lines.push(format!("  found    {found}"));
+        lines.push(format!(
+            "  status   ahp-proxy status --url {} (in another terminal); Ctrl-C stops",
+            self.ahp_url
+        ));
+        lines
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_banner_says_where_everything_is() {
+        let banner = Banner {
+            config: None,
+            ahp_url: "ws://127.0.0.1:8765".into(),
+            mcp_url: Some("http://127.0.0.1:8766/mcp".into()),
+            plugins: 1,
+            servers: 3,
+            servers_in_error: 1,
+            ..Banner::default()
+        };
+        let text = banner.lines().join("\n");
+        assert!(text.contains("config   none found"), "{text}");
+        assert!(text.contains("AHP      ws://127.0.0.1:8765\n"), "{text}");
+        assert!(
+            text.contains("MCP      http://127.0.0.1:8766/mcp (one server"),
+            "{text}"
+        );
+        assert!(text.contains("found    1 plugin, 3 servers; 1 server cannot start"));
+        assert!(
+            !text.contains("console"),
+            "no console line without a console"
+        );
+    }
+}

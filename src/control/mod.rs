@@ -1,0 +1,270 @@
+//! `ahp-proxy status`, `start`, `stop`, `restart`, `enable` and `disable`: the terminal as an
+//! AHP client of a running proxy, with the official `ahp` client over `ahp-ws`. It follows
+//! the default session (the same tree every AHP client sees), counts each ready server's
+//! tools on its `mcp://` channel, and steers with the actions any AHP client may dispatch.
+
+pub mod steer;
+pub mod tree;
+
+use std::time::Duration;
+
+use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
+use ahp_types::actions::ActionEnvelope;
+use ahp_types::state::{Customization, McpServerState, SessionState, SnapshotState};
+use ahp_types::StateAction;
+use serde_json::{json, Value};
+
+use tree::Tools;
+
+/// The session every proxy starts with (servers are shared by all sessions).
+const SESSION: &str = "ahp-session:/default";
+
+/// At most this many pages of `tools/list` per server.
+const MAX_PAGES: usize = 100;
+
+/// Where the running proxy is: its AHP URL and the access token, if it needs one.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// `ws://host:port`.
+    pub url: String,
+    /// `AHP_PROXY_TOKEN` or `ahp.token`.
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Endpoint({}, token: {})", self.url, self.token.is_some())
+    }
+}
+
+/// A connection to the proxy, following the default session.
+pub struct Connection {
+    client: Client,
+    sub: SessionSubscription,
+    state: SessionState,
+    client_id: String,
+    /// The URL, for messages (never with the token).
+    pub url: String,
+}
+
+impl Connection {
+    /// Connect, `initialize` (declaring `mcpApps`, for the channels) and subscribe to the
+    /// default session.
+    pub async fn open(endpoint: &Endpoint) -> Result<Self, String> {
+        let mut url = reqwest::Url::parse(&endpoint.url)
+            .map_err(|e| format!("{} is not a WebSocket URL: {e}", endpoint.url))?;
+        if let Some(token) = &endpoint.token {
+            url.query_pairs_mut().append_pair("token", token);
+        }
+        let transport = ahp_ws::WebSocketTransport::connect(url.as_str())
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot connect to {}: {} (is ahp-proxy running there? `--url` names another)",
+                    endpoint.url,
+                    without_token(&e.to_string())
+                )
+            })?;
+        let client = Client::connect(transport, ClientConfig::default())
+            .await
+            .map_err(|e| format!("cannot talk to {}: {e}", endpoint.url))?;
+        let client_id = format!("ahp-proxy-cli-{}", std::process::id());
+        let _: Value = client
+            .request(
+                "initialize",
+                json!({"channel": "ahp-root://", "clientId": client_id,
+                       "protocolVersions": ["1.0.0"], "capabilities": {"mcpApps": {}},
+                       "clientInfo": {"name": "ahp-proxy", "version": env!("CARGO_PKG_VERSION")}}),
+            )
+            .await
+            .map_err(|e| format!("{} refused initialize: {e}", endpoint.url))?;
+        let (result, sub) = client
+            .subscribe(SESSION.into())
+            .await
+            .map_err(|e| format!("cannot follow {SESSION}: {e}"))?;
+        let state = match result.snapshot.map(|s| s.state) {
+            Some(SnapshotState::Session(state)) => *state,
+            _ => return Err(format!("{} sent no session snapshot", endpoint.url)),
+        };
+        Ok(Self {
+            client,
+            sub,
+            state,
+            client_id,
+            url: endpoint.url.clone(),
+        })
+    }
+
+    /// The session's customizations as the proxy shows them now.
+    pub fn customizations(&self) -> &[Customization] {
+        self.state.customizations.as_deref().unwrap_or(&[])
+    }
+
+    /// Wait for the next action on the session and apply it (with the official reducers);
+    /// `None` once the proxy hung up.
+    pub async fn next(&mut self) -> Option<ActionEnvelope> {
+        loop {
+            match self.sub.recv().await? {
+                SubscriptionEvent::Action(envelope) => {
+                    let _ =
+                        ahp::reducers::apply_action_to_session(&mut self.state, &envelope.action);
+                    return Some(envelope);
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    /// Dispatch `action` on the default session; returns its `clientSeq`.
+    pub async fn dispatch(&self, action: StateAction) -> Result<i64, String> {
+        self.client
+            .dispatch(SESSION.into(), action)
+            .await
+            .map(|handle| handle.client_seq)
+            .map_err(|e| format!("cannot send the request: {e}"))
+    }
+
+    /// Whether `envelope` is the echo of this connection's action `seq`; `Err` with the
+    /// reason when the proxy refused it.
+    pub fn echo_of(&self, envelope: &ActionEnvelope, seq: i64) -> Option<Result<(), String>> {
+        let origin = envelope.origin.as_ref()?;
+        if origin.client_id != self.client_id || origin.client_seq != seq {
+            return None;
+        }
+        Some(match &envelope.rejection_reason {
+            Some(reason) => Err(reason.clone()),
+            None => Ok(()),
+        })
+    }
+
+    /// Refresh `tools` for every ready server (listed on its `mcp://` channel); servers no
+    /// longer ready are forgotten.
+    pub async fn count_tools(&self, tools: &mut Tools, counted: &mut Vec<(String, String)>) {
+        let ready: Vec<(String, String)> = tree::servers(self.customizations())
+            .iter()
+            .filter(|row| matches!(row.server.state, McpServerState::Ready(_)))
+            .filter_map(|row| Some((row.server.id.clone(), row.server.channel.clone()?)))
+            .collect();
+        tools.retain(|id, _| ready.iter().any(|(r, _)| r == id));
+        counted.retain(|entry| ready.contains(entry));
+        for (id, channel) in ready {
+            if counted.iter().any(|(c, ch)| *c == id && *ch == channel) {
+                continue;
+            }
+            if let Some(n) = self.list_tools(&channel).await {
+                tools.insert(id.clone(), n);
+                counted.push((id, channel));
+            }
+        }
+    }
+
+    async fn list_tools(&self, channel: &str) -> Option<usize> {
+        let mut count = 0;
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut params = json!({"channel": channel});
+            if let Some(cursor) = &cursor {
+                params["cursor"] = json!(cursor);
+            }
+            let page: Value = tokio::time::timeout(
+                Duration::from_secs(10),
+                self.client.request("tools/list", params),
+            )
+            .await
+            .ok()?
+            .ok()?;
+            count += page["tools"].as_array().map_or(0, Vec::len);
+            cursor = page["nextCursor"].as_str().map(str::to_string);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Some(count)
+    }
+
+    /// Say goodbye.
+    pub async fn close(self) {
+        self.client.shutdown().await;
+    }
+}
+
+/// An error text with any `token=…` query value blanked (a URL in a transport error).
+fn without_token(text: &str) -> String {
+    match text.find("token=") {
+        Some(at) => {
+            let end = text[at..]
+                .find(['&', ' ', '"', '\''])
+                .map_or(text.len(), |e| at + e);
+            format!("{}token=[redacted]{}", &text[..at], &text[end..])
+        }
+        None => text.to_string(),
+    }
+}
+
+/// `ahp-proxy status`: print the tree once (or, with `watch`, after every change until
+/// Ctrl-C). Exit status 1 when something is in error, 2 when the proxy cannot be reached.
+pub async fn status(endpoint: &Endpoint, json: bool, watch: bool) -> u8 {
+    let mut connection = match Connection::open(endpoint).await {
+        Ok(connection) => connection,
+        Err(error) => {
+            eprintln!("ahp-proxy: {error}");
+            return 2;
+        }
+    };
+    let mut tools = Tools::new();
+    let mut counted = Vec::new();
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let mut shown = String::new();
+    loop {
+        connection.count_tools(&mut tools, &mut counted).await;
+        let text = if json {
+            let value = tree::render_json(&connection.url, connection.customizations(), &tools);
+            if watch {
+                format!("{value}\n")
+            } else {
+                format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&value).unwrap_or_default()
+                )
+            }
+        } else {
+            tree::render_text(&connection.url, connection.customizations(), &tools)
+        };
+        if text != shown {
+            let clear = if watch && terminal && !json {
+                "\x1b[2J\x1b[H"
+            } else {
+                ""
+            };
+            let gap = if watch && !terminal && !json && !shown.is_empty() {
+                "\n"
+            } else {
+                ""
+            };
+            if !write_out(&format!("{clear}{gap}{text}")) {
+                break;
+            }
+            shown = text;
+        }
+        if !watch {
+            break;
+        }
+        tokio::select! {
+            next = connection.next() => if next.is_none() {
+                eprintln!("ahp-proxy: {} closed the connection", connection.url);
+                return 2;
+            },
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    let failed = tree::in_error(connection.customizations());
+    connection.close().await;
+    u8::from(failed)
+}
+
+/// Write to stdout; `false` once the reader is gone (`status --watch | head`).
+fn write_out(text: &str) -> bool {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).is_ok() && out.flush().is_ok()
+}

@@ -1,0 +1,328 @@
+//! What `ahp-proxy status` prints: a session's containers and servers with their states,
+//! errors and tool counts, as text or JSON, and whether anything is in error; and finding a
+//! server or plugin by the name a person types. Pure.
+
+use std::collections::HashMap;
+
+use ahp_types::state::{
+    ChildCustomization, Customization, CustomizationLoadState, McpServerCustomization,
+    McpServerState,
+};
+use serde_json::{json, Value};
+
+/// Tool counts by server id (servers whose tools could be listed).
+pub type Tools = HashMap<String, usize>;
+
+/// One server, with the container that shows it.
+pub struct ServerRow<'a> {
+    /// The container's id, or `None` for a top-level server (proxy.toml's `[servers]`).
+    pub container: Option<&'a str>,
+    /// The server.
+    pub server: &'a McpServerCustomization,
+}
+
+/// Every server in `customizations`, in order.
+pub fn servers(customizations: &[Customization]) -> Vec<ServerRow<'_>> {
+    let mut out = Vec::new();
+    for c in customizations {
+        match c {
+            Customization::McpServer(m) => out.push(ServerRow {
+                container: None,
+                server: m,
+            }),
+            Customization::Plugin(p) => out.extend(server_children(&p.id, p.children.as_deref())),
+            Customization::Directory(d) => {
+                out.extend(server_children(&d.id, d.children.as_deref()))
+            }
+            Customization::Unknown(_) => {}
+        }
+    }
+    out
+}
+
+fn server_children<'a>(
+    container: &'a str,
+    children: Option<&'a [ChildCustomization]>,
+) -> impl Iterator<Item = ServerRow<'a>> {
+    children
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(move |child| match child {
+            ChildCustomization::McpServer(m) => Some(ServerRow {
+                container: Some(container),
+                server: m,
+            }),
+            _ => None,
+        })
+}
+
+/// Whether a server or a container is in `error` (what makes `status` exit 1).
+pub fn in_error(customizations: &[Customization]) -> bool {
+    let container = customizations
+        .iter()
+        .any(|c| matches!(load_of(c), Some(CustomizationLoadState::Error(_))));
+    container
+        || servers(customizations)
+            .iter()
+            .any(|row| matches!(row.server.state, McpServerState::Error(_)))
+}
+
+fn load_of(c: &Customization) -> Option<&CustomizationLoadState> {
+    match c {
+        Customization::Plugin(p) => p.load.as_ref(),
+        Customization::Directory(d) => d.load.as_ref(),
+        _ => None,
+    }
+}
+
+/// A server state in one word, and its detail (the error, what authorization is needed).
+pub fn state_words(state: &McpServerState) -> (&'static str, Option<String>) {
+    match state {
+        McpServerState::Starting(_) => ("starting", None),
+        McpServerState::Ready(_) => ("ready", None),
+        McpServerState::AuthRequired(a) => (
+            "authRequired",
+            Some(format!("{:?} for {}", a.reason, a.resource.resource)),
+        ),
+        McpServerState::Error(e) => (
+            "error",
+            Some(format!("{}: {}", e.error.error_type, e.error.message)),
+        ),
+        McpServerState::Stopped(_) => ("stopped", None),
+        McpServerState::Unknown(_) => ("unknown", None),
+    }
+}
+
+fn load_words(load: Option<&CustomizationLoadState>) -> (&'static str, Option<&str>) {
+    match load {
+        Some(CustomizationLoadState::Loaded(_)) | None => ("loaded", None),
+        Some(CustomizationLoadState::Loading(_)) => ("loading", None),
+        Some(CustomizationLoadState::Degraded(d)) => ("degraded", Some(&d.message)),
+        Some(CustomizationLoadState::Error(e)) => ("error", Some(&e.message)),
+    }
+}
+
+/// The tree as text: a summary line, then each container and its servers.
+pub fn render_text(url: &str, customizations: &[Customization], tools: &Tools) -> String {
+    let rows = servers(customizations);
+    let counts: Vec<String> = [
+        "ready",
+        "starting",
+        "authRequired",
+        "error",
+        "stopped",
+        "unknown",
+    ]
+    .iter()
+    .filter_map(|word| {
+        let n = rows
+            .iter()
+            .filter(|row| state_words(&row.server.state).0 == *word)
+            .count();
+        (n > 0).then(|| format!("{n} {word}"))
+    })
+    .collect();
+    let mut out = format!(
+        "ahp-proxy at {url}: {} server{}{}{}\n",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" },
+        if counts.is_empty() { "" } else { ": " },
+        counts.join(", ")
+    );
+    let server_line = |out: &mut String, indent: &str, m: &McpServerCustomization| {
+        let (word, detail) = state_words(&m.state);
+        let tools = match (tools.get(&m.id), word) {
+            (Some(n), "ready") => format!("  {n} tool{}", if *n == 1 { "" } else { "s" }),
+            _ => String::new(),
+        };
+        out.push_str(&format!("{indent}{:<20} {word}{tools}\n", m.name));
+        if let Some(detail) = detail {
+            for line in detail.lines() {
+                out.push_str(&format!("{indent}    {line}\n"));
+            }
+        }
+    };
+    for c in customizations {
+        let (kind, name, children) = match c {
+            Customization::Plugin(p) => ("plugin", &p.name, p.children.as_deref()),
+            Customization::Directory(d) => ("directory", &d.name, d.children.as_deref()),
+            Customization::McpServer(m) => {
+                server_line(&mut out, "", m);
+                continue;
+            }
+            Customization::Unknown(_) => continue,
+        };
+        let (load, message) = load_words(load_of(c));
+        out.push_str(&format!("{kind} {name}  [{load}]\n"));
+        for line in message.into_iter().flat_map(str::lines) {
+            out.push_str(&format!("    {line}\n"));
+        }
+        for child in children.unwrap_or(&[]) {
+            if let ChildCustomization::McpServer(m) = child {
+                server_line(&mut out, "  ", m);
+            }
+        }
+    }
+    out
+}
+
+/// The tree as JSON: `{url, status, containers: [...], servers: [...]}`.
+pub fn render_json(url: &str, customizations: &[Customization], tools: &Tools) -> Value {
+    let containers: Vec<Value> = customizations
+        .iter()
+        .filter_map(|c| {
+            let (kind, id, name) = match c {
+                Customization::Plugin(p) => ("plugin", &p.id, &p.name),
+                Customization::Directory(d) => ("directory", &d.id, &d.name),
+                _ => return None,
+            };
+            let (load, message) = load_words(load_of(c));
+            Some(json!({"type": kind, "id": id, "name": name, "load": load, "message": message}))
+        })
+        .collect();
+    let servers: Vec<Value> = servers(customizations)
+        .iter()
+        .map(|row| {
+            let (state, detail) = state_words(&row.server.state);
+            json!({
+                "id": row.server.id,
+                "name": row.server.name,
+                "container": row.container,
+                "state": state,
+                "detail": detail,
+                "tools": tools.get(&row.server.id),
+            })
+        })
+        .collect();
+    json!({
+        "url": url,
+        "status": if in_error(customizations) { "error" } else { "ok" },
+        "containers": containers,
+        "servers": servers,
+    })
+}
+
+/// What a name typed on the command line can mean.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A server: its id and name.
+    Server { id: String, name: String },
+    /// A plugin or directory: its id, its name, and its servers' ids.
+    Container {
+        id: String,
+        name: String,
+        servers: Vec<String>,
+    },
+}
+
+/// Every server or container whose id or name is `wanted` (or `container/server`).
+pub fn find(customizations: &[Customization], wanted: &str) -> Vec<Target> {
+    let mut out = Vec::new();
+    for c in customizations {
+        let (id, name) = match c {
+            Customization::Plugin(p) => (&p.id, &p.name),
+            Customization::Directory(d) => (&d.id, &d.name),
+            _ => continue,
+        };
+        if id == wanted || name == wanted {
+            let servers = servers(std::slice::from_ref(c))
+                .iter()
+                .map(|row| row.server.id.clone())
+                .collect();
+            out.push(Target::Container {
+                id: id.clone(),
+                name: name.clone(),
+                servers,
+            });
+        }
+    }
+    for row in servers(customizations) {
+        let container_name = row
+            .container
+            .and_then(|id| {
+                customizations
+                    .iter()
+                    .find(|c| crate::catalog::id_of(c) == Some(id))
+            })
+            .map(|c| match c {
+                Customization::Plugin(p) => p.name.as_str(),
+                Customization::Directory(d) => d.name.as_str(),
+                _ => "",
+            });
+        let qualified = container_name.map(|c| format!("{c}/{}", row.server.name));
+        if row.server.id == wanted
+            || row.server.name == wanted
+            || qualified.as_deref() == Some(wanted)
+        {
+            out.push(Target::Server {
+                id: row.server.id.clone(),
+                name: row.server.name.clone(),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> Vec<Customization> {
+        serde_json::from_value(json!([
+            {"type": "plugin", "id": "file:///p", "uri": "file:///p", "name": "team", "load": {"kind": "degraded", "message": "x.json:1:1: bad"},
+             "children": [
+                {"type": "mcpServer", "id": "file:///p/.mcp.json#mcp=a", "uri": "file:///p/.mcp.json", "name": "a", "state": {"kind": "ready"}},
+                {"type": "mcpServer", "id": "file:///p/.mcp.json#mcp=b", "uri": "file:///p/.mcp.json", "name": "b",
+                 "state": {"kind": "error", "error": {"errorType": "spawn", "message": "cannot start the server: command not found: b"}}}
+             ]},
+            {"type": "mcpServer", "id": "file:///proxy.toml#mcp=a", "uri": "file:///proxy.toml", "name": "a", "state": {"kind": "stopped"}}
+        ]))
+        .expect("customizations")
+    }
+
+    #[test]
+    fn the_tree_reads_at_a_glance_and_errors_count() {
+        let tree = tree();
+        let tools = Tools::from([("file:///p/.mcp.json#mcp=a".to_string(), 3)]);
+        let text = render_text("ws://127.0.0.1:1", &tree, &tools);
+        assert!(
+            text.starts_with(
+                "ahp-proxy at ws://127.0.0.1:1: 3 servers: 1 ready, 1 error, 1 stopped\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("plugin team  [degraded]\n    x.json:1:1: bad\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  a                    ready  3 tools\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("      spawn: cannot start the server: command not found: b\n"),
+            "{text}"
+        );
+        assert!(in_error(&tree));
+        let json = render_json("u", &tree, &tools);
+        assert_eq!(json["status"], "error");
+        assert_eq!(json["servers"][0]["tools"], 3);
+    }
+
+    #[test]
+    fn names_find_servers_and_plugins_and_ambiguity_is_visible() {
+        let tree = tree();
+        assert_eq!(find(&tree, "a").len(), 2, "two servers named a");
+        assert_eq!(
+            find(&tree, "team/a"),
+            [Target::Server {
+                id: "file:///p/.mcp.json#mcp=a".into(),
+                name: "a".into()
+            }]
+        );
+        assert!(
+            matches!(&find(&tree, "team")[..], [Target::Container { servers, .. }] if servers.len() == 2)
+        );
+        assert!(find(&tree, "nope").is_empty());
+    }
+}

@@ -1,0 +1,175 @@
+//! What a person sees on the terminal: one WARN line per server that falls into trouble,
+//! saying what to fix (secrets blanked, repeats summarised), plain text logs in a pipe, and
+//! the start-up banner.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+
+use common::{Proxy, ScratchDir, EXAMPLES, PATIENCE};
+
+/// WARN lines (JSON logs) whose message starts with `server <name> `.
+fn warnings_about(proxy: &Proxy, name: &str) -> Vec<String> {
+    proxy
+        .logs()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["level"] == "WARN")
+        .filter_map(|event| event["fields"]["message"].as_str().map(str::to_string))
+        .filter(|message| message.starts_with(&format!("server {name} ")))
+        .collect()
+}
+
+#[test]
+fn every_server_in_trouble_is_warned_about_once_saying_what_to_fix() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let refused_at = closed.local_addr().expect("addr");
+    drop(closed);
+    let config = format!(
+        r#"
+[supervisor]
+crash_loop_limit = 6
+restart_delay_ms = 1
+restart_delay_max_ms = 1
+
+[servers.missing]
+command = "/opt/secret-folder/acme-mcp"
+args = ["--token=sup3rsecretarg"]
+
+[servers.refused]
+url = "http://{refused_at}/mcp"
+
+[servers.unset]
+command = "true"
+env = {{ T = "${{AHP_PROXY_TEST_UNSET_UX}}" }}
+
+[servers.leaky]
+command = "sh"
+args = ["-c", "echo \"my token is $LEAKY_TOKEN\" >&2; exit 1"]
+env = {{ LEAKY_TOKEN = "sup3rsecretenv" }}
+"#
+    );
+    let proxy = Proxy::start(&config);
+    for name in ["missing", "refused", "leaky"] {
+        proxy.wait_for_log(&format!("server {name} failed (crashLoop)"));
+    }
+    proxy.wait_for_log("server unset failed (config)");
+
+    // Six failures in a row: the first, a reminder at the fourth, and giving up.
+    let missing = warnings_about(&proxy, "missing");
+    assert_eq!(missing.len(), 3, "{missing:#?}");
+    assert_eq!(
+        missing[0],
+        "server missing failed (spawn): cannot start the server: command not found: acme-mcp (check the command and PATH)"
+    );
+    assert!(
+        missing[1].starts_with("server missing failed 4 times in a row"),
+        "{missing:#?}"
+    );
+    assert!(
+        missing[2]
+            .starts_with("server missing failed (crashLoop): failed 6 times in a row (spawn)"),
+        "{missing:#?}"
+    );
+    let refused = warnings_about(&proxy, "refused");
+    assert_eq!(
+        refused[0],
+        format!("server refused failed (startFailed): connection refused at {refused_at}")
+    );
+    let unset = warnings_about(&proxy, "unset");
+    assert_eq!(
+        unset,
+        ["server unset failed (config): ${AHP_PROXY_TEST_UNSET_UX} is not set (used in the server's env)"]
+    );
+    let leaky = warnings_about(&proxy, "leaky");
+    assert!(
+        leaky[0].contains("my token is [redacted]"),
+        "the stderr tail is shown, the secret is not: {leaky:#?}"
+    );
+    let logs = proxy.logs();
+    for secret in ["sup3rsecret", "secret-folder"] {
+        assert!(!logs.contains(secret), "{secret} leaked into\n{logs}");
+    }
+}
+
+/// Run `ahp-proxy` with text logs into a pipe until a stderr line contains `until`; returns
+/// every line read by then. The proxy is killed afterwards.
+fn text_logs_until(dir: &std::path::Path, args: &[&str], until: &str) -> Vec<String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+        .current_dir(dir)
+        .args(args)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--mcp-listen",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "info")
+        .env_remove("AHP_PROXY_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ahp-proxy");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    loop {
+        match rx.recv_timeout(PATIENCE) {
+            Ok(line) => {
+                let done = line.contains(until);
+                lines.push(line);
+                if done {
+                    break;
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no line with {until:?} in\n{}", lines.join("\n"));
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    lines
+}
+
+#[test]
+fn text_logs_in_a_pipe_are_plain_and_the_banner_says_where_everything_is() {
+    let dir = ScratchDir::new("banner");
+    std::fs::write(
+        dir.path().join("proxy.toml"),
+        format!("[servers.echo]\ncommand = {EXAMPLES:?}\nargs = [\"echo\"]\n"),
+    )
+    .expect("write config");
+    let lines = text_logs_until(dir.path(), &[], "  found    ");
+    let text = lines.join("\n");
+    assert!(
+        !text.contains('\u{1b}'),
+        "colour escapes in a pipe:\n{text}"
+    );
+    let config = std::path::absolute(dir.path().join("proxy.toml")).expect("absolute");
+    assert!(
+        text.contains(&format!("  config   {}", config.display())),
+        "{text}"
+    );
+    assert!(text.contains("  AHP      ws://127.0.0.1:"), "{text}");
+    assert!(text.contains("  MCP      http://127.0.0.1:"), "{text}");
+    assert!(text.contains("  found    0 plugins, 1 server"), "{text}");
+
+    // No proxy.toml here: defaults, and said so.
+    let empty = ScratchDir::new("banner-empty");
+    let lines = text_logs_until(empty.path(), &[], "  found    ");
+    let text = lines.join("\n");
+    assert!(text.contains("  config   none found"), "{text}");
+}
