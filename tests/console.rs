@@ -1,11 +1,15 @@
 //! The web console in a real browser (headless Chromium over WebDriver): the bundled tree
 //! with its states, steering from the page, a crash shown live, an MCP App View in its
 //! sandbox calling a tool through the `mcp://` channel, the page's mirror equal to a fresh
-//! snapshot, a foreign origin refused, and render times with 1,000 plugins and 50 servers.
+//! snapshot, a call paused for authorization resumed with a pasted token or given up, a
+//! foreign origin refused, and render times with 1,000 plugins and 50 servers.
 //! Screenshots go to `target/tmp/console-screenshots/`.
 
 mod browser;
 mod common;
+#[allow(dead_code)] // the metadata fields are for tests/auth.rs
+#[path = "common/protected.rs"]
+mod protected;
 
 use std::path::Path;
 use std::time::Duration;
@@ -742,4 +746,136 @@ async fn last_update(browser: &Browser, kind: &str) -> f64 {
         .await
         .as_f64()
         .unwrap()
+}
+
+/// The harness's `add {a, b}` call on the proxy's `/mcp`, running.
+async fn harness_adds(
+    proxy: &Proxy,
+    a: i64,
+    b: i64,
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>>,
+) {
+    let harness = ()
+        .serve(StreamableHttpClientTransport::from_uri(
+            proxy.mcp_url.clone(),
+        ))
+        .await
+        .expect("harness session");
+    let peer = harness.peer().clone();
+    let call = tokio::spawn(async move {
+        let params: CallToolRequestParams =
+            serde_json::from_value(json!({"name": "add", "arguments": {"a": a, "b": b}})).unwrap();
+        peer.call_tool(params).await
+    });
+    (harness, call)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_call_is_marked_and_resumed_with_a_pasted_token_or_given_up() {
+    let _one = ONE_BROWSER.lock().await;
+    // A protected server, ready with a token that may not call `add` (scope `admin`).
+    let server = protected::protected().await;
+    server
+        .tokens
+        .lock()
+        .unwrap()
+        .insert("NARROW-SENTINEL".into());
+    let proxy = Proxy::start(&format!(
+        "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
+        server.url
+    ));
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("remote", "authRequired", &mut seen).await;
+    w.client
+        .request::<_, Value>(
+            "authenticate",
+            json!({"channel": "ahp-root://", "resource": server.url, "token": "NARROW-SENTINEL"}),
+        )
+        .await
+        .expect("authenticate");
+    w.until("remote", "ready", &mut seen).await;
+    let browser = Browser::start().await;
+    open_console(&browser, &proxy).await;
+    server_state(&browser, "remote", "ready").await;
+
+    // The server refuses `add` for want of scope: the page marks the call paused, with what
+    // is needed.
+    let paused =
+        "document.querySelector('.call[data-tool=\"add\"][data-status=\"auth-required\"]')";
+    let (_harness, call) = harness_adds(&proxy, 2, 3).await;
+    let shown = browser
+        .until(
+            "the call marked paused",
+            &format!("const c = {paused}; return c && c.innerText"),
+        )
+        .await;
+    let shown = shown.as_str().unwrap();
+    assert!(shown.contains("paused for authorization"), "{shown}");
+    assert!(shown.contains("notes admin"), "{shown}");
+    assert!(shown.contains("add needs admin"), "{shown}");
+    browser.screenshot("paused-call").await;
+
+    // A token with the scope, typed into the call's field: the call resumes and completes.
+    server.tokens.lock().unwrap().insert("WIDE-SENTINEL".into());
+    server.admins.lock().unwrap().insert("WIDE-SENTINEL".into());
+    let field = browser
+        .client
+        .find(fantoccini::Locator::Css(
+            ".call[data-status=\"auth-required\"] form.paused input",
+        ))
+        .await
+        .expect("the token field");
+    field.send_keys("WIDE-SENTINEL").await.unwrap();
+    browser
+        .click(".call[data-status=\"auth-required\"] form.paused button[type=\"submit\"]")
+        .await;
+    let result = tokio::time::timeout(PATIENCE, call)
+        .await
+        .expect("the call completes")
+        .unwrap()
+        .expect("a result, not an error");
+    let result = serde_json::to_value(&result).unwrap();
+    assert_eq!(result["structuredContent"]["sum"], json!(5), "{result}");
+    browser
+        .until(
+            "the resumed call, done",
+            "const c = document.querySelector('.call[data-tool=\"add\"][data-status=\"completed\"]'); return c && c.classList.contains('call-ok')",
+        )
+        .await;
+
+    // The same token loses the scope: the next call pauses, and the user gives up.
+    server.admins.lock().unwrap().clear();
+    let (_harness2, call) = harness_adds(&proxy, 1, 1).await;
+    browser
+        .until("the second call paused", &format!("return !!{paused}"))
+        .await;
+    browser
+        .click(".call[data-status=\"auth-required\"] form.paused button.danger")
+        .await;
+    let refused = tokio::time::timeout(PATIENCE, call)
+        .await
+        .expect("the call ends")
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("declined"), "{refused}");
+    let failed = browser
+        .until(
+            "the given-up call, failed",
+            "const c = document.querySelector('.call[data-tool=\"add\"].call-failed'); return c && c.innerText",
+        )
+        .await;
+    assert!(
+        failed
+            .as_str()
+            .unwrap()
+            .contains("gave up waiting for authorization"),
+        "{failed}"
+    );
+    let page = browser.eval("return document.body.innerText").await;
+    assert!(!page.to_string().contains("SENTINEL"), "{page}");
+    browser.close().await;
 }
