@@ -1,6 +1,6 @@
 //! The shape of the code, checked: the crate's top-level modules import each other without
-//! a cycle (each layer only downwards), every source file says what it owns in a `//!`
-//! comment, and none grows past what one can hold in one's head.
+//! a cycle (each layer only downwards), so do the files inside each of them, every source
+//! file says what it owns in a `//!` comment, and none grows past what one can hold in one's head.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -93,6 +93,107 @@ fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
         }
     }
     None
+}
+
+/// Names of the siblings `code` imports: `super::name`, `super::{a, b::C}`, `crate::<component>::name`.
+fn sibling_names(code: &str, component: &str) -> BTreeSet<String> {
+    let ident = |text: &str| -> String {
+        text.trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut names = BTreeSet::new();
+    for (at, _) in code.match_indices("super::") {
+        let rest = &code[at + "super::".len()..];
+        match rest.strip_prefix('{') {
+            Some(group) => {
+                let group = &group[..group.find('}').unwrap_or(group.len())];
+                names.extend(group.split(',').map(ident));
+            }
+            None => {
+                names.insert(ident(rest));
+            }
+        }
+    }
+    let full = format!("crate::{component}::");
+    for (at, _) in code.match_indices(&full) {
+        names.insert(ident(&code[at + full.len()..]));
+    }
+    names
+}
+
+/// For each folder module of `src/` (`front`, `host` …): its files → the sibling files they import.
+fn sibling_imports(root: &Path) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let mut components = BTreeMap::new();
+    for entry in std::fs::read_dir(root).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let component = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let mut files = Vec::new();
+        sources(&dir, &mut files);
+        let sibling = |file: &Path| -> Option<String> {
+            let relative = file.strip_prefix(&dir).ok()?;
+            let first = relative.components().next()?.as_os_str().to_str()?;
+            let name = first.trim_end_matches(".rs");
+            (name != "mod").then(|| name.to_string())
+        };
+        let modules: BTreeSet<String> = files.iter().filter_map(|f| sibling(f)).collect();
+        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for file in &files {
+            let Some(from) = sibling(file) else { continue };
+            let text = std::fs::read_to_string(file).unwrap();
+            let code = text
+                .split("#[cfg(test)]\nmod tests")
+                .next()
+                .unwrap_or_default();
+            // `super::` names a sibling only from a file directly in the folder.
+            let direct = file.parent() == Some(dir.as_path());
+            let code_for_super = if direct { code } else { "" };
+            let mut names = sibling_names(code_for_super, &component);
+            if !direct {
+                names.extend(sibling_names(&code.replace("super::", ""), &component));
+            }
+            for name in names {
+                if modules.contains(&name) && name != from {
+                    graph.entry(from.clone()).or_default().insert(name);
+                }
+            }
+        }
+        components.insert(component, graph);
+    }
+    components
+}
+
+#[test]
+fn the_files_of_each_module_import_each_other_without_a_cycle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let components = sibling_imports(&root);
+    assert!(
+        components.get("supervisor").is_some_and(|g| g.len() > 5),
+        "the graphs were read: {components:?}"
+    );
+    // Known debt, said in ARCHITECTURE.md: the MCP front's hub and its harnesses refer to
+    // each other (a harness holds the hub; the hub reaches its harnesses).
+    const KNOWN: &[&str] = &["front"];
+    for (component, graph) in &components {
+        let found = cycle(graph);
+        if KNOWN.contains(&component.as_str()) {
+            assert!(
+                found.is_some(),
+                "{component} has no cycle any more: take it off KNOWN"
+            );
+            continue;
+        }
+        if let Some(found) = found {
+            panic!(
+                "import cycle in {component}/: {}\n{graph:#?}",
+                found.join(" → ")
+            );
+        }
+    }
 }
 
 #[test]

@@ -17,6 +17,7 @@ pub mod server;
 mod start;
 pub mod stderr;
 pub mod stdout;
+mod task;
 pub mod upstream;
 
 pub use failure::Failure;
@@ -398,7 +399,7 @@ impl Owner {
         self.generation += 1;
         let generation = self.generation;
         let (tx, rx) = watch::channel(want);
-        let task = server::Task {
+        let task = task::Task {
             id: entry.server.id.clone(),
             name: entry.server.name.clone(),
             config: self.config.clone(),

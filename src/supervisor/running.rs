@@ -7,8 +7,8 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::watch;
 
 use super::connections::AuthLost;
-use super::server::Task;
 use super::start::{Running, TOO_LONG};
+use super::task::Task;
 use super::{process, AuthReason, Bearer, Desired, Served, Status};
 use crate::spec::Launch;
 use crate::upstream::session::{Failure, Session};

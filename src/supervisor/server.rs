@@ -1,53 +1,20 @@
 //! One server's lifecycle task: start it (`start`), watch it run (`running`), stop it,
 //! restart it with backoff after a failure, and report every transition as a [`Status`].
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::watch;
 
-use super::alerts::{Alerts, Secrets};
-use super::connections::{Connected, Connections};
+use super::alerts::Secrets;
+use super::connections::Connected;
 use super::policy::{Jitter, RestartPolicy};
 use super::running::Ended;
-use super::start::{with_tail, Interrupted, Running};
+use super::start::{Interrupted, Running};
+use super::stderr::with_tail;
+use super::task::{Task, Wake};
 use super::{process, stderr};
 use super::{AuthReason, Desired, Failure, Served, ServerEvent, Status};
-use crate::config::SupervisorConfig;
 use crate::spec::Launch;
-
-/// Everything one lifecycle task needs besides its desired-state channel.
-pub struct Task {
-    /// The customization id.
-    pub id: String,
-    /// The declared name (logs).
-    pub name: String,
-    /// Timings.
-    pub config: SupervisorConfig,
-    /// Where transitions go.
-    pub events: mpsc::Sender<ServerEvent>,
-    /// Cancelled when the sidecar shuts down.
-    pub shutdown: CancellationToken,
-    /// Where a ready server's connection is published for the MCP front.
-    pub connections: Arc<Connections>,
-    /// The last `WWW-Authenticate` challenge the server sent (for a timer expiry).
-    pub last_challenge: std::sync::Mutex<Option<String>>,
-    /// What the terminal was last told about this server.
-    pub alerts: std::sync::Mutex<Alerts>,
-    /// The current launch spec's secrets, blanked out of every message it reports.
-    pub secrets: std::sync::Mutex<Secrets>,
-}
-
-/// What the desired-state channel said while we waited.
-pub(super) enum Wake {
-    Changed,
-    /// Asked not to run, and stopped (reported): the task ends; the owner starts a new one
-    /// when the server should run again, so a stopped server costs no task.
-    Idle,
-    Removed,
-    Shutdown,
-}
 
 /// A task's count of failures in a row, and how it backs off from them.
 struct Retries {

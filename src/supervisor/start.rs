@@ -9,9 +9,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::process::{self, Spawned};
-use super::server::{Task, Wake};
-use super::stderr::{self, SharedTail};
+use super::stderr::{self, with_tail, SharedTail};
 use super::stdout;
+use super::task::{Task, Wake};
 use super::upstream::{self, ConnectError, Connection};
 use super::{AuthReason, Bearer, Desired, Failure, Status};
 use crate::spec::Launch;
@@ -255,17 +255,5 @@ impl Task {
             "did not finish initialize and tools/list within {} ms",
             self.config.start_timeout.as_millis()
         )
-    }
-}
-
-/// What [`with_tail`] puts before a server's last stderr lines.
-pub(super) const TAIL_MARKER: &str = "; last stderr lines:\n";
-
-/// `how`, followed by the last stderr lines when there are some.
-pub(super) fn with_tail(how: String, tail: &str) -> String {
-    if tail.is_empty() {
-        how
-    } else {
-        format!("{how}{TAIL_MARKER}{tail}")
     }
 }

@@ -159,6 +159,18 @@ pub async fn drain(mut stderr: tokio::process::ChildStderr, server: String, tail
     }
 }
 
+/// What [`with_tail`] puts before a server's last stderr lines.
+pub(super) const TAIL_MARKER: &str = "; last stderr lines:\n";
+
+/// `how`, followed by the last stderr lines when there are some.
+pub(super) fn with_tail(how: String, tail: &str) -> String {
+    if tail.is_empty() {
+        how
+    } else {
+        format!("{how}{TAIL_MARKER}{tail}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,7 +60,7 @@ pub fn without_noise(text: &str) -> String {
     };
     let rest = &text[start..];
     let kept = rest
-        .rfind(super::start::TAIL_MARKER)
+        .rfind(super::stderr::TAIL_MARKER)
         .map_or("", |at| &rest[at..]);
     format!(
         "{} (AHP clients and debug logs show the last){kept}",
