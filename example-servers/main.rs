@@ -4,13 +4,18 @@
 //! The kinds: notes, clock, an MCP App, an echo for benchmarks and two that fail on purpose
 //! (`small`), every MCP feature a proxy must forward (`features`); any of them can also
 //! misbehave on demand (`--fault`, see `faults`). `--http` serves streamable HTTP (`http`),
-//! `--sse` the legacy HTTP+SSE transport (`sse`).
+//! `--sse` the legacy HTTP+SSE transport (`sse`). Two fixtures write raw JSON-RPC instead of
+//! going through rmcp (`raw`): the conformance suite's reference server (`conformance`) and
+//! byte-crafted messages (`transparency`).
 
+mod conformance;
 mod faults;
 mod features;
 mod http;
+mod raw;
 mod small;
 mod sse;
+mod transparency;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -35,6 +40,11 @@ pub enum Kind {
     Fail,
     /// Every MCP feature a proxy must forward, for end-to-end tests.
     Features,
+    /// The MCP conformance suite's reference server (its tools, resources and prompts).
+    Conformance,
+    /// Byte-crafted raw JSON-RPC (odd key order, unknown fields, exotic numbers), for
+    /// byte-for-byte transparency tests.
+    Transparency,
 }
 
 /// Run one of the bundled example MCP servers (on stdio unless `--http`).
@@ -135,11 +145,39 @@ async fn serve(options: Options) -> i32 {
         return 0;
     }
     match options.kind {
+        Kind::Conformance => {
+            // Like the suite's own fixture: SSE streams with a 5 s retry for every request.
+            let http = raw::http::Options {
+                retry_ms: Some(5000),
+                always_sse: true,
+            };
+            serve_raw(conformance::Conformance::default, options.http, http).await
+        }
+        Kind::Transparency => {
+            let http = raw::http::Options::default();
+            serve_raw(transparency::Transparency::default, options.http, http).await
+        }
         Kind::Features => serve_with(features::Features::default(), options).await,
         kind => {
             let example = small::Example::new(kind, options.exit_code, &options.faults);
             serve_with(example, options).await
         }
+    }
+}
+
+/// A raw fixture on stdio, or on streamable HTTP with `--http`.
+async fn serve_raw<H, F>(
+    new_session: F,
+    addr: Option<std::net::SocketAddr>,
+    http: raw::http::Options,
+) -> i32
+where
+    H: raw::Handler,
+    F: Fn() -> H + Send + Sync + 'static,
+{
+    match addr {
+        Some(addr) => raw::http::serve(new_session, addr, http).await,
+        None => raw::stdio::serve(new_session()).await,
     }
 }
 

@@ -19,16 +19,67 @@ use crate::Kind;
 
 const APP_URI: &str = "ui://release-dashboard/view.html";
 const APP_MIME: &str = "text/html;profile=mcp-app";
+const DASHBOARD: &str = "Release 1.4.0: 12 merged, 2 open, CI green.";
+/// The dashboard View: a real MCP App without an SDK (the spec's `ui/initialize` handshake
+/// by hand), showing the tool result, with a Refresh button that calls the app-only
+/// `refresh_dashboard` tool through the host and shows its answer.
 const APP_HTML: &str = r#"<!doctype html>
-<html><head><meta charset="utf-8"><title>Release dashboard</title></head>
+<html><head><meta charset="utf-8"><title>Release dashboard</title>
+<style>
+:root { color-scheme: light dark; }
+body { font: 14px/1.4 system-ui, sans-serif; margin: 12px; }
+body.dark { background: #1e2125; color: #e8e8e8; }
+h1 { font-size: 16px; margin: 0 0 8px; }
+button { font: inherit; padding: 2px 10px; }
+</style></head>
 <body><h1>Release dashboard</h1><p id="status">Waiting for the tool result…</p>
+<p><button id="refresh" type="button" disabled>Refresh</button> <span id="refreshed"></span></p>
 <script>
+let nextId = 1;
+const pending = new Map();
+const host = window.parent;
+function request(method, params) {
+  const id = nextId++;
+  host.postMessage({ jsonrpc: "2.0", id, method, params }, "*");
+  return new Promise((resolve, reject) => pending.set(id, { resolve, reject }));
+}
+function notify(method, params) { host.postMessage({ jsonrpc: "2.0", method, params }, "*"); }
+function text(result) { return ((result && result.content) || []).filter((c) => c.type === "text").map((c) => c.text).join("\n"); }
+function theme(name) { document.body.classList.toggle("dark", name === "dark"); }
 window.addEventListener("message", (event) => {
-  const data = event.data || {};
-  if (data.method === "ui/notifications/tool-result") {
-    document.getElementById("status").textContent = JSON.stringify(data.params);
+  if (event.source !== host) return;
+  const m = event.data || {};
+  if (m.id !== undefined && !m.method) {
+    const waiter = pending.get(m.id);
+    if (waiter) { pending.delete(m.id); m.error ? waiter.reject(new Error(m.error.message)) : waiter.resolve(m.result); }
+  } else if (m.method === "ui/notifications/tool-result") {
+    document.getElementById("status").textContent = text(m.params);
+  } else if (m.method === "ui/notifications/host-context-changed") {
+    if (m.params && m.params.theme) theme(m.params.theme);
+  } else if (m.method === "ui/resource-teardown" || m.method === "ping") {
+    host.postMessage({ jsonrpc: "2.0", id: m.id, result: {} }, "*");
   }
 });
+(async () => {
+  const init = await request("ui/initialize", { appInfo: { name: "release-dashboard", version: "1.0.0" }, appCapabilities: {}, protocolVersion: "2026-01-26" });
+  theme(init.hostContext && init.hostContext.theme);
+  notify("ui/notifications/initialized", {});
+  const size = () => {
+    const box = document.documentElement.getBoundingClientRect();
+    notify("ui/notifications/size-changed", { width: Math.ceil(box.width), height: Math.ceil(box.height) });
+  };
+  new ResizeObserver(size).observe(document.body);
+  const button = document.getElementById("refresh");
+  button.disabled = false;
+  button.onclick = async () => {
+    notify("notifications/message", { level: "info", logger: "release-dashboard", data: "refresh clicked" });
+    try {
+      document.getElementById("refreshed").textContent = text(await request("tools/call", { name: "refresh_dashboard", arguments: {} }));
+    } catch (error) {
+      document.getElementById("refreshed").textContent = "Refresh failed: " + error.message;
+    }
+  };
+})();
 </script></body></html>
 "#;
 
@@ -120,7 +171,7 @@ impl Example {
                 {"name": "crash", "description": "Exit the server process at once (to see the error state and the restart).",
                  "inputSchema": {"type": "object", "properties": {}}},
             ]),
-            Kind::Fail | Kind::Features => json!([]),
+            Kind::Fail | Kind::Features | Kind::Conformance | Kind::Transparency => json!([]),
         }
     }
 
@@ -161,8 +212,12 @@ impl Example {
                     .ok_or_else(|| format!("no note titled {title:?}"))
             }
             (Kind::Clock, "now") => Ok(jiff::Timestamp::now().to_string()),
-            (Kind::App, "show_dashboard" | "refresh_dashboard") => {
-                Ok("Release 1.4.0: 12 merged, 2 open, CI green.".into())
+            (Kind::App, "show_dashboard") => Ok(DASHBOARD.into()),
+            (Kind::App, "refresh_dashboard") => {
+                static REFRESHES: std::sync::atomic::AtomicU64 =
+                    std::sync::atomic::AtomicU64::new(0);
+                let n = REFRESHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                Ok(format!("{DASHBOARD} (refresh #{n})"))
             }
             (Kind::Echo, "echo") => arg("text"),
             (_, "fault_stats") if self.faulty => Ok(crate::faults::stats()),

@@ -8,8 +8,8 @@
 //!    process, on a runtime of its own) relaying one text frame to the same number of
 //!    clients; and the proxy's own `ping` round trip (one client, no fan-out).
 //! 2. The same with one more subscriber that never reads (a small receive buffer, and
-//!    `client_queue = 16`), which also follows a second session where a 32 KiB title is
-//!    dispatched after every round (not timed), so that it backs up and is cut off midway:
+//!    `client_queue = 16`), which also follows a second session where a 32 KiB active-client
+//!    record is dispatched after every round (not timed), so that it backs up and is cut off midway:
 //!    the others must not notice it. Baseline: the same with that subscriber reading.
 //! 3. A file edit (a plugin's `plugin.json` renamed into place, `watch_debounce_ms = 0`) →
 //!    `session/customizationUpdated` at every subscriber.
@@ -75,7 +75,7 @@ fn main() {
     }
 
     println!(
-        "\n== the same with one more subscriber and a 32 KiB title on its second session after \
+        "\n== the same with one more subscriber and a 32 KiB active-client record on its second session after \
          each round (client_queue = 16) =="
     );
     header();
@@ -309,16 +309,16 @@ async fn ping_round_trip(binary: &Path, dir: &Path) -> Vec<f64> {
     samples
 }
 
-/// A second session only the stalled client follows: a large title dispatched there after
+/// A second session only the stalled client follows: a large record dispatched there after
 /// every round (not timed) backs it up until the proxy cuts it off, while the measured
 /// clients see only the default session.
 const STALL_SESSION: &str = "ahp-session:/stall";
 
 /// One more subscriber besides the `n` timed ones, following both sessions, while a 32 KiB
-/// title is dispatched on the second one after every round.
+/// active-client record is dispatched on the second one after every round.
 #[derive(Clone, Copy, PartialEq)]
 enum Extra {
-    /// No extra subscriber and no large titles.
+    /// No extra subscriber and no large records.
     None,
     /// It reads everything (the baseline for `Stalled`: the same work, nobody stuck).
     Reading,
@@ -354,6 +354,8 @@ async fn measure_dispatch(proxy: &Proxy, n: usize, extra: Extra) -> Vec<Round> {
         None
     };
     let mut rx = subscribers(&proxy.url, n).await;
+    // 32 KiB of padding: an active-client record with a long tool description (titles
+    // are capped at 1 KiB).
     let padding = "x".repeat(32 * 1024);
     let mut rounds = Vec::new();
     let mut seq = 0;
@@ -372,7 +374,9 @@ async fn measure_dispatch(proxy: &Proxy, n: usize, extra: Extra) -> Vec<Round> {
             seq += 1;
             let flood = json!({"jsonrpc": "2.0", "method": "dispatchAction", "params": {
                 "channel": STALL_SESSION, "clientSeq": seq,
-                "action": {"type": "session/titleChanged", "title": format!("{round} {padding}")}}});
+                "action": {"type": "session/activeClientSet", "activeClient": {"clientId": "sender",
+                    "tools": [{"name": "padding", "description": format!("{round} {padding}"),
+                               "inputSchema": {"type": "object"}}]}}}});
             sender
                 .send(Message::Text(flood.to_string().into()))
                 .await

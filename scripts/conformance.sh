@@ -7,14 +7,24 @@
 #   scripts/conformance.sh list [SUITE-ARGS...]    the scenarios a run selects
 #   scripts/conformance.sh server --url URL [--out DIR] [--quiet] [-- SUITE-ARGS...]
 #                                                  run the server scenarios against URL
+#   scripts/conformance.sh fixture --stdio | --http PORT
+#                                                  run the project's fixture (the suite's reference
+#                                                  server, `ahp-proxy-example-server conformance`) in
+#                                                  the foreground (HTTP: http://127.0.0.1:PORT/mcp)
 #   scripts/conformance.sh everything --stdio | --http PORT
 #                                                  run @modelcontextprotocol/server-everything in
 #                                                  the foreground (HTTP: http://127.0.0.1:PORT/mcp)
-#   scripts/conformance.sh reference [--server-cmd CMD] [--path /mcp] [--out DIR] [--quiet]
-#                                    [-- SUITE-ARGS...]
+#   scripts/conformance.sh reference [--everything | --server-cmd CMD] [--path /mcp] [--out DIR]
+#                                    [--quiet] [-- SUITE-ARGS...]
 #                                                  start a server on a free port (default: the
-#                                                  everything server over HTTP; CMD may use {port}
-#                                                  and $PORT), run `server` against it, stop it
+#                                                  fixture over HTTP; --everything: the everything
+#                                                  server; CMD may use {port} and $PORT), run
+#                                                  `server` against it, stop it
+#   scripts/conformance.sh proxy [--upstream stdio|http] [--endpoint server|aggregate]
+#                                [--out DIR] [--quiet] [-- SUITE-ARGS...]
+#                                                  the fixture behind ahp-proxy (a stdio child, or
+#                                                  an HTTP server), the suite on /mcp/conformance
+#                                                  (server) or /mcp (aggregate)
 #
 # `server` selects `--requirements 2025-11-25` (the frozen scenario set of MCP 2025-11-25,
 # run at the 2025-11-25 wire: ahp-proxy's protocol version) unless SUITE-ARGS carry
@@ -30,11 +40,16 @@
 # Environment:
 #   AHP_PROXY_TOOLS          cache root (default: $HOME/.cache/ahp-proxy-tools)
 #   AHP_CONFORMANCE_REQUIREMENTS  default requirement set (default: 2025-11-25)
-#   AHP_CONFORMANCE_PORTS    LOW-HIGH range `reference` picks its port from (default: any free)
+#   AHP_CONFORMANCE_PORTS    LOW-HIGH range `reference` and `proxy` pick ports from (default: any
+#                            free)
+#   AHP_PROXY_BIN_DIR        where ahp-proxy and ahp-proxy-example-server are (default: the
+#                            repository's target/debug; built with cargo when missing there)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tools_src="$here/conformance-tools"
+repo="$(cd "$here/.." && pwd)"
+BIN_DIR="${AHP_PROXY_BIN_DIR:-$repo/target/debug}"
 TOOLS="${AHP_PROXY_TOOLS:-$HOME/.cache/ahp-proxy-tools}"
 REQUIREMENTS="${AHP_CONFORMANCE_REQUIREMENTS:-2025-11-25}"
 
@@ -139,6 +154,54 @@ json_argv() { # a JSON array of the arguments
   "$node" -e 'process.stdout.write(JSON.stringify(process.argv.slice(1)))' -- "$@"
 }
 
+# The path of one of the project's binaries; built with cargo when it is missing from the
+# repository's own target/debug.
+project_bin() {
+  local bin="$BIN_DIR/$1"
+  if [[ ! -x "$bin" && "$BIN_DIR" == "$repo/target/debug" ]]; then
+    echo "conformance.sh: building $1 (cargo build --bin $1)" >&2
+    (cd "$repo" && cargo build --quiet --bin "$1" >&2) || die "cargo build --bin $1 failed"
+  fi
+  [[ -x "$bin" ]] || die "no $bin (set AHP_PROXY_BIN_DIR)"
+  echo "$bin"
+}
+
+# Process groups this script started (`start_group`), stopped by `stop_groups` and nothing else.
+STARTED=()
+start_group() { # LOG CMD...: CMD in its own process group, output to LOG; pid in STARTED_PID
+  setsid "${@:2}" >"$1" 2>&1 </dev/null &
+  STARTED_PID=$!
+  STARTED+=("$STARTED_PID")
+  trap stop_groups EXIT
+}
+
+stop_groups() {
+  local pid i
+  for pid in "${STARTED[@]+"${STARTED[@]}"}"; do
+    kill -TERM -- "-$pid" 2>/dev/null || true
+  done
+  for pid in "${STARTED[@]+"${STARTED[@]}"}"; do
+    for i in $(seq 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  done
+  STARTED=()
+}
+
+# N distinct free ports, one a line.
+free_ports() {
+  local node="$1" n="$2" port seen=" "
+  while ((n > 0)); do
+    port="$(free_port "$node")"
+    [[ "$seen" == *" $port "* ]] && continue
+    seen+="$port "
+    echo "$port"
+    n=$((n - 1))
+  done
+}
+
 cmd_server() {
   local url="" out="" quiet=0
   while (($#)); do
@@ -211,12 +274,26 @@ cmd_everything() {
   esac
 }
 
+cmd_fixture() {
+  local bin
+  bin="$(project_bin ahp-proxy-example-server)"
+  case "${1:-}" in
+    --stdio) exec "$bin" conformance ;;
+    --http)
+      [[ -n "${2:-}" ]] || die "fixture --http PORT"
+      exec "$bin" conformance --http "127.0.0.1:$2"
+      ;;
+    *) die "fixture --stdio | --http PORT" ;;
+  esac
+}
+
 cmd_reference() {
-  local server_cmd="" path="/mcp" out="" quiet=() pass=()
+  local server_cmd="" path="/mcp" out="" quiet=() pass=() everything=0
   while (($#)); do
     case "$1" in
       --server-cmd) server_cmd="$2"; shift 2 ;;
       --server-cmd=*) server_cmd="${1#*=}"; shift ;;
+      --everything) everything=1; shift ;;
       --path) path="$2"; shift 2 ;;
       --path=*) path="${1#*=}"; shift ;;
       --out) out="$2"; shift 2 ;;
@@ -230,9 +307,12 @@ cmd_reference() {
   node="$(node_bin)"
   dir="$(install_tools)"
   port="$(free_port "$node")"
-  if [[ -z "$server_cmd" ]]; then
+  if [[ -z "$server_cmd" ]] && ((everything)); then
     server_cmd="exec $(printf '%q ' "$node" --import "file://$dir/loopback.mjs" \
       "$(everything_js "$dir")" streamableHttp)"
+  elif [[ -z "$server_cmd" ]]; then
+    server_cmd="exec $(printf '%q ' "$(project_bin ahp-proxy-example-server)" conformance \
+      --http "127.0.0.1:$port")"
   fi
   server_cmd="${server_cmd//\{port\}/$port}"
   [[ -n "$out" ]] || out="$(mktemp -d "${TMPDIR:-/tmp}/ahp-conformance.XXXXXX")"
@@ -240,53 +320,116 @@ cmd_reference() {
   local log="$out/server.log"
   echo "conformance.sh: starting the server on 127.0.0.1:$port (log: $log)" >&2
   # Its own process group, so that stopping it stops whatever it started.
-  PORT="$port" setsid bash -c "$server_cmd" >"$log" 2>&1 </dev/null &
-  REF_PID=$!
-  trap stop_reference EXIT
-  if ! wait_port "$port" 30 "$REF_PID"; then
+  PORT="$port" start_group "$log" bash -c "$server_cmd"
+  if ! wait_port "$port" 30 "$STARTED_PID"; then
     cat "$log" >&2
     die "the server did not listen on 127.0.0.1:$port"
   fi
   local rc=0
   cmd_server --url "http://127.0.0.1:$port$path" --out "$out" "${quiet[@]+"${quiet[@]}"}" \
     -- "${pass[@]+"${pass[@]}"}" || rc=$?
-  stop_reference
-  trap - EXIT
+  stop_groups
   return "$rc"
 }
 
-REF_PID=""
-stop_reference() { # the process group `reference` started, and nothing else
-  [[ -n "$REF_PID" ]] || return 0
-  kill -TERM -- "-$REF_PID" 2>/dev/null || true
-  local i
-  for i in $(seq 50); do
-    kill -0 "$REF_PID" 2>/dev/null || break
+# Wait until LOG says the proxy's server NAME is ready (JSON or text logs, colours or not).
+wait_ready() { # LOG NAME TIMEOUT_S PID
+  local deadline=$((SECONDS + $3))
+  while ((SECONDS < deadline)); do
+    if sed 's/\x1b\[[0-9;]*m//g' "$1" 2>/dev/null | grep "server ready" |
+      grep -qE "(server|name)[=\":]+$2([^A-Za-z0-9_.-]|$)"; then
+      return 0
+    fi
+    kill -0 "$4" 2>/dev/null || return 1
     sleep 0.1
   done
-  kill -KILL -- "-$REF_PID" 2>/dev/null || true
-  REF_PID=""
+  return 1
+}
+
+cmd_proxy() {
+  local upstream=stdio endpoint=server out="" quiet=() pass=()
+  while (($#)); do
+    case "$1" in
+      --upstream) upstream="$2"; shift 2 ;;
+      --upstream=*) upstream="${1#*=}"; shift ;;
+      --endpoint) endpoint="$2"; shift 2 ;;
+      --endpoint=*) endpoint="${1#*=}"; shift ;;
+      --out) out="$2"; shift 2 ;;
+      --out=*) out="${1#*=}"; shift ;;
+      --quiet) quiet=(--quiet); shift ;;
+      --) shift; pass=("$@"); break ;;
+      *) die "proxy: unknown option $1" ;;
+    esac
+  done
+  [[ "$upstream" == stdio || "$upstream" == http ]] || die "proxy: --upstream stdio|http"
+  [[ "$endpoint" == server || "$endpoint" == aggregate ]] || die "proxy: --endpoint server|aggregate"
+  local node proxy fixture ports ahp_port mcp_port up_port
+  node="$(node_bin)"
+  install_tools >/dev/null
+  proxy="$(project_bin ahp-proxy)"
+  fixture="$(project_bin ahp-proxy-example-server)"
+  mapfile -t ports < <(free_ports "$node" 3)
+  ahp_port="${ports[0]}" mcp_port="${ports[1]}" up_port="${ports[2]}"
+  [[ -n "$out" ]] || out="$(mktemp -d "${TMPDIR:-/tmp}/ahp-conformance.XXXXXX")"
+  mkdir -p "$out"
+  if [[ "$upstream" == http ]]; then
+    echo "conformance.sh: starting the fixture on 127.0.0.1:$up_port (log: $out/fixture.log)" >&2
+    start_group "$out/fixture.log" "$fixture" conformance --http "127.0.0.1:$up_port"
+    wait_port "$up_port" 30 "$STARTED_PID" || die "the fixture did not listen on $up_port"
+    printf '[servers.conformance]\nurl = "http://127.0.0.1:%s/mcp"\n' "$up_port" >"$out/proxy.toml"
+  else
+    printf '[servers.conformance]\ncommand = %s\nargs = ["conformance"]\n' \
+      "$(json_str "$node" "$fixture")" >"$out/proxy.toml"
+  fi
+  echo "conformance.sh: starting ahp-proxy, MCP on 127.0.0.1:$mcp_port (log: $out/proxy.log)" >&2
+  start_group "$out/proxy.log" "$proxy" --log-format json --config "$out/proxy.toml" serve \
+    --listen "127.0.0.1:$ahp_port" --mcp-listen "127.0.0.1:$mcp_port"
+  local proxy_pid="$STARTED_PID"
+  wait_port "$mcp_port" 30 "$proxy_pid" || { cat "$out/proxy.log" >&2; die "the proxy did not listen"; }
+  wait_ready "$out/proxy.log" conformance 30 "$proxy_pid" ||
+    echo "conformance.sh: no 'server ready' for conformance in the proxy log; going on" >&2
+  local url="http://127.0.0.1:$mcp_port/mcp"
+  [[ "$endpoint" == server ]] && url+="/conformance"
+  local rc=0
+  cmd_server --url "$url" --out "$out" "${quiet[@]+"${quiet[@]}"}" \
+    -- "${pass[@]+"${pass[@]}"}" || rc=$?
+  stop_groups
+  return "$rc"
 }
 
 cmd_commands() {
-  local node dir js ev lb
+  local node dir js ev lb fx
   node="$(node_bin)"
   dir="$(install_tools)"
   js="$(conformance_js "$dir")"
   ev="$(everything_js "$dir")"
   lb="file://$dir/loopback.mjs"
+  # The fixture's path, without building it (commands only prints).
+  fx="$BIN_DIR/ahp-proxy-example-server"
   if [[ "${1:-}" == --json ]]; then
     cat <<EOF
 {"node": $(json_str "$node" "$node"),
  "conformance": $(json_argv "$node" "$node" "$js" server --url "http://127.0.0.1:<port>/mcp" --requirements "$REQUIREMENTS"),
  "everything_stdio": $(json_argv "$node" "$node" "$ev" stdio),
- "everything_http": {"argv": $(json_argv "$node" "$node" --import "$lb" "$ev" streamableHttp), "env": {"PORT": "<port>"}, "url": "http://127.0.0.1:<port>/mcp"}}
+ "everything_http": {"argv": $(json_argv "$node" "$node" --import "$lb" "$ev" streamableHttp), "env": {"PORT": "<port>"}, "url": "http://127.0.0.1:<port>/mcp"},
+ "fixture_stdio": $(json_argv "$node" "$fx" conformance),
+ "fixture_http": {"argv": $(json_argv "$node" "$fx" conformance --http "127.0.0.1:<port>"), "url": "http://127.0.0.1:<port>/mcp"}}
 EOF
     return
   fi
   cat <<EOF
 # Conformance suite, server scenarios (streamable HTTP only):
 $node $js server --url http://127.0.0.1:<port>/mcp --requirements $REQUIREMENTS -o <dir>
+
+# The project's fixture (the suite's reference server) over stdio, e.g. as a proxy child:
+$fx conformance
+#   proxy.toml:
+#   [servers.conformance]
+#   command = "$fx"
+#   args = ["conformance"]
+
+# The fixture over streamable HTTP at http://127.0.0.1:<port>/mcp:
+$fx conformance --http 127.0.0.1:<port>
 
 # Everything server (@modelcontextprotocol/server-everything) over stdio, e.g. as a proxy child:
 $node $ev stdio
@@ -316,6 +459,8 @@ case "${1:-}" in
   server) shift; cmd_server "$@" ;;
   everything) shift; cmd_everything "$@" ;;
   reference) shift; cmd_reference "$@" ;;
+  fixture) shift; cmd_fixture "$@" ;;
+  proxy) shift; cmd_proxy "$@" ;;
   *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
     exit 2

@@ -208,10 +208,34 @@ pub fn notification(method: &str, params: &impl Serialize) -> Frame {
     })
 }
 
+/// How many bytes `value` takes as JSON, without building the text.
+pub fn encoded_len(value: &impl Serialize) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing to a counter cannot fail; a value that cannot be encoded counts what it got.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn encoded_len_is_the_length_of_the_text() {
+        let value = json!({"title": "déjà vu", "n": [1, 2, 3], "nested": {"a": null}});
+        assert_eq!(encoded_len(&value), value.to_string().len());
+    }
 
     fn code(text: &str) -> (Value, i32) {
         let malformed = decode(text).expect_err("should be refused");

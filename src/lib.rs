@@ -7,10 +7,11 @@
 //! scanned, diffed into actions), `check` (the `check` report), `control` (the `status`,
 //! `start`, `stop`… commands: an AHP client of a running proxy), `watch` (live rescans),
 //! `supervisor` (one lifecycle task per MCP server), `host` (AHP state, single writer), `ahp`
-//! (the WebSocket face), `front` (the harness's MCP server), `tcp` (the accept step both
-//! listeners share), `banner` (what start-up prints), `health` (`GET /healthz`), `serve`
-//! (the wiring and the shutdown order); `fuzzing` (fuzz targets, with the `fuzzing` feature
-//! only). The example MCP servers are a separate program
+//! (the WebSocket face), `console` (the web console's pages, served by `ahp`), `front` (the
+//! harness's MCP server), `tcp` (the accept step the listeners share), `untrusted` and
+//! `log_writer` (outside text made safe for log lines), `banner` (what start-up prints),
+//! `health` (`GET /healthz`), `serve` (the wiring and the shutdown order); `fuzzing` (fuzz
+//! targets, with the `fuzzing` feature only). The example MCP servers are a separate program
 //! (`example-servers/`, `ahp-proxy-example-server`). See ARCHITECTURE.md.
 
 #![deny(unsafe_code)]
@@ -20,6 +21,7 @@ pub mod banner;
 pub mod catalog;
 pub mod check;
 pub mod config;
+pub mod console;
 pub mod control;
 pub mod discovery;
 pub mod front;
@@ -30,11 +32,13 @@ pub mod health;
 pub mod host;
 pub mod jsonrpc;
 pub mod line_index;
+pub mod log_writer;
 pub mod mcp;
 pub mod mirror;
 pub mod serve;
 pub mod spec;
 pub mod supervisor;
 pub mod tcp;
+pub mod untrusted;
 pub mod upstream;
 pub mod watch;

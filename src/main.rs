@@ -133,14 +133,19 @@ enum LogFormat {
 
 fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colour only for a person watching: a file or a pipe gets plain text.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        // One event, one line: control characters inside an event are escaped on the way
+        // out; colours only on a terminal.
+        LogFormat::Text => {
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            builder
+                .with_ansi(ansi)
+                .with_writer(ahp_proxy::log_writer::OneLine { ansi })
+                .init()
+        }
+        // serde_json escapes every control character.
+        LogFormat::Json => builder.json().with_writer(std::io::stderr).init(),
     }
 }
 

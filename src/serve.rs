@@ -40,6 +40,7 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
     let stdio = options.stdio;
     // Checked before anything starts: no server is launched for a proxy that will not run.
     let token = access_token(&config)?;
+    let mut signals = Signals::listen();
     let host = Arc::new(Host::new(&config));
     let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
     let catalog = Catalog::scan(sources(&config), &ctx);
@@ -82,6 +83,7 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
         },
         mirror,
     );
+    hub.serve_client_tools(&host);
     // What AHP connections are served with: the host, writable host files, and MCP Apps'
     // `mcp://` channels served on the same connections, sampling answered by the harness
     // (advertised only while one that can is connected), list changes relayed.
@@ -144,7 +146,21 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
         tracing::info!(addr = %mcp_addr, url = %format!("http://{mcp_addr}/mcp"), "MCP endpoint listening");
         banner.mcp_url = Some(format!("http://{mcp_addr}/mcp"));
     }
-    let gate = crate::ahp::gate::Gate::new(&config.ahp, token.clone(), addr);
+    let gate = Arc::new(crate::ahp::gate::Gate::new(
+        &config.ahp,
+        token.clone(),
+        addr,
+    ));
+    // MCP Apps' Views run on an origin of their own: the same IP, another port.
+    let views_tcp = listener::bind(std::net::SocketAddr::new(addr.ip(), 0)).await?;
+    let views_addr = views_tcp
+        .local_addr()
+        .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let console = Arc::new(crate::console::Console {
+        view_port: views_addr.port(),
+        token_required: token.is_some(),
+    });
+    tracing::info!(url = %format!("http://{addr}/"), views = %format!("http://{views_addr}"), "console: open this URL in a browser");
     tracing::info!(addr = %addr, url = %format!("ws://{addr}"), token = token.is_some(), "AHP endpoint listening");
     show(&banner, options.text_banner);
 
@@ -163,27 +179,40 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
             hub.clone(),
             health(&host, &hub),
             config.mcp.allowed_hosts.clone(),
+            crate::front::http::Bounds {
+                max_connections: config.limits.max_connections,
+                max_sessions: config.mcp.max_sessions,
+                read_timeout: config.limits.handshake_timeout,
+            },
             shutdown.clone(),
         ))
     });
     let listening = CancellationToken::new();
-    let ahp = tokio::spawn(listener::serve(
-        tcp,
-        services,
-        gate,
-        config.limits.clone(),
-        listening.clone(),
-    ));
+    let ahp = {
+        let page_deadline = config.limits.handshake_timeout;
+        let ahp = listener::serve(
+            tcp,
+            services,
+            gate.clone(),
+            Some(console),
+            config.limits.clone(),
+            listening.clone(),
+        );
+        let views = crate::ahp::views::serve(views_tcp, gate, page_deadline, listening.clone());
+        tokio::spawn(async move {
+            tokio::join!(ahp, views);
+        })
+    };
     // Kept while it runs (a finished task is not awaited again).
     let mut harness = None;
     if stdio {
         let mut front = tokio::spawn(serve_stdio(hub.clone(), shutdown.clone()));
         tokio::select! {
-            _ = wait_for_signal() => harness = Some(front),
+            _ = signals.wait() => harness = Some(front),
             _ = &mut front => {}
         }
     } else {
-        wait_for_signal().await;
+        signals.wait().await;
     }
     tracing::info!("shutting down");
     let tasks = Tasks {
@@ -219,7 +248,8 @@ struct Tasks {
     mcp_http: Option<JoinHandle<()>>,
     /// Supervisor events → host; ends once the supervisor is gone.
     bridge: JoinHandle<()>,
-    /// The AHP listener and its connections; ends on `listening`.
+    /// The AHP listener (with the console) and its connections, and the MCP Apps View
+    /// origin; ends on `listening`.
     ahp: JoinHandle<()>,
     /// Servers' list changes → `mcp://` channel subscribers; ends on `relaying`.
     list_changes: JoinHandle<()>,
@@ -385,24 +415,36 @@ pub fn sources(config: &Config) -> Sources {
     }
 }
 
-async fn wait_for_signal() {
+/// Ctrl-C or SIGTERM, listened for from the moment it is made: a signal that comes once the
+/// endpoints are announced (a test or a service manager stopping the proxy at once) is
+/// never missed.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Self {
+                term: signal(SignalKind::terminate()).ok(),
             }
         }
+        #[cfg(not(unix))]
+        Self {}
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn wait(&mut self) {
+        #[cfg(unix)]
+        if let Some(term) = &mut self.term {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -235,7 +235,13 @@ async fn run(
             host.emit_to_sessions(action);
         }
         // Launch specs are not part of the tree: a rescan with no action can still change
-        // one. The supervisor diffs the set itself; only changed servers restart.
+        // one. When a rescanned unit's servers changed at all, the supervisor gets the whole
+        // set again (shared pointers) and diffs it; only changed servers restart. An edit
+        // that leaves every server as it was costs the supervisor nothing, however many
+        // servers there are.
+        if !scanner.catalog.take_servers_changed() {
+            continue;
+        }
         if supervisor
             .send(scanner.catalog.supervision())
             .await

@@ -15,7 +15,8 @@ use ahp_types::state::{
 };
 use ahp_types::ROOT_RESOURCE_URI;
 use common::{
-    client, error_code, initialized_client, next_action, Ending, Proxy, Raw, DEFAULT_SESSION,
+    client, error_code, initialized_client, next_action, padded_action, rss_kib, Ending, Proxy,
+    Raw, DEFAULT_SESSION, PATIENCE,
 };
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -500,6 +501,102 @@ async fn sessions_are_created_listed_and_disposed_per_spec() {
     assert_eq!(error_code(&again), -32001);
 }
 
+#[tokio::test]
+async fn the_default_session_cannot_be_disposed() {
+    let proxy = Proxy::start(CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("disposer", &[]).await;
+    let refused = raw
+        .request("disposeSession", json!({"channel": DEFAULT_SESSION}))
+        .await;
+    assert_eq!(error_code(&refused), -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot be disposed")),
+        "{refused}"
+    );
+    // Still there for everyone, harness chat included.
+    let mut late = Raw::connect(&proxy).await;
+    let init = late.initialize("late", &[DEFAULT_SESSION]).await;
+    let session = &init["snapshots"][0]["state"];
+    assert_eq!(session["defaultChat"], "ahp-chat:/harness", "{init}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_cannot_grow_the_hosts_memory_without_limit() {
+    let proxy = Proxy::start(&format!(
+        "{CONFIG}\n[limits]\nreplay_log_bytes = 4194304\nmax_sessions = 20\n"
+    ));
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("hog", &[]).await;
+    raw.ping().await;
+    let before = rss_kib(proxy.pid());
+    // 32 titles of 1 MiB: refused (at most 1 KiB), each echoed to the sender only.
+    for seq in 0..32 {
+        raw.notify(
+            "dispatchAction",
+            json!({"channel": DEFAULT_SESSION, "clientSeq": seq, "action":
+                {"type": "session/titleChanged", "title": "t".repeat(1024 * 1024)}}),
+        )
+        .await;
+        let echo = raw.recv().await;
+        let reason = echo["params"]["rejectionReason"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(reason.contains("title of 1048576 bytes"), "{reason}");
+    }
+    // 100 legal actions of 200 KB each (an active client with a long tool description):
+    // applied, but the replay log keeps at most 4 MiB of them.
+    for seq in 0..100 {
+        raw.notify(
+            "dispatchAction",
+            json!({"channel": DEFAULT_SESSION, "clientSeq": 100 + seq, "action":
+                {"type": "session/activeClientSet", "activeClient": {"clientId": "hog",
+                 "tools": [{"name": "t", "description": format!("{seq}{}", "d".repeat(200_000)),
+                            "inputSchema": {"type": "object"}}]}}}),
+        )
+        .await;
+    }
+    // 500 sessions asked for: 19 made (20 with the default one), the rest refused.
+    let mut made = 0;
+    for n in 0..500 {
+        let answer = raw
+            .request(
+                "createSession",
+                json!({"channel": format!("ahp-session:/hog-{n}")}),
+            )
+            .await;
+        if answer.get("result").is_some() {
+            made += 1;
+        } else {
+            assert_eq!(error_code(&answer), -32603, "{answer}");
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("at most 20 sessions"), "{message}");
+        }
+    }
+    assert_eq!(made, 19);
+    raw.ping().await;
+    let after = rss_kib(proxy.pid());
+    // 32 MiB of titles, 20 MB of tool descriptions and 500 sessions went in; what stays is
+    // the last active-client record, 4 MiB of replay log and 19 sessions.
+    eprintln!("RSS {before} KiB -> {after} KiB");
+    assert!(
+        after < before + 24 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+    // A reconnect from before the attack gets snapshots: the gap no longer fits the log.
+    let mut back = Raw::connect(&proxy).await;
+    let resumed = back
+        .request(
+            "reconnect",
+            json!({"channel": "ahp-root://", "clientId": "hog", "lastSeenServerSeq": 1,
+                   "subscriptions": [DEFAULT_SESSION]}),
+        )
+        .await;
+    assert!(resumed["result"]["snapshots"].is_array(), "{resumed}");
+}
+
 // ─── bad input, one test each ───────────────────────────────────────────────
 
 #[tokio::test]
@@ -511,6 +608,56 @@ async fn text_that_is_not_json_gets_a_parse_error_and_the_connection_lives_on() 
     assert_eq!(error_code(&response), -32700);
     assert_eq!(response["id"], json!(null));
     raw.ping().await;
+}
+
+#[tokio::test]
+async fn client_text_cannot_forge_log_lines_or_flood_the_log() {
+    let proxy = Proxy::start_with_text_log(CONFIG);
+    let forged_line = "2026-01-01T00:00:00.000000Z  INFO ahp_proxy: forged";
+    let client_id = format!("evil\n{forged_line}\r\u{1b}[2J\u{1b}]0;title\u{7}");
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize(&client_id, &[DEFAULT_SESSION]).await;
+    raw.notify(
+        "dispatchAction",
+        json!({"channel": format!("ahp-session:/x\n{forged_line}"), "clientSeq": 1,
+               "action": {"type": "session/titleChanged", "title": "t"}}),
+    )
+    .await;
+    raw.notify(&format!("bogus\n{forged_line}"), json!({}))
+        .await;
+    // A 1 MiB clientId is refused at initialize, and not logged whole.
+    let mut big = Raw::connect(&proxy).await;
+    let refused = big
+        .request(
+            "initialize",
+            json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"],
+                   "clientId": "x".repeat(1024 * 1024)}),
+        )
+        .await;
+    assert_eq!(error_code(&refused), -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("longer than 256")),
+        "{refused}"
+    );
+    raw.ping().await;
+    big.ping().await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while proxy.log_count("unknown notification ignored") == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "{}", proxy.logs());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let logs = proxy.logs();
+    assert!(logs.contains("client=evil\\n2026-01-01"), "{logs}");
+    for line in logs.lines() {
+        assert!(!line.starts_with("2026-01-01"), "forged line: {line:?}");
+        assert!(
+            !line.contains('\u{1b}') && !line.contains('\r') && !line.contains('\u{7}'),
+            "raw control character: {line:?}"
+        );
+        assert!(line.len() < 4096, "a line of {} bytes", line.len());
+    }
 }
 
 #[tokio::test]
@@ -665,13 +812,15 @@ async fn a_stalled_client_is_disconnected_and_the_others_get_everything() {
         .expect("subscribe");
 
     // Far more than the socket buffers and the 8-frame queue can hold while nobody reads.
-    let padding = "x".repeat(64 * 1024);
     let total = 400;
     let mut last = 0;
     for n in 0..total {
-        busy.dispatch(DEFAULT_SESSION.into(), title(&format!("{n} {padding}")))
-            .await
-            .expect("dispatch");
+        busy.dispatch(
+            DEFAULT_SESSION.into(),
+            padded_action("busy", &n.to_string(), 64 * 1024),
+        )
+        .await
+        .expect("dispatch");
         let envelope = next_action(&mut sub).await;
         assert!(envelope.server_seq > last);
         last = envelope.server_seq;

@@ -219,9 +219,16 @@ impl Mute {
     }
 
     fn upgrade(&mut self, proxy: &Proxy) {
+        let head = self.upgrade_with_hosts(&[&proxy.addr.to_string()]);
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    }
+
+    /// Send an upgrade request with these `Host` lines (any number, any text); returns
+    /// the response head.
+    fn upgrade_with_hosts(&mut self, hosts: &[&str]) -> String {
+        let host_lines: String = hosts.iter().map(|h| format!("Host: {h}\r\n")).collect();
         let request = format!(
-            "GET / HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-            proxy.addr
+            "GET / HTTP/1.1\r\n{host_lines}Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
         );
         self.socket.write_all(request.as_bytes()).unwrap();
         let mut head = Vec::new();
@@ -230,8 +237,12 @@ impl Mute {
             self.socket.read_exact(&mut byte).unwrap();
             head.push(byte[0]);
         }
-        let head = String::from_utf8_lossy(&head);
-        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        String::from_utf8_lossy(&head).into_owned()
+    }
+
+    /// Bytes as they are, after the upgrade (a frame that breaks the protocol).
+    fn send_raw(&mut self, bytes: &[u8]) {
+        self.socket.write_all(bytes).unwrap();
     }
 
     /// One masked text frame.
@@ -332,4 +343,67 @@ async fn silent_peers_are_dropped_and_live_ones_kept() {
         .request::<_, Value>("ping", json!({"channel": "ahp-root://"}))
         .await
         .expect("alive after 5 idle timeouts");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_or_repeated_host_headers_are_refused() {
+    let proxy = Proxy::start("");
+    let port = proxy.addr.port();
+    let own = format!("127.0.0.1:{port}");
+    for hosts in [
+        vec![own.clone(), own.clone()],
+        vec![own.clone(), "evil.example".into()],
+        vec![format!("127.0.0.1:{port}:1")],
+        vec![format!("localhost:{port}@evil.example")],
+        vec![format!("localhost:{port}/x")],
+        vec!["localhost:abc".into()],
+        vec![format!("[::1]{port}")],
+        vec![],
+    ] {
+        let mut mute = Mute::connect(&proxy);
+        let refs: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        let head = mute.upgrade_with_hosts(&refs);
+        assert!(head.starts_with("HTTP/1.1 400"), "{hosts:?}: {head}");
+    }
+    // The well-formed one is still admitted.
+    let mut mute = Mute::connect(&proxy);
+    let head = mute.upgrade_with_hosts(&[&format!("localhost:{port}")]);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn frames_that_break_the_websocket_protocol_get_1002_and_bad_utf8_1007() {
+    let proxy = Proxy::start("");
+    let mask = [0x12u8, 0x34, 0x56, 0x78];
+    let masked = |first: u8, payload: &[u8]| {
+        let mut frame = vec![first, 0x80 | payload.len() as u8];
+        frame.extend_from_slice(&mask);
+        frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        frame
+    };
+    for (frame, code, what) in [
+        (
+            vec![0x81u8, 0x02, b'h', b'i'],
+            1002,
+            "an unmasked client frame",
+        ),
+        (masked(0xc1, b"hi"), 1002, "a reserved bit set"),
+        (masked(0x83, b"hi"), 1002, "a reserved opcode"),
+        (masked(0x80, b"hi"), 1002, "a continuation of nothing"),
+        (masked(0x09, b"hi"), 1002, "a fragmented ping"),
+        (
+            masked(0x81, &[0xff, 0xfe, b'x']),
+            1007,
+            "a text frame that is not UTF-8",
+        ),
+    ] {
+        let mut mute = Mute::connect(&proxy);
+        mute.upgrade(&proxy);
+        mute.send_raw(&frame);
+        let (got, reason) = close_of(&mute.frames_until_hang_up());
+        assert_eq!(got, code, "{what}: {reason}");
+        assert!(!reason.is_empty(), "{what}");
+    }
+    // The endpoint is unharmed.
+    let _client = official_client_works(upgrade(&proxy.url, &[]).await.unwrap()).await;
 }

@@ -195,6 +195,71 @@ fn worker_threads_below_one_are_refused_others_accepted() {
 }
 
 #[test]
+fn symbolic_link_loops_where_files_belong_degrade_the_plugin() {
+    let dir = ScratchDir::new("check-loops");
+    // One plugin whose .mcp.json is a link to itself, one whose hooks file and skill folder
+    // are a loop of two links, and one that is nothing but a looping .mcp.json.
+    let looping = dir.path().join("plugins/looping");
+    std::fs::create_dir_all(looping.join(".plugin")).expect("mkdir");
+    std::fs::write(
+        looping.join(".plugin/plugin.json"),
+        "{ \"name\": \"looping\" }",
+    )
+    .expect("write manifest");
+    std::os::unix::fs::symlink(".mcp.json", looping.join(".mcp.json")).expect("link");
+    let hooks = dir.path().join("plugins/hooky");
+    std::fs::create_dir_all(hooks.join(".plugin")).expect("mkdir");
+    std::fs::write(hooks.join(".plugin/plugin.json"), "{ \"name\": \"hooky\" }")
+        .expect("write manifest");
+    std::os::unix::fs::symlink("b.json", hooks.join("hooks.json")).expect("link");
+    std::os::unix::fs::symlink("hooks.json", hooks.join("b.json")).expect("link");
+    std::os::unix::fs::symlink("skills", hooks.join("skills")).expect("link");
+    let bare = dir.path().join("plugins/bare");
+    std::fs::create_dir_all(&bare).expect("mkdir");
+    std::os::unix::fs::symlink(".mcp.json", bare.join(".mcp.json")).expect("link");
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(&config, "plugin_roots = [\"plugins\"]\n").expect("write config");
+    let output = proxy()
+        .arg("--config")
+        .arg(&config)
+        .args(["check", "--json"])
+        .output()
+        .expect("run");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let plugins = report["customizations"].as_array().expect("customizations");
+    let state = |name: &str| {
+        let plugin = plugins
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("no plugin {name} in {report}"));
+        (
+            plugin["load"]["kind"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            plugin["load"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        )
+    };
+    for (name, looped) in [
+        ("looping", "looping/.mcp.json: symbolic link loop"),
+        ("hooky", "hooky/hooks.json: symbolic link loop"),
+        ("bare", "bare/.mcp.json: symbolic link loop"),
+    ] {
+        let (kind, message) = state(name);
+        assert_eq!(kind, "degraded", "{name}: {report}");
+        assert!(message.contains(looped), "{name}: {message}");
+    }
+    assert!(state("hooky")
+        .1
+        .contains("hooky/skills: symbolic link loop"));
+    let problems = report["problems"].as_array().expect("problems");
+    assert!(problems.len() >= 4, "{problems:?}");
+}
+
+#[test]
 fn check_reports_every_config_mistake_at_once_even_as_json() {
     let dir = ScratchDir::new("mistakes");
     let path = dir.path().join("proxy.toml");

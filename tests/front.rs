@@ -651,7 +651,11 @@ async fn log_levels_and_resource_subscriptions_are_forwarded() {
     );
     let log = hear(&mut heard, |h| matches!(h, Heard::Log(_))).await;
     let Heard::Log(log) = log else { unreachable!() };
-    assert_eq!(log.logger.as_deref(), Some("a/features"));
+    assert_eq!(
+        log.logger.as_deref(),
+        Some("features"),
+        "as the server wrote it"
+    );
     assert_eq!(log.data, json!("loud"));
 
     let uri = "features://a__static/hello.txt";
@@ -1027,4 +1031,135 @@ async fn an_mcp_app_samples_through_the_harness_over_its_channel() {
         matches!(&refused, ahp::ClientError::Rpc(e) if e.code == -32601),
         "{refused}"
     );
+}
+
+/// The MCP front's socket address, out of its URL.
+fn mcp_addr(proxy: &Proxy) -> std::net::SocketAddr {
+    let authority = proxy.mcp_url.trim_start_matches("http://");
+    authority.split('/').next().unwrap().parse().unwrap()
+}
+
+/// Everything the peer sends until it closes the connection (or `PATIENCE` passes).
+fn read_to_close(socket: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    socket.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut all = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match socket.read(&mut chunk) {
+            Ok(0) => return String::from_utf8_lossy(&all).into_owned(),
+            Ok(n) => all.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return String::from_utf8_lossy(&all).into_owned()
+            }
+            Err(e) => panic!("the front kept the connection open: {e}; read {all:?}"),
+        }
+    }
+}
+
+async fn initialize_raw(http: &reqwest::Client, url: &str) -> reqwest::Response {
+    http.post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_requests_are_cut_off_and_sessions_are_bounded() {
+    use std::io::Write;
+    let proxy = Proxy::start("[limits]\nhandshake_timeout_ms = 300\n[mcp]\nmax_sessions = 1\n");
+    let addr = mcp_addr(&proxy);
+    // Headers that never finish: the connection is closed, not held.
+    let mut trickle = std::net::TcpStream::connect(addr).unwrap();
+    trickle
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: app")
+        .unwrap();
+    let heard = read_to_close(&mut trickle);
+    assert!(
+        heard.is_empty() || heard.starts_with("HTTP/1.1 408"),
+        "{heard}"
+    );
+    // A body that never finishes: 408 with a JSON-RPC error, then closed.
+    let mut stalled = std::net::TcpStream::connect(addr).unwrap();
+    stalled
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\":")
+        .unwrap();
+    let heard = read_to_close(&mut stalled);
+    assert!(heard.starts_with("HTTP/1.1 408"), "{heard}");
+    assert!(heard.contains("did not arrive within 300 ms"), "{heard}");
+
+    // One session may live: a second initialize is refused until the first is deleted.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let first = initialize_raw(&http, &proxy.mcp_url).await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = first.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = first.text().await;
+    let second = initialize_raw(&http, &proxy.mcp_url).await;
+    assert_eq!(second.status().as_u16(), 503);
+    let refusal: Value = second.json().await.unwrap();
+    assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+    let message = refusal["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("too many MCP sessions (the limit is 1)"),
+        "{message}"
+    );
+    let deleted = http
+        .delete(&proxy.mcp_url)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success());
+    let third = initialize_raw(&http, &proxy.mcp_url).await;
+    assert_eq!(third.status().as_u16(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connections_beyond_the_limit_are_refused_until_one_closes() {
+    let proxy = Proxy::start("[limits]\nmax_connections = 2\n");
+    let addr = mcp_addr(&proxy);
+    let first = std::net::TcpStream::connect(addr).unwrap();
+    let second = std::net::TcpStream::connect(addr).unwrap();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let refused = initialize_raw(&http, &proxy.mcp_url).await;
+    assert_eq!(refused.status().as_u16(), 503);
+    assert_eq!(refused.headers()["connection"], "close");
+    assert!(refused
+        .text()
+        .await
+        .unwrap()
+        .contains("too many open connections"));
+    drop(first);
+    drop(second);
+    // The slots come back once the closed connections are noticed.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let answer = initialize_raw(&http, &proxy.mcp_url).await;
+        if answer.status().as_u16() == 200 {
+            break;
+        }
+        assert_eq!(answer.status().as_u16(), 503);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slots never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -13,7 +13,10 @@ use std::sync::Arc;
 use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
 use ahp_types::state::{SessionState, SnapshotState};
 use ahp_types::{StateAction, ROOT_RESOURCE_URI};
-use common::{Ending, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, EXAMPLES, PATIENCE};
+use common::{
+    padded_action, padding_marker, Ending, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION,
+    EXAMPLES, PATIENCE,
+};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
@@ -194,10 +197,11 @@ fn audit(client: &Client) -> JoinHandle<Vec<(u64, String)>> {
     })
 }
 
-/// The stalled client's story: large titles are dispatched on the stall session, one at a
+/// The stalled client's story: large active-client records (32 KiB) are dispatched on the
+/// stall session, one at a
 /// time (each waits for its echo, so the auditor is never flooded), until the host reports a
 /// client's queue full; then the stalled client reads again, at once, to see how it was
-/// let go. Returns the titles sent, the frames it had received and how it ended.
+/// let go. Returns the records sent, the frames it had received and how it ended.
 fn stall(
     mut stalled: Raw,
     client: Client,
@@ -205,15 +209,12 @@ fn stall(
     logs: Arc<std::sync::Mutex<Vec<String>>>,
 ) -> JoinHandle<(usize, usize, Ending)> {
     tokio::spawn(async move {
-        let padding = "x".repeat(32 * 1024);
         let mut sent = 0;
         while !logs.lock().unwrap().iter().any(|l| l.contains(KICKED)) {
             assert!(sent < 10_000, "the stalled client was never disconnected");
-            let title = format!("{sent} {padding}");
+            let marker = sent.to_string();
             sent += 1;
-            let action: StateAction =
-                serde_json::from_value(json!({"type": "session/titleChanged", "title": title}))
-                    .unwrap();
+            let action = padded_action("auditor", &marker, 32 * 1024);
             client
                 .dispatch(STALL_SESSION.into(), action)
                 .await
@@ -224,8 +225,7 @@ fn stall(
                     .expect("the flood's echo")
                     .expect("subscription open");
                 if let SubscriptionEvent::Action(envelope) = event {
-                    if matches!(&envelope.action, StateAction::SessionTitleChanged(t) if t.title == title)
-                    {
+                    if padding_marker(&envelope.action) == Some(marker.as_str()) {
                         break;
                     }
                 }
@@ -624,8 +624,74 @@ async fn a_hundred_clients_follow_churn_exactly_and_a_stalled_one_holds_nobody_u
     );
     eprintln!(
         "load: {CLIENTS} clients, {} actions each, {} frames to the stalled client before it was cut off \
-         after {floods} large titles",
+         after {floods} large records",
         total / CLIENTS,
         frames
     );
+}
+
+/// Large legal input: a manifest of 5,000 disabled servers beside one plugin. They cost
+/// memory in hundreds of bytes each and no task (nothing to start, nothing to report, nothing
+/// to stop), an edit of the plugin reaches a client without going through the others, and
+/// the sidecar shuts down without visiting them.
+#[tokio::test(flavor = "multi_thread")]
+async fn thousands_of_disabled_servers_cost_little_and_hold_nothing_up() {
+    const SERVERS: usize = 5_000;
+    let dir = ScratchDir::new("disabled");
+    let skill = dir.path().join("plugins/one/skills/s/SKILL.md");
+    write(&skill, "---\nname: s\ndescription: start\n---\n");
+    let servers: serde_json::Map<String, Value> = (0..SERVERS)
+        .map(|i| {
+            (
+                format!("server-{i:05}"),
+                json!({"command": "/bin/true", "args": ["--index", i.to_string()], "disabled": true}),
+            )
+        })
+        .collect();
+    let manifest = dir.path().join("servers.mcp.json");
+    write(&manifest, &json!({"mcpServers": servers}).to_string());
+    let proxy = Proxy::start(&format!(
+        "plugin_roots = [{:?}]\nmanifests = [{:?}]\n[limits]\nwatch_debounce_ms = 0\n",
+        dir.path().join("plugins").display().to_string(),
+        manifest.display().to_string()
+    ));
+    let mut raw = Raw::connect(&proxy).await;
+    let init = raw.initialize("editor", &[DEFAULT_SESSION]).await;
+    let shown = init["snapshots"][0]["state"]["customizations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["children"].as_array())
+        .flatten()
+        .filter(|child| child["type"] == "mcpServer" && child["state"]["kind"] == "stopped")
+        .count();
+    assert_eq!(shown, SERVERS);
+    // An edit of the one plugin, twice: each reaches the client.
+    for edit in 0..2 {
+        let marker = format!("edit-{edit}-seen");
+        write(
+            &skill,
+            &format!("---\nname: s\ndescription: {marker}\n---\n"),
+        );
+        loop {
+            let frame = raw.recv().await;
+            if frame.to_string().contains(&marker) {
+                break;
+            }
+        }
+    }
+    raw.ping().await;
+    // Resident memory: the proxy with one plugin takes about 25 MiB in a debug build; 5,000
+    // disabled servers at 23 KB each (a task apiece) took 140 MiB, at a few hundred bytes
+    // to a few KB each (two copies of the tree, the launch specs) they stay under 100 MiB.
+    let rss = common::rss_kib(proxy.pid());
+    assert!(
+        rss < 100 * 1024,
+        "RSS {rss} KiB with {SERVERS} disabled servers"
+    );
+    drop(raw);
+    let status = tokio::task::spawn_blocking(move || proxy.terminate())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
 }

@@ -334,3 +334,73 @@ async fn an_http_harness_that_is_gone_no_longer_answers_for_servers() {
         "refused, not timed out"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unreadable_stdio_requests_are_answered_with_their_id_and_logged() {
+    let (proxy, mut harness) = stdio(&server("a", "features", &[]));
+    harness
+        .request(1, "initialize", initialize("raw", json!({}), "2025-11-25"))
+        .await;
+    harness
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    // A line over 16 MiB: answered -32600 with its id, the next line read as usual.
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"{}\"}}}}}}\n",
+        "x".repeat(17 << 20)
+    );
+    harness.stdin.write_all(huge.as_bytes()).await.unwrap();
+    let (answer, _) = harness.until_answer(7).await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than 16 MiB"),
+        "{answer}"
+    );
+    // Params nested deeper than any reader takes: answered with its id too.
+    let deep = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"hi\",\"deep\":{}1{}}}}}}}\n",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    harness.stdin.write_all(deep.as_bytes()).await.unwrap();
+    let (answer, _) = harness.until_answer(8).await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nests deeper than 128 levels"),
+        "{answer}"
+    );
+    // Not JSON at all: a parse error with a null id.
+    harness
+        .stdin
+        .write_all(b"{\"jsonrpc\": \"2.0\", \"id\": \n")
+        .await
+        .unwrap();
+    let line = tokio::time::timeout(PATIENCE, harness.lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    // And the harness carries on.
+    let pong = harness.request(9, "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    assert_eq!(
+        proxy.log_count("the harness sent a line longer than 16 MiB"),
+        1,
+        "{}",
+        proxy.logs()
+    );
+    assert!(
+        proxy.log_count("the harness sent a message that cannot be read") >= 2,
+        "{}",
+        proxy.logs()
+    );
+}

@@ -52,8 +52,13 @@ async fn servers_come_up_ready_and_a_missing_command_is_an_error_without_secrets
     w.until("echo", "ready", &mut seen).await;
     w.until("app", "ready", &mut seen).await;
     let error = w.until("missing", "error", &mut seen).await;
-    assert_eq!(error["error"]["errorType"], "spawn");
     let message = error["error"]["message"].as_str().unwrap();
+    // On a busy machine it may already have given up by the time the others are ready.
+    let kind = error["error"]["errorType"].as_str().unwrap();
+    assert!(
+        kind == "spawn" || (kind == "crashLoop" && message.contains("(spawn)")),
+        "{kind}: {message}"
+    );
     // What to fix: the program's file name; never where it was looked for.
     assert!(
         message.contains("command not found: acme-server"),
@@ -474,7 +479,8 @@ async fn no_launch_secret_ever_appears_in_ahp_frames_or_info_logs() {
         &format!(
             "{{\"mcpServers\": {{\"s\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\", \"--require-header\", \"x-k=ARG-SENTINEL-a81\"], \"env\": {{\"TOKEN\": \"ENV-SENTINEL-a81\"}}}},\n\
              \"gone\": {{\"command\": \"/nope/CMD-SENTINEL-a81/server\", \"env\": {{\"K\": \"ENV-SENTINEL-a81\"}}}},\n\
-             \"web\": {{\"url\": \"http://127.0.0.1:9/mcp?key=URL-SENTINEL-a81\", \"headers\": {{\"Authorization\": \"Bearer HDR-SENTINEL-a81\"}}}}}}}}"
+             \"web\": {{\"url\": \"http://127.0.0.1:9/mcp?key=URL-SENTINEL-a81\", \"headers\": {{\"Authorization\": \"Bearer HDR-SENTINEL-a81\"}}}},\n\
+             \"path\": {{\"url\": \"http://USER-SENTINEL-a81:PASS-SENTINEL-a81@127.0.0.1:9/KEY-SENTINEL-a81/mcp?k=Q-SENTINEL-a81'x#FRAG-SENTINEL-a81\"}}}}}}"
         ),
     );
     let config = format!(
@@ -490,6 +496,10 @@ async fn no_launch_secret_ever_appears_in_ahp_frames_or_info_logs() {
     w.until("s", "ready", &mut seen).await;
     w.until_crash_loop("gone", &mut seen).await;
     w.until_crash_loop("web", &mut seen).await;
+    w.until_crash_loop("path", &mut seen).await;
+    // The error still says where it failed, from facts: host and port, no path or query.
+    let failed = w.server("path").to_string();
+    assert!(failed.contains("127.0.0.1:9"), "{failed}");
     let s = w.id("s");
     w.dispatch(json!({"type": "session/mcpServerStopRequested", "id": s}))
         .await;

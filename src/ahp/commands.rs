@@ -17,9 +17,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::services::Services;
+use crate::host::bounds;
 use crate::host::fanout::ConnId;
 use crate::host::{ClientRecord, Host};
 use crate::jsonrpc::{self, ahp_codes, Incoming, Malformed, RpcError};
+use crate::untrusted::Untrusted;
 
 /// Version ranges offered back in `-32005` (the `ahp-types` 1.0.0 baselines as caret ranges).
 pub const SUPPORTED_VERSION_RANGES: &[&str] = &["^1.0.0", "^0.9.0"];
@@ -93,11 +95,11 @@ impl ConnectionProtocol {
                 After::Continue
             }
             Ok(Incoming::Response { id }) => {
-                tracing::debug!(conn = self.id, %id, "response to no outstanding request ignored");
+                tracing::debug!(conn = self.id, id = %Untrusted(&id.to_string()), "response to no outstanding request ignored");
                 After::Continue
             }
             Err(Malformed { id, error }) => {
-                tracing::debug!(conn = self.id, code = error.code, message = %error.message, "malformed frame");
+                tracing::debug!(conn = self.id, code = error.code, message = %Untrusted(&error.message), "malformed frame");
                 self.services
                     .host
                     .send(self.id, jsonrpc::failure(&id, &error));
@@ -175,7 +177,7 @@ impl ConnectionProtocol {
             }
         };
         if let Err(error) =
-            on_root(&params.channel).and_then(|()| non_empty_client_id(&params.client_id))
+            on_root(&params.channel).and_then(|()| usable_client_id(&params.client_id))
         {
             refuse(&self.services.host, error);
             return After::Continue;
@@ -213,7 +215,7 @@ impl ConnectionProtocol {
                 .as_ref()
                 .is_some_and(|c| c.mcp_apps.is_some()),
         };
-        tracing::info!(conn = self.id, client = %params.client_id, version = %record.protocol_version, mcp_apps = record.mcp_apps, "client initialized");
+        tracing::info!(conn = self.id, client = %Untrusted(&params.client_id), version = %record.protocol_version, mcp_apps = record.mcp_apps, "client initialized");
         self.services.host.initialize(
             self.id,
             id,
@@ -230,7 +232,7 @@ impl ConnectionProtocol {
     fn reconnect(&mut self, id: u64, params: Value) -> Result<(), RpcError> {
         let params: ReconnectParams = decode_params("reconnect", params)?;
         on_root(&params.channel)?;
-        non_empty_client_id(&params.client_id)?;
+        usable_client_id(&params.client_id)?;
         self.services.host.reconnect(
             self.id,
             id,
@@ -238,7 +240,7 @@ impl ConnectionProtocol {
             params.last_seen_server_seq,
             &params.subscriptions,
         )?;
-        tracing::info!(conn = self.id, client = %params.client_id, last_seen = params.last_seen_server_seq, "client reconnected");
+        tracing::info!(conn = self.id, client = %Untrusted(&params.client_id), last_seen = params.last_seen_server_seq, "client reconnected");
         self.phase = Phase::Ready {
             client_id: params.client_id,
         };
@@ -365,7 +367,7 @@ impl ConnectionProtocol {
         let Phase::Ready { client_id, .. } = &self.phase else {
             tracing::debug!(
                 conn = self.id,
-                method,
+                method = %Untrusted(method),
                 "notification before initialize ignored"
             );
             return;
@@ -380,15 +382,19 @@ impl ConnectionProtocol {
                     .services
                     .host
                     .unsubscribe(self.id, client_id, &params.channel),
-                Err(error) => tracing::debug!(conn = self.id, %error.message, "bad unsubscribe"),
+                Err(error) => {
+                    tracing::debug!(conn = self.id, message = %Untrusted(&error.message), "bad unsubscribe")
+                }
             },
             "dispatchAction" => match decode_params::<DispatchActionParams>(method, params) {
                 Ok(params) => self.services.host.dispatch(self.id, client_id, params),
-                Err(error) => tracing::debug!(conn = self.id, %error.message, "bad dispatchAction"),
+                Err(error) => {
+                    tracing::debug!(conn = self.id, message = %Untrusted(&error.message), "bad dispatchAction")
+                }
             },
             other => tracing::debug!(
                 conn = self.id,
-                method = other,
+                method = %Untrusted(other),
                 "unknown notification ignored"
             ),
         }
@@ -427,10 +433,8 @@ fn on_root(channel: &str) -> Result<(), RpcError> {
     }
 }
 
-fn non_empty_client_id(client_id: &str) -> Result<(), RpcError> {
-    if client_id.is_empty() {
-        Err(RpcError::invalid_params("clientId must not be empty"))
-    } else {
-        Ok(())
-    }
+/// A `clientId` the host will remember and log: not empty, at most
+/// [`bounds::MAX_CLIENT_ID_BYTES`].
+fn usable_client_id(client_id: &str) -> Result<(), RpcError> {
+    bounds::client_id(client_id).map_err(RpcError::invalid_params)
 }

@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use http::HeaderMap;
 
 use crate::config::{normalize_origin, AhpConfig};
+use crate::untrusted::Untrusted;
 
 /// The checks for one listening address.
 #[derive(Debug)]
@@ -27,6 +28,8 @@ pub enum Refusal {
     Origin(String),
     /// A `Host` that is not this server's (HTTP 403).
     Host(String),
+    /// No `Host`, more than one, or one that is not `name[:port]` (HTTP 400).
+    BadHost(String),
 }
 
 impl Refusal {
@@ -35,6 +38,7 @@ impl Refusal {
         match self {
             Refusal::Token => 401,
             Refusal::Origin(_) | Refusal::Host(_) => 403,
+            Refusal::BadHost(_) => 400,
         }
     }
 
@@ -43,11 +47,14 @@ impl Refusal {
         match self {
             Refusal::Token => "this AHP endpoint needs its access token: send `Authorization: Bearer <token>` or `?token=<token>`".into(),
             Refusal::Origin(origin) => format!(
-                "origin {origin:?} may not open AHP connections here (add it to ahp.allowed_origins)"
+                "origin {:?} may not open AHP connections here (add it to ahp.allowed_origins)",
+                Untrusted(origin)
             ),
             Refusal::Host(host) => format!(
-                "host {host:?} is not this AHP endpoint (add it to ahp.allowed_hosts)"
+                "host {:?} is not this AHP endpoint (add it to ahp.allowed_hosts)",
+                Untrusted(host)
             ),
+            Refusal::BadHost(why) => format!("bad Host header: {why}"),
         }
     }
 }
@@ -71,25 +78,7 @@ impl Gate {
 
     /// Check an upgrade request's headers and URI.
     pub fn check(&self, headers: &HeaderMap, uri: &http::Uri) -> Result<(), Refusal> {
-        if let Some(hosts) = &self.hosts {
-            let host = headers
-                .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or_default();
-            let name = host_name(host).to_ascii_lowercase();
-            if !hosts.contains(&name) {
-                return Err(Refusal::Host(host.to_string()));
-            }
-        }
-        if let Some(origin) = headers.get(http::header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("<not text>");
-            let allowed = self.origins.iter().any(|o| o == "*")
-                || normalize_origin(origin)
-                    .is_some_and(|o| is_loopback_origin(&o) || self.origins.contains(&o));
-            if !allowed {
-                return Err(Refusal::Origin(origin.to_string()));
-            }
-        }
+        self.check_site(headers)?;
         if let Some(expected) = &self.token {
             let presented = bearer(headers)
                 .map(str::to_string)
@@ -100,6 +89,107 @@ impl Gate {
         }
         Ok(())
     }
+
+    /// Whether a token is needed to connect.
+    pub fn needs_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// The `Host` and `Origin` checks alone: for the console's pages, which carry no
+    /// secret (the page asks for the token and presents it on its WebSocket).
+    pub fn check_site(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let host = single_host(headers)?;
+        if let Some(hosts) = &self.hosts {
+            let name = host_name(host).to_ascii_lowercase();
+            if !hosts.contains(&name) {
+                return Err(Refusal::Host(host.to_string()));
+            }
+        }
+        if let Some(origin) = headers.get(http::header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("<not text>");
+            let allowed = self.origins.iter().any(|o| o == "*")
+                || normalize_origin(origin).is_some_and(|o| {
+                    is_loopback_origin(&o)
+                        || self.origins.contains(&o)
+                        || is_own_origin(&o, Some(host))
+                });
+            if !allowed {
+                return Err(Refusal::Origin(origin.to_string()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The endpoint's own origin (its console page), the `Host` the request was sent to: on a
+/// loopback listener that `Host` has passed the host check; elsewhere the token still guards.
+fn is_own_origin(origin: &str, host: Option<&str>) -> bool {
+    let (Some((scheme, _)), Some(host)) = (origin.split_once("://"), host) else {
+        return false;
+    };
+    normalize_origin(&format!("{scheme}://{host}")).is_some_and(|own| own == origin)
+}
+
+/// The request's one `Host` header, when it is well formed (RFC 9112 §3.2: exactly one,
+/// `host[:port]`); anything else is refused whatever the listener, so no check downstream
+/// sees two names or a name with a path, credentials or spaces glued to it.
+fn single_host(headers: &HeaderMap) -> Result<&str, Refusal> {
+    let mut all = headers.get_all(http::header::HOST).iter();
+    let (Some(value), None) = (all.next(), all.next()) else {
+        let count = headers.get_all(http::header::HOST).iter().count();
+        return Err(Refusal::BadHost(if count == 0 {
+            "none sent".into()
+        } else {
+            format!("{count} sent, one expected")
+        }));
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| Refusal::BadHost("not ASCII text".into()))?;
+    if well_formed_host(text) {
+        Ok(text)
+    } else {
+        Err(Refusal::BadHost(format!(
+            "{:?} is not host[:port]",
+            Untrusted(text)
+        )))
+    }
+}
+
+/// `name[:port]` or `[IPv6][:port]`: a DNS name or IPv4 address (letters, digits, `-`, `.`,
+/// `_`; at most 253), and a port of 1 to 5 digits up to 65535.
+pub fn well_formed_host(text: &str) -> bool {
+    let (name_ok, port) = if let Some(rest) = text.strip_prefix('[') {
+        let Some((inner, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let port = match after {
+            "" => None,
+            after => match after.strip_prefix(':') {
+                Some(port) => Some(port),
+                None => return false,
+            },
+        };
+        (inner.parse::<std::net::Ipv6Addr>().is_ok(), port)
+    } else {
+        let (name, port) = match text.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (text, None),
+        };
+        let ok = !name.is_empty()
+            && name.len() <= 253
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+        (ok, port)
+    };
+    let port_ok = port.is_none_or(|port| {
+        !port.is_empty()
+            && port.len() <= 5
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && port.parse::<u32>().is_ok_and(|p| p <= 65535)
+    });
+    name_ok && port_ok
 }
 
 /// An origin served from this machine (`http://localhost:3000`, `http://127.0.0.1`, …).
@@ -206,13 +296,44 @@ mod tests {
         for ok in ["127.0.0.1:8765", "localhost:8765", "[::1]:8765", "AHP.lan"] {
             assert_eq!(gate.check(&request(&[("host", ok)]), &root), Ok(()), "{ok}");
         }
-        for refused in ["evil.example:8765", "", "127.0.0.2.evil:1"] {
+        for refused in ["evil.example:8765", "127.0.0.2.evil:1"] {
             assert_eq!(
                 gate.check(&request(&[("host", refused)]), &root),
                 Err(Refusal::Host(refused.to_string())),
                 "{refused}"
             );
         }
+        // Malformed, missing or repeated: 400, on any listener.
+        for malformed in [
+            "",
+            "localhost:abc",
+            "localhost:8765:1",
+            "localhost:",
+            "localhost:99999",
+            "user@localhost",
+            "localhost/x",
+            "localhost 127.0.0.1",
+            "[::1",
+            "[::1]x",
+            "[nope]:1",
+        ] {
+            let refusal = gate.check(&request(&[("host", malformed)]), &root);
+            assert!(
+                matches!(refusal, Err(Refusal::BadHost(_))),
+                "{malformed:?}: {refusal:?}"
+            );
+            assert_eq!(refusal.unwrap_err().status(), 400);
+        }
+        assert!(matches!(
+            gate.check(&HeaderMap::new(), &root),
+            Err(Refusal::BadHost(_))
+        ));
+        let mut twice = request(&[("host", "localhost:8765")]);
+        twice.append(http::header::HOST, "evil.example".parse().unwrap());
+        assert!(matches!(
+            gate.check(&twice, &root),
+            Err(Refusal::BadHost(_))
+        ));
         // Non-loopback listeners (token required) take any Host.
         let open = Gate::new(
             &config(&[], &[]),
@@ -227,6 +348,13 @@ mod tests {
             ),
             Ok(())
         );
+        assert!(matches!(
+            open.check(
+                &request(&[("host", "box.lan:8765/x"), ("authorization", &token)]),
+                &root
+            ),
+            Err(Refusal::BadHost(_))
+        ));
     }
 
     #[test]
@@ -263,6 +391,19 @@ mod tests {
                 Err(Refusal::Origin(_))
             ));
         }
+        // The endpoint's own origin (the console's page), wherever it is served.
+        let lan = Gate::new(
+            &config(&[], &[]),
+            Some("t".repeat(16)),
+            "0.0.0.0:8765".parse().unwrap(),
+        );
+        let own = [("host", "box.lan:8765"), ("origin", "http://box.lan:8765")];
+        assert_eq!(lan.check_site(&request(&own)), Ok(()));
+        let other = [("host", "box.lan:8765"), ("origin", "http://box.lan:9999")];
+        assert!(matches!(
+            lan.check_site(&request(&other)),
+            Err(Refusal::Origin(_))
+        ));
         // No Origin: not a browser, not this check's business.
         assert_eq!(gate.check(&request(&[host]), &root), Ok(()));
         let any = Gate::new(

@@ -1,15 +1,22 @@
-//! Accepts TCP connections, upgrades them to WebSocket past the gate (token, Origin, Host)
-//! within the handshake timeout, and enforces the connection limit. Every connection task
-//! is tracked so shutdown can wait for all of them to close.
+//! Accepts TCP connections and reads one HTTP request each (hyper) within the handshake
+//! timeout: a WebSocket upgrade past the gate (token, Origin, Host) becomes an AHP
+//! connection, under the connection limit; any other `GET` is a console page (`Host`/`Origin`
+//! checked, no token: pages carry no secret). Every connection task is tracked so shutdown
+//! can wait for all of them to close.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
-use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::http::StatusCode;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio::sync::{oneshot, Semaphore};
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -17,17 +24,18 @@ use tracing::Instrument;
 use super::gate::Gate;
 use super::services::Services;
 use crate::config::Limits;
+use crate::console::{http::response, Console, Page};
 
-/// Serve AHP on `listener` until `shutdown` is cancelled, then wait for connections to close.
-#[allow(clippy::result_large_err)] // the upgrade callback's error type is tungstenite's
+/// Serve AHP (and the console, when given) on `listener` until `shutdown` is cancelled, then
+/// wait for connections to close.
 pub async fn serve(
     listener: TcpListener,
     services: Arc<Services>,
-    gate: Gate,
+    gate: Arc<Gate>,
+    console: Option<Arc<Console>>,
     limits: Limits,
     shutdown: CancellationToken,
 ) {
-    let gate = Arc::new(gate);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let tasks = TaskTracker::new();
     loop {
@@ -39,24 +47,44 @@ pub async fn serve(
         let shutdown = shutdown.clone();
         let slot = slots.clone().try_acquire_owned().ok();
         let gate = gate.clone();
+        let console = console.clone();
         tasks.spawn(
             async move {
                 let full = slot.is_none();
-                let config = WebSocketConfig::default()
-                    .max_message_size(Some(limits.max_frame_bytes))
-                    .max_frame_size(Some(limits.max_frame_bytes));
-                let upgrade = tokio_tungstenite::accept_hdr_async_with_config(
-                    stream,
-                    move |request: &Request, response: Response| {
-                        admit(&gate, full, request, response)
-                    },
-                    Some(config),
-                );
-                // A peer that never finishes the upgrade holds no slot for long.
-                match tokio::time::timeout(limits.handshake_timeout, upgrade).await {
-                    Ok(Ok(ws)) => super::socket::run(ws, services, &limits, shutdown).await,
-                    Ok(Err(error)) => tracing::debug!(%error, "WebSocket upgrade failed"),
+                let (upgrade, upgraded) = oneshot::channel();
+                let upgrade = Mutex::new(Some(upgrade));
+                let service = hyper::service::service_fn(move |request| {
+                    let answer = route(&gate, console.as_deref(), full, request, &upgrade);
+                    async move { Ok::<_, Infallible>(answer) }
+                });
+                // One request per connection: a page (answered with `Connection: close`),
+                // or the upgrade.
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .with_upgrades();
+                // A peer that never finishes its request holds no slot for long.
+                match tokio::time::timeout(limits.handshake_timeout, connection).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => tracing::debug!(%error, "HTTP request failed"),
                     Err(_) => tracing::debug!("WebSocket upgrade not completed in time"),
+                }
+                let Ok(pending) = upgraded.await else {
+                    return; // a page, or a refusal
+                };
+                match pending.await {
+                    Ok(io) => {
+                        let config = WebSocketConfig::default()
+                            .max_message_size(Some(limits.max_frame_bytes))
+                            .max_frame_size(Some(limits.max_frame_bytes));
+                        let ws = WebSocketStream::from_raw_socket(
+                            TokioIo::new(io),
+                            Role::Server,
+                            Some(config),
+                        )
+                        .await;
+                        super::socket::run(ws, services, &limits, shutdown).await;
+                    }
+                    Err(error) => tracing::debug!(%error, "WebSocket upgrade failed"),
                 }
                 drop(slot);
             }
@@ -67,37 +95,99 @@ pub async fn serve(
     tasks.wait().await;
 }
 
-/// Let the upgrade through the gate, or refuse it with a status and a plain reason.
-#[allow(clippy::result_large_err)] // tungstenite's upgrade callback signature
-fn admit(
+/// The answer to one request: `101` (handing the connection to `upgrade`), a refusal, or a
+/// console page.
+fn route(
     gate: &Gate,
+    console: Option<&Console>,
     full: bool,
-    request: &Request,
-    response: Response,
-) -> Result<Response, ErrorResponse> {
-    let (status, message) = match gate.check(request.headers(), request.uri()) {
+    mut request: http::Request<Incoming>,
+    upgrade: &Mutex<Option<oneshot::Sender<hyper::upgrade::OnUpgrade>>>,
+) -> http::Response<Full<Bytes>> {
+    let headers = request.headers();
+    if !is_websocket_upgrade(headers) {
+        return console_page(gate, console, &request);
+    }
+    let key = headers.get("sec-websocket-key").cloned();
+    let version_ok = headers
+        .get("sec-websocket-version")
+        .is_some_and(|v| v.as_bytes() == b"13");
+    let refused = match gate.check(headers, request.uri()) {
         Err(refusal) => {
             tracing::info!(status = refusal.status(), reason = %refusal.message(), "AHP connection refused");
-            (
-                StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::FORBIDDEN),
-                refusal.message(),
-            )
+            Some(Page::text(refusal.status(), refusal.message()))
         }
-        Ok(()) if full => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many AHP connections; try again later".to_string(),
+        Ok(()) if full => Some(Page::text(
+            503,
+            "too many AHP connections; try again later",
+        )),
+        Ok(()) if request.method() != http::Method::GET || key.is_none() || !version_ok => Some(
+            Page::text(400, "not a WebSocket upgrade this endpoint accepts (GET, Sec-WebSocket-Version: 13, Sec-WebSocket-Key)"),
         ),
-        Ok(()) => return Ok(response),
+        Ok(()) => None,
     };
-    let mut refusal = ErrorResponse::new(Some(message));
-    *refusal.status_mut() = status;
-    if status == StatusCode::UNAUTHORIZED {
-        refusal.headers_mut().insert(
-            http::header::WWW_AUTHENTICATE,
-            http::HeaderValue::from_static("Bearer realm=\"ahp-proxy\""),
-        );
+    if let Some(page) = refused {
+        let status = page.status;
+        let mut answer = response(page, false);
+        if status == 401 {
+            answer.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer realm=\"ahp-proxy\""),
+            );
+        }
+        return answer;
     }
-    Err(refusal)
+    let accept = derive_accept_key(key.as_ref().map_or(&[][..], |k| k.as_bytes()));
+    let pending = hyper::upgrade::on(&mut request);
+    if let Some(sender) = upgrade.lock().ok().and_then(|mut slot| slot.take()) {
+        let _ = sender.send(pending);
+    }
+    let mut answer = http::Response::new(Full::new(Bytes::new()));
+    *answer.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
+    let headers = answer.headers_mut();
+    headers.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("Upgrade"),
+    );
+    headers.insert(
+        http::header::UPGRADE,
+        http::HeaderValue::from_static("websocket"),
+    );
+    if let Ok(accept) = http::HeaderValue::from_str(&accept) {
+        headers.insert("sec-websocket-accept", accept);
+    }
+    answer
+}
+
+/// A plain request: a console page for `GET`/`HEAD` past the `Host`/`Origin` checks.
+fn console_page(
+    gate: &Gate,
+    console: Option<&Console>,
+    request: &http::Request<Incoming>,
+) -> http::Response<Full<Bytes>> {
+    let head = request.method() == http::Method::HEAD;
+    let page = match (console, gate.check_site(request.headers())) {
+        (_, Err(refusal)) => Page::text(refusal.status(), refusal.message()),
+        (None, Ok(())) => Page::text(426, "this is an AHP WebSocket endpoint"),
+        (Some(_), Ok(())) if request.method() != http::Method::GET && !head => {
+            Page::text(405, "the console only answers GET")
+        }
+        (Some(console), Ok(())) => console.page(request.uri().path()),
+    };
+    response(page, head)
+}
+
+/// Whether the request asks for a WebSocket (`Connection: upgrade`, `Upgrade: websocket`).
+fn is_websocket_upgrade(headers: &http::HeaderMap) -> bool {
+    let has = |name: http::header::HeaderName, token: &str| {
+        headers.get_all(name).iter().any(|value| {
+            value.to_str().is_ok_and(|v| {
+                v.split(',')
+                    .any(|part| part.trim().eq_ignore_ascii_case(token))
+            })
+        })
+    };
+    has(http::header::CONNECTION, "upgrade") && has(http::header::UPGRADE, "websocket")
 }
 
 /// Bind the AHP address, with an error that says which address failed.

@@ -1,5 +1,6 @@
 //! The AHP wire face: a WebSocket listener speaking JSON-RPC 2.0, one message per text frame.
-//! `gate` admits, `listener` accepts and upgrades, `socket` pumps one connection, `commands`
+//! `gate` admits, `listener` accepts and upgrades (or serves a console page), `views` is the
+//! MCP Apps View origin, `socket` pumps one connection, `commands`
 //! is its protocol, `mcp_channel` and `resources` serve `mcp://` and `resource*` requests;
 //! `services` is what every connection is handed (the host, host files, `mcp://` channels).
 
@@ -10,5 +11,6 @@ pub mod mcp_channel;
 pub mod resources;
 pub mod services;
 pub mod socket;
+pub mod views;
 
 pub use services::Services;

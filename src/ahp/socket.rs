@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -17,9 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::commands::{After, ConnectionProtocol};
 use super::services::Services;
 use crate::config::Limits;
-use crate::host::fanout::ConnId;
+use crate::host::fanout::{ConnId, Outbox};
 use crate::host::Attachment;
-use crate::jsonrpc::Frame;
 
 /// How long a closing handshake may take before the socket is simply dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -42,7 +40,7 @@ fn too_slow() -> Ending {
 
 /// Send what the host has queued for this connection, for at most [`CLOSE_GRACE`]: what it
 /// said last (an error, servers reported `stopped`) goes out ahead of the close frame.
-async fn flush_queued<S>(ws: &mut WebSocketStream<S>, outbox: &mut mpsc::Receiver<Frame>)
+async fn flush_queued<S>(ws: &mut WebSocketStream<S>, outbox: &mut Outbox)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -243,13 +241,42 @@ where
                 format!("message of {size} bytes exceeds the limit of {max_size} bytes"),
             ));
         }
-        Some(Err(error)) => {
-            tracing::debug!(conn = attachment.id, %error, "transport error");
-            return Some(Ending::PeerGone);
-        }
+        Some(Err(error)) => return Some(broken(attachment.id, error)),
     }
     None
 }
+
+/// How a connection whose peer broke the WebSocket protocol ends: a frame that violates
+/// RFC 6455 is answered with close 1002, text that is not UTF-8 with 1007 (the peer learns
+/// why); a reset or I/O failure leaves nothing to answer.
+fn broken(conn: ConnId, error: WsError) -> Ending {
+    use tokio_tungstenite::tungstenite::error::ProtocolError;
+    match error {
+        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => Ending::PeerGone,
+        WsError::Protocol(violation) => {
+            tracing::info!(conn, %violation, "WebSocket protocol violation");
+            Ending::Close(
+                CloseCode::Protocol,
+                format!("protocol error: {violation}")
+                    .chars()
+                    .take(MAX_CLOSE_REASON)
+                    .collect(),
+            )
+        }
+        WsError::Utf8(_) => {
+            tracing::info!(conn, "text frame that is not UTF-8");
+            Ending::Close(CloseCode::Invalid, "text frame is not valid UTF-8".into())
+        }
+        error => {
+            tracing::debug!(conn, %error, "transport error");
+            Ending::PeerGone
+        }
+    }
+}
+
+/// A close frame's reason is at most 123 bytes (RFC 6455 §5.5); the protocol errors'
+/// descriptions are ASCII and shorter than this.
+const MAX_CLOSE_REASON: usize = 100;
 
 /// Close with `code` and `reason`, and wait (for at most [`CLOSE_GRACE`]) for the peer's
 /// side of the closing handshake.

@@ -7,6 +7,7 @@ mod last_good;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ahp_types::actions::{SessionCustomizationRemovedAction, SessionCustomizationUpdatedAction};
 use ahp_types::state::Customization;
@@ -65,11 +66,78 @@ impl Dirty {
     }
 }
 
+/// One unit's scan as the catalog keeps it: each server knows its container and is shared
+/// with the supervisor (handing it every declared server copies pointers, not specs).
+struct Scanned {
+    customizations: Vec<Customization>,
+    servers: Vec<Arc<DeclaredServer>>,
+    problems: Vec<Problem>,
+    watched: Vec<PathBuf>,
+}
+
+impl From<Scan> for Scanned {
+    fn from(scan: Scan) -> Self {
+        let mut containers: HashMap<&str, Arc<str>> = HashMap::new();
+        for customization in &scan.customizations {
+            let (id, children) = match customization {
+                Customization::Plugin(p) => (&p.id, p.children.as_deref()),
+                Customization::Directory(d) => (&d.id, d.children.as_deref()),
+                _ => continue,
+            };
+            let id: Arc<str> = Arc::from(id.as_str());
+            for child in children.unwrap_or(&[]) {
+                if let ahp_types::state::ChildCustomization::McpServer(m) = child {
+                    containers.insert(&m.id, id.clone());
+                }
+            }
+        }
+        let servers = scan
+            .servers
+            .into_iter()
+            .map(|mut server| {
+                server.container = containers.get(server.id.as_str()).cloned();
+                Arc::new(server)
+            })
+            .collect();
+        Self {
+            servers,
+            customizations: scan.customizations,
+            problems: scan.problems,
+            watched: scan.watched,
+        }
+    }
+}
+
+impl Scanned {
+    /// `fresh`, with the servers this scan declared that `fresh` could not read again carried
+    /// into it (`last_good`): a half-typed save stops nothing.
+    fn carried_into(&self, mut fresh: Scan) -> Scan {
+        if !fresh.unparsable.is_empty() {
+            let old = Scan {
+                customizations: self.customizations.clone(),
+                servers: self
+                    .servers
+                    .iter()
+                    .map(|s| DeclaredServer::clone(s))
+                    .collect(),
+                problems: self.problems.clone(),
+                watched: self.watched.clone(),
+                unparsable: Vec::new(),
+            };
+            last_good::carry(&old, &mut fresh);
+        }
+        fresh
+    }
+}
+
 /// Every unit's latest scan, in a stable order.
 pub struct Catalog {
     sources: Sources,
-    units: Vec<(Unit, Scan)>,
+    units: Vec<(Unit, Scanned)>,
     root_problems: Vec<(usize, Problem)>,
+    /// Whether a rescan since the last [`Catalog::take_servers_changed`] changed what
+    /// servers are declared (or how).
+    servers_changed: bool,
 }
 
 impl Catalog {
@@ -79,11 +147,12 @@ impl Catalog {
             sources,
             units: Vec::new(),
             root_problems: Vec::new(),
+            servers_changed: false,
         };
         if let Some(configured) = &catalog.sources.configured {
             catalog.units.push((
                 Unit::Configured,
-                configured::scan_configured(configured, ctx),
+                configured::scan_configured(configured, ctx).into(),
             ));
         }
         for index in 0..catalog.sources.plugin_roots.len() {
@@ -96,12 +165,13 @@ impl Catalog {
             };
             catalog
                 .units
-                .push((unit, manifest::scan_manifest(path, ctx)));
+                .push((unit, manifest::scan_manifest(path, ctx).into()));
         }
         for (index, spec) in catalog.sources.directories.iter().enumerate() {
-            catalog
-                .units
-                .push((Unit::Directory { index }, directory::scan_directory(spec)));
+            catalog.units.push((
+                Unit::Directory { index },
+                directory::scan_directory(spec).into(),
+            ));
         }
         catalog.units.sort_by(|a, b| a.0.cmp(&b.0));
         catalog
@@ -119,29 +189,24 @@ impl Catalog {
 
     /// Every declared server, in catalog order.
     pub fn servers(&self) -> impl Iterator<Item = &DeclaredServer> {
+        self.shared_servers().map(|server| &**server)
+    }
+
+    fn shared_servers(&self) -> impl Iterator<Item = &Arc<DeclaredServer>> {
         self.units.iter().flat_map(|(_, scan)| &scan.servers)
     }
 
-    /// What the supervisor needs: every declared server and, per server id, the id of the
-    /// container (plugin or directory) that shows it.
+    /// What the supervisor needs: every declared server (each knows its container), shared.
     pub fn supervision(&self) -> crate::supervisor::Command {
-        let mut containers = HashMap::new();
-        for customization in self.flattened() {
-            let (id, children) = match customization {
-                Customization::Plugin(p) => (&p.id, p.children.as_deref()),
-                Customization::Directory(d) => (&d.id, d.children.as_deref()),
-                _ => continue,
-            };
-            for child in children.unwrap_or(&[]) {
-                if let ahp_types::state::ChildCustomization::McpServer(m) = child {
-                    containers.insert(m.id.clone(), id.clone());
-                }
-            }
-        }
         crate::supervisor::Command::Sync {
-            servers: self.servers().cloned().collect(),
-            containers,
+            servers: self.shared_servers().cloned().collect(),
         }
+    }
+
+    /// Whether rescans since the last call changed what servers are declared, or how (a
+    /// launch spec, a name, a container): only then does the supervisor need the set again.
+    pub fn take_servers_changed(&mut self) -> bool {
+        std::mem::take(&mut self.servers_changed)
     }
 
     /// Whether a configured plugin root could not be listed (missing, not a folder, …).
@@ -250,6 +315,13 @@ impl Catalog {
             dirty.units.contains(unit)
                 || matches!(unit, Unit::Plugin { root, .. } if roots.contains(root))
         };
+        // Only the affected units' servers can change: keep (pointers to) just those.
+        let servers_before: Vec<Arc<DeclaredServer>> = self
+            .units
+            .iter()
+            .filter(|(unit, _)| affected(unit))
+            .flat_map(|(_, scan)| scan.servers.iter().cloned())
+            .collect();
         // Only the affected units' containers can change: clone just those.
         let mut before: HashMap<String, Customization> = HashMap::new();
         for (unit, c) in self.owned() {
@@ -271,11 +343,16 @@ impl Catalog {
                     continue; // rescanned with its root
                 }
             }
-            let mut fresh = scan_unit(unit, &self.sources, ctx);
-            last_good::carry(scan, &mut fresh);
-            *scan = fresh;
+            let fresh = scan_unit(unit, &self.sources, ctx);
+            *scan = scan.carried_into(fresh).into();
         }
         self.units.sort_by(|a, b| a.0.cmp(&b.0));
+        let servers_after = self
+            .units
+            .iter()
+            .filter(|(unit, _)| affected(unit))
+            .flat_map(|(_, scan)| scan.servers.iter());
+        self.servers_changed |= !servers_before.iter().eq(servers_after);
         let mut actions = Vec::new();
         let mut present = HashSet::new();
         for (unit, c) in self.owned() {
@@ -332,7 +409,7 @@ impl Catalog {
                 Vec::new()
             }
         };
-        let mut old: HashMap<PathBuf, Scan> = HashMap::new();
+        let mut old: HashMap<PathBuf, Scanned> = HashMap::new();
         let mut kept = Vec::with_capacity(self.units.len());
         for (unit, scan) in self.units.drain(..) {
             match unit {
@@ -350,12 +427,8 @@ impl Catalog {
             };
             let scan = match old.remove(&dir) {
                 Some(scan) if !dirty.contains(&unit) => scan,
-                Some(previous) => {
-                    let mut fresh = plugin::scan_plugin(&dir, ctx);
-                    last_good::carry(&previous, &mut fresh);
-                    fresh
-                }
-                None => plugin::scan_plugin(&dir, ctx),
+                Some(previous) => previous.carried_into(plugin::scan_plugin(&dir, ctx)).into(),
+                None => plugin::scan_plugin(&dir, ctx).into(),
             };
             self.units.push((unit, scan));
         }

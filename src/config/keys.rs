@@ -125,6 +125,7 @@ pub const MCP_REQUEST_TIMEOUT_MS: Number =
     number("mcp.request_timeout_ms", 300_000, 100, 86_400_000);
 pub const MCP_FIRST_LIST_WAIT_MS: Number = number("mcp.first_list_wait_ms", 10_000, 0, 600_000);
 pub const MCP_MIRROR_QUEUE: Number = number("mcp.mirror_queue", 1024, 2, 1_000_000);
+pub const MCP_MAX_SESSIONS: Number = number("mcp.max_sessions", 1000, 1, 1_000_000);
 
 // ─── [agent], [session] ─────────────────────────────────────────────────────
 
@@ -145,8 +146,21 @@ pub const LIMITS_MAX_FRAME_BYTES: Number = number(
     256 * 1024 * 1024,
 );
 pub const LIMITS_CLIENT_QUEUE: Number = number("limits.client_queue", 4096, 1, 1_000_000);
+pub const LIMITS_CLIENT_QUEUE_BYTES: Number = number(
+    "limits.client_queue_bytes",
+    64 * 1024 * 1024,
+    64 * 1024,
+    4 * 1024 * 1024 * 1024,
+);
 pub const LIMITS_REPLAY_LOG: Number = number("limits.replay_log", 4096, 0, 10_000_000);
+pub const LIMITS_REPLAY_LOG_BYTES: Number = number(
+    "limits.replay_log_bytes",
+    16 * 1024 * 1024,
+    0,
+    4 * 1024 * 1024 * 1024,
+);
 pub const LIMITS_MAX_CONNECTIONS: Number = number("limits.max_connections", 256, 1, 100_000);
+pub const LIMITS_MAX_SESSIONS: Number = number("limits.max_sessions", 100, 1, 100_000);
 pub const LIMITS_ACTIVE_CLIENT_GRACE_SECS: Number =
     number("limits.active_client_grace_secs", 30, 0, 86_400);
 pub const LIMITS_WATCH_DEBOUNCE_MS: Number = number("limits.watch_debounce_ms", 50, 0, 10_000);
@@ -225,14 +239,18 @@ pub const ALL: &[Key] = &[
     Key::Number(MCP_REQUEST_TIMEOUT_MS),
     Key::Number(MCP_FIRST_LIST_WAIT_MS),
     Key::Number(MCP_MIRROR_QUEUE),
+    Key::Number(MCP_MAX_SESSIONS),
     Key::Text(AGENT_PROVIDER),
     Key::Text(AGENT_DISPLAY_NAME),
     Key::Text(AGENT_DESCRIPTION),
     Key::Text(SESSION_TITLE),
     Key::Number(LIMITS_MAX_FRAME_BYTES),
     Key::Number(LIMITS_CLIENT_QUEUE),
+    Key::Number(LIMITS_CLIENT_QUEUE_BYTES),
     Key::Number(LIMITS_REPLAY_LOG),
+    Key::Number(LIMITS_REPLAY_LOG_BYTES),
     Key::Number(LIMITS_MAX_CONNECTIONS),
+    Key::Number(LIMITS_MAX_SESSIONS),
     Key::Number(LIMITS_ACTIVE_CLIENT_GRACE_SECS),
     Key::Number(LIMITS_WATCH_DEBOUNCE_MS),
     Key::Number(LIMITS_IDLE_TIMEOUT_MS),

@@ -74,8 +74,11 @@ pub(super) struct RawSession {
 pub(super) struct RawLimits {
     pub max_frame_bytes: Option<Spanned<i64>>,
     pub client_queue: Option<Spanned<i64>>,
+    pub client_queue_bytes: Option<Spanned<i64>>,
     pub replay_log: Option<Spanned<i64>>,
+    pub replay_log_bytes: Option<Spanned<i64>>,
     pub max_connections: Option<Spanned<i64>>,
+    pub max_sessions: Option<Spanned<i64>>,
     pub active_client_grace_secs: Option<Spanned<i64>>,
     pub watch_debounce_ms: Option<Spanned<i64>>,
     pub idle_timeout_ms: Option<Spanned<i64>>,
@@ -92,6 +95,7 @@ pub(super) struct RawMcp {
     pub request_timeout_ms: Option<Spanned<i64>>,
     pub first_list_wait_ms: Option<Spanned<i64>>,
     pub mirror_queue: Option<Spanned<i64>>,
+    pub max_sessions: Option<Spanned<i64>>,
     pub allowed_hosts: Option<Vec<String>>,
 }
 

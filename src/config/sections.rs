@@ -83,6 +83,7 @@ pub(super) fn mcp(checker: &mut Checker<'_>, raw: RawMcp) -> McpConfig {
         request_timeout: checker.millis(&keys::MCP_REQUEST_TIMEOUT_MS, raw.request_timeout_ms),
         first_list_wait: checker.millis(&keys::MCP_FIRST_LIST_WAIT_MS, raw.first_list_wait_ms),
         mirror_queue: checker.count(&keys::MCP_MIRROR_QUEUE, raw.mirror_queue),
+        max_sessions: checker.count(&keys::MCP_MAX_SESSIONS, raw.max_sessions),
         allowed_hosts: raw.allowed_hosts.unwrap_or_default(),
     }
 }
@@ -159,8 +160,11 @@ pub(super) fn limits(checker: &mut Checker<'_>, raw: RawLimits) -> Limits {
     Limits {
         max_frame_bytes: checker.count(&keys::LIMITS_MAX_FRAME_BYTES, raw.max_frame_bytes),
         client_queue: checker.count(&keys::LIMITS_CLIENT_QUEUE, raw.client_queue),
+        client_queue_bytes: checker.count(&keys::LIMITS_CLIENT_QUEUE_BYTES, raw.client_queue_bytes),
         replay_log: checker.count(&keys::LIMITS_REPLAY_LOG, raw.replay_log),
+        replay_log_bytes: checker.count(&keys::LIMITS_REPLAY_LOG_BYTES, raw.replay_log_bytes),
         max_connections: checker.count(&keys::LIMITS_MAX_CONNECTIONS, raw.max_connections),
+        max_sessions: checker.count(&keys::LIMITS_MAX_SESSIONS, raw.max_sessions),
         active_client_grace: checker.secs(
             &keys::LIMITS_ACTIVE_CLIENT_GRACE_SECS,
             raw.active_client_grace_secs,

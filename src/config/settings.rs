@@ -115,6 +115,8 @@ pub struct McpConfig {
     pub first_list_wait: Duration,
     /// Events queued for the AHP mirror of tool calls (two per call in flight).
     pub mirror_queue: usize,
+    /// HTTP sessions (harnesses) at once; more `initialize`s are refused with 503.
+    pub max_sessions: usize,
     /// `Host` header values accepted besides loopback names and the listen address (DNS
     /// rebinding protection).
     pub allowed_hosts: Vec<String>,
@@ -130,6 +132,7 @@ impl Default for McpConfig {
             request_timeout: keys::MCP_REQUEST_TIMEOUT_MS.millis(),
             first_list_wait: keys::MCP_FIRST_LIST_WAIT_MS.millis(),
             mirror_queue: keys::MCP_MIRROR_QUEUE.count(),
+            max_sessions: keys::MCP_MAX_SESSIONS.count(),
             allowed_hosts: Vec::new(),
         }
     }
@@ -172,10 +175,18 @@ pub struct Limits {
     pub max_frame_bytes: usize,
     /// Outbound frames queued per client; a client that falls this far behind is disconnected.
     pub client_queue: usize,
+    /// Bytes of outbound frames queued per client; a client this far behind is disconnected
+    /// (one frame of any size always fits in an empty queue).
+    pub client_queue_bytes: usize,
     /// Actions kept for `reconnect` replay; older gaps get fresh snapshots instead.
     pub replay_log: usize,
+    /// Bytes (as JSON) the replay log may hold; the oldest actions go first.
+    pub replay_log_bytes: usize,
     /// Concurrent AHP connections; further ones are refused at the WebSocket upgrade.
     pub max_connections: usize,
+    /// Sessions the host keeps at once (the default one included); `createSession` beyond
+    /// it is refused.
+    pub max_sessions: usize,
     /// How long a disconnected client stays in a session's `activeClients` before removal.
     pub active_client_grace: Duration,
     /// Quiet time after the last file-system event before a rescan.
@@ -193,8 +204,11 @@ impl Default for Limits {
         Self {
             max_frame_bytes: keys::LIMITS_MAX_FRAME_BYTES.count(),
             client_queue: keys::LIMITS_CLIENT_QUEUE.count(),
+            client_queue_bytes: keys::LIMITS_CLIENT_QUEUE_BYTES.count(),
             replay_log: keys::LIMITS_REPLAY_LOG.count(),
+            replay_log_bytes: keys::LIMITS_REPLAY_LOG_BYTES.count(),
             max_connections: keys::LIMITS_MAX_CONNECTIONS.count(),
+            max_sessions: keys::LIMITS_MAX_SESSIONS.count(),
             active_client_grace: keys::LIMITS_ACTIVE_CLIENT_GRACE_SECS.secs(),
             watch_debounce: keys::LIMITS_WATCH_DEBOUNCE_MS.millis(),
             idle_timeout: keys::LIMITS_IDLE_TIMEOUT_MS.millis(),

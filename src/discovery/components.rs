@@ -31,12 +31,24 @@ impl Bounds<'_> {
             Ok(_) => Err(format!(
                 "{shown}: resolves outside the plugin folder; ignored"
             )),
-            Err(e) if e.raw_os_error() == Some(40) => {
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                 Err(format!("{shown}: symbolic link loop; ignored"))
             }
             Err(e) => Err(format!("{shown}: cannot resolve: {e}")),
         }
     }
+}
+
+/// Whether `path` is a symbolic link loop (`ELOOP`): it does not "exist", but a scan must
+/// report it rather than pass over it in silence.
+pub fn loops(path: &Path) -> bool {
+    matches!(std::fs::metadata(path), Err(e) if e.raw_os_error() == Some(libc::ELOOP))
+}
+
+/// Whether a scan should look at `path`: it exists, or it is a symbolic link loop (which
+/// [`Bounds::check`] then reports).
+pub fn present(path: &Path) -> bool {
+    path.exists() || loops(path)
 }
 
 /// Every component of `kind` in `dir`, sorted by path. Unreadable or escaping entries are
@@ -47,7 +59,7 @@ pub fn scan_dir(
     bounds: &Bounds<'_>,
     problems: &mut Problems,
 ) -> Vec<ChildCustomization> {
-    if !dir.exists() {
+    if !present(dir) {
         return Vec::new();
     }
     if let Err(message) = bounds.check(dir) {
@@ -79,7 +91,7 @@ pub fn scan_dir(
         let file = match kind {
             ContentKind::Skill => {
                 let skill = path.join("SKILL.md");
-                if !path.is_dir() || !skill.exists() {
+                if !path.is_dir() || !present(&skill) {
                     continue;
                 }
                 skill

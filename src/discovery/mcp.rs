@@ -215,6 +215,7 @@ fn parse_entry(
         declared_at: file.location(at),
         enabled,
         launch,
+        container: None,
     };
     Some((child, server))
 }

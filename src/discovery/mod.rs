@@ -41,6 +41,9 @@ pub struct DeclaredServer {
     pub enabled: bool,
     /// The expanded launch spec, or why it could not be expanded.
     pub launch: Result<Launch, String>,
+    /// The id of the plugin or directory whose children show it (`None` for a top-level
+    /// server); the catalog fills it in.
+    pub container: Option<std::sync::Arc<str>>,
 }
 
 impl fmt::Debug for DeclaredServer {

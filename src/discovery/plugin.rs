@@ -56,7 +56,7 @@ pub fn is_marker(name: &str) -> bool {
 
 /// Whether `dir` looks like a plugin folder.
 pub fn looks_like_plugin(dir: &Path) -> bool {
-    MARKERS.iter().any(|m| dir.join(m).exists())
+    MARKERS.iter().any(|m| components::present(&dir.join(m)))
 }
 
 /// The plugin folders of a configured root: the root itself when it is a plugin, otherwise
@@ -102,11 +102,11 @@ pub fn detect(dir: &Path) -> (Dialect, Option<PathBuf>) {
         (".cursor-plugin", Dialect::Cursor),
     ] {
         let manifest = dir.join(sub).join("plugin.json");
-        if manifest.is_file() {
+        if manifest.is_file() || components::loops(&manifest) {
             return (dialect, Some(manifest));
         }
     }
-    if root_manifest.is_file() {
+    if root_manifest.is_file() || components::loops(&root_manifest) {
         return (Dialect::Copilot, Some(root_manifest));
     }
     (Dialect::Bare, None)
@@ -453,7 +453,10 @@ fn hooks(
             }
         }
     }
-    for path in files.into_iter().filter(|p| p.is_file()) {
+    for path in files
+        .into_iter()
+        .filter(|p| p.is_file() || components::loops(p))
+    {
         if let Err(message) = bounds.check(&path) {
             problems.push_message(message);
             continue;
@@ -485,7 +488,7 @@ fn mcp_servers(
         None => files.extend([dir.join(".mcp.json"), dir.join("mcp.json")]),
     }
     let mut all = Servers::default();
-    for path in files.into_iter().filter(|p| p.exists()) {
+    for path in files.into_iter().filter(|p| components::present(p)) {
         if let Err(message) = bounds.check(&path) {
             problems.push_message(message);
             continue;

@@ -155,9 +155,12 @@ impl Harness {
             return;
         };
         self.hub.registry().set_log_level(self.id, level);
-        match &self.scope {
-            Scope::Server(server) => {
-                let server = server.clone();
+        let own = match &self.scope {
+            Scope::Server(server) => Some(server.clone()),
+            Scope::All => super::routes::only_server(self),
+        };
+        match own {
+            Some(server) => {
                 let effective = self.hub.registry().log_level_for(&server).unwrap_or(level);
                 let message = match message.find(&["level"]) {
                     Some(span) if effective != level => message.rewrite(
@@ -175,13 +178,14 @@ impl Harness {
                     forward::Hooks::default(),
                 );
             }
-            Scope::All => {
-                stream.finish(result_answer(&id, "{}"));
+            None => {
+                // Answered once every server has the level: the next call sees it applied.
                 let hub = self.hub.clone();
                 tokio::spawn(async move {
-                    for server in hub.connections.snapshot().keys() {
-                        hub.apply_log_level(server).await;
-                    }
+                    let servers: Vec<String> = hub.connections.snapshot().into_keys().collect();
+                    futures_util::future::join_all(servers.iter().map(|s| hub.apply_log_level(s)))
+                        .await;
+                    stream.finish(result_answer(&id, "{}"));
                 });
             }
         }

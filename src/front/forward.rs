@@ -147,6 +147,9 @@ fn call_found(
     found: super::routes::FoundTool,
 ) {
     let id = message.id().unwrap_or("null").to_string();
+    if found.server.starts_with(super::client_calls::CLIENT_PREFIX) {
+        return super::client_calls::call(harness, message, stream, &found.server, &found.original);
+    }
     let apps = harness.abilities().apps;
     if !apps && found.tool.as_ref().is_some_and(|t| t.app_only()) {
         stream.finish(error_answer(
@@ -160,8 +163,10 @@ fn call_found(
     let server_name = hub.connections.name_of(&found.server);
     let ticket = hub.mirror.begin(|call| CallStart {
         call,
-        server: found.server.clone(),
-        server_name: server_name.clone(),
+        runner: mirror::Runner::Server {
+            id: found.server.clone(),
+            name: server_name.clone(),
+        },
         tool: called.clone(),
         display_name: found
             .tool
@@ -262,6 +267,24 @@ impl Call {
 
 impl Reply for Call {
     fn related(&mut self, message: Message) {
+        // A log line below the level this harness asked for is not its to see (the server
+        // logs at the most verbose level any harness asked for).
+        if message.method() == Some("notifications/message") {
+            let level = message
+                .string(&["level"])
+                .and_then(|l| super::registry::Level::parse(&l));
+            let wanted = self.harness.upgrade().and_then(|h| {
+                self.hub
+                    .registry()
+                    .harness(h.id)
+                    .and_then(|record| record.log_level)
+            });
+            if let (Some(level), Some(wanted)) = (level, wanted) {
+                if level < wanted {
+                    return;
+                }
+            }
+        }
         self.stream.send(message.into_text());
     }
 
@@ -296,6 +319,15 @@ impl Reply for Call {
         }
         if let Some(task) = self.hooks.task_result.take() {
             self.hub.finish_task_ticket(&self.server, &task, &text);
+        }
+        if self.method == "tasks/get" {
+            let task = message::find(&text, 0..text.len(), &["result", "taskId"])
+                .and_then(|span| message::string_at(&text, span));
+            let status = message::find(&text, 0..text.len(), &["result", "status"])
+                .and_then(|span| message::string_at(&text, span));
+            if let (Some(task), Some(status)) = (task, status) {
+                self.hub.task_status(&self.server, &task, &status);
+            }
         }
         self.stream.finish(text);
     }

@@ -18,8 +18,9 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame as BodyFrame, Incoming};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -45,6 +46,18 @@ const JSON_WITHIN: Duration = Duration::from_millis(100);
 /// How often idle sessions are looked at.
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
+/// What one client may hold of the MCP HTTP front.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// Open TCP connections; one more is answered `503` and closed.
+    pub max_connections: usize,
+    /// Live sessions; an `initialize` past this is answered `503`.
+    pub max_sessions: usize,
+    /// How long a request's headers, and then its body, may take to arrive; a peer that
+    /// sends them slower is cut off (`408` for a body) instead of holding a connection.
+    pub read_timeout: Duration,
+}
+
 /// One HTTP session.
 struct Session {
     harness: Arc<Harness>,
@@ -62,6 +75,7 @@ struct Front {
     /// Accepted `Host` headers.
     hosts: Vec<String>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    bounds: Bounds,
     next_session: AtomicU64,
     /// Makes session ids unguessable across runs.
     salt: u64,
@@ -81,6 +95,7 @@ pub async fn serve(
     hub: Arc<Hub>,
     health: Health,
     allowed_hosts: Vec<String>,
+    bounds: Bounds,
     shutdown: CancellationToken,
 ) {
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
@@ -95,9 +110,11 @@ pub async fn serve(
         health,
         hosts,
         sessions: Mutex::default(),
+        bounds,
         next_session: AtomicU64::new(1),
         salt: salt(),
     });
+    let slots = Arc::new(Semaphore::new(bounds.max_connections));
     let tasks = TaskTracker::new();
     tasks.spawn(sweep(Arc::downgrade(&front), shutdown.clone()));
     loop {
@@ -106,12 +123,26 @@ pub async fn serve(
         };
         let front = front.clone();
         let shutdown = shutdown.clone();
+        let slot = slots.clone().try_acquire_owned().ok();
         tasks.spawn(async move {
+            let full = slot.is_none();
+            if full {
+                tracing::warn!(%peer, limit = front.bounds.max_connections, "MCP HTTP connection refused: too many open connections");
+            }
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let front = front.clone();
-                async move { Ok::<_, Infallible>(front.handle(request).await) }
+                async move {
+                    if full {
+                        return Ok::<_, Infallible>(refuse_busy());
+                    }
+                    Ok::<_, Infallible>(front.handle(request).await)
+                }
             });
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(bounds.read_timeout);
             let connection = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(connection);
             tokio::select! {
@@ -122,6 +153,7 @@ pub async fn serve(
                 }
             }
             tracing::debug!(%peer, "MCP HTTP connection closed");
+            drop(slot);
         });
     }
     front
@@ -240,18 +272,27 @@ impl Front {
         }
         let session_header = request.headers().contains_key(SESSION_HEADER);
         let (parts, body) = request.into_parts();
-        let bytes = match Limited::new(body, MAX_MESSAGE_BYTES).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(_) => {
+        let read = Limited::new(body, MAX_MESSAGE_BYTES).collect();
+        let bytes = match tokio::time::timeout(self.bounds.read_timeout, read).await {
+            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Err(_)) => {
                 return json_error(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "null",
                     "the message is larger than 16 MiB",
                 )
             }
+            Err(_) => {
+                let after = self.bounds.read_timeout.as_millis();
+                return json_error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "null",
+                    &format!("the request body did not arrive within {after} ms"),
+                );
+            }
         };
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        let message = match Message::parse(text) {
+        let message = match Message::parse_from_harness(text) {
             Ok(message) => message,
             Err(invalid) => {
                 let id = invalid.id.as_deref().unwrap_or("null");
@@ -262,7 +303,15 @@ impl Front {
         let request = Request::from_parts(parts, ());
         let initialize = message.method() == Some("initialize") && message.kind() == Kind::Request;
         let ((id, session), created) = if initialize && !session_header {
-            (self.open(scope), true)
+            match self.open(scope) {
+                Some(opened) => (opened, true),
+                None => {
+                    let limit = self.bounds.max_sessions;
+                    tracing::warn!(limit, "MCP session refused: too many sessions");
+                    let text = format!("too many MCP sessions (the limit is {limit}); end one with DELETE or wait for idle ones to expire");
+                    return json_error(StatusCode::SERVICE_UNAVAILABLE, "null", &text);
+                }
+            }
         } else {
             match self.session_of(request.headers(), &scope) {
                 Ok(session) => (session, false),
@@ -338,7 +387,17 @@ impl Front {
         }
     }
 
-    fn open(&self, scope: Scope) -> (String, Arc<Session>) {
+    /// A new session, or `None` when `max_sessions` are live.
+    fn open(&self, scope: Scope) -> Option<(String, Arc<Session>)> {
+        if self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+            >= self.bounds.max_sessions
+        {
+            return None;
+        }
         let n = self.next_session.fetch_add(1, Ordering::Relaxed);
         let id = format!(
             "{:016x}{:016x}",
@@ -353,7 +412,7 @@ impl Front {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.clone(), session.clone());
-        (id, session)
+        Some((id, session))
     }
 
     fn get(&self, request: &Request<Incoming>, scope: &Scope) -> Response<Body> {
@@ -540,6 +599,18 @@ fn json_error(status: StatusCode, id: &str, text: &str) -> Response<Body> {
         -32600
     };
     json(status, error_answer(id, code, text))
+}
+
+/// The answer on a connection past `max_connections`, which is then closed.
+fn refuse_busy() -> Response<Body> {
+    let mut response = plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too many open connections to the MCP front; retry shortly\n".into(),
+    );
+    let headers = response.headers_mut();
+    headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 fn plain(status: StatusCode, text: String) -> Response<Body> {

@@ -16,6 +16,11 @@ use crate::mirror::{Mirror, Outcome, Ticket};
 use crate::supervisor::connections::{Change, Connections, Downstream};
 use crate::upstream::offer::Lists;
 
+/// Mirrored calls that went on as tasks kept waiting for their task at the most.
+const MAX_PARKED_TASKS: usize = 1024;
+/// How long a completed task's mirrored call waits for the harness to read its result.
+pub const TASK_RESULT_GRACE: Duration = Duration::from_secs(10);
+
 /// How the front behaves (`[mcp]` in proxy.toml).
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -47,7 +52,7 @@ pub struct Hub {
     pub mirror: Mirror,
     registry: Mutex<Registry>,
     harnesses: Mutex<HashMap<HarnessId, Weak<Harness>>>,
-    namespace: Mutex<Option<(u64, Arc<Namespace>)>>,
+    namespace: Mutex<Option<(NamespaceVersion, Arc<Namespace>)>>,
     /// The log level last sent to each server.
     applied_levels: Mutex<HashMap<String, Level>>,
     /// Mirrored calls that went on as tasks, by (server, task id).
@@ -56,7 +61,19 @@ pub struct Hub {
     next_tag: AtomicU64,
     /// Whether some connected harness declared sampling.
     sampling: tokio::sync::watch::Sender<bool>,
+    /// The hub itself, for tasks it starts.
+    this: std::sync::OnceLock<Weak<Hub>>,
+    /// The AHP host, whose clients' tools are offered to harnesses.
+    host: std::sync::OnceLock<Weak<crate::host::Host>>,
+    /// Those tools.
+    client_tools: std::sync::OnceLock<ClientToolsWatch>,
 }
+
+/// What a cached namespace was built from: the connections' version and the client tools.
+type NamespaceVersion = (u64, usize);
+
+type ClientToolsWatch =
+    tokio::sync::watch::Receiver<Arc<Vec<crate::host::client_tools::ClientTool>>>;
 
 impl Hub {
     /// A hub over `connections`; installs itself as their downstream and starts the task
@@ -74,7 +91,11 @@ impl Hub {
             next_harness: AtomicU64::new(1),
             next_tag: AtomicU64::new(1),
             sampling: tokio::sync::watch::channel(false).0,
+            this: std::sync::OnceLock::new(),
+            host: std::sync::OnceLock::new(),
+            client_tools: std::sync::OnceLock::new(),
         });
+        let _ = hub.this.set(Arc::downgrade(&hub));
         let downstream: Arc<dyn Downstream> = hub.clone();
         connections.set_downstream(Arc::downgrade(&downstream));
         tokio::spawn(follow_changes(
@@ -82,6 +103,44 @@ impl Hub {
             connections.subscribe(),
         ));
         hub
+    }
+
+    /// Offer the tools of `host`'s AHP clients to harnesses on the aggregated endpoint, and
+    /// announce their changes (once, at start-up).
+    pub fn serve_client_tools(self: &Arc<Self>, host: &Arc<crate::host::Host>) {
+        let _ = self.host.set(Arc::downgrade(host));
+        let tools = host.client_tools();
+        if self.client_tools.set(tools.clone()).is_err() {
+            return;
+        }
+        tokio::spawn(follow_client_tools(Arc::downgrade(self), tools));
+    }
+
+    /// Client `client`'s tool `name`, while it offers it.
+    pub fn client_tool(
+        &self,
+        client: &str,
+        name: &str,
+    ) -> Option<crate::host::client_tools::ClientTool> {
+        let tools = self.client_tools.get()?.borrow().clone();
+        tools
+            .iter()
+            .find(|t| t.client_id == client && t.tool.name == name)
+            .cloned()
+    }
+
+    /// Whether some AHP client offers tools now.
+    pub fn offers_client_tools(&self) -> bool {
+        self.client_tools
+            .get()
+            .is_some_and(|tools| !tools.borrow().is_empty())
+    }
+
+    /// What happens to harness calls of client tools from now on (`None` without a host).
+    pub fn client_call_events(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<crate::host::client_tools::ClientCallEvent>> {
+        Some(self.host.get()?.upgrade()?.client_call_events())
     }
 
     /// A fresh harness id.
@@ -128,7 +187,12 @@ impl Hub {
 
     /// The aggregated naming of every ready server, rebuilt only after a change.
     pub fn namespace(&self) -> Arc<Namespace> {
-        let version = self.connections.version();
+        let clients = self
+            .client_tools
+            .get()
+            .map(|tools| tools.borrow().clone())
+            .unwrap_or_default();
+        let version = (self.connections.version(), Arc::as_ptr(&clients) as usize);
         let mut cached = self.namespace.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((at, names)) = cached.as_ref() {
             if *at == version {
@@ -147,10 +211,24 @@ impl Hub {
                 (id.clone(), qualifier, server.offer())
             })
             .collect();
-        let servers: Vec<(String, String, &crate::upstream::offer::Offer)> = offers
+        let client_offers = super::client_calls::offers(&clients);
+        let mut servers: Vec<(String, String, &crate::upstream::offer::Offer)> = offers
             .iter()
             .map(|(id, q, offer)| (id.clone(), q.clone(), offer.as_ref()))
             .collect();
+        // The AHP clients' tools, after the servers', each client named like a server.
+        let names: Vec<(String, String)> = client_offers
+            .iter()
+            .map(|(id, name, _)| (id.clone(), name.clone()))
+            .collect();
+        let client_qualifiers = naming::qualifiers(&names.into_iter().collect());
+        for (id, _, offer) in &client_offers {
+            let qualifier = client_qualifiers
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| id.clone());
+            servers.push((id.clone(), qualifier, offer));
+        }
         let names = Arc::new(Namespace::build(&servers, &self.settings.policy));
         *cached = Some((version, names.clone()));
         names
@@ -324,10 +402,36 @@ impl Hub {
 
     /// A mirrored call went on as task `task` of server `server`: it ends with the task.
     pub fn park_task_ticket(&self, server: &str, task: &str, ticket: Ticket) {
-        self.task_tickets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((server.to_string(), task.to_string()), ticket);
+        let mut tickets = self.task_tickets.lock().unwrap_or_else(|p| p.into_inner());
+        // Bounded: a harness that starts tasks and never reads them cannot grow this.
+        if tickets.len() >= MAX_PARKED_TASKS {
+            let oldest = tickets.keys().next().cloned();
+            if let Some(oldest) = oldest {
+                tickets.remove(&oldest);
+            }
+        }
+        tickets.insert((server.to_string(), task.to_string()), ticket);
+    }
+
+    /// Task `task` of server `server` reached `status` (from `tasks/get` or its status
+    /// notification). A failed or cancelled task ends its mirrored call at once; a completed
+    /// one ends with its result when the harness reads it (`tasks/result`), else after
+    /// [`TASK_RESULT_GRACE`] with a note that it completed.
+    pub fn task_status(&self, server: &str, task: &str, status: &str) {
+        match status {
+            "failed" | "cancelled" => self.end_task_ticket(server, task, status),
+            "completed" => {
+                let hub = self.this.get().cloned().unwrap_or_default();
+                let (server, task) = (server.to_string(), task.to_string());
+                tokio::spawn(async move {
+                    tokio::time::sleep(TASK_RESULT_GRACE).await;
+                    if let Some(hub) = hub.upgrade() {
+                        hub.end_task_ticket(&server, &task, "completed");
+                    }
+                });
+            }
+            _ => {}
+        }
     }
 
     fn take_task_ticket(&self, server: &str, task: &str) -> Option<Ticket> {
@@ -344,12 +448,14 @@ impl Hub {
         }
     }
 
-    /// Task `task` of server `server` reached a terminal status without its result being
-    /// read (failed, cancelled): its mirrored call ends so.
+    /// Task `task` of server `server` ended without its result being read through the
+    /// proxy: its mirrored call ends so.
     pub fn end_task_ticket(&self, server: &str, task: &str, status: &str) {
         if let Some(ticket) = self.take_task_ticket(server, task) {
             ticket.finish(match status {
                 "cancelled" => Outcome::Cancelled,
+                "completed" => Outcome::Result(serde_json::json!({"content": [{"type": "text",
+                    "text": "The task completed; the harness did not read its result through the proxy."}]})),
                 other => Outcome::Failed(format!("the task ended {other}")),
             });
         }
@@ -378,6 +484,20 @@ impl Hub {
                         r#"{{"jsonrpc":"2.0","method":"notifications/{list}/list_changed"}}"#
                     ));
                 }
+            }
+        }
+    }
+}
+
+/// Announce changes of the AHP clients' tools to the aggregated endpoint's harnesses.
+async fn follow_client_tools(hub: Weak<Hub>, mut tools: ClientToolsWatch) {
+    while tools.changed().await.is_ok() {
+        let Some(hub) = hub.upgrade() else { return };
+        for harness in hub.all_harnesses() {
+            if harness.is_live() && harness.scope == Scope::All {
+                harness.notify(
+                    r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#.to_string(),
+                );
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The four `*/list` requests: the aggregated endpoint answers from the namespace of every
-//! ready server (items as their servers wrote them, renamed where names collide); a
-//! per-server endpoint asks its server. A harness's first listing waits for servers still
+//! ready server (items as their servers wrote them, renamed where names collide; with one
+//! server and nothing renamed, that server's own answer); a per-server endpoint asks its
+//! server. A harness's first listing waits for servers still
 //! starting; app-only tools are hidden from a harness without MCP Apps.
 
 use std::sync::Arc;
@@ -61,6 +62,15 @@ fn respond(harness: Arc<Harness>, message: Message, stream: Stream) {
             forward::to_server(harness, &server, message, stream, hooks);
         }
         Scope::All => {
+            // One server and nothing renamed: its own answer, as for its own endpoint (the
+            // list's other members and its pages included).
+            if let Some(server) = super::routes::only_server(&harness) {
+                let hooks = Hooks {
+                    hide_app_only: !apps && method == "tools/list",
+                    ..Hooks::default()
+                };
+                return forward::to_server(harness, &server, message, stream, hooks);
+            }
             let names = harness.hub.namespace();
             let entries = match field {
                 "prompts" => &names.prompts,

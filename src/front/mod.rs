@@ -4,6 +4,7 @@
 //! arrives as it sent it, in order, and only ids, remapped progress tokens and documented
 //! renames are touched. Tool calls are mirrored into AHP.
 
+pub mod client_calls;
 pub mod dispatch;
 pub mod forward;
 pub mod harness;

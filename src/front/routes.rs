@@ -42,11 +42,36 @@ pub fn find_tool(harness: &Harness, name: &str) -> Option<FoundTool> {
                 tool: None,
             }),
         },
-        Scope::All => hub.namespace().tool(name).map(|entry| FoundTool {
-            server: entry.server.clone(),
-            original: entry.original.clone(),
-            tool: Some(entry.item.clone()),
-        }),
+        Scope::All => match hub.namespace().tool(name) {
+            Some(entry) => Some(FoundTool {
+                server: entry.server.clone(),
+                original: entry.original.clone(),
+                tool: Some(entry.item.clone()),
+            }),
+            // One server and nothing renamed: an unknown name is that server's to refuse.
+            None => only_server(harness).map(|server| FoundTool {
+                server,
+                original: name.to_string(),
+                tool: None,
+            }),
+        },
+    }
+}
+
+/// The one ready server behind the aggregated endpoint when nothing is renamed (one server,
+/// names prefixed only on collision): what is not known goes to it as to its own endpoint.
+pub fn only_server(harness: &Harness) -> Option<String> {
+    let hub = &harness.hub;
+    if harness.scope != Scope::All
+        || hub.settings.policy.prefix == crate::spec::NamePrefix::Always
+        || hub.offers_client_tools()
+    {
+        return None;
+    }
+    let ready = hub.connections.snapshot();
+    match (ready.len(), ready.into_keys().next()) {
+        (1, Some(server)) => Some(server),
+        _ => None,
     }
 }
 
@@ -144,11 +169,18 @@ fn resolve(harness: &Harness, message: &Message) -> Resolved {
                     message: renamed(&["name"], &entry.original),
                     hooks: hooks(),
                 },
-                None => Resolved::NotYet(error_answer(
-                    id,
-                    INVALID_PARAMS,
-                    &format!("unknown prompt {name:?}"),
-                )),
+                None => match only_server(harness) {
+                    Some(server) => Resolved::Send {
+                        server,
+                        message: message.clone(),
+                        hooks: hooks(),
+                    },
+                    None => Resolved::NotYet(error_answer(
+                        id,
+                        INVALID_PARAMS,
+                        &format!("unknown prompt {name:?}"),
+                    )),
+                },
             }
         }
         "resources/read" => {
@@ -190,15 +222,12 @@ fn resolve(harness: &Harness, message: &Message) -> Resolved {
         "tasks/list" => Resolved::Merge("tasks"),
         method => {
             // A method the proxy does not know: routable only when one server is ready.
-            let ready = hub.connections.snapshot();
-            if ready.len() == 1 {
-                if let Some(server) = ready.keys().next() {
-                    return Resolved::Send {
-                        server: server.clone(),
-                        message: message.clone(),
-                        hooks: hooks(),
-                    };
-                }
+            if let Some(server) = only_server(harness) {
+                return Resolved::Send {
+                    server,
+                    message: message.clone(),
+                    hooks: hooks(),
+                };
             }
             Resolved::Answer(error_answer(
                 id,

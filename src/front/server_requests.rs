@@ -19,11 +19,11 @@ use crate::supervisor::connections::Downstream;
 use crate::upstream::session::Session;
 
 impl Downstream for Hub {
-    fn notify(&self, server: &str, message: Message, _origin: Option<u64>) {
+    fn notify(&self, server: &str, message: Message, origin: Option<u64>) {
         let method = message.method().unwrap_or_default().to_string();
         match method.as_str() {
-            "notifications/message" => self.relay_log(server, message),
-            "notifications/resources/updated" => self.relay_update(server, message),
+            "notifications/message" => self.relay_log(server, message, origin),
+            "notifications/resources/updated" => self.relay_update(server, message, origin),
             "notifications/cancelled" => {
                 // The server gave up on a request it sent a harness: tell that harness.
                 let Some(span) = message.find(&["requestId"]) else {
@@ -49,16 +49,14 @@ impl Downstream for Hub {
             "notifications/tasks/status" => {
                 let task = message.string(&["taskId"]).unwrap_or_default().into_owned();
                 if let Some(status) = message.string(&["status"]) {
-                    if matches!(status.as_ref(), "failed" | "cancelled") {
-                        self.end_task_ticket(server, &task, &status);
-                    }
+                    self.task_status(server, &task, &status);
                 }
                 let owner = self.registry().task_owner(server, &task);
                 let audience = match owner {
                     Some(owner) => vec![owner],
                     None => self.registry().harnesses_of(server),
                 };
-                self.deliver(&audience, message.text());
+                self.deliver(&audience, message.text(), origin);
             }
             list if list.ends_with("/list_changed") => {
                 // A per-server endpoint hears its server's own; the aggregated one hears the
@@ -72,11 +70,11 @@ impl Downstream for Hub {
                             .is_some_and(|h| matches!(h.scope, Scope::Server(_)))
                     })
                     .collect();
-                self.deliver(&audience, message.text());
+                self.deliver(&audience, message.text(), None);
             }
             _ => {
                 let audience = self.registry().harnesses_of(server);
-                self.deliver(&audience, message.text());
+                self.deliver(&audience, message.text(), origin);
             }
         }
     }
@@ -169,73 +167,42 @@ fn refuse_with(owed: Owed, code: i64, why: &str) {
     }
 }
 
+/// `text` to `harness` (once its `initialize` is answered): with its request `origin`
+/// when that is one of its requests still in flight, else on its general stream.
+fn send_to(harness: &super::harness::Harness, text: String, origin: Option<u64>) {
+    if !harness.is_live() {
+        return;
+    }
+    match origin.and_then(|tag| harness.stream_of(tag)) {
+        Some(stream) => {
+            stream.send(text);
+        }
+        None => harness.notify(text),
+    }
+}
+
 impl Hub {
-    fn deliver(&self, audience: &[u64], text: &str) {
+    /// `text` to each harness of `audience`: on the stream of its request `origin` when the
+    /// server works on that one (the notification is about it, and travels before its
+    /// answer), else on its general stream.
+    fn deliver(&self, audience: &[u64], text: &str, origin: Option<u64>) {
         for id in audience {
             if let Some(harness) = self.harness(*id) {
-                if harness.is_live() {
-                    harness.notify(text.to_string());
-                }
+                send_to(&harness, text.to_string(), origin);
             }
         }
     }
 
     /// A log message: to every harness that sees the server and asked for its level or
-    /// lower; on the aggregated endpoint its logger names the server.
-    fn relay_log(&self, server: &str, message: Message) {
+    /// lower, as the server wrote it.
+    fn relay_log(&self, server: &str, message: Message, origin: Option<u64>) {
         let level = message.string(&["level"]).and_then(|l| Level::parse(&l));
         let audience = self.registry().log_audience(server, level);
-        if audience.is_empty() {
-            return;
-        }
-        let mut aggregated_text: Option<String> = None;
-        for id in audience {
-            let Some(harness) = self.harness(id) else {
-                continue;
-            };
-            if !harness.is_live() {
-                continue;
-            }
-            match harness.scope {
-                Scope::Server(_) => harness.notify(message.text().to_string()),
-                Scope::All => {
-                    let text = aggregated_text
-                        .get_or_insert_with(|| self.with_logger(server, &message))
-                        .clone();
-                    harness.notify(text);
-                }
-            }
-        }
-    }
-
-    /// A log message with its logger prefixed by the server's qualifier.
-    fn with_logger(&self, server: &str, message: &Message) -> String {
-        let qualifier = self.qualifier(server);
-        match message.find(&["logger"]) {
-            Some(span) => {
-                let logger = message::string_at(message.text(), span.clone()).unwrap_or_default();
-                let renamed = message::quote(&format!("{qualifier}/{logger}"));
-                message::splice(message.text(), &mut [(span, renamed.as_str())])
-            }
-            None => match message.body() {
-                Some(span) if message.slice(span.clone()).starts_with('{') => {
-                    let at = span.start + 1;
-                    let member = format!(r#""logger":{},"#, message::quote(&qualifier));
-                    let empty = message.slice(span.clone()).trim() == "{}";
-                    let member = if empty {
-                        member.trim_end_matches(',').to_string()
-                    } else {
-                        member
-                    };
-                    message::splice(message.text(), &mut [(at..at, member.as_str())])
-                }
-                _ => message.text().to_string(),
-            },
-        }
+        self.deliver(&audience, message.text(), origin);
     }
 
     /// A resource update: to the harnesses subscribed to it, under the URI each sees.
-    fn relay_update(&self, server: &str, message: Message) {
+    fn relay_update(&self, server: &str, message: Message, origin: Option<u64>) {
         let uri = message.string(&["uri"]).unwrap_or_default().into_owned();
         let subscribers = self.registry().subscribers(server, &uri);
         if subscribers.is_empty() {
@@ -253,7 +220,7 @@ impl Hub {
                 ),
                 _ => message.text().to_string(),
             };
-            harness.notify(text);
+            send_to(&harness, text, origin);
         }
     }
 

@@ -64,7 +64,7 @@ async fn read<R: AsyncRead + Unpin>(harness: &Arc<Harness>, input: R, stream: &S
             continue;
         }
         let text = String::from_utf8_lossy(trimmed).into_owned();
-        match Message::parse(text) {
+        match Message::parse_from_harness(text) {
             Ok(message) => harness.handle(message, stream.clone()),
             Err(invalid) => {
                 tracing::warn!(error = %invalid.message, "the harness sent a message that cannot be read; answered with an error");

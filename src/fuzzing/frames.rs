@@ -385,8 +385,10 @@ fn seeded_services(config: &Config) -> (Arc<Services>, mpsc::Receiver<Command>) 
     for call in [1, 2] {
         let start = CallStart {
             call,
-            server: LOCKED_SERVER.into(),
-            server_name: "locked".into(),
+            runner: crate::mirror::Runner::Server {
+                id: LOCKED_SERVER.into(),
+                name: "locked".into(),
+            },
             tool: "t".into(),
             display_name: "T".into(),
             input: "{}".into(),

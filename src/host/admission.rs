@@ -114,12 +114,45 @@ pub fn admit_session(
     }
 }
 
-/// Judge an action a client dispatched on a chat channel. The host's chats mirror the
-/// harness's tool calls: clients may mark them read or archived, and give up on a call
-/// that waits for authorization (a failed `chat/toolCallComplete`), nothing else.
-pub fn admit_chat(chat: &ahp_types::state::ChatState, action: &StateAction) -> Result<(), String> {
+/// What an admitted chat action is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatAdmission {
+    /// Read/archived marks.
+    Plain,
+    /// A give-up on a call waiting for authorization (a failed `chat/toolCallComplete`).
+    GiveUp,
+    /// The owning client acting on a call it runs.
+    ClientRun,
+}
+
+/// Judge an action client `client_id` dispatched on a chat channel. The host's chats mirror
+/// the harness's tool calls: clients may mark them read or archived, act on calls they run
+/// themselves (a harness call of their tool: content, completion, refusal), and give up on
+/// a call that waits for authorization (a failed `chat/toolCallComplete`), nothing else.
+pub fn admit_chat(
+    chat: &ahp_types::state::ChatState,
+    client_id: &str,
+    action: &StateAction,
+) -> Result<ChatAdmission, String> {
+    let runner = |turn: &str, call: &str| super::client_tools::runner_of(chat, turn, call);
+    let own = |turn: &str, call: &str| match runner(turn, call) {
+        Some(owner) if owner == client_id => Ok(ChatAdmission::ClientRun),
+        Some(owner) => Err(format!(
+            "tool call {call:?} is run by client {owner:?}; only it may act on it"
+        )),
+        None => Err(format!(
+            "tool call {call:?} of turn {turn:?} is not one a client runs"
+        )),
+    };
     match action {
-        StateAction::ChatIsReadChanged(_) | StateAction::ChatIsArchivedChanged(_) => Ok(()),
+        StateAction::ChatIsReadChanged(_) | StateAction::ChatIsArchivedChanged(_) => {
+            Ok(ChatAdmission::Plain)
+        }
+        StateAction::ChatToolCallContentChanged(a) => own(&a.turn_id, &a.tool_call_id),
+        StateAction::ChatToolCallConfirmed(a) => own(&a.turn_id, &a.tool_call_id),
+        StateAction::ChatToolCallComplete(a) if runner(&a.turn_id, &a.tool_call_id).is_some() => {
+            own(&a.turn_id, &a.tool_call_id)
+        }
         StateAction::ChatToolCallComplete(a) => {
             if a.result.success {
                 return Err("only the host completes tool calls; a client may only give up on one waiting for authorization (success: false)".into());
@@ -138,7 +171,7 @@ pub fn admit_chat(chat: &ahp_types::state::ChatState, action: &StateAction) -> R
                     _ => false,
                 });
             if paused {
-                Ok(())
+                Ok(ChatAdmission::GiveUp)
             } else {
                 Err(format!(
                     "tool call {:?} of turn {:?} is not waiting for authorization",
@@ -377,18 +410,18 @@ mod tests {
             ahp::reducers::apply_action_to_chat(&mut chat, &a);
         }
         // Running: nothing to give up on.
-        assert!(admit_chat(&chat, &give_up).is_err());
+        assert!(admit_chat(&chat, "c", &give_up).is_err());
         let auth = serde_json::from_value(json!({"reason": "insufficientScope",
             "resource": {"resource": "http://h/mcp"}}))
         .unwrap();
         let (_, paused) = turns.auth_required(1, auth).unwrap();
         ahp::reducers::apply_action_to_chat(&mut chat, &paused);
-        assert_eq!(admit_chat(&chat, &give_up), Ok(()));
-        assert!(admit_chat(&chat, &succeed).is_err());
+        assert_eq!(admit_chat(&chat, "c", &give_up), Ok(ChatAdmission::GiveUp));
+        assert!(admit_chat(&chat, "c", &succeed).is_err());
         let other = action(
             json!({"type": "chat/toolCallComplete", "turnId": "harness-1",
             "toolCallId": "harness-call-9", "result": {"success": false, "pastTenseMessage": "x"}}),
         );
-        assert!(admit_chat(&chat, &other).is_err());
+        assert!(admit_chat(&chat, "c", &other).is_err());
     }
 }

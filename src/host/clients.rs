@@ -193,8 +193,9 @@ impl Core {
         let action = StateAction::SessionActiveClientRemoved(SessionActiveClientRemovedAction {
             client_id: client_id.to_string(),
         });
-        if let Ok(commit) = self.store.commit(uri, action, None) {
+        if let Ok(commit) = self.store.commit(uri, action.clone(), None) {
             self.publish(commit);
+            self.follow_client_tools(uri, &action);
         }
     }
 }

@@ -7,8 +7,9 @@ use ahp_types::ROOT_RESOURCE_URI;
 
 use super::fanout::ConnId;
 use super::store::CommitError;
-use super::{admission, live, Core, Host};
+use super::{admission, bounds, live, Core, Host};
 use crate::jsonrpc;
+use crate::untrusted::Untrusted;
 
 impl Host {
     /// Handle `dispatchAction` from `client_id`: unknown channels are ignored; refused actions
@@ -22,21 +23,26 @@ impl Host {
         } else if let Some(session) = core.store.session(&params.channel) {
             admission::admit_session(session, client_id, &params.action)
         } else if let Some(chat) = core.store.chat(&params.channel) {
-            admission::admit_chat(chat, &params.action).and_then(|()| match &params.action {
-                StateAction::ChatToolCallComplete(a)
-                    if !core.paused.is_held(&params.channel, &a.tool_call_id) =>
-                {
-                    Err(format!(
-                        "tool call {:?} is no longer waiting for authorization",
-                        a.tool_call_id
-                    ))
+            admission::admit_chat(chat, client_id, &params.action).and_then(|admission| {
+                match &params.action {
+                    StateAction::ChatToolCallComplete(a)
+                        if admission == admission::ChatAdmission::GiveUp
+                            && !core.paused.is_held(&params.channel, &a.tool_call_id) =>
+                    {
+                        Err(format!(
+                            "tool call {:?} is no longer waiting for authorization",
+                            a.tool_call_id
+                        ))
+                    }
+                    _ => Ok(()),
                 }
-                _ => Ok(()),
             })
         } else {
-            tracing::debug!(conn = id, channel = %params.channel, "dispatchAction on an unknown channel ignored");
+            tracing::debug!(conn = id, channel = %Untrusted(&params.channel), "dispatchAction on an unknown channel ignored");
             return;
         };
+        // Whatever the channel, nothing oversized is kept.
+        let verdict = verdict.and_then(|()| bounds::action(&params.action));
         let origin = ActionOrigin {
             client_id: client_id.to_string(),
             client_seq: params.client_seq,
@@ -58,7 +64,7 @@ impl Host {
             },
             Err(reason) => reason,
         };
-        tracing::debug!(conn = id, channel = %params.channel, reason = %refusal, "client action rejected");
+        tracing::debug!(conn = id, channel = %Untrusted(&params.channel), reason = %Untrusted(&refusal), "client action rejected");
         let echo = ActionEnvelope {
             channel: params.channel,
             action: params.action,
@@ -76,6 +82,7 @@ impl Core {
     /// the other sessions, since servers are shared), start/stop go to the supervisor.
     fn carry_out(&mut self, channel: &str, action: &StateAction) {
         use crate::supervisor::Command;
+        self.follow_client_tools(channel, action);
         let command = match action {
             StateAction::SessionCustomizationToggled(a) => {
                 self.live.record_toggle(&a.id, &a.enablement);

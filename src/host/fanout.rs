@@ -1,8 +1,11 @@
-//! Who is subscribed to what, and the bounded outbound queue of every connection.
-//! Sending never waits: a connection whose queue is full is kicked, so one slow client never
-//! holds up the others (it can `reconnect` and catch up from the replay log).
+//! Who is subscribed to what, and the bounded outbound queue of every connection (bounded
+//! in frames and in bytes). Sending never waits: a connection whose queue is full is kicked,
+//! so one slow client never holds up the others (it can `reconnect` and catch up from the
+//! replay log).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -12,8 +15,88 @@ use crate::jsonrpc::Frame;
 /// Host-wide connection number.
 pub type ConnId = u64;
 
+/// A connection's outbound queue: at most `capacity` frames and `max_bytes` bytes (a frame
+/// of any size fits an empty queue). The host's end; the socket reads the [`Outbox`].
+pub fn queue(capacity: usize, max_bytes: usize) -> (Queue, Outbox) {
+    let (tx, rx) = mpsc::channel(capacity);
+    let bytes = Arc::new(AtomicUsize::new(0));
+    (
+        Queue {
+            tx,
+            bytes: bytes.clone(),
+            max_bytes,
+        },
+        Outbox { rx, bytes },
+    )
+}
+
+/// The host's end of a connection's queue.
+pub struct Queue {
+    tx: mpsc::Sender<Frame>,
+    bytes: Arc<AtomicUsize>,
+    max_bytes: usize,
+}
+
+/// Why a frame was not queued.
+enum Refused {
+    /// The queue is full (frames or bytes): the client is too slow.
+    Full,
+    /// The socket is gone.
+    Closed,
+}
+
+impl Queue {
+    fn push(&self, frame: Frame) -> Result<(), Refused> {
+        let len = frame.len();
+        let queued = self.bytes.load(Ordering::Relaxed);
+        if queued > 0 && queued.saturating_add(len) > self.max_bytes {
+            return Err(Refused::Full);
+        }
+        match self.tx.try_send(frame) {
+            Ok(()) => {
+                self.bytes.fetch_add(len, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => Err(Refused::Full),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Refused::Closed),
+        }
+    }
+}
+
+/// The socket's end of a connection's queue: frames in order, their bytes given back as
+/// they are taken.
+pub struct Outbox {
+    rx: mpsc::Receiver<Frame>,
+    bytes: Arc<AtomicUsize>,
+}
+
+impl Outbox {
+    /// The next frame; `None` once the host dropped the connection.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        let frame = self.rx.recv().await?;
+        self.taken(&frame);
+        Some(frame)
+    }
+
+    /// The next frame if one is queued.
+    pub fn try_recv(&mut self) -> Result<Frame, mpsc::error::TryRecvError> {
+        let frame = self.rx.try_recv()?;
+        self.taken(&frame);
+        Ok(frame)
+    }
+
+    /// Bytes queued and not yet taken.
+    pub fn queued_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    fn taken(&self, frame: &Frame) {
+        self.bytes.fetch_sub(frame.len(), Ordering::Relaxed);
+    }
+}
+
 struct Peer {
-    outbox: mpsc::Sender<Frame>,
+    outbox: Queue,
     kick: CancellationToken,
     subscriptions: HashSet<String>,
     client_id: Option<String>,
@@ -30,7 +113,7 @@ pub struct Fanout {
 
 impl Fanout {
     /// Register a connection's queue and its kick switch.
-    pub fn insert(&mut self, id: ConnId, outbox: mpsc::Sender<Frame>, kick: CancellationToken) {
+    pub fn insert(&mut self, id: ConnId, outbox: Queue, kick: CancellationToken) {
         self.peers.insert(
             id,
             Peer {
@@ -117,15 +200,15 @@ impl Fanout {
         let Some(peer) = self.peers.get(&id) else {
             return false;
         };
-        match peer.outbox.try_send(frame) {
+        match peer.outbox.push(frame) {
             Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(Refused::Full) => {
                 tracing::warn!(conn = id, "outbound queue full: disconnecting slow client");
                 peer.kick.cancel();
                 self.remove(id);
                 false
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
+            Err(Refused::Closed) => {
                 self.remove(id);
                 false
             }
@@ -158,15 +241,31 @@ impl Fanout {
 mod tests {
     use super::*;
 
-    fn peer(
-        fanout: &mut Fanout,
-        id: ConnId,
-        capacity: usize,
-    ) -> (mpsc::Receiver<Frame>, CancellationToken) {
-        let (tx, rx) = mpsc::channel(capacity);
+    fn peer(fanout: &mut Fanout, id: ConnId, capacity: usize) -> (Outbox, CancellationToken) {
+        let (tx, rx) = queue(capacity, usize::MAX);
         let kick = CancellationToken::new();
         fanout.insert(id, tx, kick.clone());
         (rx, kick)
+    }
+
+    #[test]
+    fn a_queue_full_of_bytes_kicks_but_one_big_frame_always_fits() {
+        let mut fanout = Fanout::default();
+        let (tx, mut rx) = queue(100, 10);
+        let kick = CancellationToken::new();
+        fanout.insert(1, tx, kick.clone());
+        assert!(fanout.send(1, Frame::from("a frame of 20 bytes.")));
+        assert_eq!(rx.queued_bytes(), 20);
+        assert_eq!(
+            rx.try_recv().ok(),
+            Some(Frame::from("a frame of 20 bytes."))
+        );
+        assert_eq!(rx.queued_bytes(), 0);
+        assert!(fanout.send(1, Frame::from("12345")));
+        assert!(fanout.send(1, Frame::from("12345")));
+        assert!(!kick.is_cancelled());
+        assert!(!fanout.send(1, Frame::from("1")));
+        assert!(kick.is_cancelled());
     }
 
     #[test]

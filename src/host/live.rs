@@ -41,16 +41,10 @@ impl Live {
             .then(|| apps::channel_uri(session, id))
     }
 
-    /// Lay live facts over server `id` only, wherever it is inside `customization`; whether
-    /// it is there.
-    pub fn patch_server(&self, session: &str, customization: &mut Customization, id: &str) -> bool {
-        match server_mut(customization, id) {
-            Some(m) => {
-                self.lay_over_server(session, m);
-                true
-            }
-            None => false,
-        }
+    /// Lay live facts (state, channel, `mcpApp`, enablement) over one server as `session`
+    /// shows it.
+    pub fn patch_one(&self, session: &str, server: &mut McpServerCustomization) {
+        self.lay_over_server(session, server);
     }
 
     /// Refresh the `mcpApp` of every server inside `customization` (sampling came or went).

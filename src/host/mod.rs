@@ -10,6 +10,8 @@
 pub mod admission;
 pub mod apps;
 mod auth;
+pub mod bounds;
+pub mod client_tools;
 mod clients;
 mod dispatch;
 pub mod fanout;
@@ -59,7 +61,7 @@ pub struct Attachment {
     /// Host-wide connection id.
     pub id: ConnId,
     /// Frames to write to the socket, in order.
-    pub outbox: mpsc::Receiver<Frame>,
+    pub outbox: fanout::Outbox,
     /// Cancelled when the host kicks this connection.
     pub kicked: CancellationToken,
 }
@@ -74,6 +76,8 @@ struct Core {
     client_order: VecDeque<String>,
     /// Harness tool calls waiting for authorization: the only ones a client may give up on.
     paused: paused::PausedCalls,
+    /// Tools AHP clients offer the harness, and the events of the calls of them.
+    client_tools: client_tools::ClientTools,
     /// Servers holding a token from `authenticate`, by the resource it was given for (so
     /// the token can be replaced or revoked while the server is ready).
     authenticated: HashMap<String, HashSet<String>>,
@@ -84,6 +88,8 @@ struct Core {
 pub struct Host {
     core: Mutex<Core>,
     queue_capacity: usize,
+    queue_bytes: usize,
+    max_sessions: usize,
     next_conn: AtomicU64,
 }
 
@@ -99,7 +105,11 @@ impl Host {
             customizations: None,
             capabilities: None,
         };
-        let mut store = Store::new(agent, config.limits.replay_log);
+        let mut store = Store::new(
+            agent,
+            config.limits.replay_log,
+            config.limits.replay_log_bytes,
+        );
         // Adding the first session (and its chat) to an empty store always commits.
         let _ = store.add_session(
             DEFAULT_SESSION_URI,
@@ -119,8 +129,11 @@ impl Host {
                 client_order: VecDeque::new(),
                 authenticated: HashMap::new(),
                 paused: paused::PausedCalls::default(),
+                client_tools: client_tools::ClientTools::default(),
             }),
             queue_capacity: config.limits.client_queue,
+            queue_bytes: config.limits.client_queue_bytes,
+            max_sessions: config.limits.max_sessions,
             next_conn: AtomicU64::new(1),
         }
     }
@@ -136,7 +149,7 @@ impl Host {
     /// Open a connection: a bounded outbound queue and a kick switch.
     pub fn attach(&self) -> Attachment {
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel(self.queue_capacity);
+        let (tx, rx) = fanout::queue(self.queue_capacity, self.queue_bytes);
         let kicked = CancellationToken::new();
         self.core().fanout.insert(id, tx, kicked.clone());
         Attachment {

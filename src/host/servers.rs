@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 use super::fanout::ConnId;
 use super::{apps, live, Core, Host};
 use crate::jsonrpc::{Frame, RpcError};
+use crate::untrusted::Untrusted;
 
 impl Host {
     /// Send supervisor commands for accepted client actions (toggle, start, stop) here.
@@ -57,7 +58,9 @@ impl Host {
                     core.publish(commit);
                     applied += 1;
                 }
-                Err(error) => tracing::warn!(session = %uri, ?error, "host action not applied"),
+                Err(error) => {
+                    tracing::warn!(session = %Untrusted(&uri), ?error, "host action not applied")
+                }
             }
         }
         applied
@@ -113,39 +116,45 @@ impl Core {
     /// Bring every session's view of server `id` up to its live facts: anything besides its
     /// state and channel (its `mcpApp`) first, as `session/customizationUpdated` of the
     /// container it lives in; then the state and channel as `session/mcpServerStateChanged`,
-    /// so clients always see state transitions as such.
+    /// so clients always see state transitions as such. Only the server is copied and
+    /// compared; its container only when more than its state changed, so a state change
+    /// costs the same in a container of ten servers or of a hundred thousand.
     fn refresh_server(&mut self, id: &str) {
         let uris: Vec<String> = self.store.session_uris().map(str::to_string).collect();
         for uri in uris {
-            let Some(current) = self.store.session(&uri).and_then(|s| {
+            let Some(was) = self.store.session(&uri).and_then(|s| {
                 s.customizations
                     .iter()
                     .flatten()
-                    .find(|c| live::server_in(c, id))
+                    .find_map(|c| live::server_of(c, id))
                     .cloned()
             }) else {
                 continue;
             };
-            let mut patched = current.clone();
-            self.live.patch_server(&uri, &mut patched, id);
-            let (Some(was), Some(now)) = (
-                live::server_of(&current, id).cloned(),
-                live::server_of(&patched, id).cloned(),
-            ) else {
-                continue;
-            };
-            let mut staged = patched;
-            if let Some(m) = live::server_mut(&mut staged, id) {
-                m.state = was.state.clone();
-                m.channel = was.channel.clone();
-            }
+            let mut now = was.clone();
+            self.live.patch_one(&uri, &mut now);
+            let mut staged = now.clone();
+            staged.state = was.state.clone();
+            staged.channel = was.channel.clone();
             let mut actions = Vec::new();
-            if staged != current {
-                actions.push(StateAction::SessionCustomizationUpdated(Box::new(
-                    ahp_types::actions::SessionCustomizationUpdatedAction {
-                        customization: staged,
-                    },
-                )));
+            if staged != was {
+                let container = self.store.session(&uri).and_then(|s| {
+                    s.customizations
+                        .iter()
+                        .flatten()
+                        .find(|c| live::server_in(c, id))
+                        .cloned()
+                });
+                if let Some(mut container) = container {
+                    if let Some(m) = live::server_mut(&mut container, id) {
+                        *m = staged;
+                    }
+                    actions.push(StateAction::SessionCustomizationUpdated(Box::new(
+                        ahp_types::actions::SessionCustomizationUpdatedAction {
+                            customization: container,
+                        },
+                    )));
+                }
             }
             if now.state != was.state || now.channel != was.channel {
                 actions.push(StateAction::SessionMcpServerStateChanged(Box::new(
@@ -160,7 +169,7 @@ impl Core {
                 match self.store.commit(&uri, action, None) {
                     Ok(commit) => self.publish(commit),
                     Err(error) => {
-                        tracing::warn!(session = %uri, ?error, "server state not applied")
+                        tracing::warn!(session = %Untrusted(&uri), ?error, "server state not applied")
                     }
                 }
             }
@@ -189,7 +198,9 @@ impl Core {
                 ));
                 match self.store.commit(&uri, action, None) {
                     Ok(commit) => self.publish(commit),
-                    Err(error) => tracing::warn!(session = %uri, ?error, "mcpApp not applied"),
+                    Err(error) => {
+                        tracing::warn!(session = %Untrusted(&uri), ?error, "mcpApp not applied")
+                    }
                 }
             }
         }

@@ -7,7 +7,7 @@ use ahp_types::state::Customization;
 use ahp_types::ROOT_RESOURCE_URI;
 
 use super::fanout::ConnId;
-use super::{Core, Host};
+use super::{bounds, Core, Host, DEFAULT_SESSION_URI};
 use crate::jsonrpc::{self, ahp_codes, RpcError};
 
 impl Host {
@@ -51,6 +51,7 @@ impl Host {
         client_id: &str,
         params: CreateSessionParams,
     ) -> Result<(), RpcError> {
+        bounds::new_session(&params).map_err(RpcError::invalid_params)?;
         let uri = params.channel.clone();
         if !is_session_uri(&uri) {
             return Err(RpcError::invalid_params(format!(
@@ -60,6 +61,15 @@ impl Host {
         let mut core = self.core();
         let core = &mut *core;
         core.check_new_session(&uri, client_id, &params)?;
+        if core.store.session_count() >= self.max_sessions {
+            return Err(RpcError::new(
+                jsonrpc::codes::INTERNAL_ERROR,
+                format!(
+                    "this host keeps at most {} sessions (limits.max_sessions); dispose one first",
+                    self.max_sessions
+                ),
+            ));
+        }
         let customizations = core.customizations_for(&uri);
         let title = session_title(&params);
         let working_directories = params
@@ -92,7 +102,14 @@ impl Host {
     }
 
     /// Handle `disposeSession`: drop its state and subscriptions, announce the removal.
+    /// The default session is refused (`-32602`): it holds the harness's chat, and new
+    /// clients expect to find it.
     pub fn dispose_session(&self, id: ConnId, request_id: u64, uri: &str) -> Result<(), RpcError> {
+        if uri == DEFAULT_SESSION_URI {
+            return Err(RpcError::invalid_params(format!(
+                "{DEFAULT_SESSION_URI} is the host's default session (it shows the harness's tool calls) and cannot be disposed"
+            )));
+        }
         let mut core = self.core();
         let core = &mut *core;
         let (commit, chats) = core

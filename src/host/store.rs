@@ -86,8 +86,9 @@ pub fn now_iso8601() -> String {
 }
 
 impl Store {
-    /// A store with one agent and no sessions, at `serverSeq` 0.
-    pub fn new(agent: AgentInfo, replay_capacity: usize) -> Self {
+    /// A store with one agent and no sessions, at `serverSeq` 0, whose replay log keeps at
+    /// most `replay_capacity` actions and `replay_bytes` bytes of them.
+    pub fn new(agent: AgentInfo, replay_capacity: usize, replay_bytes: usize) -> Self {
         Self {
             root: RootState {
                 agents: vec![agent],
@@ -99,7 +100,7 @@ impl Store {
             sessions: BTreeMap::new(),
             chats: BTreeMap::new(),
             seq: 0,
-            log: ReplayLog::new(replay_capacity),
+            log: ReplayLog::new(replay_capacity, replay_bytes),
         }
     }
 
@@ -125,6 +126,16 @@ impl Store {
     /// A session's state.
     pub fn session(&self, uri: &str) -> Option<&SessionState> {
         self.sessions.get(uri).map(|r| &r.state)
+    }
+
+    /// How many sessions there are.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Bytes (as JSON) the replay log holds.
+    pub fn replay_bytes(&self) -> usize {
+        self.log.bytes()
     }
 
     /// URIs of every session.
@@ -423,7 +434,7 @@ mod tests {
     }
 
     fn store_with_session() -> Store {
-        let mut store = Store::new(agent(), 16);
+        let mut store = Store::new(agent(), 16, usize::MAX);
         store
             .add_session("ahp-session:/s", "T", None, None, vec![])
             .expect("adding a session commits");

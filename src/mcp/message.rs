@@ -41,6 +41,10 @@ pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC "invalid request".
 pub const INVALID_REQUEST: i64 = -32600;
 
+/// How deep a harness's message may nest (objects and arrays, the envelope counted): what
+/// `serde_json` and so most MCP servers read. A deeper one would never be answered.
+pub const MAX_DEPTH: usize = 128;
+
 /// One message and its text.
 #[derive(Debug, Clone)]
 pub struct Message {
@@ -125,6 +129,20 @@ impl Message {
             id,
             body,
         })
+    }
+
+    /// Read one message from a harness: as [`Message::parse`], and refused (`-32600`, with
+    /// its id) when it nests deeper than [`MAX_DEPTH`], which no server could read.
+    pub fn parse_from_harness(text: String) -> Result<Self, Invalid> {
+        let message = Self::parse(text)?;
+        if deeper_than(message.text(), MAX_DEPTH) {
+            return Err(Invalid {
+                code: INVALID_REQUEST,
+                message: format!("the message nests deeper than {MAX_DEPTH} levels"),
+                id: message.id().map(str::to_string),
+            });
+        }
+        Ok(message)
     }
 
     /// The message's text, exactly as it is now.
@@ -376,6 +394,38 @@ fn unreadable(text: &str, error: &serde_json::Error) -> Invalid {
     }
 }
 
+/// Whether `text` (valid JSON) nests objects and arrays more than `limit` deep; strings are
+/// skipped, so brackets inside them do not count.
+fn deeper_than(text: &str, limit: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in text.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// The top-level `id` of an object whose full reading failed (too deep, cut short…): a
 /// shallow scan that skips nested values by counting brackets outside strings.
 pub fn recover_id(text: &str) -> Option<String> {
@@ -472,6 +522,25 @@ mod tests {
 
     fn parse(text: &str) -> Message {
         Message::parse(text.to_string()).expect("parses")
+    }
+
+    #[test]
+    fn harness_messages_nested_too_deep_are_refused_with_their_id() {
+        let nested = |levels: usize| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"q","method":"m","params":{{"s":"[[[{{","v":{}1{}}}}}"#,
+                "[".repeat(levels),
+                "]".repeat(levels)
+            )
+        };
+        // Envelope and params are two levels; brackets inside strings do not count.
+        assert!(Message::parse_from_harness(nested(MAX_DEPTH - 2)).is_ok());
+        let refused = Message::parse_from_harness(nested(MAX_DEPTH - 1)).unwrap_err();
+        assert_eq!(refused.code, INVALID_REQUEST);
+        assert_eq!(refused.id.as_deref(), Some("\"q\""));
+        assert!(refused.message.contains("deeper than 128"));
+        // A server's message is passed on whatever its depth.
+        assert!(Message::parse(nested(1000)).is_ok());
     }
 
     #[test]

@@ -42,10 +42,8 @@ pub const LINGER: Duration = Duration::from_millis(500);
 pub struct CallStart {
     /// The mirror's id for the call.
     pub call: u64,
-    /// The `mcpServer` customization id of the server that answers it.
-    pub server: String,
-    /// The server's declared name.
-    pub server_name: String,
+    /// Who runs it.
+    pub runner: Runner,
     /// The tool's name as the harness called it.
     pub tool: String,
     /// A human-readable name (the tool's title, else its name).
@@ -62,14 +60,36 @@ impl CallStart {
     pub fn example(n: u64) -> Self {
         CallStart {
             call: n,
-            server: "file:///m.json#mcp=s".into(),
-            server_name: "s".into(),
+            runner: Runner::Server {
+                id: "file:///m.json#mcp=s".into(),
+                name: "s".into(),
+            },
             tool: "echo".into(),
             display_name: "Echo".into(),
             input: r#"{"text":"hi"}"#.into(),
             ui: Some(serde_json::json!({"resourceUri": "ui://v"})),
         }
     }
+}
+
+/// Who runs a mirrored call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Runner {
+    /// An MCP server: the proxy forwards the call and completes it in the chat.
+    Server {
+        /// The `mcpServer` customization id.
+        id: String,
+        /// The server's declared name.
+        name: String,
+    },
+    /// An AHP client (one of its `activeClients[].tools`): the client runs the call and
+    /// completes it in the chat itself.
+    Client {
+        /// Its `clientId`.
+        id: String,
+        /// Its display name.
+        name: String,
+    },
 }
 
 /// How a harness tool call ended.
@@ -94,6 +114,8 @@ pub(crate) enum Event {
     AuthRequired(u64, Box<ahp_types::state::McpAuthRequirement>),
     /// The server has its token again: the call resumes.
     AuthResolved(u64),
+    /// The call ended in the chat already (its client completed it).
+    Ended(u64),
 }
 
 /// The call path's end: cheap to clone, never waits.
@@ -175,6 +197,18 @@ impl Ticket {
         let _ = self.tx.try_send(Event::AuthResolved(self.call));
     }
 
+    /// The call's client completed it in the chat itself: only the turn learns it ended.
+    pub fn ended_elsewhere(mut self) {
+        if let Some(permit) = self.permit.take() {
+            permit.send(Event::Ended(self.call));
+        }
+    }
+
+    /// The id the call has in the chat (`harness-call-<n>`).
+    pub fn call_id(&self) -> String {
+        call_id(self.call)
+    }
+
     /// Report how the call ended.
     pub fn finish(mut self, outcome: Outcome) {
         if let Some(permit) = self.permit.take() {
@@ -216,6 +250,23 @@ impl Mirror {
             },
             task,
         )
+    }
+
+    /// Begin a call an AHP client runs: it must be shown (the client acts on what the chat
+    /// shows), so this waits for room in the queue rather than skipping it. `None` when the
+    /// mirror has stopped.
+    pub async fn begin_client(&self, start: impl FnOnce(u64) -> CallStart) -> Option<Ticket> {
+        let first = self.tx.clone().reserve_owned().await.ok()?;
+        let second = self.tx.clone().reserve_owned().await.ok()?;
+        let call = self.next.fetch_add(1, Ordering::Relaxed);
+        first.send(Event::Start(start(call)));
+        Some(Ticket {
+            call,
+            permit: Some(second),
+            tx: self.tx.clone(),
+            given_up: self.given_up.clone(),
+            held: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     /// Begin mirroring a call; `None` (and one more skipped call) when the queue is full.

@@ -57,6 +57,7 @@ pub(super) async fn run(
                 }
                 Vec::new()
             }
+            Some(Event::Ended(call)) => turns.ended(call, now, &crate::host::store::now_iso8601()),
             Some(Event::AuthResolved(call)) => {
                 host.withdraw_paused(&chat, &call_id(call));
                 turns.auth_resolved(call)

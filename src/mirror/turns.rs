@@ -11,10 +11,11 @@ use ahp_types::actions::{
 use ahp_types::common::StringOrMarkdown;
 use ahp_types::state::{
     MarkdownResponsePart, Message, MessageKind, MessageOrigin, ResponsePart,
-    ToolCallConfirmationReason, ToolCallContributor, ToolCallMcpContributor, ToolInput,
+    ToolCallClientContributor, ToolCallConfirmationReason, ToolCallContributor,
+    ToolCallMcpContributor, ToolInput,
 };
 
-use super::{call_id, cut, tool_call_result, CallStart, Outcome};
+use super::{call_id, cut, tool_call_result, CallStart, Outcome, Runner};
 use super::{MAX_CALLS_PER_TURN, MAX_TEXT, MAX_TURNS, MAX_WAITING};
 
 /// The open turn.
@@ -64,7 +65,9 @@ impl Turns {
     ) -> Vec<StateAction> {
         self.missed += missed;
         let mut out = Vec::new();
-        if self.full() {
+        // A call a client runs never waits: the client acts on what the chat shows.
+        let client_runs = matches!(call.runner, Runner::Client { .. });
+        if self.full() && !client_runs {
             if self.waiting.len() >= MAX_WAITING {
                 self.missed += 1;
             } else {
@@ -94,6 +97,18 @@ impl Turns {
             out.extend(self.close(now_ms, now_iso));
         }
         out
+    }
+
+    /// Call `call` ended in the chat already (its client completed it): it is no longer in
+    /// flight, nothing to emit. Like [`Turns::finish`], a full turn closes once idle.
+    pub fn ended(&mut self, call: u64, now_ms: u64, now_iso: &str) -> Vec<StateAction> {
+        if let Some(open) = self.open.as_mut() {
+            open.in_flight.remove(&call);
+        }
+        if self.full() && self.idle() && !self.waiting.is_empty() {
+            return self.close(now_ms, now_iso);
+        }
+        Vec::new()
     }
 
     /// Whether the open turn has taken all the calls it may.
@@ -273,18 +288,27 @@ impl Turns {
             tool_name: call.tool.clone(),
             display_name: call.display_name.clone(),
             intention: None,
-            contributor: Some(ToolCallContributor::Mcp(ToolCallMcpContributor {
-                customization_id: call.server.clone(),
-            })),
+            contributor: Some(match &call.runner {
+                Runner::Server { id, .. } => ToolCallContributor::Mcp(ToolCallMcpContributor {
+                    customization_id: id.clone(),
+                }),
+                Runner::Client { id, .. } => {
+                    ToolCallContributor::Client(ToolCallClientContributor {
+                        client_id: id.clone(),
+                    })
+                }
+            }),
         }));
         out.push(StateAction::ChatToolCallReady(ChatToolCallReadyAction {
             turn_id: open.id.clone(),
             tool_call_id: call_id(call.call),
             meta: None,
-            invocation_message: StringOrMarkdown::Plain(format!(
-                "Calling {} on {}",
-                call.display_name, call.server_name
-            )),
+            invocation_message: StringOrMarkdown::Plain(match &call.runner {
+                Runner::Server { name, .. } => format!("Calling {} on {name}", call.display_name),
+                Runner::Client { name, .. } => {
+                    format!("Asking {name} to run {}", call.display_name)
+                }
+            }),
             tool_input: Some(ToolInput::Inline(cut(&call.input, MAX_TEXT))),
             contributor: None,
             intention: None,

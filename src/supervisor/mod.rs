@@ -22,6 +22,7 @@ pub mod upstream;
 pub use failure::Failure;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -143,12 +144,11 @@ pub struct Desired {
 /// Requests to the supervisor.
 #[derive(Debug)]
 pub enum Command {
-    /// The complete set of declared servers and, per server id, its container's id.
+    /// The complete set of declared servers (each knows the plugin or directory that
+    /// declares it), shared with the catalog.
     Sync {
         /// Every declared server, in catalog order (the first of a duplicated id wins).
-        servers: Vec<DeclaredServer>,
-        /// Server id → id of the plugin/directory that declares it.
-        containers: HashMap<String, String>,
+        servers: Vec<Arc<DeclaredServer>>,
     },
     /// A client's enablement decision for a server or a container (`None`: cleared).
     Toggle {
@@ -186,6 +186,7 @@ impl Supervisor {
     ) -> (Self, mpsc::Receiver<ServerEvent>) {
         let (commands, inbox) = mpsc::channel(1024);
         let (events, outbox) = mpsc::channel(1024);
+        let (ended, endings) = mpsc::unbounded_channel();
         let shutdown = CancellationToken::new();
         let owner = Owner {
             config,
@@ -194,8 +195,10 @@ impl Supervisor {
             shutdown: shutdown.clone(),
             servers: HashMap::new(),
             toggles: HashMap::new(),
+            ended,
+            generation: 0,
         };
-        let owner = tokio::spawn(owner.run(inbox));
+        let owner = tokio::spawn(owner.run(inbox, endings));
         (
             Self {
                 commands,
@@ -219,15 +222,27 @@ impl Supervisor {
     }
 }
 
+/// One declared server as the owner keeps it: a few hundred bytes, and a task only while it
+/// runs (or is being stopped).
 struct Entry {
-    server: DeclaredServer,
-    container: Option<String>,
+    server: Arc<DeclaredServer>,
     /// The latest explicit start (true) or stop (false) request; cleared by toggles.
     request: Option<bool>,
     epoch: u64,
     bearer: Option<Bearer>,
+    /// Its lifecycle task, while it runs or is being stopped.
+    task: Option<Lifecycle>,
+    /// Whether clients were told it is `stopped` since its last task ended (a server
+    /// declared disabled is shown `stopped` by discovery already).
+    shown_stopped: bool,
+}
+
+/// A running lifecycle task: its desired state, and which one it is (a task that ended
+/// says so with its generation, so a newer task is never mistaken for it).
+struct Lifecycle {
     desired: watch::Sender<Desired>,
-    task: JoinHandle<()>,
+    handle: JoinHandle<()>,
+    generation: u64,
 }
 
 struct Owner {
@@ -238,119 +253,154 @@ struct Owner {
     servers: HashMap<String, Entry>,
     /// Client enablement decisions by customization id (servers and containers).
     toggles: HashMap<String, bool>,
+    /// Where a task that ended on its own (stopped on purpose) says so: `(id, generation)`.
+    ended: mpsc::UnboundedSender<(String, u64)>,
+    generation: u64,
 }
 
 impl Owner {
-    async fn run(mut self, mut inbox: mpsc::Receiver<Command>) {
+    async fn run(
+        mut self,
+        mut inbox: mpsc::Receiver<Command>,
+        mut endings: mpsc::UnboundedReceiver<(String, u64)>,
+    ) {
         loop {
-            let command = tokio::select! {
-                command = inbox.recv() => command,
-                _ = self.shutdown.cancelled() => None,
-            };
-            let Some(command) = command else { break };
-            self.apply(command);
+            tokio::select! {
+                command = inbox.recv() => match command {
+                    Some(command) => self.apply(command).await,
+                    None => break,
+                },
+                Some((id, generation)) = endings.recv() => self.task_ended(&id, generation).await,
+                _ = self.shutdown.cancelled() => break,
+            }
         }
-        // Shutdown: every task stops its server and reports `stopped`.
+        // Shutdown: every running task stops its server and reports `stopped`.
         self.shutdown.cancel();
         for (_, entry) in self.servers.drain() {
-            let _ = entry.task.await;
+            if let Some(task) = entry.task {
+                let _ = task.handle.await;
+            }
         }
     }
 
-    fn apply(&mut self, command: Command) {
+    async fn apply(&mut self, command: Command) {
         match command {
-            Command::Sync {
-                servers,
-                containers,
-            } => self.sync(servers, containers),
+            Command::Sync { servers } => self.sync(servers).await,
             Command::Toggle { id, enabled } => {
                 match enabled {
                     Some(value) => self.toggles.insert(id.clone(), value),
                     None => self.toggles.remove(&id),
                 };
                 for entry in self.servers.values_mut() {
-                    if entry.server.id == id || entry.container.as_deref() == Some(&id) {
+                    if entry.server.id == id || entry.server.container.as_deref() == Some(&*id) {
                         entry.request = None;
                     }
                 }
-                self.reconcile();
+                self.reconcile().await;
             }
             Command::Start(id) | Command::Stop(id) if !self.servers.contains_key(&id) => {
                 tracing::debug!(server = %id, "start/stop request for an unknown server ignored");
             }
-            Command::Start(id) => self.request(&id, true),
-            Command::Stop(id) => self.request(&id, false),
+            Command::Start(id) => self.request(&id, true).await,
+            Command::Stop(id) => self.request(&id, false).await,
             Command::Authenticate { id, bearer } => {
                 if let Some(entry) = self.servers.get_mut(&id) {
                     entry.bearer = bearer;
                     // A fresh attempt with the new credentials, whatever happened before.
                     entry.epoch += 1;
                 }
-                self.reconcile();
+                self.reconcile().await;
             }
         }
     }
 
-    fn request(&mut self, id: &str, run: bool) {
+    async fn request(&mut self, id: &str, run: bool) {
         if let Some(entry) = self.servers.get_mut(id) {
             entry.request = Some(run);
             entry.epoch += 1;
         }
-        self.reconcile();
+        self.reconcile().await;
     }
 
-    fn sync(&mut self, servers: Vec<DeclaredServer>, containers: HashMap<String, String>) {
-        let mut seen = HashSet::new();
-        let mut declared = Vec::new();
-        for server in servers {
-            if seen.insert(server.id.clone()) {
-                declared.push(server);
+    /// A task ended after stopping its server on purpose: forget it, and start a new one if
+    /// the server should run again by now.
+    async fn task_ended(&mut self, id: &str, generation: u64) {
+        if let Some(entry) = self.servers.get_mut(id) {
+            if entry.task.as_ref().map(|t| t.generation) == Some(generation) {
+                entry.task = None;
+                entry.shown_stopped = true;
+                self.reconcile().await;
             }
         }
+    }
+
+    /// Take the complete set of declared servers: forget the ones that are gone, take the
+    /// new declarations (an unchanged one is the same shared pointer: nothing to do).
+    async fn sync(&mut self, servers: Vec<Arc<DeclaredServer>>) {
+        let mut seen: HashSet<&str> = HashSet::with_capacity(servers.len());
+        let declared: Vec<&Arc<DeclaredServer>> = servers
+            .iter()
+            .filter(|server| seen.insert(server.id.as_str()))
+            .collect();
         let connections = self.connections.clone();
+        let mut forgotten = Vec::new();
         self.servers.retain(|id, entry| {
-            let keep = seen.contains(id);
+            let keep = seen.contains(id.as_str());
             if !keep {
                 tracing::info!(server = %entry.server.name, "server removed; stopping it");
                 connections.set_pending(id, false);
+                if entry.task.is_none() {
+                    forgotten.push(id.clone());
+                }
             }
-            keep // dropping the entry drops its sender: the task stops and reports removal
+            keep // dropping a running entry drops its sender: the task stops and reports removal
         });
-        self.connections.set_declared(
-            declared
-                .iter()
-                .map(|s| (s.id.clone(), s.name.clone()))
-                .collect(),
-        );
+        let mut names_changed = !forgotten.is_empty();
+        for id in forgotten {
+            let _ = self.events.send(ServerEvent { id, status: None }).await;
+        }
         for server in declared {
-            let container = containers.get(&server.id).cloned();
             match self.servers.get_mut(&server.id) {
+                Some(entry) if Arc::ptr_eq(&entry.server, server) => {}
                 Some(entry) => {
-                    entry.server = server;
-                    entry.container = container;
+                    names_changed |= entry.server.name != server.name;
+                    entry.server = server.clone();
                 }
                 None => {
-                    let id = server.id.clone();
-                    let entry = self.start_task(server, container);
-                    self.servers.insert(id, entry);
+                    names_changed = true;
+                    let entry = Entry {
+                        server: server.clone(),
+                        request: None,
+                        epoch: 0,
+                        bearer: None,
+                        task: None,
+                        shown_stopped: false,
+                    };
+                    self.servers.insert(entry.server.id.clone(), entry);
                 }
             }
         }
-        self.reconcile();
+        // Only a change of who is declared (or their names) is news for the front.
+        if names_changed {
+            self.connections.set_declared(
+                self.servers
+                    .values()
+                    .map(|e| (e.server.id.clone(), e.server.name.clone()))
+                    .collect(),
+            );
+        }
+        self.reconcile().await;
         self.connections.mark_synced();
     }
 
-    fn start_task(&self, server: DeclaredServer, container: Option<String>) -> Entry {
-        let desired = Desired {
-            launch: server.launch.clone(),
-            run: false,
-            epoch: 0,
-            bearer: None,
-        };
-        let (tx, rx) = watch::channel(desired);
+    fn start_task(&mut self, entry_id: &str, want: Desired) -> Option<Lifecycle> {
+        let entry = self.servers.get(entry_id)?;
+        self.generation += 1;
+        let generation = self.generation;
+        let (tx, rx) = watch::channel(want);
         let task = server::Task {
-            id: server.id.clone(),
-            name: server.name.clone(),
+            id: entry.server.id.clone(),
+            name: entry.server.name.clone(),
             config: self.config.clone(),
             events: self.events.clone(),
             shutdown: self.shutdown.clone(),
@@ -359,35 +409,58 @@ impl Owner {
             alerts: Default::default(),
             secrets: Default::default(),
         };
-        let span = tracing::info_span!("server", name = %server.name);
-        let handle = tokio::spawn(tracing::Instrument::instrument(task.run(rx), span));
-        Entry {
-            server,
-            container,
-            request: None,
-            epoch: 0,
-            bearer: None,
+        let span = tracing::info_span!("server", name = %entry.server.name);
+        let ended = self.ended.clone();
+        let id = entry.server.id.clone();
+        let handle = tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                task.run(rx).await;
+                let _ = ended.send((id, generation));
+            },
+            span,
+        ));
+        Some(Lifecycle {
             desired: tx,
-            task: handle,
-        }
+            handle,
+            generation,
+        })
     }
 
-    /// Push each server's desired state to its task (only real changes wake a task).
-    fn reconcile(&mut self) {
-        for entry in self.servers.values() {
-            let run = entry.request.unwrap_or_else(|| {
-                let own = self
-                    .toggles
-                    .get(&entry.server.id)
-                    .copied()
-                    .unwrap_or(entry.server.enabled);
-                let container = entry
-                    .container
-                    .as_ref()
-                    .and_then(|c| self.toggles.get(c).copied())
-                    .unwrap_or(true);
-                own && container
-            });
+    /// Whether `entry` should run: the latest request, else its own toggle (or declaration)
+    /// and its container's toggle.
+    fn wants_to_run(&self, entry: &Entry) -> bool {
+        entry.request.unwrap_or_else(|| {
+            let own = self
+                .toggles
+                .get(&entry.server.id)
+                .copied()
+                .unwrap_or(entry.server.enabled);
+            let container = entry
+                .server
+                .container
+                .as_ref()
+                .and_then(|c| self.toggles.get(&**c).copied())
+                .unwrap_or(true);
+            own && container
+        })
+    }
+
+    /// Push each server's desired state to its task (only real changes wake a task), start
+    /// a task for a server that should run and has none, and tell clients a server without
+    /// a task is `stopped` when discovery showed it otherwise.
+    async fn reconcile(&mut self) {
+        let mut to_start = Vec::new();
+        let mut stopped = Vec::new();
+        for (id, entry) in &self.servers {
+            let run = self.wants_to_run(entry);
+            let Some(task) = &entry.task else {
+                if run {
+                    to_start.push(id.clone());
+                } else if !entry.shown_stopped && entry.server.enabled {
+                    stopped.push(id.clone());
+                }
+                continue;
+            };
             let want = Desired {
                 launch: entry.server.launch.clone(),
                 run,
@@ -395,7 +468,7 @@ impl Owner {
                 bearer: entry.bearer.clone(),
             };
             let connections = &self.connections;
-            entry.desired.send_if_modified(|current| {
+            task.desired.send_if_modified(|current| {
                 if *current == want {
                     false
                 } else {
@@ -408,6 +481,35 @@ impl Owner {
                     true
                 }
             });
+        }
+        for id in to_start {
+            let Some(entry) = self.servers.get(&id) else {
+                continue;
+            };
+            let want = Desired {
+                launch: entry.server.launch.clone(),
+                run: true,
+                epoch: entry.epoch,
+                bearer: entry.bearer.clone(),
+            };
+            self.connections.set_pending(&id, true);
+            let task = self.start_task(&id, want);
+            if let Some(entry) = self.servers.get_mut(&id) {
+                entry.task = task;
+                entry.shown_stopped = false;
+            }
+        }
+        for id in stopped {
+            if let Some(entry) = self.servers.get_mut(&id) {
+                entry.shown_stopped = true;
+            }
+            let _ = self
+                .events
+                .send(ServerEvent {
+                    id,
+                    status: Some(Status::Stopped),
+                })
+                .await;
         }
     }
 }

@@ -42,6 +42,9 @@ pub struct Task {
 /// What the desired-state channel said while we waited.
 pub(super) enum Wake {
     Changed,
+    /// Asked not to run, and stopped (reported): the task ends; the owner starts a new one
+    /// when the server should run again, so a stopped server costs no task.
+    Idle,
     Removed,
     Shutdown,
 }
@@ -73,6 +76,7 @@ impl Task {
             }
             match self.pursue(&want, &mut desired, &mut retries).await {
                 Wake::Changed => continue,
+                Wake::Idle => return,
                 Wake::Removed => {
                     self.connections.clear_auth_status(&self.id);
                     let _ = self
@@ -102,7 +106,7 @@ impl Task {
     ) -> Wake {
         if !want.run {
             self.report(Status::Stopped).await;
-            return self.wait(desired).await;
+            return Wake::Idle;
         }
         let launch = match &want.launch {
             Ok(launch) => launch,

@@ -2,6 +2,8 @@
 //! real sockets, with the official `ahp` client or a raw WebSocket for malformed input.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod raw;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -88,17 +90,30 @@ impl Proxy {
     /// Like `start_stdio`, with AHP where the config says (no `--listen`): for copies that
     /// share one proxy.toml.
     pub fn start_stdio_as_configured(config: &str) -> (Self, StdioPipes) {
-        let (proxy, pipes) = Self::launch_with(config, true, "", &[]);
+        let (proxy, pipes) = Self::launch_with(config, true, "", &[], LogFormat::Json);
         (proxy, pipes.expect("stdio pipes"))
     }
 
     /// Start the binary with AHP on `listen` (e.g. `0.0.0.0:0`) and extra environment.
     pub fn start_on(config: &str, listen: &str, env: &[(&str, &str)]) -> Self {
-        Self::launch_with(config, false, listen, env).0
+        Self::launch_with(config, false, listen, env, LogFormat::Json).0
+    }
+
+    /// Start the binary with its text log (`--log-format text`, what a person reads) and
+    /// `RUST_LOG=debug`.
+    pub fn start_with_text_log(config: &str) -> Self {
+        Self::launch_with(
+            config,
+            false,
+            "127.0.0.1:0",
+            &[("RUST_LOG", "debug")],
+            LogFormat::Text,
+        )
+        .0
     }
 
     fn launch(config: &str, stdio: bool) -> (Self, Option<StdioPipes>) {
-        Self::launch_with(config, stdio, "127.0.0.1:0", &[])
+        Self::launch_with(config, stdio, "127.0.0.1:0", &[], LogFormat::Json)
     }
 
     fn launch_with(
@@ -106,6 +121,7 @@ impl Proxy {
         stdio: bool,
         listen: &str,
         env: &[(&str, &str)],
+        log_format: LogFormat,
     ) -> (Self, Option<StdioPipes>) {
         // Tests build HTTP clients (rmcp's, reqwest) once a proxy runs: TLS must be ready.
         ahp_proxy::supervisor::https::install_provider();
@@ -114,7 +130,7 @@ impl Proxy {
         std::fs::write(&config_path, config).expect("write config");
         let mut command = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"));
         command
-            .args(["--log-format", "json", "--config"])
+            .args(["--log-format", log_format.flag(), "--config"])
             .arg(&config_path)
             .arg("serve")
             .env(
@@ -154,6 +170,16 @@ impl Proxy {
         let sink = logs.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("AHP endpoint listening") && !line.starts_with('{') {
+                    if let Some(addr) = text_field(&line, "addr") {
+                        let _ = addr_tx.send(addr);
+                    }
+                }
+                if line.contains("MCP endpoint listening") && !line.starts_with('{') {
+                    if let Some(url) = text_field(&line, "url") {
+                        let _ = mcp_tx.send(url);
+                    }
+                }
                 if let Ok(event) = serde_json::from_str::<Value>(&line) {
                     if event["fields"]["message"] == "AHP endpoint listening" {
                         if let Some(addr) = event["fields"]["addr"].as_str() {
@@ -261,6 +287,29 @@ impl Proxy {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// How the proxy under test logs.
+#[derive(Clone, Copy)]
+enum LogFormat {
+    Json,
+    Text,
+}
+
+impl LogFormat {
+    fn flag(self) -> &'static str {
+        match self {
+            LogFormat::Json => "json",
+            LogFormat::Text => "text",
+        }
+    }
+}
+
+/// `name=value` in a text log line (the value ends at the next space).
+fn text_field(line: &str, name: &str) -> Option<String> {
+    let start = line.find(&format!(" {name}="))? + name.len() + 2;
+    let value = line[start..].split(' ').next()?;
+    Some(value.to_string())
 }
 
 impl Drop for Proxy {
@@ -518,6 +567,30 @@ impl Raw {
     }
 }
 
+/// A legal client action that takes about `bytes` bytes, starting with `marker`: an active
+/// client record whose one tool has a long description (titles are capped at 1 KiB, so
+/// tests that need big frames use this).
+pub fn padded_action(client_id: &str, marker: &str, bytes: usize) -> StateAction {
+    serde_json::from_value(json!({"type": "session/activeClientSet", "activeClient": {
+        "clientId": client_id,
+        "tools": [{"name": "padding", "description": format!("{marker} {}", "x".repeat(bytes)),
+                   "inputSchema": {"type": "object"}}]}}))
+    .expect("a valid action")
+}
+
+/// The marker of a [`padded_action`], if `action` is one.
+pub fn padding_marker(action: &StateAction) -> Option<&str> {
+    match action {
+        StateAction::SessionActiveClientSet(a) => a
+            .active_client
+            .tools
+            .first()
+            .and_then(|t| t.description.as_deref())
+            .and_then(|d| d.split(' ').next()),
+        _ => None,
+    }
+}
+
 /// Error code of a JSON-RPC error response.
 pub fn error_code(response: &Value) -> i64 {
     response["error"]["code"]
@@ -666,6 +739,16 @@ pub fn stat(pid: u32) -> Option<Vec<String>> {
 /// Whether `pid` runs (a zombie waiting for its reaper does not).
 pub fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
+}
+
+/// Resident memory of `pid` in KiB (`VmRSS`), 0 when it is gone.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Every process id in `/proc`.

@@ -1,0 +1,48 @@
+//! The View origin: a second listener, on the AHP address's IP and its own port, that serves
+//! only the MCP Apps relay page (`/sandbox`, with the View's declared CSP) and its script.
+//! Views run there, never on the console's origin; it speaks no AHP and holds nothing.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::gate::Gate;
+use crate::console::http::{response, view_origin_page};
+use crate::console::Page;
+
+/// Serve the View origin on `listener` until `shutdown`; `Host` and `Origin` are checked as
+/// for the console (DNS rebinding).
+pub async fn serve(
+    listener: TcpListener,
+    gate: Arc<Gate>,
+    deadline: Duration,
+    shutdown: CancellationToken,
+) {
+    let tasks = TaskTracker::new();
+    while let Some((stream, _)) = crate::tcp::accept(&listener, &shutdown, "View origin").await {
+        let gate = gate.clone();
+        tasks.spawn(async move {
+            let service = hyper::service::service_fn(move |request: http::Request<_>| {
+                let head = request.method() == http::Method::HEAD;
+                let page = match gate.check_site(request.headers()) {
+                    Err(refusal) => Page::text(refusal.status(), refusal.message()),
+                    Ok(()) if request.method() != http::Method::GET && !head => {
+                        Page::text(405, "only GET is served here")
+                    }
+                    Ok(()) => view_origin_page(request.uri().path(), request.uri().query()),
+                };
+                async move { Ok::<_, Infallible>(response(page, head)) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(deadline, connection).await;
+        });
+    }
+    tasks.close();
+    tasks.wait().await;
+}

@@ -1,0 +1,285 @@
+//! The other direction: an AHP client (an IDE) publishes a tool, the MCP-only harness lists
+//! and calls it through `serve --stdio`, and the client runs it — shown in the harness chat
+//! with the client as contributor, completed by the client, its result the harness's answer;
+//! its refusal, its absence or the harness giving up end the call cleanly on both sides.
+
+mod common;
+
+use std::time::Duration;
+
+use ahp::client::Client;
+use ahp_types::actions::StateAction;
+use ahp_types::state::{ChatState, ResponsePart, SnapshotState, ToolCallState};
+use common::raw::RawClient;
+use common::{initialized_client, server, Proxy, PATIENCE};
+use serde_json::{json, Value};
+
+const SESSION: &str = "ahp-session:/default";
+const CHAT: &str = "ahp-chat:/harness";
+
+/// An IDE: an official client, active in the default session with `runUnitTests`, that
+/// follows the harness chat.
+struct Ide {
+    client: Client,
+    chat: ChatState,
+    sub: ahp::client::SessionSubscription,
+    _session: ahp::client::SessionSubscription,
+}
+
+impl Ide {
+    async fn join(proxy: &Proxy, client_id: &str) -> Self {
+        let client = initialized_client(proxy, client_id).await;
+        let (_, session) = client.subscribe(SESSION.into()).await.unwrap();
+        let (snapshot, sub) = client.subscribe(CHAT.into()).await.unwrap();
+        let chat = match snapshot.snapshot.expect("snapshot").state {
+            SnapshotState::Chat(chat) => *chat,
+            other => panic!("expected a chat, got {other:?}"),
+        };
+        let ide = Self {
+            client,
+            chat,
+            sub,
+            _session: session,
+        };
+        ide.dispatch(
+            SESSION,
+            json!({"type": "session/activeClientSet", "activeClient": {
+                "clientId": client_id, "displayName": "My IDE",
+                "tools": [{"name": "runUnitTests", "title": "Run unit tests",
+                           "description": "Run the project's unit tests",
+                           "inputSchema": {"type": "object", "properties": {"filter": {"type": "string"}}}}]}}),
+        )
+        .await;
+        ide
+    }
+
+    async fn dispatch(&self, channel: &str, action: Value) {
+        let action: StateAction = serde_json::from_value(action).unwrap();
+        self.client.dispatch(channel.into(), action).await.unwrap();
+    }
+
+    /// Apply chat actions until `done` holds for a tool call; that call (turn id, state).
+    async fn until_call(
+        &mut self,
+        done: impl Fn(&ToolCallState) -> bool,
+    ) -> (String, ToolCallState) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let active = self
+                .chat
+                .active_turn
+                .iter()
+                .flat_map(|t| t.response_parts.iter().map(move |p| (t.id.clone(), p)));
+            let done_turns = self
+                .chat
+                .turns
+                .iter()
+                .flat_map(|t| t.response_parts.iter().map(move |p| (t.id.clone(), p)));
+            let found = active.chain(done_turns).find_map(|(turn, p)| match p {
+                ResponsePart::ToolCall(tc) if done(&tc.tool_call) => {
+                    Some((turn, tc.tool_call.clone()))
+                }
+                _ => None,
+            });
+            if let Some(found) = found {
+                return found;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no such call: {:?}",
+                self.chat
+            );
+            let envelope = common::next_action(&mut self.sub).await;
+            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
+        }
+    }
+}
+
+fn running(state: &ToolCallState) -> Option<(String, Value)> {
+    match state {
+        ToolCallState::Running(r) => Some((
+            r.tool_call_id.clone(),
+            serde_json::to_value(&r.contributor).unwrap(),
+        )),
+        _ => None,
+    }
+}
+
+async fn harness(proxy_config: &str) -> (Proxy, RawClient) {
+    let (proxy, (stdout, stdin)) = Proxy::start_stdio(proxy_config);
+    let mut harness = RawClient::stdio(stdout, stdin);
+    harness
+        .request(
+            "initialize",
+            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}"#),
+            &mut |_, _| String::new(),
+        )
+        .await;
+    harness.notify("notifications/initialized", None).await;
+    (proxy, harness)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
+    let (proxy, mut harness) = harness(&server("notes", "notes", &[])).await;
+    let mut ide = Ide::join(&proxy, "ide-1").await;
+
+    // Listed next to the servers' tools, under its own name, and announced.
+    let listed = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let list = harness
+                .request("tools/list", None, &mut |_, _| String::new())
+                .await;
+            if list.response().contains("runUnitTests") {
+                return list.response().to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the IDE's tool is listed");
+    let list: Value = serde_json::from_str(&listed).unwrap();
+    let tool = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "runUnitTests")
+        .unwrap()
+        .clone();
+    assert_eq!(tool["title"], "Run unit tests");
+    assert!(harness
+        .received
+        .iter()
+        .any(|m| m.contains("notifications/tools/list_changed")));
+
+    // The harness calls it; the IDE sees the call, with itself as contributor, and runs it.
+    let mut none = |_: &str, _: &str| String::new();
+    let (exchange, call_id) = tokio::join!(
+        harness.request(
+            "tools/call",
+            Some(r#"{"name":"runUnitTests","arguments":{"filter":"parser"},"_meta":{"progressToken":"p1"}}"#),
+            &mut none,
+        ),
+        async {
+            let (turn, state) = ide.until_call(|s| running(s).is_some()).await;
+            let (call_id, contributor) = running(&state).unwrap();
+            assert_eq!(contributor, json!({"kind": "client", "clientId": "ide-1"}));
+            ide.dispatch(CHAT, json!({"type": "chat/toolCallContentChanged", "turnId": turn,
+                "toolCallId": call_id, "content": [{"type": "text", "text": "3 of 12"}]}))
+                .await;
+            ide.dispatch(CHAT, json!({"type": "chat/toolCallComplete", "turnId": turn, "toolCallId": call_id,
+                "result": {"success": true, "pastTenseMessage": "Ran the tests",
+                           "content": [{"type": "text", "text": "12 passed"},
+                                       {"type": "embeddedResource", "data": "iVBORw0KGgo=", "contentType": "image/png"}]}}))
+                .await;
+            call_id
+        }
+    );
+    let answer: Value = serde_json::from_str(exchange.response()).unwrap();
+    assert_eq!(
+        answer["result"]["content"][0],
+        json!({"type": "text", "text": "12 passed"})
+    );
+    assert_eq!(
+        answer["result"]["content"][1],
+        json!({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"})
+    );
+    assert_eq!(answer["result"]["isError"], false);
+    // The content change reached the harness as progress, before the answer.
+    let received: Vec<&str> = exchange.received().collect();
+    assert!(
+        received[0].contains(r#""progressToken":"p1","progress":1,"message":"3 of 12""#),
+        "{received:?}"
+    );
+    let (_, done) = ide
+        .until_call(|s| matches!(s, ToolCallState::Completed(_)))
+        .await;
+    assert!(matches!(done, ToolCallState::Completed(c) if c.success));
+
+    // Another client may not complete the IDE's call; the IDE refuses to run it: the
+    // harness gets a clear error.
+    let other = initialized_client(&proxy, "intruder").await;
+    let (exchange, second) = tokio::join!(
+        harness.request(
+            "tools/call",
+            Some(r#"{"name":"runUnitTests","arguments":{}}"#),
+            &mut none
+        ),
+        async {
+            let (turn, state) = ide
+                .until_call(|s| running(s).is_some_and(|(id, _)| id != call_id))
+                .await;
+            let (second, _) = running(&state).unwrap();
+            let fake: StateAction = serde_json::from_value(json!({"type": "chat/toolCallComplete",
+                "turnId": turn, "toolCallId": second,
+                "result": {"success": true, "pastTenseMessage": "fake"}}))
+            .unwrap();
+            let _ = other.dispatch(CHAT.into(), fake).await;
+            ide.dispatch(
+                CHAT,
+                json!({"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": second,
+                "approved": false, "reason": "denied", "reasonMessage": "no tests here"}),
+            )
+            .await;
+            second
+        }
+    );
+    let answer: Value = serde_json::from_str(exchange.response()).unwrap();
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("declined") && message.contains("no tests here"),
+        "{answer}"
+    );
+
+    // The IDE goes away mid-call: the harness gets an error, the call fails in AHP state.
+    let watcher = initialized_client(&proxy, "watcher").await;
+    let (snapshot, mut sub) = watcher.subscribe(CHAT.into()).await.unwrap();
+    let mut chat = match snapshot.snapshot.unwrap().state {
+        SnapshotState::Chat(chat) => *chat,
+        other => panic!("{other:?}"),
+    };
+    let (exchange, ()) = tokio::join!(
+        harness.request(
+            "tools/call",
+            Some(r#"{"name":"runUnitTests","arguments":{}}"#),
+            &mut none
+        ),
+        async {
+            let _ = ide
+                .until_call(|s| running(s).is_some_and(|(id, _)| id != call_id && id != second))
+                .await;
+            ide.dispatch(
+                SESSION,
+                json!({"type": "session/activeClientRemoved", "clientId": "ide-1"}),
+            )
+            .await;
+        }
+    );
+    let answer: Value = serde_json::from_str(exchange.response()).unwrap();
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("went away"),
+        "{answer}"
+    );
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let failed = chat
+            .turns
+            .iter()
+            .flat_map(|t| &t.response_parts)
+            .chain(chat.active_turn.iter().flat_map(|t| &t.response_parts))
+            .filter(|p| matches!(p, ResponsePart::ToolCall(tc) if matches!(&tc.tool_call, ToolCallState::Completed(c) if !c.success)))
+            .count();
+        if failed >= 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call was not failed in AHP state"
+        );
+        let envelope = common::next_action(&mut sub).await;
+        let _ = ahp::reducers::apply_action_to_chat(&mut chat, &envelope.action);
+    }
+}
