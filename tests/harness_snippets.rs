@@ -87,17 +87,9 @@ fn filled(text: &str, workspace: &Path) -> String {
 /// its tools over stdio: the workspace's server must be served.
 async fn served_over_stdio(command: &str, args: &[String], workspace: &Path) {
     let config = workspace.join("proxy.toml");
-    let mut child = tokio::process::Command::new(command)
-        .args(args)
-        .current_dir(workspace)
-        .env("RUST_LOG", "warn")
-        .env_remove("AHP_PROXY_TOKEN")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("launch {command}: {e}"));
+    let mut launch = tokio::process::Command::new(command);
+    launch.args(args).current_dir(workspace);
+    let child = as_harness(launch);
     let pid = child.id().expect("a running child");
     let argv = argv_of(pid).await;
     let expected = [
@@ -108,6 +100,25 @@ async fn served_over_stdio(command: &str, args: &[String], workspace: &Path) {
         "--stdio".into(),
     ];
     assert_eq!(argv, expected, "the argv ahp-proxy receives");
+    serves_echo_then_exits(child).await;
+}
+
+/// Spawn `launch` as a harness launches its MCP server: MCP on its stdin/stdout.
+fn as_harness(mut launch: tokio::process::Command) -> tokio::process::Child {
+    launch
+        .env("RUST_LOG", "warn")
+        .env_remove("AHP_PROXY_TOKEN")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("launch the snippet's command")
+}
+
+/// A harness session on `child`'s pipes lists exactly the workspace's `echo` tool; once it
+/// hangs up, the child exits 0.
+async fn serves_echo_then_exits(mut child: tokio::process::Child) {
     let pipes = (
         child.stdout.take().expect("stdout"),
         child.stdin.take().expect("stdin"),
@@ -115,7 +126,7 @@ async fn served_over_stdio(command: &str, args: &[String], workspace: &Path) {
     assert_eq!(tool_names_over(pipes).await, ["echo"]);
     let status = tokio::time::timeout(PATIENCE, child.wait())
         .await
-        .expect("the proxy exits once its harness hangs up")
+        .expect("it exits once its harness hangs up")
         .expect("wait");
     assert!(status.success(), "{status}");
 }
@@ -374,28 +385,12 @@ async fn an_imported_claude_desktop_config_is_served_as_it_is() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let mut shell = tokio::process::Command::new("bash")
+    let mut shell = tokio::process::Command::new("bash");
+    shell
         .args(["-e", "-c", &snippet("import")])
         .current_dir(home.path())
         .env("HOME", home.path())
-        .env("PATH", path)
-        .env("RUST_LOG", "warn")
-        .env_remove("AHP_PROXY_TOKEN")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("run bash");
-    let pipes = (
-        shell.stdout.take().expect("stdout"),
-        shell.stdin.take().expect("stdin"),
-    );
-    assert_eq!(tool_names_over(pipes).await, ["echo"]);
-    let status = tokio::time::timeout(PATIENCE, shell.wait())
-        .await
-        .expect("the block ends once its harness hangs up")
-        .expect("wait");
-    assert!(status.success(), "{status}");
+        .env("PATH", path);
+    serves_echo_then_exits(as_harness(shell)).await;
     assert!(home.path().join("mcp-servers.json").is_file());
 }
