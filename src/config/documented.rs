@@ -1,5 +1,6 @@
 //! Tests that hold the key table to what it describes: the parser's schema (same keys), the
-//! README's configuration table (same keys, defaults, ranges) and the bundled proxy.toml.
+//! configuration table in docs/configuration.md (same keys, defaults, ranges) and the bundled
+//! proxy.toml.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -79,13 +80,13 @@ fn dotted(readme_key: &str) -> String {
     }
 }
 
-/// The rows of README's configuration table: dotted key → (default, range) cells.
-fn readme_rows() -> BTreeMap<String, (String, String)> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md is readable");
-    let (_, section) = readme
-        .split_once("## Configuration (`proxy.toml`)")
-        .expect("README has a configuration section");
+/// The rows of docs/configuration.md's key table: dotted key → (default, range) cells.
+fn documented_rows() -> BTreeMap<String, (String, String)> {
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md");
+    let page = std::fs::read_to_string(page).expect("docs/configuration.md is readable");
+    let (_, section) = page
+        .split_once("# Configuration (`proxy.toml`)")
+        .expect("docs/configuration.md has its title");
     let section = section.split("\n## ").next().unwrap_or_default();
     let mut rows = BTreeMap::new();
     for line in section.lines().filter(|l| l.starts_with("| `")) {
@@ -99,11 +100,11 @@ fn readme_rows() -> BTreeMap<String, (String, String)> {
 }
 
 #[test]
-fn the_readme_documents_every_key_with_its_default_and_range() {
-    let mut rows = readme_rows();
+fn the_configuration_page_documents_every_key_with_its_default_and_range() {
+    let mut rows = documented_rows();
     for key in ALL {
         let Some((default, range)) = rows.remove(key.name()) else {
-            panic!("{} is not in README's configuration table", key.name());
+            panic!("{} is not in docs/configuration.md's key table", key.name());
         };
         assert_eq!(
             default,
@@ -115,7 +116,7 @@ fn the_readme_documents_every_key_with_its_default_and_range() {
     }
     assert!(
         rows.is_empty(),
-        "README documents keys that do not exist: {:?}",
+        "docs/configuration.md documents keys that do not exist: {:?}",
         rows.keys()
     );
 }

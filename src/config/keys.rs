@@ -1,5 +1,6 @@
 //! The one table of `proxy.toml` keys: each key's dotted name, its default and, for numbers,
-//! its bounds. The parser and the section defaults read these; tests hold README and proxy.toml to them.
+//! its bounds. The parser and the section defaults read these; tests hold
+//! docs/configuration.md and proxy.toml to them.
 
 use std::time::Duration;
 
@@ -52,12 +53,12 @@ pub struct Flag {
 }
 
 /// A key whose default is not one literal (an empty list, a computed path, required): the
-/// default is how the README words it.
+/// default is how docs/configuration.md words it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Other {
     /// Dotted name, e.g. `ahp.allowed_hosts`.
     pub name: &'static str,
-    /// The README's wording of the default.
+    /// docs/configuration.md's wording of the default.
     pub default: &'static str,
 }
 
@@ -199,9 +200,10 @@ pub enum Key {
     Other(Other),
 }
 
-/// Every key, in the README's order: the constants above (the ones the parser reads a default,
-/// bound or name from) and, inline, the keys whose default is structural (an empty list or
-/// table, a path worked out at start-up, required), which only the documentation needs.
+/// Every key, in docs/configuration.md's order: the constants above (the ones the parser
+/// reads a default, bound or name from) and, inline, the keys whose default is structural (an
+/// empty list or table, a path worked out at start-up, required), which only the
+/// documentation needs.
 #[cfg(test)]
 pub const ALL: &[Key] = &[
     Key::Other(PLUGIN_ROOTS),
@@ -304,7 +306,7 @@ impl Key {
         }
     }
 
-    /// The default as the README's table cell shows it.
+    /// The default as docs/configuration.md's table cell shows it.
     pub fn documented_default(&self) -> String {
         match self {
             Key::Number(k) => format!("`{}`", k.default),
@@ -314,7 +316,7 @@ impl Key {
         }
     }
 
-    /// The range as the README's table cell shows it (`—` for keys that are not numbers).
+    /// The range as docs/configuration.md's table cell shows it (`—` for keys that are not numbers).
     pub fn documented_range(&self) -> String {
         match self {
             Key::Number(k) => format!("{}..={}", k.min, k.max),

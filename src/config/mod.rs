@@ -4,7 +4,7 @@
 //! `keys` is the one table of keys, defaults and bounds; `raw` is the file as written and
 //! `recover` reads it, leaving out what serde refuses; `checker` collects located problems; `sections`, `paths` and `servers` validate their
 //! parts into the `settings` types; `origin` is the one normal form of an `Origin`;
-//! `documented` (tests) holds README's table and the bundled proxy.toml to `keys`.
+//! `documented` (tests) holds docs/configuration.md's table and the bundled proxy.toml to `keys`.
 
 mod checker;
 #[cfg(test)]
