@@ -1,5 +1,5 @@
 //! A real browser for the console tests: Debian's headless `chromium`, driven over WebDriver
-//! (`chromedriver`, through fantoccini). Missing either is a failure, never a skip: `.ci/run`
+//! (`chromedriver`, through fantoccini). Missing either is a failure, never a skip: `scripts/test`
 //! installs both.
 
 use std::net::TcpListener;
@@ -36,7 +36,7 @@ impl Browser {
         for program in [CHROMIUM, CHROMEDRIVER] {
             assert!(
                 std::path::Path::new(program).exists(),
-                "{program} is missing: install Debian's chromium and chromium-driver (`.ci/run` does)"
+                "{program} is missing: install Debian's chromium and chromium-driver (`scripts/test` does)"
             );
         }
         let port = TcpListener::bind("127.0.0.1:0")
