@@ -44,6 +44,11 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
     let host = Arc::new(Host::new(&config));
     let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
     let catalog = Catalog::scan(sources(&config), &ctx);
+    tracing::info!(
+        shown = config.clients.plugins,
+        servers_launched = config.clients.launches_servers(config.ahp.listen),
+        "plugins AHP clients publish ([clients])"
+    );
     let customizations = catalog.customizations();
     let mut banner = found(&catalog, &customizations);
     banner.config = options.config_file.clone();
@@ -412,6 +417,7 @@ pub fn sources(config: &Config) -> Sources {
             file: config.path.clone(),
             servers: config.servers.clone(),
         }),
+        launch_client_servers: config.clients.launches_servers(config.ahp.listen),
     }
 }
 

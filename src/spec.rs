@@ -1,7 +1,8 @@
 //! The ground floor: plain data that several layers share (a server's launch spec, a
 //! configured directory, the kind of content a folder holds, the name-prefix rule, a located
-//! problem). It imports nothing from the crate, so config, discovery, supervisor and front
-//! all depend on it downward.
+//! problem, a plugin an AHP client published, an enablement's effective value). It imports
+//! nothing from the crate, so config, discovery, catalog, supervisor, host and front all
+//! depend on it downward.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -103,5 +104,31 @@ pub struct Problem {
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.location, self.message)
+    }
+}
+
+/// A plugin an AHP client publishes in a session (`activeClients[].customizations`): what the
+/// host hands the catalog, which reads it like any plugin folder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublishedPlugin {
+    /// The session it was published in (the only one that shows it).
+    pub session: String,
+    /// The publishing client's `clientId`.
+    pub client: String,
+    /// The plugin as the client published it.
+    pub plugin: ahp_types::state::ClientPluginCustomization,
+}
+
+/// The effective value of an enablement array (its first entry), `None` when it is empty or
+/// its first entry is of a kind this version does not know.
+pub fn effective_enablement(
+    enablement: &[ahp_types::state::CustomizationEnablement],
+) -> Option<bool> {
+    use ahp_types::state::CustomizationEnablement;
+    match enablement.first()? {
+        CustomizationEnablement::Session { enabled, .. }
+        | CustomizationEnablement::Workspace { enabled, .. }
+        | CustomizationEnablement::Global { enabled, .. } => Some(*enabled),
+        CustomizationEnablement::Unknown(_) => None,
     }
 }

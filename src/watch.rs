@@ -1,5 +1,6 @@
 //! Live discovery: notify events on the watched folders, debounced into batches, mapped to
-//! the catalog units they touch, rescanned, and committed to the host as minimal actions.
+//! the catalog units they touch, rescanned, and committed to the host as minimal actions;
+//! the plugins AHP clients publish, read as they come and watched while published.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -12,8 +13,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::catalog::{Catalog, Dirty};
+use crate::catalog::{Catalog, Changes, Dirty};
 use crate::discovery::Context;
+use crate::host::client_plugins::Published;
 use crate::host::Host;
 use crate::supervisor::Command;
 
@@ -76,9 +78,30 @@ pub fn spawn(
         watched: BTreeSet::new(),
     };
     let _ = scanner.sync_watches(&BTreeSet::new());
+    let inputs = Inputs {
+        paths: rx,
+        overflow,
+        published: host.client_plugins(),
+    };
     Ok(tokio::spawn(run(
-        scanner, host, supervisor, debounce, shutdown, rx, overflow,
+        scanner, host, supervisor, debounce, shutdown, inputs,
     )))
+}
+
+/// What the watcher waits on: changed paths (and whether some were lost), and the plugins
+/// AHP clients publish.
+struct Inputs {
+    paths: mpsc::Receiver<PathBuf>,
+    overflow: Arc<AtomicBool>,
+    published: tokio::sync::watch::Receiver<Published>,
+}
+
+/// One round of work.
+enum Work {
+    /// A debounced batch of changed paths; `true` when events were lost.
+    Paths(BTreeSet<PathBuf>, bool),
+    /// The published client plugins changed.
+    Published(Published),
 }
 
 impl Scanner {
@@ -138,11 +161,7 @@ impl Scanner {
     /// whatever lands between the scan and the new watch (a root deleted and recreated,
     /// then filled). A target the scan itself asks for (a manifest's extra folder) can
     /// only be watched after it; it is scanned once more then.
-    fn batch(
-        &mut self,
-        paths: &BTreeSet<PathBuf>,
-        everything: bool,
-    ) -> Option<Vec<ahp_types::StateAction>> {
+    fn batch(&mut self, paths: &BTreeSet<PathBuf>, everything: bool) -> Option<Changes> {
         let mut dirty = if everything {
             self.catalog.everything()
         } else {
@@ -157,15 +176,8 @@ impl Scanner {
         }
         let started = std::time::Instant::now();
         let known: BTreeSet<String> = self.catalog.problems().map(|p| p.to_string()).collect();
-        let mut actions = self.catalog.rescan(&dirty, &self.ctx);
-        let added = self.sync_watches(&BTreeSet::new());
-        let mut again = Dirty::default();
-        for path in &added {
-            again.merge(self.catalog.dirty_for(path));
-        }
-        if !again.is_empty() {
-            actions.extend(self.catalog.rescan(&again, &self.ctx));
-        }
+        let mut changes = self.catalog.refresh(&dirty, &self.ctx);
+        changes.extend(self.watch_new_targets());
         // A file that just broke (a half-typed save) is said once, when it breaks.
         for problem in self.catalog.problems() {
             if !known.contains(&problem.to_string()) {
@@ -176,11 +188,39 @@ impl Scanner {
             paths = paths.len(),
             units = dirty.units.len(),
             roots = dirty.roots.len(),
-            actions = actions.len(),
+            clients = dirty.clients.len(),
+            actions = changes.every.len() + changes.sessions.len(),
             elapsed_us = started.elapsed().as_micros() as u64,
             "rescanned"
         );
-        Some(actions)
+        Some(changes)
+    }
+
+    /// Take the plugins AHP clients publish now: read what is new or changed, then watch
+    /// their folders (and read once more what changed before the watch was armed).
+    fn publish(&mut self, published: &Published) -> Changes {
+        let mut changes = self.catalog.publish(published, &self.ctx);
+        changes.extend(self.watch_new_targets());
+        tracing::debug!(
+            plugins = published.len(),
+            actions = changes.sessions.len(),
+            "client plugins read"
+        );
+        changes
+    }
+
+    /// Watch what the catalog asks for now; rescan what the targets that were not watched
+    /// before hold (they may have changed before their watch was armed).
+    fn watch_new_targets(&mut self) -> Changes {
+        let added = self.sync_watches(&BTreeSet::new());
+        let mut again = Dirty::default();
+        for path in &added {
+            again.merge(self.catalog.dirty_for(path));
+        }
+        if again.is_empty() {
+            return Changes::default();
+        }
+        self.catalog.refresh(&again, &self.ctx)
     }
 }
 
@@ -190,49 +230,50 @@ async fn run(
     supervisor: mpsc::Sender<Command>,
     debounce: Duration,
     shutdown: CancellationToken,
-    mut rx: mpsc::Receiver<PathBuf>,
-    overflow: Arc<AtomicBool>,
+    mut inputs: Inputs,
 ) {
+    let mut publishing = true;
     loop {
-        let first = tokio::select! {
+        let work = tokio::select! {
             _ = shutdown.cancelled() => return,
-            path = rx.recv() => match path {
-                Some(path) => path,
+            changed = inputs.published.changed(), if publishing => match changed {
+                Ok(()) => Work::Published(inputs.published.borrow_and_update().clone()),
+                Err(_) => {
+                    publishing = false; // the host is gone; files still count
+                    continue;
+                }
+            },
+            path = inputs.paths.recv() => match path {
+                Some(first) => match debounced(first, &mut inputs, debounce, &shutdown).await {
+                    Some(work) => work,
+                    None => return,
+                },
                 None => return,
             },
         };
-        let mut paths = BTreeSet::from([first]);
-        let deadline = Instant::now() + debounce * MAX_BATCH_PERIODS;
-        loop {
-            let quiet = (Instant::now() + debounce).min(deadline);
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep_until(quiet) => break,
-                path = rx.recv() => match path {
-                    Some(path) => { paths.insert(path); }
-                    None => return,
-                },
-            }
-        }
-        paths.remove(&PathBuf::new());
-        let everything = overflow.swap(false, Ordering::Relaxed);
         // Scanning reads files: do it off the async workers.
         let joined = tokio::task::spawn_blocking(move || {
-            let actions = scanner.batch(&paths, everything);
-            (scanner, actions)
+            let changes = match &work {
+                Work::Paths(paths, everything) => scanner.batch(paths, *everything),
+                Work::Published(published) => Some(scanner.publish(published)),
+            };
+            (scanner, changes)
         })
         .await;
-        let actions;
-        (scanner, actions) = match joined {
+        let changes;
+        (scanner, changes) = match joined {
             Ok(done) => done,
             Err(error) => {
                 tracing::error!(%error, "discovery rescan failed; live updates stop");
                 return;
             }
         };
-        let Some(actions) = actions else { continue };
-        for action in &actions {
+        let Some(changes) = changes else { continue };
+        for action in &changes.every {
             host.emit_to_sessions(action);
+        }
+        for (session, action) in &changes.sessions {
+            host.emit_to_session(session, action);
         }
         // Launch specs are not part of the tree: a rescan with no action can still change
         // one. When a rescanned unit's servers changed at all, the supervisor gets the whole
@@ -250,4 +291,27 @@ async fn run(
             return;
         }
     }
+}
+
+/// The batch that starts with `first`: every path that follows until a quiet `debounce`
+/// (at most [`MAX_BATCH_PERIODS`] of them). `None` on shutdown or when the watcher is gone.
+async fn debounced(
+    first: PathBuf,
+    inputs: &mut Inputs,
+    debounce: Duration,
+    shutdown: &CancellationToken,
+) -> Option<Work> {
+    let mut paths = BTreeSet::from([first]);
+    let deadline = Instant::now() + debounce * MAX_BATCH_PERIODS;
+    loop {
+        let quiet = (Instant::now() + debounce).min(deadline);
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep_until(quiet) => break,
+            path = inputs.paths.recv() => { paths.insert(path?); }
+        }
+    }
+    paths.remove(&PathBuf::new());
+    let everything = inputs.overflow.swap(false, Ordering::Relaxed);
+    Some(Work::Paths(paths, everything))
 }

@@ -10,7 +10,6 @@ use std::time::Duration;
 use ahp::client::Client;
 use ahp_types::actions::StateAction;
 use ahp_types::state::{ChatState, ResponsePart, SnapshotState, ToolCallState};
-use common::raw::RawClient;
 use common::{initialized_client, server, Proxy, PATIENCE};
 use serde_json::{json, Value};
 
@@ -105,23 +104,9 @@ fn running(state: &ToolCallState) -> Option<(String, Value)> {
     }
 }
 
-async fn harness(proxy_config: &str) -> (Proxy, RawClient) {
-    let (proxy, (stdout, stdin)) = Proxy::start_stdio(proxy_config);
-    let mut harness = RawClient::stdio(stdout, stdin);
-    harness
-        .request(
-            "initialize",
-            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}"#),
-            &mut |_, _| String::new(),
-        )
-        .await;
-    harness.notify("notifications/initialized", None).await;
-    (proxy, harness)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
-    let (proxy, mut harness) = harness(&server("notes", "notes", &[])).await;
+    let (proxy, mut harness) = common::stdio_harness(&server("notes", "notes", &[])).await;
     let mut ide = Ide::join(&proxy, "ide-1").await;
 
     // Listed next to the servers' tools, under its own name, and announced.

@@ -1,8 +1,10 @@
 //! The desired picture: every configured source scanned into units (one plugin folder, one
 //! manifest, one directory), flattened into the session's customization list, and re-diffed
 //! per unit so a change on disk becomes only the AHP actions it needs; a file that stops
-//! parsing keeps the servers it declared (`last_good`). Pure; no watching.
+//! parsing keeps the servers it declared (`last_good`); plugins AHP clients publish are one
+//! more source, shown in their own session (`clients`). Pure; no watching.
 
+pub mod clients;
 mod last_good;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -15,8 +17,8 @@ use ahp_types::StateAction;
 
 use crate::discovery::directory;
 use crate::discovery::{configured, manifest, plugin, Context, DeclaredServer, Scan};
-use crate::spec::DirectorySpec;
-use crate::spec::Problem;
+use crate::spec::{DirectorySpec, Problem, PublishedPlugin};
+use clients::{ClientKey, ClientPlugins};
 
 /// What proxy.toml says to look at.
 #[derive(Debug, Clone, Default)]
@@ -29,6 +31,8 @@ pub struct Sources {
     pub directories: Vec<DirectorySpec>,
     /// Servers declared in proxy.toml itself (never rescanned: the config is read once).
     pub configured: Option<configured::Configured>,
+    /// Whether the servers of plugins AHP clients publish are launched.
+    pub launch_client_servers: bool,
 }
 
 /// The smallest thing that is rescanned on its own.
@@ -51,18 +55,39 @@ pub struct Dirty {
     pub units: BTreeSet<Unit>,
     /// Plugin roots whose set of plugin folders may have changed.
     pub roots: BTreeSet<usize>,
+    /// Plugins AHP clients published whose files changed.
+    pub clients: BTreeSet<ClientKey>,
 }
 
 impl Dirty {
     /// Nothing to do.
     pub fn is_empty(&self) -> bool {
-        self.units.is_empty() && self.roots.is_empty()
+        self.units.is_empty() && self.roots.is_empty() && self.clients.is_empty()
     }
 
     /// Everything `other` marks, too.
     pub fn merge(&mut self, other: Dirty) {
         self.units.extend(other.units);
         self.roots.extend(other.roots);
+        self.clients.extend(other.clients);
+    }
+}
+
+/// What a rescan or a client's publication changes: actions for every session, then
+/// actions for one session each (client plugins are shown only where they were published).
+#[derive(Debug, Default, PartialEq)]
+pub struct Changes {
+    /// For every session, in order.
+    pub every: Vec<StateAction>,
+    /// For one session each, in order: `(session URI, action)`.
+    pub sessions: Vec<(String, StateAction)>,
+}
+
+impl Changes {
+    /// `later`'s actions after these.
+    pub fn extend(&mut self, later: Changes) {
+        self.every.extend(later.every);
+        self.sessions.extend(later.sessions);
     }
 }
 
@@ -135,6 +160,8 @@ pub struct Catalog {
     sources: Sources,
     units: Vec<(Unit, Scanned)>,
     root_problems: Vec<(usize, Problem)>,
+    /// Plugins AHP clients publish.
+    clients: ClientPlugins,
     /// Whether a rescan since the last [`Catalog::take_servers_changed`] changed what
     /// servers are declared (or how).
     servers_changed: bool,
@@ -144,6 +171,7 @@ impl Catalog {
     /// Scan everything.
     pub fn scan(sources: Sources, ctx: &Context) -> Self {
         let mut catalog = Self {
+            clients: ClientPlugins::new(sources.launch_client_servers),
             sources,
             units: Vec::new(),
             root_problems: Vec::new(),
@@ -196,10 +224,15 @@ impl Catalog {
         self.units.iter().flat_map(|(_, scan)| &scan.servers)
     }
 
-    /// What the supervisor needs: every declared server (each knows its container), shared.
+    /// What the supervisor needs: every declared server (each knows its container), shared;
+    /// the host's before the ones of client plugins (the first of an id wins).
     pub fn supervision(&self) -> crate::supervisor::Command {
         crate::supervisor::Command::Sync {
-            servers: self.shared_servers().cloned().collect(),
+            servers: self
+                .shared_servers()
+                .chain(self.clients.servers())
+                .cloned()
+                .collect(),
         }
     }
 
@@ -259,6 +292,7 @@ impl Catalog {
                 }
             }
         }
+        out.extend(self.clients.watch_targets());
         out.sort();
         out.dedup();
         out
@@ -269,6 +303,7 @@ impl Catalog {
         Dirty {
             units: self.units.iter().map(|(u, _)| u.clone()).collect(),
             roots: (0..self.sources.plugin_roots.len()).collect(),
+            clients: self.clients.keys().cloned().collect(),
         }
     }
 
@@ -296,7 +331,53 @@ impl Catalog {
                 dirty.roots.insert(index);
             }
         }
+        dirty.clients.extend(self.clients.dirty_for(path).cloned());
         dirty
+    }
+
+    /// Rescan what `dirty` names, configured sources and client plugins alike: the actions
+    /// for every session ([`Catalog::rescan`]), then each client plugin's own session's.
+    pub fn refresh(&mut self, dirty: &Dirty, ctx: &Context) -> Changes {
+        let before = self.client_view();
+        let every = self.rescan(dirty, ctx);
+        self.servers_changed |= self.clients.rescan(&dirty.clients, ctx);
+        Changes {
+            every,
+            sessions: self.client_changes(&before),
+        }
+    }
+
+    /// Take the complete set of plugins AHP clients publish (see
+    /// [`ClientPlugins::publish`]); the actions for the sessions whose plugins changed.
+    pub fn publish(&mut self, published: &[PublishedPlugin], ctx: &Context) -> Changes {
+        let before = self.client_view();
+        self.servers_changed |= self.clients.publish(published, ctx);
+        Changes {
+            every: Vec::new(),
+            sessions: self.client_changes(&before),
+        }
+    }
+
+    /// What the sessions show of client plugins now.
+    fn client_view(&self) -> clients::View {
+        if self.clients.is_empty() {
+            return clients::View::new();
+        }
+        self.clients.view(&self.host_ids())
+    }
+
+    /// The per-session actions from `before` to what the sessions show now.
+    fn client_changes(&self, before: &clients::View) -> Vec<(String, StateAction)> {
+        if self.clients.is_empty() && before.is_empty() {
+            return Vec::new();
+        }
+        let host_ids = self.host_ids();
+        clients::diff(before, &self.clients.view(&host_ids), &host_ids)
+    }
+
+    /// The ids of the containers configured sources show.
+    fn host_ids(&self) -> HashSet<&str> {
+        self.owned().filter_map(|(_, c)| id_of(c)).collect()
     }
 
     /// Rescan what `dirty` names and return the actions that turn the old customization list

@@ -23,6 +23,7 @@ fn tables() -> BTreeMap<&'static str, &'static str> {
             "session" => "[session]\n",
             "limits" => "[limits]\n",
             "supervisor" => "[supervisor]\n",
+            "clients" => "[clients]\n",
             other => panic!("a table the test does not know: {other}"),
         };
         tables.insert(table, header);

@@ -183,6 +183,13 @@ pub const SUPERVISOR_CRASH_LOOP_LIMIT: Number = number("supervisor.crash_loop_li
 pub const SUPERVISOR_HEALTHY_AFTER_MS: Number =
     number("supervisor.healthy_after_ms", 30_000, 0, 86_400_000);
 
+// ─── [clients] ──────────────────────────────────────────────────────────────
+
+pub const CLIENTS_PLUGINS: Flag = Flag {
+    name: "clients.plugins",
+    default: true,
+};
+
 // ─── [servers.<name>] ───────────────────────────────────────────────────────
 
 pub const SERVER_ENABLED: Flag = Flag {
@@ -263,6 +270,11 @@ pub const ALL: &[Key] = &[
     Key::Number(SUPERVISOR_RESTART_DELAY_MAX_MS),
     Key::Number(SUPERVISOR_CRASH_LOOP_LIMIT),
     Key::Number(SUPERVISOR_HEALTHY_AFTER_MS),
+    Key::Flag(CLIENTS_PLUGINS),
+    Key::Other(Other {
+        name: "clients.launch_servers",
+        default: "`true` when `[ahp] listen` is a loopback address, else `false`",
+    }),
     Key::Other(Other {
         name: "servers.<name>.type",
         default: "none",

@@ -27,8 +27,8 @@ pub use error::ConfigError;
 pub use origin::normalize_origin;
 pub use paths::normalize;
 pub use settings::{
-    AccessToken, AgentConfig, AhpConfig, Config, Inputs, Limits, McpConfig, ServerConfig,
-    SessionConfig, SupervisorConfig, TOKEN_ENV,
+    AccessToken, AgentConfig, AhpConfig, ClientsConfig, Config, Inputs, Limits, McpConfig,
+    ServerConfig, SessionConfig, SupervisorConfig, TOKEN_ENV,
 };
 
 use checker::Checker;
@@ -84,6 +84,7 @@ impl Config {
             limits,
             supervisor,
             mcp,
+            clients: sections::clients(raw.clients),
             plugin_roots,
             manifests,
             servers,

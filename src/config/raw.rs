@@ -28,6 +28,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub mcp: RawMcp,
     #[serde(default)]
+    pub clients: RawClients,
+    #[serde(default)]
     pub servers: BTreeMap<Spanned<String>, Spanned<RawServer>>,
     #[serde(default)]
     pub directories: Vec<Spanned<RawDirectory>>,
@@ -108,6 +110,13 @@ pub(super) struct RawSupervisor {
     pub restart_delay_max_ms: Option<Spanned<i64>>,
     pub crash_loop_limit: Option<Spanned<i64>>,
     pub healthy_after_ms: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClients {
+    pub plugins: Option<bool>,
+    pub launch_servers: Option<bool>,
 }
 
 #[derive(Deserialize)]

@@ -1,14 +1,15 @@
 //! Validation of the fixed sections — `[ahp]`, `[mcp]`, `[agent]`, `[session]`, `[limits]`,
-//! `[supervisor]` — from their raw form into settings, every default and bound from the key table.
+//! `[supervisor]`, `[clients]` — from their raw form into settings, every default and bound from the key table.
 
 use toml::Spanned;
 
 use super::checker::Checker;
 use super::keys;
 use super::origin::normalize_origin;
-use super::raw::{RawAgent, RawAhp, RawLimits, RawMcp, RawSession, RawSupervisor};
+use super::raw::{RawAgent, RawAhp, RawClients, RawLimits, RawMcp, RawSession, RawSupervisor};
 use super::settings::{
-    AccessToken, AgentConfig, AhpConfig, Limits, McpConfig, SessionConfig, SupervisorConfig,
+    AccessToken, AgentConfig, AhpConfig, ClientsConfig, Limits, McpConfig, SessionConfig,
+    SupervisorConfig,
 };
 use crate::spec::NamePrefix;
 
@@ -152,6 +153,14 @@ pub(super) fn session(raw: RawSession) -> SessionConfig {
         title: raw
             .title
             .unwrap_or_else(|| keys::SESSION_TITLE.default.to_string()),
+    }
+}
+
+/// `[clients]`.
+pub(super) fn clients(raw: RawClients) -> ClientsConfig {
+    ClientsConfig {
+        plugins: raw.plugins.unwrap_or(keys::CLIENTS_PLUGINS.default),
+        launch_servers: raw.launch_servers,
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Config {
     pub supervisor: SupervisorConfig,
     /// The MCP front the harness connects to.
     pub mcp: McpConfig,
+    /// What AHP clients may contribute besides tools (`[clients]`).
+    pub clients: ClientsConfig,
     /// Folders whose sub-folders are plugins, or single plugin folders.
     pub plugin_roots: Vec<PathBuf>,
     /// `plugins.json`, `.mcp.json`, VS Code `mcp.json` or Claude Desktop config files.
@@ -135,6 +137,34 @@ impl Default for McpConfig {
             max_sessions: keys::MCP_MAX_SESSIONS.count(),
             allowed_hosts: Vec::new(),
         }
+    }
+}
+
+/// `[clients]`: what the plugins AHP clients publish (`activeClients[].customizations`) may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientsConfig {
+    /// Whether client plugins are read and shown in their session at all.
+    pub plugins: bool,
+    /// Whether the MCP servers inside client plugins are launched; `None`: as the key table
+    /// says, only when the AHP listener is loopback-only ([`ClientsConfig::launches_servers`]).
+    pub launch_servers: Option<bool>,
+}
+
+impl Default for ClientsConfig {
+    fn default() -> Self {
+        Self {
+            plugins: keys::CLIENTS_PLUGINS.default,
+            launch_servers: None,
+        }
+    }
+}
+
+impl ClientsConfig {
+    /// Whether client plugins' servers are launched when AHP is served on `listen`: as set,
+    /// else only on a loopback listener. Launching a client's server runs a command the
+    /// client chose; a client on any other listener is only as trusted as the token it holds.
+    pub fn launches_servers(&self, listen: SocketAddr) -> bool {
+        self.plugins && self.launch_servers.unwrap_or(listen.ip().is_loopback())
     }
 }
 

@@ -1,9 +1,12 @@
 //! Which client-dispatched actions the host accepts, judged against current state.
 //! Pure: returns the `rejectionReason` for refused actions; accepted ones go to the reducers.
 
+use std::collections::{HashMap, HashSet};
+
 use ahp_types::actions::StateAction;
 use ahp_types::state::{
-    ChildCustomization, Customization, CustomizationEnablement, RootState, SessionState,
+    ChildCustomization, ClientPluginCustomization, Customization, CustomizationEnablement,
+    CustomizationType, RootState, SessionActiveClient, SessionState,
 };
 
 /// What a customization id refers to, as far as admission cares.
@@ -81,7 +84,15 @@ pub fn admit_session(
                 a.active_client.client_id
             ))
         }
-        StateAction::SessionActiveClientSet(_) => Ok(()),
+        StateAction::SessionActiveClientSet(a) => client_plugins(
+            customizations,
+            session
+                .active_clients
+                .iter()
+                .filter(|c| c.client_id != client_id),
+            client_id,
+            a.active_client.customizations.as_deref().unwrap_or(&[]),
+        ),
         StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => Err(format!(
             "a client may only remove itself from activeClients (you are {client_id:?}, not {:?})",
             a.client_id
@@ -112,6 +123,65 @@ pub fn admit_session(
         )),
         other => Err(not_dispatchable(other)),
     }
+}
+
+/// Whether the plugins client `client_id` publishes can be shown in a session that shows
+/// `shown` and has the `others` active clients: each must be a plugin whose id is its own in
+/// the session (not a host customization's, not another client's plugin, not repeated), since
+/// every action that targets a customization names it by id.
+pub fn client_plugins<'a>(
+    shown: &[Customization],
+    others: impl Iterator<Item = &'a SessionActiveClient>,
+    client_id: &str,
+    plugins: &[ClientPluginCustomization],
+) -> Result<(), String> {
+    if plugins.is_empty() {
+        return Ok(());
+    }
+    let mut taken: HashMap<&str, String> = HashMap::new();
+    for entry in shown {
+        let (id, owner) = match entry {
+            Customization::Plugin(p) => (&p.id, p.client_id.as_deref()),
+            Customization::Directory(d) => (&d.id, d.client_id.as_deref()),
+            Customization::McpServer(m) => (&m.id, None),
+            Customization::Unknown(_) => continue,
+        };
+        if owner != Some(client_id) {
+            let owner = owner.map_or_else(|| "the host".to_string(), |o| format!("client {o:?}"));
+            taken.insert(id, owner);
+        }
+    }
+    for other in others {
+        for plugin in other.customizations.iter().flatten() {
+            taken.insert(&plugin.id, format!("client {:?}", other.client_id));
+        }
+    }
+    let mut mine = HashSet::new();
+    for plugin in plugins {
+        if plugin.r#type != CustomizationType::Plugin {
+            return Err(format!(
+                "customization {:?} has type {}: clients publish only plugins",
+                plugin.id,
+                serde_json::to_string(&plugin.r#type).unwrap_or_default()
+            ));
+        }
+        if plugin.id.is_empty() {
+            return Err("a published plugin needs a non-empty id".into());
+        }
+        if !mine.insert(plugin.id.as_str()) {
+            return Err(format!(
+                "plugin id {:?} appears twice in activeClient.customizations",
+                plugin.id
+            ));
+        }
+        if let Some(owner) = taken.get(plugin.id.as_str()) {
+            return Err(format!(
+                "plugin id {:?} is already used in this session by {owner}; customization ids are session-unique",
+                plugin.id
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What an admitted chat action is.
@@ -353,6 +423,49 @@ mod tests {
         assert!(admit_session(&s, "me", &set("you")).is_err());
         let remove = action(json!({"type": "session/activeClientRemoved", "clientId": "you"}));
         assert!(admit_session(&s, "me", &remove).is_err());
+    }
+
+    #[test]
+    fn published_plugin_ids_are_unique_in_the_session() {
+        let mut s = tree();
+        let set = |client: &str, ids: &[&str]| {
+            let plugins: Vec<_> = ids
+                .iter()
+                .map(|id| json!({"type": "plugin", "id": id, "uri": "file:///x", "name": "x"}))
+                .collect();
+            action(json!({"type": "session/activeClientSet", "activeClient": {
+                "clientId": client, "tools": [], "customizations": plugins}}))
+        };
+        assert!(admit_session(&s, "me", &set("me", &["mine", "also-mine"])).is_ok());
+        let host = admit_session(&s, "me", &set("me", &["p1"])).unwrap_err();
+        assert!(
+            host.contains("already used in this session by the host"),
+            "{host}"
+        );
+        let twice = admit_session(&s, "me", &set("me", &["a", "a"])).unwrap_err();
+        assert!(twice.contains("appears twice"), "{twice}");
+        let server = admit_session(&s, "me", &set("me", &["m1"])).unwrap_err();
+        assert!(server.contains("the host"), "{server}");
+        // Another client's plugin, published or already shown, is taken; one's own is not.
+        s.active_clients = vec![serde_json::from_value(json!({"clientId": "you", "tools": [],
+            "customizations": [{"type": "plugin", "id": "yours", "uri": "file:///y", "name": "y"}]}))
+        .unwrap()];
+        let other = admit_session(&s, "me", &set("me", &["yours"])).unwrap_err();
+        assert!(other.contains("client \"you\""), "{other}");
+        s.customizations.as_mut().unwrap().push(
+            serde_json::from_value(json!({"type": "plugin", "id": "shown", "uri": "file:///s",
+                "name": "s", "clientId": "me"}))
+            .unwrap(),
+        );
+        assert!(admit_session(&s, "me", &set("me", &["shown"])).is_ok());
+        assert!(admit_session(&s, "you", &set("you", &["shown"])).is_err());
+        let skill: StateAction =
+            action(json!({"type": "session/activeClientSet", "activeClient": {
+            "clientId": "me", "tools": [], "customizations": [
+                {"type": "skill", "id": "k", "uri": "file:///k", "name": "k"}]}}));
+        assert!(admit_session(&s, "me", &skill)
+            .unwrap_err()
+            .contains("only plugins"));
     }
 
     #[test]

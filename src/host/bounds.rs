@@ -17,6 +17,9 @@ pub const MAX_TITLE_BYTES: usize = 1024;
 pub const MAX_SESSION_URI_BYTES: usize = 1024;
 /// Longest working directory a client may give a new session, in bytes.
 pub const MAX_WORKING_DIRECTORY_BYTES: usize = 4096;
+/// Most plugins one client may publish in one session (`activeClient.customizations`): each
+/// is a folder the host reads and watches.
+pub const MAX_CLIENT_PLUGINS: usize = 64;
 /// Largest action a client may dispatch, encoded as JSON (an active client's tool
 /// definitions, a give-up's result); every dispatched action is kept in state and the
 /// replay log.
@@ -41,11 +44,7 @@ pub fn client_id(id: &str) -> Result<(), String> {
 pub fn action(action: &StateAction) -> Result<(), String> {
     match action {
         StateAction::SessionTitleChanged(a) => title(&a.title)?,
-        StateAction::SessionActiveClientSet(a) => {
-            if let Some(name) = &a.active_client.display_name {
-                text("activeClient.displayName", name, MAX_TITLE_BYTES)?;
-            }
-        }
+        StateAction::SessionActiveClientSet(a) => active_client(&a.active_client)?,
         _ => {}
     }
     let size = encoded_len(action);
@@ -78,15 +77,28 @@ pub fn new_session(params: &CreateSessionParams) -> Result<(), String> {
         text("workingDirectories[0]", first, MAX_WORKING_DIRECTORY_BYTES)?;
     }
     if let Some(client) = &params.active_client {
-        if let Some(name) = &client.display_name {
-            text("activeClient.displayName", name, MAX_TITLE_BYTES)?;
-        }
+        active_client(client)?;
         let size = encoded_len(client);
         if size > MAX_ACTION_BYTES {
             return Err(format!(
                 "activeClient takes {size} bytes as JSON; at most {MAX_ACTION_BYTES}"
             ));
         }
+    }
+    Ok(())
+}
+
+/// An active client record within bounds: its display name within [`MAX_TITLE_BYTES`], at
+/// most [`MAX_CLIENT_PLUGINS`] plugins.
+fn active_client(client: &ahp_types::state::SessionActiveClient) -> Result<(), String> {
+    if let Some(name) = &client.display_name {
+        text("activeClient.displayName", name, MAX_TITLE_BYTES)?;
+    }
+    let plugins = client.customizations.as_ref().map_or(0, Vec::len);
+    if plugins > MAX_CLIENT_PLUGINS {
+        return Err(format!(
+            "activeClient.customizations has {plugins} plugins; a client may publish at most {MAX_CLIENT_PLUGINS} in a session"
+        ));
     }
     Ok(())
 }
@@ -140,6 +152,17 @@ mod tests {
         let named = action_of(json!({"type": "session/activeClientSet", "activeClient": {
             "clientId": "c", "displayName": "n".repeat(MAX_TITLE_BYTES + 1), "tools": []}}));
         assert!(action(&named).unwrap_err().contains("displayName"));
+        let plugins = |n: usize| {
+            let list: Vec<_> = (0..n)
+                .map(|i| json!({"type": "plugin", "id": format!("p{i}"), "uri": "file:///p", "name": "p"}))
+                .collect();
+            action_of(json!({"type": "session/activeClientSet", "activeClient": {
+                "clientId": "c", "tools": [], "customizations": list}}))
+        };
+        assert!(action(&plugins(MAX_CLIENT_PLUGINS)).is_ok());
+        assert!(action(&plugins(MAX_CLIENT_PLUGINS + 1))
+            .unwrap_err()
+            .contains("at most 64"));
     }
 
     #[test]

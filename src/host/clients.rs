@@ -60,7 +60,8 @@ impl Host {
 
     /// Handle `reconnect`: replay what the client missed on its subscriptions, or send fresh
     /// snapshots when the gap is older than the replay log. The client keeps the protocol
-    /// version and capabilities it negotiated at `initialize` (remembered here).
+    /// version and capabilities it negotiated at `initialize` (remembered here). Sessions it
+    /// was active in and does not list any more lose it as an active client at once.
     pub fn reconnect(
         &self,
         id: ConnId,
@@ -111,6 +112,21 @@ impl Host {
             core.fanout.subscribe(id, uri);
         }
         core.fanout.send(id, jsonrpc::success(request_id, &result));
+        // A session the client was active in and no longer follows: it has left, at once.
+        let left: Vec<String> = core
+            .store
+            .session_uris()
+            .filter(|uri| !subscriptions.iter().any(|s| s == uri))
+            .filter(|uri| {
+                core.store
+                    .session(uri)
+                    .is_some_and(|s| s.active_clients.iter().any(|c| c.client_id == client_id))
+            })
+            .map(str::to_string)
+            .collect();
+        for uri in left {
+            core.remove_active_client(&uri, client_id);
+        }
         Ok(())
     }
 
@@ -196,6 +212,7 @@ impl Core {
         if let Ok(commit) = self.store.commit(uri, action.clone(), None) {
             self.publish(commit);
             self.follow_client_tools(uri, &action);
+            self.follow_client_plugins(&action);
         }
     }
 }

@@ -83,6 +83,7 @@ impl Core {
     fn carry_out(&mut self, channel: &str, action: &StateAction) {
         use crate::supervisor::Command;
         self.follow_client_tools(channel, action);
+        self.follow_client_plugins(action);
         let command = match action {
             StateAction::SessionCustomizationToggled(a) => {
                 self.live.record_toggle(&a.id, &a.enablement);

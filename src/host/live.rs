@@ -253,14 +253,7 @@ pub fn server_state_in<'a>(list: &'a [Customization], id: &str) -> Option<&'a Mc
 }
 
 /// The effective value of an enablement array (its first entry), `None` when empty.
-pub fn effective(enablement: &[CustomizationEnablement]) -> Option<bool> {
-    match enablement.first()? {
-        CustomizationEnablement::Session { enabled, .. }
-        | CustomizationEnablement::Workspace { enabled, .. }
-        | CustomizationEnablement::Global { enabled, .. } => Some(*enabled),
-        CustomizationEnablement::Unknown(_) => None,
-    }
-}
+pub use crate::spec::effective_enablement as effective;
 
 /// What a tool call paused by `status` (an `authRequired` one) is waiting for.
 pub fn auth_requirement(status: &Status) -> Option<ahp_types::state::McpAuthRequirement> {

@@ -5,12 +5,14 @@
 //! taken, so a client always sees its snapshot before any action that follows it. `Host` is
 //! one type whose methods live by concern: `clients` (handshake, subscriptions), `sessions`
 //! (list, create, dispose), `dispatch` (client actions), `servers` (supervisor events,
-//! rescans, `mcp://` lookups) and `auth` (`authenticate`, paused calls).
+//! rescans, `mcp://` lookups), `auth` (`authenticate`, paused calls), `client_tools` and
+//! `client_plugins` (what active clients publish).
 
 pub mod admission;
 pub mod apps;
 mod auth;
 pub mod bounds;
+pub mod client_plugins;
 pub mod client_tools;
 mod clients;
 mod dispatch;
@@ -78,6 +80,8 @@ struct Core {
     paused: paused::PausedCalls,
     /// Tools AHP clients offer the harness, and the events of the calls of them.
     client_tools: client_tools::ClientTools,
+    /// Plugins AHP clients publish, handed to the catalog.
+    client_plugins: client_plugins::ClientPluginFeed,
     /// Servers holding a token from `authenticate`, by the resource it was given for (so
     /// the token can be replaced or revoked while the server is ready).
     authenticated: HashMap<String, HashSet<String>>,
@@ -130,6 +134,7 @@ impl Host {
                 authenticated: HashMap::new(),
                 paused: paused::PausedCalls::default(),
                 client_tools: client_tools::ClientTools::default(),
+                client_plugins: client_plugins::ClientPluginFeed::new(config.clients.plugins),
             }),
             queue_capacity: config.limits.client_queue,
             queue_bytes: config.limits.client_queue_bytes,

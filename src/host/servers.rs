@@ -49,21 +49,19 @@ impl Host {
     pub fn emit_to_sessions(&self, action: &StateAction) -> usize {
         let mut core = self.core();
         let uris: Vec<String> = core.store.session_uris().map(str::to_string).collect();
-        let mut applied = 0;
-        for uri in uris {
-            let mut action = action.clone();
-            core.live.patch_action(&uri, &mut action);
-            match core.store.commit(&uri, action, None) {
-                Ok(commit) => {
-                    core.publish(commit);
-                    applied += 1;
-                }
-                Err(error) => {
-                    tracing::warn!(session = %Untrusted(&uri), ?error, "host action not applied")
-                }
-            }
+        uris.iter()
+            .filter(|uri| core.commit_patched(uri, action))
+            .count()
+    }
+
+    /// Commit a host-originated action to session `uri` alone (a client plugin's container,
+    /// shown only where it was published), with live server states and toggles laid over it.
+    /// A session that is gone by now takes nothing.
+    pub fn emit_to_session(&self, uri: &str, action: &StateAction) {
+        let mut core = self.core();
+        if core.store.session(uri).is_some() {
+            core.commit_patched(uri, action);
         }
-        applied
     }
 
     /// The server behind `mcp://` channel `uri` and what its channel serves, for connection
@@ -113,6 +111,23 @@ impl Host {
 }
 
 impl Core {
+    /// Commit host action `action` to session `uri` with the live facts laid over it;
+    /// whether it was applied.
+    fn commit_patched(&mut self, uri: &str, action: &StateAction) -> bool {
+        let mut action = action.clone();
+        self.live.patch_action(uri, &mut action);
+        match self.store.commit(uri, action, None) {
+            Ok(commit) => {
+                self.publish(commit);
+                true
+            }
+            Err(error) => {
+                tracing::warn!(session = %Untrusted(uri), ?error, "host action not applied");
+                false
+            }
+        }
+    }
+
     /// Bring every session's view of server `id` up to its live facts: anything besides its
     /// state and channel (its `mcpApp`) first, as `session/customizationUpdated` of the
     /// container it lives in; then the state and channel as `session/mcpServerStateChanged`,

@@ -71,6 +71,19 @@ impl Host {
             ));
         }
         let customizations = core.customizations_for(&uri);
+        if let Some(active) = &params.active_client {
+            super::admission::client_plugins(
+                &customizations,
+                std::iter::empty(),
+                client_id,
+                active.customizations.as_deref().unwrap_or(&[]),
+            )
+            .map_err(RpcError::invalid_params)?;
+        }
+        let publishes = params
+            .active_client
+            .as_ref()
+            .is_some_and(|a| a.customizations.as_ref().is_some_and(|c| !c.is_empty()));
         let title = session_title(&params);
         let working_directories = params
             .working_directories
@@ -88,6 +101,9 @@ impl Host {
             .map_err(|e| RpcError::new(jsonrpc::codes::INTERNAL_ERROR, format!("{e:?}")))?;
         core.fanout.send(id, jsonrpc::success(request_id, &()));
         core.publish(commit);
+        if publishes {
+            core.refresh_client_plugins();
+        }
         if let Some(summary) = core.store.summary(&uri) {
             let added = SessionAddedParams {
                 channel: ROOT_RESOURCE_URI.to_string(),
@@ -122,6 +138,7 @@ impl Host {
         }
         core.fanout.send(id, jsonrpc::success(request_id, &()));
         core.publish(commit);
+        core.refresh_client_plugins();
         let removed = SessionRemovedParams {
             channel: ROOT_RESOURCE_URI.to_string(),
             session: uri.to_string(),
@@ -171,7 +188,8 @@ impl Core {
     }
 
     /// What new session `uri` shows: the host's one customization tree, copied from any
-    /// session, with the live facts laid over it for `uri` (channels are per session).
+    /// session (without the plugins that session's clients published), with the live facts
+    /// laid over it for `uri` (channels are per session).
     fn customizations_for(&self, uri: &str) -> Vec<Customization> {
         self.store
             .session_uris()
@@ -180,6 +198,7 @@ impl Core {
             .and_then(|s| s.customizations.clone())
             .unwrap_or_default()
             .into_iter()
+            .filter(|c| !matches!(c, Customization::Plugin(p) if p.client_id.is_some()))
             .map(|mut c| {
                 self.live.patch(uri, &mut c);
                 c

@@ -387,6 +387,22 @@ pub async fn initialized_client(proxy: &Proxy, client_id: &str) -> Client {
     client
 }
 
+/// `serve --stdio` on `config` with a raw MCP harness on its pipes, initialized. Call inside
+/// a runtime.
+pub async fn stdio_harness(config: &str) -> (Proxy, raw::RawClient) {
+    let (proxy, (stdout, stdin)) = Proxy::start_stdio(config);
+    let mut harness = raw::RawClient::stdio(stdout, stdin);
+    harness
+        .request(
+            "initialize",
+            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}"#),
+            &mut |_, _| String::new(),
+        )
+        .await;
+    harness.notify("notifications/initialized", None).await;
+    (proxy, harness)
+}
+
 /// Next action envelope on a subscription (skipping other notifications).
 pub async fn next_action(sub: &mut SessionSubscription) -> ActionEnvelope {
     loop {
@@ -639,7 +655,8 @@ impl Watcher {
         Self::subscribed(client).await
     }
 
-    async fn subscribed(client: Client) -> Self {
+    /// `client` (initialized) subscribed to the default session.
+    pub async fn subscribed(client: Client) -> Self {
         let (result, sub) = client.subscribe(DEFAULT_SESSION.into()).await.unwrap();
         let mirror = match result.snapshot.expect("snapshot").state {
             SnapshotState::Session(s) => *s,
