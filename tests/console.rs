@@ -62,12 +62,18 @@ async fn server_state(browser: &Browser, name: &str, state: &str) {
 }
 
 /// Server `name`'s row once it is in `error`: the error type, message and stderr tail shown.
+/// Read in the same script that sees the state: a failing server is restarted, and between
+/// two scripts its row may already say `starting` again.
 async fn server_error(browser: &Browser, name: &str) -> String {
-    server_state(browser, name, "error").await;
     let shown = browser
-        .eval(&format!(
-            "return document.querySelector('.server[data-server=\"{name}\"] .server-error').innerText"
-        ))
+        .until(
+            &format!("server {name} error, with its error shown"),
+            &format!(
+                "const row = document.querySelector('.server[data-server=\"{name}\"]'); \
+                 const error = row && row.dataset.state === 'error' && row.querySelector('.server-error'); \
+                 return error ? error.innerText : null"
+            ),
+        )
         .await;
     shown.as_str().unwrap_or_default().to_string()
 }
