@@ -56,11 +56,14 @@ fn server_children<'a>(
         })
 }
 
-/// Whether a server or a container is in `error` (what makes `status` exit 1).
+/// Whether a server or a container is in `error` (what makes `status` exit 1). A plugin an AHP
+/// client published and this host cannot read (a `virtual://` one) is the client's business,
+/// not the proxy's: it is shown, and does not count; its servers, if any ran, do.
 pub fn in_error(customizations: &[Customization]) -> bool {
-    let container = customizations
-        .iter()
-        .any(|c| matches!(load_of(c), Some(CustomizationLoadState::Error(_))));
+    let container = customizations.iter().any(|c| {
+        let published = matches!(c, Customization::Plugin(p) if p.client_id.is_some());
+        !published && matches!(load_of(c), Some(CustomizationLoadState::Error(_)))
+    });
     container
         || servers(customizations)
             .iter()
@@ -307,6 +310,22 @@ mod tests {
         let json = render_json("u", &tree, &tools);
         assert_eq!(json["status"], "error");
         assert_eq!(json["servers"][0]["tools"], 3);
+    }
+
+    #[test]
+    fn a_published_plugin_the_host_cannot_read_does_not_count_as_an_error() {
+        let published: Vec<Customization> = serde_json::from_value(json!([
+            {"type": "plugin", "id": "vscode-1", "uri": "virtual://vscode/p", "name": "ide", "clientId": "vscode",
+             "load": {"kind": "error", "message": "virtual://vscode/p lives in the client"}, "children": []},
+            {"type": "plugin", "id": "file:///h", "uri": "file:///h", "name": "host", "load": {"kind": "loaded"}, "children": []}
+        ]))
+        .expect("customizations");
+        assert!(!in_error(&published));
+        let mut own = published.clone();
+        if let Customization::Plugin(p) = &mut own[0] {
+            p.client_id = None;
+        }
+        assert!(in_error(&own), "the host's own unreadable plugin counts");
     }
 
     #[test]
