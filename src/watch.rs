@@ -119,19 +119,34 @@ impl Scanner {
             }
             wanted.insert((path, recursive));
         }
-        for (path, _) in self.watched.difference(&wanted) {
+        // A watch belongs to a folder, not to the path it was asked for: unwatching one path
+        // (a client plugin withdrawn, a touched target about to be re-added) also ends the
+        // watches of every wanted path on the same folders (the same folder by another path,
+        // a parent watched with everything in it, a child). Those are watched again below.
+        let mut dropped = Vec::new();
+        for (path, recursive) in self.watched.difference(&wanted) {
             let _ = self.watcher.unwatch(path);
+            dropped.push((real_path(path), *recursive));
+        }
+        for (path, recursive) in &wanted {
+            if touched.contains(path) && self.watched.contains(&(path.clone(), *recursive)) {
+                let _ = self.watcher.unwatch(path);
+                dropped.push((real_path(path), *recursive));
+            }
         }
         let mut now = BTreeSet::new();
         let mut added = BTreeSet::new();
         for (path, recursive) in wanted {
-            let alive =
-                self.watched.contains(&(path.clone(), recursive)) && !touched.contains(&path);
+            let real = real_path(&path);
+            let alive = self.watched.contains(&(path.clone(), recursive))
+                && !touched.contains(&path)
+                && !dropped
+                    .iter()
+                    .any(|(gone, gone_all)| shares_folders(&real, recursive, gone, *gone_all));
             if alive {
                 now.insert((path, recursive));
                 continue;
             }
-            let _ = self.watcher.unwatch(&path);
             let mode = if recursive {
                 RecursiveMode::Recursive
             } else {
@@ -314,4 +329,15 @@ async fn debounced(
     paths.remove(&PathBuf::new());
     let everything = inputs.overflow.swap(false, Ordering::Relaxed);
     Some(Work::Paths(paths, everything))
+}
+
+/// Whether watching `a` (with everything in it when `a_all`) and `b` share a folder's watch.
+fn shares_folders(a: &std::path::Path, a_all: bool, b: &std::path::Path, b_all: bool) -> bool {
+    a == b || (a_all && b.starts_with(a)) || (b_all && a.starts_with(b))
+}
+
+/// `path` with symbolic links and `..` resolved when it exists (then two paths to one folder
+/// compare equal), else as given.
+fn real_path(path: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -461,3 +461,147 @@ async fn a_client_that_leaves_takes_its_plugins_and_their_servers() {
     .await;
     until_no_children(&proxy).await;
 }
+
+/// The host's own plugin `name` (JSON), once shown.
+fn host_plugin(watcher: &Watcher, name: &str) -> Option<Value> {
+    watcher
+        .mirror
+        .customizations
+        .iter()
+        .flatten()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .find(|c| c["name"] == name && c["clientId"].is_null())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_withdrawn_plugin_over_the_hosts_own_folders_leaves_the_host_watching_them() {
+    let dir = ScratchDir::new("client-overlap");
+    let root = dir.path().join("vhost");
+    let host = root.join("hp");
+    std::fs::create_dir_all(host.join("skills/review")).unwrap();
+    let skill = host.join("skills/review/SKILL.md");
+    let write_skill = |description: &str| {
+        std::fs::write(
+            &skill,
+            format!("---\nname: review\ndescription: {description}\n---\n"),
+        )
+        .unwrap();
+    };
+    write_skill("first");
+    let proxy = Proxy::start(&format!(
+        "plugin_roots = [{:?}]\n",
+        root.display().to_string()
+    ));
+    let mut ide = joined(&proxy, "ide-1").await;
+    until(&mut ide, "the host's plugin", |w| {
+        host_plugin(w, "hp").is_some()
+    })
+    .await;
+
+    // The same folder, by itself and by another path, a folder inside it, the root above it,
+    // a folder that is not there: each published, then withdrawn.
+    let published = [
+        file_uri(&host),
+        format!("{}/../hp", file_uri(&host)),
+        file_uri(&host.join("skills")),
+        file_uri(&root),
+        file_uri(&host.join("skills/missing")),
+    ];
+    for (n, uri) in published.iter().enumerate() {
+        let id = format!("ide-{n}");
+        publish(
+            &ide,
+            "ide-1",
+            json!([{"type": "plugin", "id": id, "uri": uri, "name": "overlap"}]),
+        )
+        .await;
+        until(&mut ide, "the published plugin", |w| {
+            customization(w, &id).is_some()
+        })
+        .await;
+        publish(&ide, "ide-1", json!([])).await;
+        until(&mut ide, "the published plugin gone", |w| {
+            customization(w, &id).is_none()
+        })
+        .await;
+        // The host still sees its own folder change.
+        let description = format!("edited after {uri}");
+        write_skill(&description);
+        until(
+            &mut ide,
+            &format!("the host's edit seen after {uri}"),
+            |w| {
+                host_plugin(w, "hp")
+                    .and_then(|p| child(&p, "review"))
+                    .is_some_and(|s| s["description"] == description.as_str())
+            },
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hosts_folder_by_another_path_runs_its_server_once() {
+    let dir = ScratchDir::new("client-same-folder");
+    let root = dir.path().join("vhost");
+    let folder = plugin_folder(&root);
+    let proxy = Proxy::start(&format!(
+        "plugin_roots = [{:?}]\n",
+        root.display().to_string()
+    ));
+    let mut ide = joined(&proxy, "ide-1").await;
+    until(&mut ide, "the host's server ready", |w| {
+        host_plugin(w, "ide-tools")
+            .and_then(|p| child(&p, "notes"))
+            .is_some_and(|s| s["state"]["kind"] == "ready")
+    })
+    .await;
+    let by_detour = format!("{}/../ide-tools", file_uri(&folder));
+    publish(
+        &ide,
+        "ide-1",
+        json!([{"type": "plugin", "id": "detour", "uri": by_detour, "name": "detour"}]),
+    )
+    .await;
+    until(&mut ide, "the published plugin read", |w| {
+        customization(w, "detour").is_some_and(|c| c["load"]["kind"] == "loaded")
+    })
+    .await;
+    // Give a second copy every chance to start, then count.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        common::child_pids(proxy.pid()).len(),
+        1,
+        "the folder's server runs once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_published_folder_too_big_to_watch_is_read_once_and_says_so() {
+    let dir = ScratchDir::new("client-big");
+    let folder = plugin_folder(dir.path());
+    for n in 0..1_001 {
+        std::fs::create_dir_all(folder.join(format!("data/{n}"))).unwrap();
+    }
+    let proxy = Proxy::start("");
+    let mut ide = joined(&proxy, "ide-1").await;
+    publish(
+        &ide,
+        "ide-1",
+        json!([{"type": "plugin", "id": "big", "uri": file_uri(&folder), "name": "big"}]),
+    )
+    .await;
+    let shown = until_customization(&mut ide, "big", "the big plugin read", |c| {
+        c["load"]["kind"] == "degraded"
+    })
+    .await;
+    let message = shown["load"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("more than 1000 folders, so only its top folder is watched"),
+        "{message}"
+    );
+    assert!(child(&shown, "review").is_some(), "still read: {shown}");
+    // Only a handful of watches, not one per folder.
+    let watches = common::inotify_watches(proxy.pid());
+    assert!(watches < 100, "{watches} inotify watches");
+}

@@ -22,6 +22,13 @@ use crate::spec::{effective_enablement, Problem, PublishedPlugin};
 /// Why a client plugin's server does not start with `[clients] launch_servers = false`.
 pub const NOT_LAUNCHED: &str = "not launched: the MCP servers of plugins AHP clients publish are not started by this proxy ([clients] launch_servers = false)";
 
+/// Folders below one published plugin that are watched; a bigger one has only its top
+/// folder watched (a client must not make the proxy spend the machine's inotify watches).
+pub const WATCH_FOLDERS: usize = 1_000;
+/// Folders below all published plugins together that are watched; past it, further plugins
+/// have only their top folder watched.
+pub const WATCH_FOLDERS_TOTAL: usize = 20_000;
+
 /// One published plugin: the session it was published in, its client, its id there.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClientKey {
@@ -42,8 +49,9 @@ struct Entry {
     published: ClientPluginCustomization,
     /// The folder its `uri` names on this host, when it names one.
     dir: Option<PathBuf>,
-    /// Whether the folder looked like a plugin (then it is watched with everything in it).
-    plugin_folder: bool,
+    /// Folders in it when it looked like a plugin of at most [`WATCH_FOLDERS`] folders (then
+    /// it is watched with everything in it, budget allowing); `None` otherwise.
+    folders: Option<usize>,
     /// What the plugin scanner found there, or the error saying why nothing was read.
     scanned: Scanned,
     /// The container its session shows.
@@ -61,14 +69,17 @@ impl Entry {
         ctx: &Context,
         launch: bool,
     ) -> Self {
-        let (dir, plugin_folder, scan) = match uri::file_path(&published.uri) {
+        let (dir, folders, scan) = match uri::file_path(&published.uri) {
             Some(dir) => {
-                let (plugin_folder, scan) = scan_folder(&dir, &published.uri, ctx);
-                (Some(dir), plugin_folder, scan)
+                // One folder, one reading: `..`, symbolic links and `%2F` resolved, so a
+                // folder the host reads too is recognised (its servers run once).
+                let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+                let (folders, scan) = scan_folder(&dir, &published.uri, ctx);
+                (Some(dir), folders, scan)
             }
             None => (
                 None,
-                false,
+                None,
                 unreadable(&published.uri, why_unreadable(&published.uri), Vec::new()),
             ),
         };
@@ -81,7 +92,7 @@ impl Entry {
         Self {
             published,
             dir,
-            plugin_folder,
+            folders,
             scanned,
             shown,
             servers,
@@ -183,11 +194,15 @@ impl ClientPlugins {
 
     /// Folders to watch: a plugin folder with everything in it; a folder that is not (yet) a
     /// plugin, or is missing, only itself and its parent (a plugin appearing there is seen).
+    /// Past [`WATCH_FOLDERS_TOTAL`], plugin folders are watched like the others.
     pub fn watch_targets(&self) -> Vec<(PathBuf, bool)> {
         let mut out = Vec::new();
+        let mut budget = WATCH_FOLDERS_TOTAL;
         for entry in self.entries.values() {
             let Some(dir) = &entry.dir else { continue };
-            if entry.plugin_folder {
+            let within = entry.folders.filter(|n| *n <= budget);
+            if let Some(folders) = within {
+                budget -= folders;
                 out.push((dir.clone(), true));
             } else {
                 out.push((dir.clone(), false));
@@ -264,25 +279,63 @@ fn same_contents(old: &ClientPluginCustomization, new: &ClientPluginCustomizatio
     old.uri == new.uri && new.nonce.is_some() && old.nonce == new.nonce
 }
 
-/// Scan `dir` as a plugin folder; whether it is one, and what was found (or why nothing).
-fn scan_folder(dir: &Path, uri: &str, ctx: &Context) -> (bool, Scan) {
+/// Scan `dir` as a plugin folder: how many folders it has when it is a plugin folder small
+/// enough to watch whole, and what was found (or why nothing).
+fn scan_folder(dir: &Path, uri: &str, ctx: &Context) -> (Option<usize>, Scan) {
     let watched = vec![dir.to_path_buf()];
     if !dir.exists() {
         let message = format!("{}: no such folder on this host", dir.display());
-        return (false, unreadable(uri, message, watched));
+        return (None, unreadable(uri, message, watched));
     }
     if !dir.is_dir() {
         let message = format!("{}: not a folder; a plugin is a folder", dir.display());
-        return (false, unreadable(uri, message, watched));
+        return (None, unreadable(uri, message, watched));
     }
     if !plugin::looks_like_plugin(dir) {
         let message = format!(
             "{}: not a plugin folder (no plugin manifest, skills/, commands/, agents/, rules/, hooks, .mcp.json or SKILL.md in it)",
             dir.display()
         );
-        return (false, unreadable(uri, message, watched));
+        return (None, unreadable(uri, message, watched));
     }
-    (true, plugin::scan_plugin(dir, ctx))
+    let mut scan = plugin::scan_plugin(dir, ctx);
+    let folders = folders_within(dir, WATCH_FOLDERS + 1);
+    if folders > WATCH_FOLDERS {
+        let note = format!(
+            "{}: more than {WATCH_FOLDERS} folders, so only its top folder is watched; publish it again with a new nonce to have it read again",
+            dir.display()
+        );
+        for customization in &mut scan.customizations {
+            super::last_good::degrade(customization, &note);
+        }
+        scan.problems.push(Problem {
+            location: uri.to_string(),
+            message: note,
+        });
+        return (None, scan);
+    }
+    (Some(folders), scan)
+}
+
+/// Folders below `dir` (itself included), counted up to `limit`; symbolic links not followed.
+fn folders_within(dir: &Path, limit: usize) -> usize {
+    let mut count = 0;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        count += 1;
+        if count >= limit {
+            return count;
+        }
+        let Ok(entries) = std::fs::read_dir(&next) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                pending.push(entry.path());
+            }
+        }
+    }
+    count
 }
 
 /// Why the host cannot read a plugin at `uri` (not a `file:` URI of a local folder).

@@ -124,7 +124,7 @@ fn put_back(fresh: &mut Scan, old: &Scan, id: &str, child: &ChildCustomization) 
 
 /// Show in `customization`'s load state that servers were kept: `error` and `loaded` become
 /// `degraded`, and the note is added to the message.
-fn degrade(customization: &mut Customization, note: &str) {
+pub(super) fn degrade(customization: &mut Customization, note: &str) {
     let load = match customization {
         Customization::Plugin(p) => &mut p.load,
         Customization::Directory(d) => &mut d.load,

@@ -23,11 +23,20 @@ pub fn file_uri(path: &Path) -> String {
     out
 }
 
-/// The path a `file:` URI names, if it is one (`file:///x`, `file://localhost/x`).
+/// The path a `file:` URI names, if it is one (`file:///x`, `file://localhost/x`, `file:/x`;
+/// the scheme in any case, RFC 8089).
 pub fn file_path(uri: &str) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStringExt;
-    let rest = uri.strip_prefix("file://")?;
-    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    let (scheme, rest) = uri.split_once(':')?;
+    if !scheme.eq_ignore_ascii_case("file") {
+        return None;
+    }
+    let rest = match rest.strip_prefix("//") {
+        Some(authority_and_path) => authority_and_path
+            .strip_prefix("localhost")
+            .unwrap_or(authority_and_path),
+        None => rest,
+    };
     if !rest.starts_with('/') || rest.contains(['?', '#']) {
         return None;
     }
@@ -81,6 +90,9 @@ mod tests {
     #[test]
     fn rejects_non_file_and_malformed_uris() {
         assert_eq!(file_path("http://x/y"), None);
+        assert_eq!(file_path("FILE:///a").unwrap(), PathBuf::from("/a"));
+        assert_eq!(file_path("file:/a/b").unwrap(), PathBuf::from("/a/b"));
+        assert_eq!(file_path("file:a"), None);
         assert_eq!(file_path("file://host/y"), None);
         assert_eq!(file_path("file:///a%2"), None);
         assert_eq!(file_path("file:///a%zz"), None);

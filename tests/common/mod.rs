@@ -792,3 +792,20 @@ pub fn child_pids(parent: u32) -> Vec<u32> {
         })
         .collect()
 }
+
+/// Inotify watches process `pid` holds (from `/proc/<pid>/fdinfo`).
+#[allow(dead_code)]
+pub fn inotify_watches(pid: u32) -> usize {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count()
+        })
+        .sum()
+}
