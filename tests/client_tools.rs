@@ -5,119 +5,11 @@
 
 mod common;
 
-use std::time::Duration;
-
-use ahp::client::Client;
 use ahp_types::actions::StateAction;
-use ahp_types::state::{ChatState, ResponsePart, SnapshotState, ToolCallState};
-use common::raw::RawClient;
-use common::{initialized_client, server, Proxy, PATIENCE};
+use ahp_types::state::{ResponsePart, SnapshotState, ToolCallState};
+use common::ide::{harness, listed, running, Ide, CHAT, SESSION};
+use common::{initialized_client, server, PATIENCE};
 use serde_json::{json, Value};
-
-const SESSION: &str = "ahp-session:/default";
-const CHAT: &str = "ahp-chat:/harness";
-
-/// An IDE: an official client, active in the default session with `runUnitTests`, that
-/// follows the harness chat.
-struct Ide {
-    client: Client,
-    chat: ChatState,
-    sub: ahp::client::SessionSubscription,
-    _session: ahp::client::SessionSubscription,
-}
-
-impl Ide {
-    async fn join(proxy: &Proxy, client_id: &str) -> Self {
-        let client = initialized_client(proxy, client_id).await;
-        let (_, session) = client.subscribe(SESSION.into()).await.unwrap();
-        let (snapshot, sub) = client.subscribe(CHAT.into()).await.unwrap();
-        let chat = match snapshot.snapshot.expect("snapshot").state {
-            SnapshotState::Chat(chat) => *chat,
-            other => panic!("expected a chat, got {other:?}"),
-        };
-        let ide = Self {
-            client,
-            chat,
-            sub,
-            _session: session,
-        };
-        ide.dispatch(
-            SESSION,
-            json!({"type": "session/activeClientSet", "activeClient": {
-                "clientId": client_id, "displayName": "My IDE",
-                "tools": [{"name": "runUnitTests", "title": "Run unit tests",
-                           "description": "Run the project's unit tests",
-                           "inputSchema": {"type": "object", "properties": {"filter": {"type": "string"}}}}]}}),
-        )
-        .await;
-        ide
-    }
-
-    async fn dispatch(&self, channel: &str, action: Value) {
-        let action: StateAction = serde_json::from_value(action).unwrap();
-        self.client.dispatch(channel.into(), action).await.unwrap();
-    }
-
-    /// Apply chat actions until `done` holds for a tool call; that call (turn id, state).
-    async fn until_call(
-        &mut self,
-        done: impl Fn(&ToolCallState) -> bool,
-    ) -> (String, ToolCallState) {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let active = self
-                .chat
-                .active_turn
-                .iter()
-                .flat_map(|t| t.response_parts.iter().map(move |p| (t.id.clone(), p)));
-            let done_turns = self
-                .chat
-                .turns
-                .iter()
-                .flat_map(|t| t.response_parts.iter().map(move |p| (t.id.clone(), p)));
-            let found = active.chain(done_turns).find_map(|(turn, p)| match p {
-                ResponsePart::ToolCall(tc) if done(&tc.tool_call) => {
-                    Some((turn, tc.tool_call.clone()))
-                }
-                _ => None,
-            });
-            if let Some(found) = found {
-                return found;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no such call: {:?}",
-                self.chat
-            );
-            let envelope = common::next_action(&mut self.sub).await;
-            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
-        }
-    }
-}
-
-fn running(state: &ToolCallState) -> Option<(String, Value)> {
-    match state {
-        ToolCallState::Running(r) => Some((
-            r.tool_call_id.clone(),
-            serde_json::to_value(&r.contributor).unwrap(),
-        )),
-        _ => None,
-    }
-}
-
-async fn harness(proxy_config: &str) -> (Proxy, RawClient) {
-    let (proxy, (stdout, stdin)) = Proxy::start_stdio(proxy_config);
-    let mut harness = RawClient::stdio(stdout, stdin);
-    harness
-        .request(
-            "initialize",
-            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}"#),
-            &mut |_, _| String::new(),
-        )
-        .await;
-    harness.notify("notifications/initialized", None).await;
-    (proxy, harness)
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
@@ -125,19 +17,7 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
     let mut ide = Ide::join(&proxy, "ide-1").await;
 
     // Listed next to the servers' tools, under its own name, and announced.
-    let listed = tokio::time::timeout(PATIENCE, async {
-        loop {
-            let list = harness
-                .request("tools/list", None, &mut |_, _| String::new())
-                .await;
-            if list.response().contains("runUnitTests") {
-                return list.response().to_string();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the IDE's tool is listed");
+    let listed = listed(&mut harness, "runUnitTests").await;
     let list: Value = serde_json::from_str(&listed).unwrap();
     let tool = list["result"]["tools"]
         .as_array()

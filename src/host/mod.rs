@@ -174,6 +174,11 @@ impl Host {
         self.core().store.snapshot(uri)
     }
 
+    /// Whether `uri` is one of the host's chats.
+    pub fn is_chat(&self, uri: &str) -> bool {
+        self.core().store.chat(uri).is_some()
+    }
+
     /// Commit a host-originated action and broadcast it (on a chat, followed by the
     /// `session/chatUpdated` it implies). Returns its `serverSeq`.
     pub fn emit(&self, channel: &str, action: StateAction) -> Result<u64, CommitError> {

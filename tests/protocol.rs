@@ -1,0 +1,161 @@
+//! AHP as the spec (ahp-types 1.0.0) says, where an audit found the host off: the session
+//! summary's status over a harness turn, tool call errors as objects, `completions` on a
+//! chat, strictly increasing `clientSeq`, `resourceWrite` preconditions and folder deletes,
+//! icons, and what a client that negotiated 0.9.0 is sent. Real binary, official client or
+//! raw frames where the official client cannot send what is tested.
+
+mod common;
+
+use ahp_types::state::ToolCallState;
+use common::ide::{harness, listed, running, Ide, CHAT, SESSION};
+use common::{announced_status, error_code, server, Proxy, Raw};
+use serde_json::{json, Value};
+
+const ROOT: &str = "ahp-root://";
+const IDLE: u64 = 1;
+const IN_PROGRESS: u64 = 8;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_session_summary_announces_the_status_listed_while_a_harness_turn_runs_and_after() {
+    let (proxy, mut harness) = harness(&server("notes", "notes", &[])).await;
+    let mut observer = Raw::connect(&proxy).await;
+    observer.initialize("observer", &[ROOT]).await;
+    let mut ide = Ide::join(&proxy, "ide-1").await;
+    listed(&mut harness, "runUnitTests").await;
+
+    let mut none = |_: &str, _: &str| String::new();
+    let (exchange, ()) = tokio::join!(
+        harness.request(
+            "tools/call",
+            Some(r#"{"name":"runUnitTests","arguments":{}}"#),
+            &mut none
+        ),
+        async {
+            let (turn, state) = ide.until_call(|s| running(s).is_some()).await;
+            let (call, _) = running(&state).unwrap();
+            // The turn runs: announced as in progress, and listed so.
+            observer
+                .notification(|n| announced_status(n) == Some(IN_PROGRESS))
+                .await;
+            assert_eq!(observer.listed_status().await, IN_PROGRESS);
+            ide.dispatch(
+                CHAT,
+                json!({"type": "chat/toolCallComplete", "turnId": turn,
+                "toolCallId": call, "result": {"success": true, "pastTenseMessage": "Ran"}}),
+            )
+            .await;
+        }
+    );
+    assert!(
+        exchange.response().contains(r#""isError":false"#),
+        "{exchange:?}"
+    );
+    // The turn ends: announced idle, and listed so.
+    observer
+        .notification(|n| announced_status(n) == Some(IDLE))
+        .await;
+    assert_eq!(observer.listed_status().await, IDLE);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_tool_call_carries_its_error_as_an_object_with_a_message() {
+    let (proxy, mut harness) = harness(&server("notes", "notes", &[])).await;
+    let mut ide = Ide::join(&proxy, "ide-1").await;
+    listed(&mut harness, "runUnitTests").await;
+    let mut none = |_: &str, _: &str| String::new();
+    // The IDE goes away mid-call: the call fails, with an error saying why.
+    let (exchange, ()) = tokio::join!(
+        harness.request(
+            "tools/call",
+            Some(r#"{"name":"runUnitTests","arguments":{}}"#),
+            &mut none
+        ),
+        async {
+            ide.until_call(|s| running(s).is_some()).await;
+            ide.dispatch(
+                SESSION,
+                json!({"type": "session/activeClientRemoved", "clientId": "ide-1"}),
+            )
+            .await;
+        }
+    );
+    assert!(exchange.response().contains("went away"), "{exchange:?}");
+    let (_, failed) = ide
+        .until_call(|s| matches!(s, ToolCallState::Completed(c) if !c.success))
+        .await;
+    let ToolCallState::Completed(failed) = failed else {
+        unreachable!()
+    };
+    let error = failed.error.expect("a failed call says why");
+    assert!(error.is_object(), "error must be an object: {error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("went away")),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn completions_on_the_harness_chat_offer_nothing_rather_than_an_error() {
+    let proxy = Proxy::start("");
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("typist", &[]).await;
+    let params = |channel: &str| json!({"channel": channel, "kind": "userMessage", "text": "@no", "offset": 3});
+    let answer = raw.request("completions", params(CHAT)).await;
+    assert_eq!(answer["result"], json!({"items": []}), "{answer}");
+    // A chat that does not exist is not found.
+    let missing = raw
+        .request("completions", params("ahp-chat:/nowhere"))
+        .await;
+    assert_eq!(error_code(&missing), -32008, "{missing}");
+}
+
+/// A raw `dispatchAction` of a title change with `clientSeq` `seq`.
+async fn retitle(raw: &mut Raw, seq: i64, title: &str) {
+    raw.notify(
+        "dispatchAction",
+        json!({"channel": SESSION, "clientSeq": seq,
+               "action": {"type": "session/titleChanged", "title": title}}),
+    )
+    .await;
+}
+
+/// The next `action` notification on the default session.
+async fn next_session_action(raw: &mut Raw) -> Value {
+    raw.notification(|n| n["method"] == "action" && n["params"]["channel"] == SESSION)
+        .await["params"]
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_sequence_number_must_increase_on_its_connection() {
+    let proxy = Proxy::start("");
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("counter", &[SESSION]).await;
+
+    retitle(&mut raw, 5, "five").await;
+    let accepted = next_session_action(&mut raw).await;
+    assert_eq!(accepted["origin"]["clientSeq"], 5, "{accepted}");
+    assert!(accepted.get("rejectionReason").is_none(), "{accepted}");
+    // The same number again, and a lower one: refused, nothing applied.
+    for (seq, title) in [(5, "again"), (3, "lower")] {
+        retitle(&mut raw, seq, title).await;
+        let refused = next_session_action(&mut raw).await;
+        assert_eq!(refused["origin"]["clientSeq"], seq, "{refused}");
+        let reason = refused["rejectionReason"].as_str().unwrap_or_default();
+        assert!(reason.contains("clientSeq"), "{refused}");
+    }
+    retitle(&mut raw, 6, "six").await;
+    let accepted = next_session_action(&mut raw).await;
+    assert!(accepted.get("rejectionReason").is_none(), "{accepted}");
+    let snapshot = raw.request("subscribe", json!({"channel": SESSION})).await;
+    assert_eq!(snapshot["result"]["snapshot"]["state"]["title"], "six");
+
+    // A new connection starts counting afresh (the official client does, on reconnect).
+    let mut again = Raw::connect(&proxy).await;
+    again.initialize("counter", &[SESSION]).await;
+    retitle(&mut again, 1, "one").await;
+    let accepted = next_session_action(&mut again).await;
+    assert!(accepted.get("rejectionReason").is_none(), "{accepted}");
+}
