@@ -8,7 +8,7 @@ mod common;
 
 use ahp_types::state::ToolCallState;
 use common::ide::{harness, listed, running, Ide, CHAT, SESSION};
-use common::{announced_status, error_code, server, Proxy, Raw};
+use common::{announced_status, error_code, server, Proxy, Raw, ScratchDir};
 use serde_json::{json, Value};
 
 const ROOT: &str = "ahp-root://";
@@ -158,4 +158,85 @@ async fn a_client_sequence_number_must_increase_on_its_connection() {
     retitle(&mut again, 1, "one").await;
     let accepted = next_session_action(&mut again).await;
     assert!(accepted.get("rejectionReason").is_none(), "{accepted}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn folders_are_deleted_only_when_asked_and_writes_honour_if_match() {
+    let dir = ScratchDir::new("preconditions");
+    let prompts = dir.path().join("prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    let proxy = Proxy::start(&format!(
+        "[[directories]]\npath = {:?}\ncontents = \"prompt\"\nwritable = true\n",
+        prompts.display().to_string()
+    ));
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("writer", &[]).await;
+    let uri = |name: &str| ahp_proxy::discovery::uri::file_uri(&prompts.join(name));
+    let write = |name: &str, data: &str, if_match: Option<&str>| {
+        let mut params =
+            json!({"channel": ROOT, "uri": uri(name), "data": data, "encoding": "utf-8"});
+        if let Some(tag) = if_match {
+            params["ifMatch"] = json!(tag);
+        }
+        params
+    };
+    // A folder with something in it goes only with `recursive`.
+    let ok = raw
+        .request("resourceWrite", write("sub/b.prompt.md", "b", None))
+        .await;
+    assert!(ok.get("result").is_some(), "{ok}");
+    let refused = raw
+        .request(
+            "resourceDelete",
+            json!({"channel": ROOT, "uri": uri("sub")}),
+        )
+        .await;
+    assert_eq!(error_code(&refused), -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not empty") && message.contains("recursive"),
+        "{refused}"
+    );
+    assert!(prompts.join("sub/b.prompt.md").exists());
+    let ok = raw
+        .request(
+            "resourceDelete",
+            json!({"channel": ROOT, "uri": uri("sub"), "recursive": true}),
+        )
+        .await;
+    assert!(ok.get("result").is_some(), "{ok}");
+    assert!(!prompts.join("sub").exists());
+
+    let ok = raw
+        .request("resourceWrite", write("a.prompt.md", "one", None))
+        .await;
+    assert!(ok.get("result").is_some(), "{ok}");
+    let resolved = raw
+        .request(
+            "resourceResolve",
+            json!({"channel": ROOT, "uri": uri("a.prompt.md")}),
+        )
+        .await;
+    let etag = resolved["result"]["etag"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a file has an etag: {resolved}"))
+        .to_string();
+    // The current etag: written.
+    let ok = raw
+        .request("resourceWrite", write("a.prompt.md", "two", Some(&etag)))
+        .await;
+    assert!(ok.get("result").is_some(), "{ok}");
+    assert_eq!(
+        std::fs::read_to_string(prompts.join("a.prompt.md")).unwrap(),
+        "two"
+    );
+    // A stale one: a conflict, the file untouched.
+    let stale = raw
+        .request("resourceWrite", write("a.prompt.md", "three", Some(&etag)))
+        .await;
+    assert_eq!(error_code(&stale), -32011, "{stale}");
+    assert_eq!(
+        std::fs::read_to_string(prompts.join("a.prompt.md")).unwrap(),
+        "two"
+    );
 }
