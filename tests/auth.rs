@@ -545,3 +545,74 @@ async fn a_user_who_gives_up_ends_the_paused_call_at_once() {
         w.step().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_session_summary_says_input_needed_while_a_call_waits_for_a_token() {
+    let (server, proxy, _w, _seen) = ready_with_narrow_token("").await;
+    server.tokens.lock().unwrap().insert("WIDE-SENTINEL".into());
+    server.admins.lock().unwrap().insert("WIDE-SENTINEL".into());
+    let mut observer = common::Raw::connect(&proxy).await;
+    observer.initialize("observer", &["ahp-root://"]).await;
+
+    let (_harness, call) = harness_calls_add(&proxy, 2, 3).await;
+    let input_needed = 24;
+    observer
+        .notification(|n| common::announced_status(n) == Some(input_needed))
+        .await;
+    assert_eq!(observer.listed_status().await, input_needed);
+
+    let mut raw = common::Raw::connect(&proxy).await;
+    raw.initialize("granter", &[]).await;
+    let granted = raw
+        .request(
+            "authenticate",
+            json!({"channel": "ahp-root://", "resource": server.url, "token": "WIDE-SENTINEL",
+                   "scopes": ["notes", "admin"]}),
+        )
+        .await;
+    assert!(granted.get("result").is_some(), "{granted}");
+    tokio::time::timeout(common::PATIENCE, call)
+        .await
+        .expect("the call completes")
+        .unwrap()
+        .expect("a result");
+    observer
+        .notification(|n| common::announced_status(n) == Some(1))
+        .await;
+    assert_eq!(observer.listed_status().await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_the_server_refuses_is_refused_by_authenticate() {
+    let server = protected().await;
+    let proxy = Proxy::start(&format!(
+        "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
+        server.url
+    ));
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("remote", "authRequired", &mut seen).await;
+
+    // The server answers 401 to this token: `authenticate` says so, with what to ask for.
+    let refused = authenticate(
+        &w,
+        json!({"resource": server.url, "token": "BOGUS-SENTINEL"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.0, -32007, "{refused:?}");
+    assert_eq!(
+        refused.2.expect("the resources to authenticate")["resources"][0]["resource"],
+        json!(server.url)
+    );
+    // A token it takes: answered once the server is up with it.
+    server.tokens.lock().unwrap().insert("GOOD-SENTINEL".into());
+    authenticate(
+        &w,
+        json!({"resource": server.url, "token": "GOOD-SENTINEL"}),
+    )
+    .await
+    .unwrap();
+    w.until("remote", "ready", &mut seen).await;
+    assert!(!proxy.logs().contains("SENTINEL"));
+}

@@ -308,8 +308,19 @@ impl ConnectionProtocol {
                     decode_params(method, params)?;
                 on_root(&params.channel)?;
                 let waiting = self.services.channels.connections.auth_waiting();
-                self.services.host.authenticate(params, waiting)?;
-                self.reply(id, &ahp_types::commands::AuthenticateResult {})
+                let Some(tried) = self.services.host.authenticate(params, waiting)? else {
+                    return self.reply(id, &ahp_types::commands::AuthenticateResult {});
+                };
+                // Answered once the servers tried the token (a refusal is -32007).
+                let (host, conn) = (self.services.host.clone(), self.id);
+                tokio::spawn(async move {
+                    let frame = match tried.answer().await {
+                        Ok(()) => jsonrpc::success(id, &ahp_types::commands::AuthenticateResult {}),
+                        Err(error) => jsonrpc::failure(&Value::from(id), &error),
+                    };
+                    host.send(conn, frame);
+                });
+                Ok(())
             }
             m if m.starts_with("resource") || m == "createResourceWatch" => {
                 self.resource_command(id, m, params)

@@ -85,6 +85,11 @@ impl Live {
             .map(|served| apps::capabilities(served, self.sampling));
     }
 
+    /// Server `id`'s state, once the supervisor reported one.
+    pub fn state(&self, id: &str) -> Option<&McpServerState> {
+        self.states.get(id)
+    }
+
     /// Remember server `id`'s state.
     pub fn set_state(&mut self, id: &str, state: McpServerState) {
         self.states.insert(id.to_string(), state);

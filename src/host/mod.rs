@@ -23,6 +23,7 @@ mod servers;
 mod sessions;
 pub mod store;
 pub mod summary;
+pub mod token_trials;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +82,8 @@ struct Core {
     /// Servers holding a token from `authenticate`, by the resource it was given for (so
     /// the token can be replaced or revoked while the server is ready).
     authenticated: HashMap<String, HashSet<String>>,
+    /// `authenticate` requests waiting for their token to be tried.
+    token_trials: token_trials::TokenTrials,
 }
 
 /// The AHP host: the one owner of AHP state, shared by every AHP connection, the harness
@@ -91,6 +94,8 @@ pub struct Host {
     queue_bytes: usize,
     max_sessions: usize,
     next_conn: AtomicU64,
+    /// How long `authenticate` waits for the servers to try a token.
+    token_trial_time: std::time::Duration,
 }
 
 impl Host {
@@ -130,11 +135,15 @@ impl Host {
                 authenticated: HashMap::new(),
                 paused: paused::PausedCalls::default(),
                 client_tools: client_tools::ClientTools::default(),
+                token_trials: token_trials::TokenTrials::default(),
             }),
             queue_capacity: config.limits.client_queue,
             queue_bytes: config.limits.client_queue_bytes,
             max_sessions: config.limits.max_sessions,
             next_conn: AtomicU64::new(1),
+            // Connecting and the handshake are bounded by the start timeout; the metadata
+            // fetch of a refusal comes on top.
+            token_trial_time: config.supervisor.start_timeout * 2,
         }
     }
 

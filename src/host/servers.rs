@@ -23,6 +23,7 @@ impl Host {
     /// A supervised server changed state: remember it and tell every session that shows it.
     pub fn server_event(&self, event: crate::supervisor::ServerEvent) {
         let mut core = self.core();
+        core.token_trials.observe(&event.id, event.status.as_ref());
         let Some(status) = event.status else {
             core.live.forget_state(&event.id);
             return;
