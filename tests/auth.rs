@@ -616,3 +616,42 @@ async fn a_token_the_server_refuses_is_refused_by_authenticate() {
     w.until("remote", "ready", &mut seen).await;
     assert!(!proxy.logs().contains("SENTINEL"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agent_lists_a_waiting_servers_protected_resource_until_it_has_a_token() {
+    use ahp_types::state::{RootState, SnapshotState};
+    let server = protected().await;
+    let proxy = Proxy::start(&format!("[servers.remote]\nurl = \"{}\"\n", server.url));
+    let mut w = Watcher::open(&proxy).await;
+    let (snapshot, mut sub) = w.client.subscribe("ahp-root://".into()).await.unwrap();
+    let mut root = match snapshot.snapshot.expect("snapshot").state {
+        SnapshotState::Root(root) => *root,
+        other => panic!("expected the root, got {other:?}"),
+    };
+    let listed = |root: &RootState| {
+        root.agents[0]
+            .protected_resources
+            .iter()
+            .flatten()
+            .filter(|r| r.resource == server.url)
+            .count()
+    };
+    while listed(&root) == 0 {
+        let envelope = common::next_action(&mut sub).await;
+        let _ = ahp::reducers::apply_action_to_root(&mut root, &envelope.action);
+    }
+    assert_eq!(listed(&root), 1);
+    let shown = serde_json::to_value(&root.agents[0].protected_resources).unwrap();
+    assert_eq!(shown[0], server.metadata, "{shown}");
+    w.until("remote", "authRequired", &mut Vec::new()).await;
+
+    server.tokens.lock().unwrap().insert("TOKEN".into());
+    authenticate(&w, json!({"resource": server.url, "token": "TOKEN"}))
+        .await
+        .unwrap();
+    w.until("remote", "ready", &mut Vec::new()).await;
+    while listed(&root) != 0 {
+        let envelope = common::next_action(&mut sub).await;
+        let _ = ahp::reducers::apply_action_to_root(&mut root, &envelope.action);
+    }
+}

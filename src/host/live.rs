@@ -85,6 +85,22 @@ impl Live {
             .map(|served| apps::capabilities(served, self.sampling));
     }
 
+    /// The protected resources of the servers asking for authorization, one per resource,
+    /// ordered by it.
+    pub fn protected_resources(&self) -> Vec<ahp_types::state::ProtectedResourceMetadata> {
+        let mut resources: Vec<_> = self
+            .states
+            .values()
+            .filter_map(|state| match state {
+                McpServerState::AuthRequired(auth) => Some(auth.resource.clone()),
+                _ => None,
+            })
+            .collect();
+        resources.sort_by(|a, b| a.resource.cmp(&b.resource));
+        resources.dedup_by(|a, b| a.resource == b.resource);
+        resources
+    }
+
     /// Server `id`'s state, once the supervisor reported one.
     pub fn state(&self, id: &str) -> Option<&McpServerState> {
         self.states.get(id)
