@@ -7,8 +7,9 @@
 mod common;
 
 use ahp_types::state::ToolCallState;
+use base64::Engine as _;
 use common::ide::{harness, listed, running, Ide, CHAT, SESSION};
-use common::{announced_status, error_code, server, Proxy, Raw, ScratchDir};
+use common::{announced_status, error_code, server, Proxy, Raw, ScratchDir, Watcher};
 use serde_json::{json, Value};
 
 const ROOT: &str = "ahp-root://";
@@ -239,4 +240,71 @@ async fn folders_are_deleted_only_when_asked_and_writes_honour_if_match() {
         std::fs::read_to_string(prompts.join("a.prompt.md")).unwrap(),
         "two"
     );
+}
+
+/// The customization named `name` (top level or child) in a session state, as JSON.
+fn customization(state: &Value, name: &str) -> Value {
+    state["customizations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| std::iter::once(c).chain(c["children"].as_array().into_iter().flatten()))
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {state}"))
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plugin_manifest_icons_and_server_icons_reach_the_customizations() {
+    let dir = ScratchDir::new("icons");
+    let plugins = dir.path().join("plugins");
+    let png = b"\x89PNG\r\n\x1a\nnot really an image";
+    let open = plugins.join("pictured");
+    std::fs::create_dir_all(open.join(".plugin")).unwrap();
+    std::fs::create_dir_all(open.join("assets")).unwrap();
+    std::fs::write(open.join("assets/icon.png"), png).unwrap();
+    std::fs::write(
+        open.join(".plugin/plugin.json"),
+        r#"{"name": "pictured", "icon": "assets/icon.png"}"#,
+    )
+    .unwrap();
+    let cursor = plugins.join("branded");
+    std::fs::create_dir_all(cursor.join(".cursor-plugin")).unwrap();
+    std::fs::write(
+        cursor.join(".cursor-plugin/plugin.json"),
+        r#"{"name": "branded", "logo": "https://example.com/logo.svg"}"#,
+    )
+    .unwrap();
+    let proxy = Proxy::start(&format!(
+        "plugin_roots = [{:?}]\n{}",
+        plugins.display().to_string(),
+        server("notes", "notes", &[])
+    ));
+    let mut w = Watcher::open(&proxy).await;
+    w.until("notes", "ready", &mut Vec::new()).await;
+    let state = serde_json::to_value(&w.mirror).unwrap();
+
+    let pictured = customization(&state, "pictured");
+    let expected = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(png)
+    );
+    assert_eq!(pictured["icons"][0]["src"], expected, "{pictured}");
+    assert_eq!(pictured["icons"][0]["contentType"], "image/png");
+    let branded = customization(&state, "branded");
+    assert_eq!(
+        branded["icons"],
+        json!([{"src": "https://example.com/logo.svg"}]),
+        "{branded}"
+    );
+    // The notes example server names an icon in its serverInfo.
+    let notes = customization(&state, "notes");
+    let icon = &notes["icons"][0];
+    assert!(
+        icon["src"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("data:image/svg+xml;base64,")),
+        "{notes}"
+    );
+    assert_eq!(icon["contentType"], "image/svg+xml", "{notes}");
 }

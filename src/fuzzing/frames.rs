@@ -453,10 +453,12 @@ fn app_event(name: &str) -> ServerEvent {
                 resources: Some(true),
                 logging: true,
             },
+            icons: Some(json!([{"src": "https://fuzz.example/icon.png", "sizes": ["any"]}])),
         }),
         "ready-plain" => Some(Status::Ready {
             tools: 0,
             served: Served::default(),
+            icons: None,
         }),
         "starting" => Some(Status::Starting),
         "stopped" => Some(Status::Stopped),
@@ -490,6 +492,7 @@ fn supervise(host: &Host, command: Command) {
         Status::Ready {
             tools: 0,
             served: Served::default(),
+            icons: None,
         }
     };
     host.server_event(ServerEvent {

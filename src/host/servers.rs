@@ -29,8 +29,8 @@ impl Host {
             core.refresh_protected_resources();
             return;
         };
-        if let crate::supervisor::Status::Ready { served, .. } = &status {
-            core.live.set_served(&event.id, *served);
+        if let crate::supervisor::Status::Ready { served, icons, .. } = &status {
+            core.live.set_ready(&event.id, *served, icons.as_ref());
         }
         core.live.set_state(&event.id, live::server_state(&status));
         core.refresh_server(&event.id);

@@ -98,6 +98,7 @@ mod tests {
         Status::Ready {
             tools: 1,
             served: Served::default(),
+            icons: None,
         }
     }
 

@@ -13,7 +13,7 @@ use super::policy::{Jitter, RestartPolicy};
 use super::running::Ended;
 use super::start::{with_tail, Interrupted, Running};
 use super::{process, stderr};
-use super::{AuthReason, Desired, Failure, Served, ServerEvent, Status};
+use super::{AuthReason, Desired, Failure, ServerEvent, Status};
 use crate::config::SupervisorConfig;
 use crate::spec::Launch;
 
@@ -162,8 +162,7 @@ impl Task {
         // Published before `ready` is reported, so a client that sees `ready` can use it.
         self.publish(&running);
         let tools = running.connection.tool_count();
-        let served = Served::of(&running.connection.initialized.capabilities);
-        self.report(Status::Ready { tools, served }).await;
+        self.report(running.connection.ready()).await;
         tracing::info!(server = %self.name, tools, "server ready");
         let up_since = Instant::now();
         let ended = self
