@@ -308,3 +308,63 @@ async fn plugin_manifest_icons_and_server_icons_reach_the_customizations() {
     );
     assert_eq!(icon["contentType"], "image/svg+xml", "{notes}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_negotiated_0_9_0_never_gets_fields_introduced_in_1_0_0() {
+    let proxy = Proxy::start("");
+    let mut old = Raw::connect(&proxy).await;
+    let init = old
+        .request(
+            "initialize",
+            json!({"channel": ROOT, "protocolVersions": ["0.9.0"], "clientId": "vscode",
+                   "initialSubscriptions": [ROOT, SESSION]}),
+        )
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "0.9.0", "{init}");
+    let mut new = Raw::connect(&proxy).await;
+    new.initialize("current", &[ROOT, SESSION]).await;
+
+    // `SessionSummary.defaultChat` came with 1.0.0.
+    let listed = |list: &Value| {
+        list["result"]["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|i| i["resource"] == SESSION))
+            .cloned()
+            .unwrap_or_else(|| panic!("no default session in {list}"))
+    };
+    let current = listed(&new.request("listSessions", json!({"channel": ROOT})).await);
+    assert_eq!(current["defaultChat"], CHAT, "{current}");
+    let legacy = listed(&old.request("listSessions", json!({"channel": ROOT})).await);
+    assert!(legacy.get("defaultChat").is_none(), "{legacy}");
+    assert_eq!(legacy["title"], current["title"]);
+
+    // So is its change in `root/sessionSummaryChanged`: the default chat is cleared and set
+    // again by the current client.
+    let changed = |n: &Value| {
+        n["method"] == "root/sessionSummaryChanged" && n["params"]["session"] == SESSION
+    };
+    for (seq, chat) in [(1, Value::Null), (2, json!(CHAT))] {
+        new.notify(
+            "dispatchAction",
+            json!({"channel": SESSION, "clientSeq": seq,
+                   "action": {"type": "session/defaultChatChanged", "defaultChat": chat}}),
+        )
+        .await;
+        let seen = new.notification(changed).await;
+        let sent = old.notification(changed).await;
+        if !chat.is_null() {
+            assert_eq!(seen["params"]["changes"]["defaultChat"], CHAT, "{seen}");
+        }
+        assert!(
+            sent["params"]["changes"].get("defaultChat").is_none(),
+            "{sent}"
+        );
+        assert!(sent["params"]["changes"].get("chats").is_none(), "{sent}");
+    }
+    // The session itself (its `defaultChat` is 0.9.0) still reaches the old client whole.
+    let snapshot = old.request("subscribe", json!({"channel": SESSION})).await;
+    assert_eq!(
+        snapshot["result"]["snapshot"]["state"]["defaultChat"], CHAT,
+        "{snapshot}"
+    );
+}

@@ -269,7 +269,7 @@ impl ConnectionProtocol {
                 let result = self
                     .services
                     .host
-                    .list_sessions(params.limit, params.cursor.as_deref())?;
+                    .list_sessions(self.id, params.limit, params.cursor.as_deref())?;
                 self.reply(id, &result)
             }
             "createSession" => {

@@ -165,12 +165,12 @@ struct Asked {
     params: Value,
 }
 
-/// What outlives one connection: each client's last mirror (for `reconnect`) and whether
-/// it negotiated `mcpApps` (the host remembers that too).
+/// What outlives one connection: each client's last mirror (for `reconnect`) and what it
+/// negotiated, `mcpApps` and its protocol version (the host remembers that too).
 #[derive(Default)]
 struct Clients {
     left: HashMap<String, ClientView>,
-    mcp_apps: HashMap<String, bool>,
+    audiences: HashMap<String, crate::host::audience::Audience>,
 }
 
 impl Slot {
@@ -222,17 +222,17 @@ impl Slot {
                     self.mirror.initialized(&asked.params, result);
                     if let Some(client) = &self.mirror.client_id {
                         clients
-                            .mcp_apps
-                            .insert(client.clone(), self.mirror.mcp_apps);
+                            .audiences
+                            .insert(client.clone(), self.mirror.audience);
                     }
                 }
                 "subscribe" => self.mirror.subscribed(result),
                 "reconnect" => {
                     let client = asked.params["clientId"].as_str().unwrap_or_default();
-                    let mcp_apps = clients.mcp_apps.get(client).copied().unwrap_or(false);
+                    let audience = clients.audiences.get(client).copied().unwrap_or_default();
                     let before = clients.left.get(client);
                     self.mirror
-                        .reconnected(&asked.params, result, before, mcp_apps);
+                        .reconnected(&asked.params, result, before, audience);
                 }
                 "disposeSession" => {
                     disposed = asked.params["channel"].as_str().map(str::to_string);

@@ -9,6 +9,7 @@
 
 pub mod admission;
 pub mod apps;
+pub mod audience;
 mod auth;
 pub mod bounds;
 pub mod client_tools;
@@ -24,20 +25,20 @@ mod sessions;
 pub mod store;
 pub mod summary;
 pub mod token_trials;
+pub mod versions;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use ahp_types::actions::StateAction;
-use ahp_types::notifications::SessionSummaryChangedParams;
 use ahp_types::state::{AgentInfo, Snapshot};
 use ahp_types::ROOT_RESOURCE_URI;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::jsonrpc::{self, Frame};
+use crate::jsonrpc::Frame;
 use fanout::{ConnId, Fanout};
 use store::{Commit, CommitError, Store};
 
@@ -208,25 +209,16 @@ impl Core {
         }
     }
 
+    /// Broadcast a committed envelope, and the summary change it caused if any, each as
+    /// its subscribers' audiences are shown it.
     fn publish(&mut self, commit: Commit) {
-        let channel = commit.envelope.channel.clone();
-        let plain = apps::plain_envelope(&commit.envelope)
-            .map(|envelope| jsonrpc::notification("action", &envelope));
-        self.fanout.broadcast_views(
-            &channel,
-            &jsonrpc::notification("action", &commit.envelope),
-            plain.as_ref(),
-        );
-        if let Some(changes) = commit.summary_changes {
-            let params = SessionSummaryChangedParams {
-                channel: ROOT_RESOURCE_URI.to_string(),
-                session: channel,
-                changes,
-            };
-            self.fanout.broadcast(
-                ROOT_RESOURCE_URI,
-                &jsonrpc::notification("root/sessionSummaryChanged", &params),
-            );
+        let envelope = &commit.envelope;
+        self.fanout
+            .broadcast_each(&envelope.channel, |audience| audience.action(envelope));
+        if let Some(changes) = &commit.summary_changes {
+            self.fanout.broadcast_each(ROOT_RESOURCE_URI, |audience| {
+                Some(audience.summary_changed(&envelope.channel, changes))
+            });
         }
     }
 }

@@ -83,7 +83,7 @@ impl Host {
                 "{uri} is not an open mcp:// channel (the server is not ready, or the channel is unknown)"
             ))
         };
-        if !core.fanout.mcp_apps(conn) {
+        if !core.fanout.audience(conn).mcp_apps {
             return Err(RpcError::invalid_params(format!(
                 "{uri}: mcp:// channels are only served to clients that declared capabilities.mcpApps at initialize"
             )));
