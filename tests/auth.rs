@@ -188,8 +188,9 @@ async fn authenticate(w: &Watcher, params: Value) -> Result<Value, (i32, String,
         })
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_it_down() {
+/// The protected server supervised by a proxy, a watcher, the states seen on the way, and
+/// the server's state once it asks for a token.
+async fn asking_for_a_token() -> (Protected, Proxy, Watcher, Vec<String>, Value) {
     let server = protected().await;
     let proxy = Proxy::start(&format!(
         "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
@@ -197,9 +198,14 @@ async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_i
     ));
     let mut w = Watcher::open(&proxy).await;
     let mut seen = Vec::new();
-
-    // 401 with a challenge: authRequired, the fetched metadata, the challenge's scopes.
     let asked = w.until("remote", "authRequired", &mut seen).await;
+    (server, proxy, w, seen, asked)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_it_down() {
+    // 401 with a challenge: authRequired, the fetched metadata, the challenge's scopes.
+    let (server, proxy, mut w, mut seen, asked) = asking_for_a_token().await;
     assert_eq!(asked["reason"], "required", "{asked}");
     assert_eq!(asked["resource"], server.metadata, "{asked}");
     assert_eq!(asked["requiredScopes"], json!(["notes"]), "{asked}");
@@ -584,14 +590,7 @@ async fn the_session_summary_says_input_needed_while_a_call_waits_for_a_token() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_the_server_refuses_is_refused_by_authenticate() {
-    let server = protected().await;
-    let proxy = Proxy::start(&format!(
-        "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
-        server.url
-    ));
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
-    w.until("remote", "authRequired", &mut seen).await;
+    let (server, proxy, mut w, mut seen, _) = asking_for_a_token().await;
 
     // The server answers 401 to this token: `authenticate` says so, with what to ask for.
     let refused = authenticate(

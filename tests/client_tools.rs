@@ -7,14 +7,13 @@ mod common;
 
 use ahp_types::actions::StateAction;
 use ahp_types::state::{ResponsePart, SnapshotState, ToolCallState};
-use common::ide::{harness, listed, running, Ide, CHAT, SESSION};
+use common::ide::{call_meanwhile, harness_and_ide, listed, running, CHAT, SESSION};
 use common::{initialized_client, server, PATIENCE};
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
-    let (proxy, mut harness) = harness(&server("notes", "notes", &[])).await;
-    let mut ide = Ide::join(&proxy, "ide-1").await;
+    let (proxy, mut harness, mut ide) = harness_and_ide(&server("notes", "notes", &[])).await;
 
     // Listed next to the servers' tools, under its own name, and announced.
     let listed = listed(&mut harness, "runUnitTests").await;
@@ -33,13 +32,9 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
         .any(|m| m.contains("notifications/tools/list_changed")));
 
     // The harness calls it; the IDE sees the call, with itself as contributor, and runs it.
-    let mut none = |_: &str, _: &str| String::new();
-    let (exchange, call_id) = tokio::join!(
-        harness.request(
-            "tools/call",
-            Some(r#"{"name":"runUnitTests","arguments":{"filter":"parser"},"_meta":{"progressToken":"p1"}}"#),
-            &mut none,
-        ),
+    let (exchange, call_id) = call_meanwhile(
+        &mut harness,
+        r#"{"name":"runUnitTests","arguments":{"filter":"parser"},"_meta":{"progressToken":"p1"}}"#,
         async {
             let (turn, state) = ide.until_call(|s| running(s).is_some()).await;
             let (call_id, contributor) = running(&state).unwrap();
@@ -54,7 +49,8 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
                 .await;
             call_id
         }
-    );
+    )
+    .await;
     let answer: Value = serde_json::from_str(exchange.response()).unwrap();
     assert_eq!(
         answer["result"]["content"][0],
@@ -79,12 +75,9 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
     // Another client may not complete the IDE's call; the IDE refuses to run it: the
     // harness gets a clear error.
     let other = initialized_client(&proxy, "intruder").await;
-    let (exchange, second) = tokio::join!(
-        harness.request(
-            "tools/call",
-            Some(r#"{"name":"runUnitTests","arguments":{}}"#),
-            &mut none
-        ),
+    let (exchange, second) = call_meanwhile(
+        &mut harness,
+        r#"{"name":"runUnitTests","arguments":{}}"#,
         async {
             let (turn, state) = ide
                 .until_call(|s| running(s).is_some_and(|(id, _)| id != call_id))
@@ -102,8 +95,9 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
             )
             .await;
             second
-        }
-    );
+        },
+    )
+    .await;
     let answer: Value = serde_json::from_str(exchange.response()).unwrap();
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(
@@ -118,12 +112,9 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
         SnapshotState::Chat(chat) => *chat,
         other => panic!("{other:?}"),
     };
-    let (exchange, ()) = tokio::join!(
-        harness.request(
-            "tools/call",
-            Some(r#"{"name":"runUnitTests","arguments":{}}"#),
-            &mut none
-        ),
+    let (exchange, ()) = call_meanwhile(
+        &mut harness,
+        r#"{"name":"runUnitTests","arguments":{}}"#,
         async {
             let _ = ide
                 .until_call(|s| running(s).is_some_and(|(id, _)| id != call_id && id != second))
@@ -133,8 +124,9 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
                 json!({"type": "session/activeClientRemoved", "clientId": "ide-1"}),
             )
             .await;
-        }
-    );
+        },
+    )
+    .await;
     let answer: Value = serde_json::from_str(exchange.response()).unwrap();
     assert!(
         answer["error"]["message"]

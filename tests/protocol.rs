@@ -8,45 +8,38 @@ mod common;
 
 use ahp_types::state::ToolCallState;
 use base64::Engine as _;
-use common::ide::{harness, listed, running, Ide, CHAT, SESSION};
+use common::ide::{call_meanwhile, harness_and_ide, running, CHAT, SESSION};
 use common::{announced_status, error_code, server, Proxy, Raw, ScratchDir, Watcher};
 use serde_json::{json, Value};
 
 const ROOT: &str = "ahp-root://";
 const IDLE: u64 = 1;
 const IN_PROGRESS: u64 = 8;
+/// `tools/call` params of the IDE's tool, without arguments.
+const NO_ARGUMENTS: &str = r#"{"name":"runUnitTests","arguments":{}}"#;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_session_summary_announces_the_status_listed_while_a_harness_turn_runs_and_after() {
-    let (proxy, mut harness) = harness(&server("notes", "notes", &[])).await;
+    let (proxy, mut harness, mut ide) = harness_and_ide(&server("notes", "notes", &[])).await;
     let mut observer = Raw::connect(&proxy).await;
     observer.initialize("observer", &[ROOT]).await;
-    let mut ide = Ide::join(&proxy, "ide-1").await;
-    listed(&mut harness, "runUnitTests").await;
 
-    let mut none = |_: &str, _: &str| String::new();
-    let (exchange, ()) = tokio::join!(
-        harness.request(
-            "tools/call",
-            Some(r#"{"name":"runUnitTests","arguments":{}}"#),
-            &mut none
-        ),
-        async {
-            let (turn, state) = ide.until_call(|s| running(s).is_some()).await;
-            let (call, _) = running(&state).unwrap();
-            // The turn runs: announced as in progress, and listed so.
-            observer
-                .notification(|n| announced_status(n) == Some(IN_PROGRESS))
-                .await;
-            assert_eq!(observer.listed_status().await, IN_PROGRESS);
-            ide.dispatch(
-                CHAT,
-                json!({"type": "chat/toolCallComplete", "turnId": turn,
-                "toolCallId": call, "result": {"success": true, "pastTenseMessage": "Ran"}}),
-            )
+    let (exchange, ()) = call_meanwhile(&mut harness, NO_ARGUMENTS, async {
+        let (turn, state) = ide.until_call(|s| running(s).is_some()).await;
+        let (call, _) = running(&state).unwrap();
+        // The turn runs: announced as in progress, and listed so.
+        observer
+            .notification(|n| announced_status(n) == Some(IN_PROGRESS))
             .await;
-        }
-    );
+        assert_eq!(observer.listed_status().await, IN_PROGRESS);
+        ide.dispatch(
+            CHAT,
+            json!({"type": "chat/toolCallComplete", "turnId": turn,
+                "toolCallId": call, "result": {"success": true, "pastTenseMessage": "Ran"}}),
+        )
+        .await;
+    })
+    .await;
     assert!(
         exchange.response().contains(r#""isError":false"#),
         "{exchange:?}"
@@ -60,26 +53,17 @@ async fn the_session_summary_announces_the_status_listed_while_a_harness_turn_ru
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_tool_call_carries_its_error_as_an_object_with_a_message() {
-    let (proxy, mut harness) = harness(&server("notes", "notes", &[])).await;
-    let mut ide = Ide::join(&proxy, "ide-1").await;
-    listed(&mut harness, "runUnitTests").await;
-    let mut none = |_: &str, _: &str| String::new();
+    let (_proxy, mut harness, mut ide) = harness_and_ide(&server("notes", "notes", &[])).await;
     // The IDE goes away mid-call: the call fails, with an error saying why.
-    let (exchange, ()) = tokio::join!(
-        harness.request(
-            "tools/call",
-            Some(r#"{"name":"runUnitTests","arguments":{}}"#),
-            &mut none
-        ),
-        async {
-            ide.until_call(|s| running(s).is_some()).await;
-            ide.dispatch(
-                SESSION,
-                json!({"type": "session/activeClientRemoved", "clientId": "ide-1"}),
-            )
-            .await;
-        }
-    );
+    let (exchange, ()) = call_meanwhile(&mut harness, NO_ARGUMENTS, async {
+        ide.until_call(|s| running(s).is_some()).await;
+        ide.dispatch(
+            SESSION,
+            json!({"type": "session/activeClientRemoved", "clientId": "ide-1"}),
+        )
+        .await;
+    })
+    .await;
     assert!(exchange.response().contains("went away"), "{exchange:?}");
     let (_, failed) = ide
         .until_call(|s| matches!(s, ToolCallState::Completed(c) if !c.success))

@@ -6,7 +6,7 @@ use ahp_types::actions::StateAction;
 use ahp_types::state::{ChatState, ResponsePart, SnapshotState, ToolCallState};
 use serde_json::{json, Value};
 
-use super::raw::RawClient;
+use super::raw::{Exchange, RawClient};
 use super::{initialized_client, Proxy, PATIENCE};
 
 /// The session whose active clients' tools the harness sees.
@@ -133,4 +133,28 @@ pub async fn listed(harness: &mut RawClient, tool: &str) -> String {
     })
     .await
     .unwrap_or_else(|_| panic!("{tool} is never listed"))
+}
+
+/// The harness calls `runUnitTests` with `params` (`tools/call` params as JSON text) while
+/// `meanwhile` runs (the IDE acting on the call); the call's exchange and what `meanwhile`
+/// returned.
+pub async fn call_meanwhile<T>(
+    harness: &mut RawClient,
+    params: &str,
+    meanwhile: impl std::future::Future<Output = T>,
+) -> (Exchange, T) {
+    let mut none = |_: &str, _: &str| String::new();
+    tokio::join!(
+        harness.request("tools/call", Some(params), &mut none),
+        meanwhile
+    )
+}
+
+/// A harness on the proxy's stdio (`config`), an IDE (`ide-1`) that offers it
+/// `runUnitTests`, once the harness lists it.
+pub async fn harness_and_ide(config: &str) -> (Proxy, RawClient, Ide) {
+    let (proxy, mut harness) = harness(config).await;
+    let ide = Ide::join(&proxy, "ide-1").await;
+    listed(&mut harness, "runUnitTests").await;
+    (proxy, harness, ide)
 }
