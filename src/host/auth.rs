@@ -71,10 +71,14 @@ impl Host {
             core.authenticated.remove(&params.resource);
         }
         // Servers that run (or wait to) reconnect with the token; a stopped one tries it
-        // when it starts.
+        // when it starts, and one that is gone never does.
         let trying: Vec<String> = ids
             .iter()
-            .filter(|id| !matches!(core.live.state(id), Some(McpServerState::Stopped(_))))
+            .filter(|id| {
+                core.live
+                    .state(id)
+                    .is_some_and(|state| !matches!(state, McpServerState::Stopped(_)))
+            })
             .cloned()
             .collect();
         for id in ids {
@@ -228,6 +232,51 @@ mod tests {
                 action,
             },
         );
+    }
+
+    #[tokio::test]
+    async fn a_token_is_answered_once_tried_and_at_once_when_no_server_can_try_it() {
+        use crate::supervisor::{AuthReason, Served, ServerEvent, Status};
+        use futures_util::FutureExt;
+        let config =
+            crate::config::Config::parse("", "proxy.toml", std::path::Path::new(".")).unwrap();
+        let host = Host::new(&config);
+        let (control, _commands) = tokio::sync::mpsc::channel(8);
+        host.set_control(control);
+        let event = |status: Option<Status>| ServerEvent {
+            id: "s".into(),
+            status,
+        };
+        let asking = Status::AuthRequired {
+            resource: "http://h/mcp".into(),
+            challenge: None,
+            reason: AuthReason::Required,
+            metadata: None,
+        };
+        // The supervisor has just seen it refuse (no session shows a server "s").
+        let waiting = vec![("s".to_string(), asking.clone())];
+        let authenticate = |token: &str| {
+            let params = serde_json::from_value(json!({"channel": "ahp-root://",
+                "resource": "http://h/mcp", "token": token}))
+            .unwrap();
+            host.authenticate(params, waiting.clone())
+                .expect("a server asks for it")
+                .expect("a token, not a revocation")
+        };
+        host.server_event(event(Some(asking)));
+        let tried = authenticate("t");
+        host.server_event(event(Some(Status::Starting)));
+        host.server_event(event(Some(Status::Ready {
+            tools: 0,
+            served: Served::default(),
+            icons: None,
+        })));
+        assert_eq!(tried.answer().now_or_never(), Some(Ok(())));
+        // The server is gone; it still counts as holding a token for the resource, but no
+        // reconnection will come: answered at once.
+        host.server_event(event(None));
+        let tried = authenticate("u");
+        assert_eq!(tried.answer().now_or_never(), Some(Ok(())));
     }
 
     #[tokio::test]
