@@ -19,6 +19,8 @@ use crate::Kind;
 
 const APP_URI: &str = "ui://release-dashboard/view.html";
 const APP_MIME: &str = "text/html;profile=mcp-app";
+/// The notes server's icon: a small note, as an SVG `data:` URI.
+const NOTES_ICON: &str = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAxNiAxNiI+PHJlY3QgeD0iMiIgeT0iMSIgd2lkdGg9IjEyIiBoZWlnaHQ9IjE0IiByeD0iMiIgZmlsbD0iI2Y1ZDc2ZSIvPjxwYXRoIGQ9Ik01IDVoNk01IDhoNk01IDExaDQiIHN0cm9rZT0iIzU1NSIvPjwvc3ZnPg==";
 const DASHBOARD: &str = "Release 1.4.0: 12 merged, 2 open, CI green.";
 /// The dashboard View: a real MCP App without an SDK (the spec's `ui/initialize` handshake
 /// by hand), showing the tool result, with a Refresh button that calls the app-only
@@ -253,10 +255,15 @@ impl ServerHandler for Example {
         let capabilities: ServerCapabilities =
             serde_json::from_value(capabilities).unwrap_or_default();
         let name = format!("ahp-proxy-example-{:?}", self.kind).to_lowercase();
-        ServerConfig::new(capabilities).with_server_info(rmcp::model::Implementation::new(
-            name,
-            env!("CARGO_PKG_VERSION"),
-        ))
+        let mut info = rmcp::model::Implementation::new(name, env!("CARGO_PKG_VERSION"));
+        if self.kind == Kind::Notes {
+            // An icon in `serverInfo`, for clients that show one (the proxy passes it on).
+            info.icons = serde_json::from_value(json!([{
+                "src": NOTES_ICON, "mimeType": "image/svg+xml", "sizes": ["any"]
+            }]))
+            .ok();
+        }
+        ServerConfig::new(capabilities).with_server_info(info)
     }
 
     async fn list_tools(

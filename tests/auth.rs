@@ -26,8 +26,9 @@ async fn authenticate(w: &Watcher, params: Value) -> Result<Value, (i32, String,
         })
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_it_down() {
+/// The protected server supervised by a proxy, a watcher, the states seen on the way, and
+/// the server's state once it asks for a token.
+async fn asking_for_a_token() -> (Protected, Proxy, Watcher, Vec<String>, Value) {
     let server = protected().await;
     let proxy = Proxy::start(&format!(
         "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
@@ -35,9 +36,14 @@ async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_i
     ));
     let mut w = Watcher::open(&proxy).await;
     let mut seen = Vec::new();
-
-    // 401 with a challenge: authRequired, the fetched metadata, the challenge's scopes.
     let asked = w.until("remote", "authRequired", &mut seen).await;
+    (server, proxy, w, seen, asked)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_from_authenticate_bring_a_protected_server_up_and_expiry_takes_it_down() {
+    // 401 with a challenge: authRequired, the fetched metadata, the challenge's scopes.
+    let (server, proxy, mut w, mut seen, asked) = asking_for_a_token().await;
     assert_eq!(asked["reason"], "required", "{asked}");
     assert_eq!(asked["resource"], server.metadata, "{asked}");
     assert_eq!(asked["requiredScopes"], json!(["notes"]), "{asked}");
@@ -381,5 +387,108 @@ async fn a_user_who_gives_up_ends_the_paused_call_at_once() {
         .is_some_and(|n| !n.is_empty())
     {
         w.step().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_session_summary_says_input_needed_while_a_call_waits_for_a_token() {
+    let (server, proxy, _w, _seen) = ready_with_narrow_token("").await;
+    server.tokens.lock().unwrap().insert("WIDE-SENTINEL".into());
+    server.admins.lock().unwrap().insert("WIDE-SENTINEL".into());
+    let mut observer = common::Raw::connect(&proxy).await;
+    observer.initialize("observer", &["ahp-root://"]).await;
+
+    let (_harness, call) = harness_calls_add(&proxy, 2, 3).await;
+    let input_needed = 24;
+    observer
+        .notification(|n| common::announced_status(n) == Some(input_needed))
+        .await;
+    assert_eq!(observer.listed_status().await, input_needed);
+
+    let mut raw = common::Raw::connect(&proxy).await;
+    raw.initialize("granter", &[]).await;
+    let granted = raw
+        .request(
+            "authenticate",
+            json!({"channel": "ahp-root://", "resource": server.url, "token": "WIDE-SENTINEL",
+                   "scopes": ["notes", "admin"]}),
+        )
+        .await;
+    assert!(granted.get("result").is_some(), "{granted}");
+    tokio::time::timeout(common::PATIENCE, call)
+        .await
+        .expect("the call completes")
+        .unwrap()
+        .expect("a result");
+    observer
+        .notification(|n| common::announced_status(n) == Some(1))
+        .await;
+    assert_eq!(observer.listed_status().await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_the_server_refuses_is_refused_by_authenticate() {
+    let (server, proxy, mut w, mut seen, _) = asking_for_a_token().await;
+
+    // The server answers 401 to this token: `authenticate` says so, with what to ask for.
+    let refused = authenticate(
+        &w,
+        json!({"resource": server.url, "token": "BOGUS-SENTINEL"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.0, -32007, "{refused:?}");
+    assert_eq!(
+        refused.2.expect("the resources to authenticate")["resources"][0]["resource"],
+        json!(server.url)
+    );
+    // A token it takes: answered once the server is up with it.
+    server.tokens.lock().unwrap().insert("GOOD-SENTINEL".into());
+    authenticate(
+        &w,
+        json!({"resource": server.url, "token": "GOOD-SENTINEL"}),
+    )
+    .await
+    .unwrap();
+    w.until("remote", "ready", &mut seen).await;
+    assert!(!proxy.logs().contains("SENTINEL"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agent_lists_a_waiting_servers_protected_resource_until_it_has_a_token() {
+    use ahp_types::state::{RootState, SnapshotState};
+    let server = protected().await;
+    let proxy = Proxy::start(&format!("[servers.remote]\nurl = \"{}\"\n", server.url));
+    let mut w = Watcher::open(&proxy).await;
+    let (snapshot, mut sub) = w.client.subscribe("ahp-root://".into()).await.unwrap();
+    let mut root = match snapshot.snapshot.expect("snapshot").state {
+        SnapshotState::Root(root) => *root,
+        other => panic!("expected the root, got {other:?}"),
+    };
+    let listed = |root: &RootState| {
+        root.agents[0]
+            .protected_resources
+            .iter()
+            .flatten()
+            .filter(|r| r.resource == server.url)
+            .count()
+    };
+    while listed(&root) == 0 {
+        let envelope = common::next_action(&mut sub).await;
+        let _ = ahp::reducers::apply_action_to_root(&mut root, &envelope.action);
+    }
+    assert_eq!(listed(&root), 1);
+    let shown = serde_json::to_value(&root.agents[0].protected_resources).unwrap();
+    assert_eq!(shown[0], server.metadata, "{shown}");
+    w.until("remote", "authRequired", &mut Vec::new()).await;
+
+    server.tokens.lock().unwrap().insert("TOKEN".into());
+    authenticate(&w, json!({"resource": server.url, "token": "TOKEN"}))
+        .await
+        .unwrap();
+    w.until("remote", "ready", &mut Vec::new()).await;
+    while listed(&root) != 0 {
+        let envelope = common::next_action(&mut sub).await;
+        let _ = ahp::reducers::apply_action_to_root(&mut root, &envelope.action);
     }
 }

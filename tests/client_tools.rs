@@ -5,124 +5,18 @@
 
 mod common;
 
-use std::time::Duration;
-
-use ahp::client::Client;
 use ahp_types::actions::StateAction;
-use ahp_types::state::{ChatState, ResponsePart, SnapshotState, ToolCallState};
-use common::{initialized_client, server, Proxy, PATIENCE};
+use ahp_types::state::{ResponsePart, SnapshotState, ToolCallState};
+use common::ide::{call_meanwhile, harness_and_ide, listed, running, CHAT, SESSION};
+use common::{initialized_client, server, PATIENCE};
 use serde_json::{json, Value};
-
-const SESSION: &str = "ahp-session:/default";
-const CHAT: &str = "ahp-chat:/harness";
-
-/// An IDE: an official client, active in the default session with `runUnitTests`, that
-/// follows the harness chat.
-struct Ide {
-    client: Client,
-    chat: ChatState,
-    sub: ahp::client::SessionSubscription,
-    _session: ahp::client::SessionSubscription,
-}
-
-impl Ide {
-    async fn join(proxy: &Proxy, client_id: &str) -> Self {
-        let client = initialized_client(proxy, client_id).await;
-        let (_, session) = client.subscribe(SESSION.into()).await.unwrap();
-        let (snapshot, sub) = client.subscribe(CHAT.into()).await.unwrap();
-        let chat = match snapshot.snapshot.expect("snapshot").state {
-            SnapshotState::Chat(chat) => *chat,
-            other => panic!("expected a chat, got {other:?}"),
-        };
-        let ide = Self {
-            client,
-            chat,
-            sub,
-            _session: session,
-        };
-        ide.dispatch(
-            SESSION,
-            json!({"type": "session/activeClientSet", "activeClient": {
-                "clientId": client_id, "displayName": "My IDE",
-                "tools": [{"name": "runUnitTests", "title": "Run unit tests",
-                           "description": "Run the project's unit tests",
-                           "inputSchema": {"type": "object", "properties": {"filter": {"type": "string"}}}}]}}),
-        )
-        .await;
-        ide
-    }
-
-    async fn dispatch(&self, channel: &str, action: Value) {
-        let action: StateAction = serde_json::from_value(action).unwrap();
-        self.client.dispatch(channel.into(), action).await.unwrap();
-    }
-
-    /// Apply chat actions until `done` holds for a tool call; that call (turn id, state).
-    async fn until_call(
-        &mut self,
-        done: impl Fn(&ToolCallState) -> bool,
-    ) -> (String, ToolCallState) {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let active = self
-                .chat
-                .active_turn
-                .iter()
-                .flat_map(|t| t.response_parts.iter().map(move |p| (t.id.clone(), p)));
-            let done_turns = self
-                .chat
-                .turns
-                .iter()
-                .flat_map(|t| t.response_parts.iter().map(move |p| (t.id.clone(), p)));
-            let found = active.chain(done_turns).find_map(|(turn, p)| match p {
-                ResponsePart::ToolCall(tc) if done(&tc.tool_call) => {
-                    Some((turn, tc.tool_call.clone()))
-                }
-                _ => None,
-            });
-            if let Some(found) = found {
-                return found;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no such call: {:?}",
-                self.chat
-            );
-            let envelope = common::next_action(&mut self.sub).await;
-            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
-        }
-    }
-}
-
-fn running(state: &ToolCallState) -> Option<(String, Value)> {
-    match state {
-        ToolCallState::Running(r) => Some((
-            r.tool_call_id.clone(),
-            serde_json::to_value(&r.contributor).unwrap(),
-        )),
-        _ => None,
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
-    let (proxy, mut harness) = common::stdio_harness(&server("notes", "notes", &[])).await;
-    let mut ide = Ide::join(&proxy, "ide-1").await;
+    let (proxy, mut harness, mut ide) = harness_and_ide(&server("notes", "notes", &[])).await;
 
     // Listed next to the servers' tools, under its own name, and announced.
-    let listed = tokio::time::timeout(PATIENCE, async {
-        loop {
-            let list = harness
-                .request("tools/list", None, &mut |_, _| String::new())
-                .await;
-            if list.response().contains("runUnitTests") {
-                return list.response().to_string();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the IDE's tool is listed");
+    let listed = listed(&mut harness, "runUnitTests").await;
     let list: Value = serde_json::from_str(&listed).unwrap();
     let tool = list["result"]["tools"]
         .as_array()
@@ -138,13 +32,9 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
         .any(|m| m.contains("notifications/tools/list_changed")));
 
     // The harness calls it; the IDE sees the call, with itself as contributor, and runs it.
-    let mut none = |_: &str, _: &str| String::new();
-    let (exchange, call_id) = tokio::join!(
-        harness.request(
-            "tools/call",
-            Some(r#"{"name":"runUnitTests","arguments":{"filter":"parser"},"_meta":{"progressToken":"p1"}}"#),
-            &mut none,
-        ),
+    let (exchange, call_id) = call_meanwhile(
+        &mut harness,
+        r#"{"name":"runUnitTests","arguments":{"filter":"parser"},"_meta":{"progressToken":"p1"}}"#,
         async {
             let (turn, state) = ide.until_call(|s| running(s).is_some()).await;
             let (call_id, contributor) = running(&state).unwrap();
@@ -159,7 +49,8 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
                 .await;
             call_id
         }
-    );
+    )
+    .await;
     let answer: Value = serde_json::from_str(exchange.response()).unwrap();
     assert_eq!(
         answer["result"]["content"][0],
@@ -184,12 +75,9 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
     // Another client may not complete the IDE's call; the IDE refuses to run it: the
     // harness gets a clear error.
     let other = initialized_client(&proxy, "intruder").await;
-    let (exchange, second) = tokio::join!(
-        harness.request(
-            "tools/call",
-            Some(r#"{"name":"runUnitTests","arguments":{}}"#),
-            &mut none
-        ),
+    let (exchange, second) = call_meanwhile(
+        &mut harness,
+        r#"{"name":"runUnitTests","arguments":{}}"#,
         async {
             let (turn, state) = ide
                 .until_call(|s| running(s).is_some_and(|(id, _)| id != call_id))
@@ -207,8 +95,9 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
             )
             .await;
             second
-        }
-    );
+        },
+    )
+    .await;
     let answer: Value = serde_json::from_str(exchange.response()).unwrap();
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(
@@ -223,12 +112,9 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
         SnapshotState::Chat(chat) => *chat,
         other => panic!("{other:?}"),
     };
-    let (exchange, ()) = tokio::join!(
-        harness.request(
-            "tools/call",
-            Some(r#"{"name":"runUnitTests","arguments":{}}"#),
-            &mut none
-        ),
+    let (exchange, ()) = call_meanwhile(
+        &mut harness,
+        r#"{"name":"runUnitTests","arguments":{}}"#,
         async {
             let _ = ide
                 .until_call(|s| running(s).is_some_and(|(id, _)| id != call_id && id != second))
@@ -238,8 +124,9 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
                 json!({"type": "session/activeClientRemoved", "clientId": "ide-1"}),
             )
             .await;
-        }
-    );
+        },
+    )
+    .await;
     let answer: Value = serde_json::from_str(exchange.response()).unwrap();
     assert!(
         answer["error"]["message"]

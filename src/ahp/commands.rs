@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use ahp_types::commands::{
-    CompletionsResult, CreateSessionParams, DispatchActionParams, DisposeSessionParams,
-    InitializeParams, ListSessionsParams, ReconnectParams, ResolveSessionConfigResult,
-    ResourceCopyResult, ResourceDeleteResult, ResourceMkdirResult, ResourceMoveResult,
-    ResourceWriteResult, SessionConfigCompletionsResult, SubscribeParams, UnsubscribeParams,
+    CompletionsParams, CompletionsResult, CreateSessionParams, DispatchActionParams,
+    DisposeSessionParams, InitializeParams, ListSessionsParams, ReconnectParams,
+    ResolveSessionConfigResult, ResourceCopyResult, ResourceDeleteResult, ResourceMkdirResult,
+    ResourceMoveResult, ResourceWriteResult, SessionConfigCompletionsResult, SubscribeParams,
+    UnsubscribeParams,
 };
 use ahp_types::errors::UnsupportedProtocolVersionErrorData;
 use ahp_types::state::SessionConfigSchema;
@@ -65,6 +66,8 @@ pub struct ConnectionProtocol {
     phase: Phase,
     /// Its `mcp://` requests in flight (cancelled when the connection is dropped).
     channel_requests: super::mcp_channel::InFlight,
+    /// The `clientSeq` of its last dispatched action: each must be greater.
+    last_client_seq: Option<i64>,
 }
 
 impl ConnectionProtocol {
@@ -75,6 +78,7 @@ impl ConnectionProtocol {
             services,
             phase: Phase::Handshake,
             channel_requests: Default::default(),
+            last_client_seq: None,
         }
     }
 
@@ -265,7 +269,7 @@ impl ConnectionProtocol {
                 let result = self
                     .services
                     .host
-                    .list_sessions(params.limit, params.cursor.as_deref())?;
+                    .list_sessions(self.id, params.limit, params.cursor.as_deref())?;
                 self.reply(id, &result)
             }
             "createSession" => {
@@ -276,9 +280,25 @@ impl ConnectionProtocol {
                 let params: DisposeSessionParams = decode_params(method, params)?;
                 self.services.host.dispose_session(self.id, id, &params.channel)
             }
-            "resolveSessionConfig" | "sessionConfigCompletions" | "completions" => {
+            "resolveSessionConfig" | "sessionConfigCompletions" => {
                 root_command(method, params)?;
                 self.empty_answer(id, method)
+            }
+            "completions" => {
+                // On a chat (where the spec puts it) or the root (where this host took it
+                // before): there is nothing to complete.
+                let params: CompletionsParams = decode_params(method, params)?;
+                if params.channel != ROOT_RESOURCE_URI && !self.services.host.is_chat(&params.channel)
+                {
+                    return Err(RpcError::new(
+                        ahp_codes::NOT_FOUND,
+                        format!(
+                            "no chat {:?} on this host: completions go on a chat channel",
+                            params.channel
+                        ),
+                    ));
+                }
+                self.reply(id, &CompletionsResult { items: vec![] })
             }
             m if UNSUPPORTED.contains(&m) => Err(RpcError::method_not_found(format!(
                 "{m} is not supported by this host (it serves customizations and MCP servers, not chats, terminals or automations)"
@@ -288,8 +308,19 @@ impl ConnectionProtocol {
                     decode_params(method, params)?;
                 on_root(&params.channel)?;
                 let waiting = self.services.channels.connections.auth_waiting();
-                self.services.host.authenticate(params, waiting)?;
-                self.reply(id, &ahp_types::commands::AuthenticateResult {})
+                let Some(tried) = self.services.host.authenticate(params, waiting)? else {
+                    return self.reply(id, &ahp_types::commands::AuthenticateResult {});
+                };
+                // Answered once the servers tried the token (a refusal is -32007).
+                let (host, conn) = (self.services.host.clone(), self.id);
+                tokio::spawn(async move {
+                    let frame = match tried.answer().await {
+                        Ok(()) => jsonrpc::success(id, &ahp_types::commands::AuthenticateResult {}),
+                        Err(error) => jsonrpc::failure(&Value::from(id), &error),
+                    };
+                    host.send(conn, frame);
+                });
+                Ok(())
             }
             m if m.starts_with("resource") || m == "createResourceWatch" => {
                 self.resource_command(id, m, params)
@@ -298,8 +329,7 @@ impl ConnectionProtocol {
         }
     }
 
-    /// Root commands this host answers with nothing to offer: no session config, no
-    /// completions.
+    /// Root commands this host answers with nothing to offer: no session config.
     fn empty_answer(&self, id: u64, method: &str) -> Result<(), RpcError> {
         match method {
             "resolveSessionConfig" => {
@@ -313,11 +343,8 @@ impl ConnectionProtocol {
                 };
                 self.reply(id, &result)
             }
-            "sessionConfigCompletions" => {
-                self.reply(id, &SessionConfigCompletionsResult { items: vec![] })
-            }
-            // "completions"
-            _ => self.reply(id, &CompletionsResult { items: vec![] }),
+            // "sessionConfigCompletions"
+            _ => self.reply(id, &SessionConfigCompletionsResult { items: vec![] }),
         }
     }
 
@@ -387,7 +414,21 @@ impl ConnectionProtocol {
                 }
             },
             "dispatchAction" => match decode_params::<DispatchActionParams>(method, params) {
-                Ok(params) => self.services.host.dispatch(self.id, client_id, params),
+                Ok(params) => match self.last_client_seq {
+                    Some(last) if params.client_seq <= last => {
+                        let reason = format!(
+                            "clientSeq {} is not greater than the last one on this connection ({last}): each dispatched action needs a greater clientSeq",
+                            params.client_seq
+                        );
+                        self.services
+                            .host
+                            .refuse(self.id, client_id, params, reason);
+                    }
+                    _ => {
+                        self.last_client_seq = Some(params.client_seq);
+                        self.services.host.dispatch(self.id, client_id, params);
+                    }
+                },
                 Err(error) => {
                     tracing::debug!(conn = self.id, message = %Untrusted(&error.message), "bad dispatchAction")
                 }

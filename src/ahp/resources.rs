@@ -1,5 +1,5 @@
-//! `resource*` commands on host files, confined to writable `directory` customizations:
-//! every URI is resolved (lexically and through symlinks) and refused unless it stays inside.
+//! `resource*` commands on host files, confined to writable `directory` customizations (every
+//! URI resolved, lexically and through symlinks, and refused unless inside); etags for `ifMatch`.
 
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
@@ -166,10 +166,24 @@ impl Files {
     /// `resourceWrite`: truncate (atomic replace) or append; parents are created.
     pub fn write(&self, params: ResourceWriteParams) -> Result<(), RpcError> {
         let path = self.locate(&params.uri, false)?;
-        if params.if_match.is_some() {
-            return Err(RpcError::invalid_params(
-                "ifMatch is not supported: this host does not issue etags",
-            ));
+        if let Some(expected) = &params.if_match {
+            let current = std::fs::symlink_metadata(&path)
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| etag(&m));
+            if current.as_deref() != Some(expected.as_str()) {
+                return Err(RpcError::new(
+                    ahp_codes::CONFLICT,
+                    format!(
+                        "{} is no longer what etag {expected:?} named ({}): resolve it again",
+                        path.display(),
+                        match &current {
+                            Some(now) => format!("it is {now:?} now"),
+                            None => "it is gone".to_string(),
+                        }
+                    ),
+                ));
+            }
         }
         let data = match params.encoding {
             ContentEncoding::Utf8 => params.data.into_bytes(),
@@ -227,20 +241,24 @@ impl Files {
         Ok(ResourceListResult { entries: out })
     }
 
-    /// `resourceDelete`: files, and folders when `recursive` (never the directory itself).
+    /// `resourceDelete`: files, empty folders, and folders with something in them when
+    /// `recursive` (never the directory itself).
     pub fn delete(&self, params: ResourceDeleteParams) -> Result<(), RpcError> {
         let path = self.locate(&params.uri, false)?;
         let meta = std::fs::symlink_metadata(&path).map_err(|e| io_error(&path, e))?;
-        let result = if meta.is_dir() {
-            if params.recursive == Some(true) {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_dir(&path)
-            }
-        } else {
-            std::fs::remove_file(&path)
-        };
-        result.map_err(|e| io_error(&path, e))
+        if !meta.is_dir() {
+            return std::fs::remove_file(&path).map_err(|e| io_error(&path, e));
+        }
+        if params.recursive == Some(true) {
+            return std::fs::remove_dir_all(&path).map_err(|e| io_error(&path, e));
+        }
+        std::fs::remove_dir(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::DirectoryNotEmpty => RpcError::invalid_params(format!(
+                "{} is a folder that is not empty: send recursive: true to delete it with everything in it",
+                path.display()
+            )),
+            _ => io_error(&path, e),
+        })
     }
 
     /// `resourceMkdir`.
@@ -249,7 +267,8 @@ impl Files {
         std::fs::create_dir_all(&path).map_err(|e| io_error(&path, e))
     }
 
-    /// `resourceResolve`: type and size of an existing path.
+    /// `resourceResolve`: type, size and, for a file, the etag `resourceWrite` checks
+    /// `ifMatch` against.
     pub fn resolve(
         &self,
         params: ResourceResolveParams,
@@ -270,7 +289,7 @@ impl Files {
             mtime: None,
             ctime: None,
             content_type: content_type(&path).map(str::to_string),
-            etag: None,
+            etag: meta.is_file().then(|| etag(&meta)),
         })
     }
 
@@ -363,6 +382,19 @@ fn replace_atomically(path: &Path, data: &[u8]) -> Result<(), RpcError> {
         return Err(io_error(path, e));
     }
     Ok(())
+}
+
+/// A file's version token for `ifMatch`: its size, inode and modification time. Every
+/// write here replaces the file (a new inode) or appends (a new size and time).
+fn etag(meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!(
+        "{:x}-{:x}-{:x}.{:x}",
+        meta.len(),
+        meta.ino(),
+        meta.mtime(),
+        meta.mtime_nsec()
+    )
 }
 
 /// Resolve `.` and `..` without touching the disk; `None` if it climbs above `/`.

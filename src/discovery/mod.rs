@@ -7,6 +7,7 @@ pub mod directory;
 pub mod dotenv;
 pub mod expand;
 pub mod frontmatter;
+pub mod icon;
 pub mod json;
 pub mod manifest;
 pub mod mcp;

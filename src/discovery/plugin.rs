@@ -287,7 +287,23 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
     let servers = mcp_servers(dir, manifest.as_ref(), &scope, &bounds, &mut problems);
     children.extend(servers.children.iter().cloned());
     let version = text_field("version");
-    let plugin = container(name, version, problems.load_state(), Some(children));
+    let icons = manifest.as_ref().and_then(|(file, _)| {
+        let (key, member) = super::icon::KEYS
+            .iter()
+            .find_map(|key| field(key).map(|member| (key, member)))?;
+        let at = member.node.span.start;
+        let found = match member.node.as_str() {
+            Some(value) => super::icon::from_manifest(value, &root, &bounds),
+            None => Err(format!(
+                "{key} must be a string (a URL or a file in the plugin)"
+            )),
+        };
+        found
+            .map_err(|message| problems.warn(file, at, message))
+            .ok()
+    });
+    let mut plugin = container(name, version, problems.load_state(), Some(children));
+    plugin.icons = icons.map(|icon| vec![icon]);
     finish(dir, plugin, servers, problems)
 }
 

@@ -15,15 +15,17 @@ use ahp_types::commands::ReconnectResult;
 use ahp_types::state::{Snapshot, SnapshotState};
 use serde_json::Value;
 
-use crate::host::{apps, Host};
+use crate::host::audience::Audience;
+use crate::host::versions::Version;
+use crate::host::Host;
 
 /// One client's mirror on one connection.
 #[derive(Debug, Clone, Default)]
 pub struct ClientView {
     /// The client, once `initialize` or `reconnect` succeeded.
     pub client_id: Option<String>,
-    /// Whether it sees `mcp://` channels and `mcpApp`s.
-    pub mcp_apps: bool,
+    /// What it is shown: `mcp://` channels and `mcpApp`s or not, its protocol version.
+    pub audience: Audience,
     states: BTreeMap<String, SnapshotState>,
     /// The highest `serverSeq` its states are known to include.
     last_seq: i64,
@@ -33,10 +35,16 @@ impl ClientView {
     /// The answer to `initialize` (`params` as sent) arrived.
     pub fn initialized(&mut self, params: &Value, result: &Value) {
         self.client_id = params["clientId"].as_str().map(str::to_string);
-        self.mcp_apps = params
-            .get("capabilities")
-            .and_then(|c| c.get("mcpApps"))
-            .is_some_and(|a| !a.is_null());
+        self.audience = Audience {
+            mcp_apps: params
+                .get("capabilities")
+                .and_then(|c| c.get("mcpApps"))
+                .is_some_and(|a| !a.is_null()),
+            version: result["protocolVersion"]
+                .as_str()
+                .and_then(Version::parse)
+                .unwrap_or_default(),
+        };
         self.last_seq = result["serverSeq"].as_i64().unwrap_or(0);
         for snapshot in result["snapshots"].as_array().into_iter().flatten() {
             self.take_snapshot(snapshot);
@@ -51,16 +59,16 @@ impl ClientView {
     }
 
     /// The answer to `reconnect` (`params` as sent) arrived; `before` is the mirror the same
-    /// client left when its last connection ended, and `mcp_apps` what it negotiated.
+    /// client left when its last connection ended, and `audience` what it negotiated.
     pub fn reconnected(
         &mut self,
         params: &Value,
         result: &Value,
         before: Option<&ClientView>,
-        mcp_apps: bool,
+        audience: Audience,
     ) {
         self.client_id = params["clientId"].as_str().map(str::to_string);
-        self.mcp_apps = mcp_apps;
+        self.audience = audience;
         self.states.clear();
         let result: ReconnectResult = serde_json::from_value(result.clone())
             .unwrap_or_else(|e| panic!("a reconnect result clients cannot read ({e}): {result}"));
@@ -118,11 +126,7 @@ impl ClientView {
                 gone.push(uri.clone());
                 continue;
             };
-            let snapshot = if self.mcp_apps {
-                snapshot
-            } else {
-                apps::plain_snapshot(snapshot)
-            };
+            let snapshot = self.audience.snapshot(snapshot);
             if snapshot.state == *state {
                 continue;
             }

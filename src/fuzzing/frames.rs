@@ -4,11 +4,12 @@
 //! Input: one frame per line. `@N ` before a frame sends it on connection N (0-2, default 0);
 //! `@N close` ends connection N as its socket would (a fresh one takes the slot) and
 //! `@N binary` is a binary frame; `!event` lines happen on the host's side (see
-//! `host_event`). Each input gets a fresh host showing a plugin with a ready
-//! `mcpApp` server (so `mcp://` channels resolve), a server asking for authorization, and a
-//! harness tool call paused for it; `resource*` commands act inside a scratch folder, whose
-//! `file://` URI replaces every `$W` in the input. Every client's mirror of the channels it
-//! follows (see `mirror`) must equal the host's state as that client is shown it. `AHP_PROXY_FUZZ_TRACE=1` prints every
+//! `host_event`), and a token from `authenticate` is tried as a server would (`supervise`).
+//! Each input gets a fresh host showing a plugin with a ready `mcpApp` server (so `mcp://`
+//! channels resolve), a server asking for authorization, and a harness tool call paused for
+//! it; `resource*` commands act inside a scratch folder, whose `file://` URI replaces every
+//! `$W` in the input. Every client's mirror of the channels it follows (see `mirror`) must
+//! equal the host's state as that client is shown it. `AHP_PROXY_FUZZ_TRACE=1` prints every
 //! frame in and out (to read what a crashing input did).
 
 use std::cell::RefCell;
@@ -164,12 +165,12 @@ struct Asked {
     params: Value,
 }
 
-/// What outlives one connection: each client's last mirror (for `reconnect`) and whether
-/// it negotiated `mcpApps` (the host remembers that too).
+/// What outlives one connection: each client's last mirror (for `reconnect`) and what it
+/// negotiated, `mcpApps` and its protocol version (the host remembers that too).
 #[derive(Default)]
 struct Clients {
     left: HashMap<String, ClientView>,
-    mcp_apps: HashMap<String, bool>,
+    audiences: HashMap<String, crate::host::audience::Audience>,
 }
 
 impl Slot {
@@ -221,17 +222,17 @@ impl Slot {
                     self.mirror.initialized(&asked.params, result);
                     if let Some(client) = &self.mirror.client_id {
                         clients
-                            .mcp_apps
-                            .insert(client.clone(), self.mirror.mcp_apps);
+                            .audiences
+                            .insert(client.clone(), self.mirror.audience);
                     }
                 }
                 "subscribe" => self.mirror.subscribed(result),
                 "reconnect" => {
                     let client = asked.params["clientId"].as_str().unwrap_or_default();
-                    let mcp_apps = clients.mcp_apps.get(client).copied().unwrap_or(false);
+                    let audience = clients.audiences.get(client).copied().unwrap_or_default();
                     let before = clients.left.get(client);
                     self.mirror
-                        .reconnected(&asked.params, result, before, mcp_apps);
+                        .reconnected(&asked.params, result, before, audience);
                 }
                 "disposeSession" => {
                     disposed = asked.params["channel"].as_str().map(str::to_string);
@@ -327,7 +328,9 @@ async fn run(text: &str, config: &Config) {
             }
             slot.mirror.check(host);
         }
-        while control.try_recv().is_ok() {}
+        while let Ok(command) = control.try_recv() {
+            supervise(host, command);
+        }
     }
     // `mcp://` requests are answered from tasks of their own: let them finish.
     for _ in 0..64 {
@@ -450,10 +453,12 @@ fn app_event(name: &str) -> ServerEvent {
                 resources: Some(true),
                 logging: true,
             },
+            icons: Some(json!([{"src": "https://fuzz.example/icon.png", "sizes": ["any"]}])),
         }),
         "ready-plain" => Some(Status::Ready {
             tools: 0,
             served: Served::default(),
+            icons: None,
         }),
         "starting" => Some(Status::Starting),
         "stopped" => Some(Status::Stopped),
@@ -465,6 +470,35 @@ fn app_event(name: &str) -> ServerEvent {
         id: APP_SERVER.into(),
         status,
     }
+}
+
+/// What the supervisor would do with a client's request, as far as the host sees it: a
+/// server given a token reconnects and comes up with it, unless the token is `refused`.
+fn supervise(host: &Host, command: Command) {
+    let Command::Authenticate {
+        id,
+        bearer: Some(bearer),
+    } = command
+    else {
+        return;
+    };
+    host.server_event(ServerEvent {
+        id: id.clone(),
+        status: Some(Status::Starting),
+    });
+    let status = if bearer.token == "refused" {
+        locked_status()
+    } else {
+        Status::Ready {
+            tools: 0,
+            served: Served::default(),
+            icons: None,
+        }
+    };
+    host.server_event(ServerEvent {
+        id,
+        status: Some(status),
+    });
 }
 
 /// A line `!<event>`: something that happens on the host's side meanwhile. `!app <status>`

@@ -9,6 +9,7 @@ use ahp_types::errors::AuthRequiredErrorData;
 use ahp_types::state::{McpAuthRequirement, McpServerState};
 use tokio::time::Instant;
 
+use super::token_trials::Verdict;
 use super::{live, Core, Host};
 use crate::jsonrpc::{self, ahp_codes, RpcError};
 use crate::supervisor::{Bearer, Command, Status};
@@ -33,12 +34,13 @@ impl Host {
     /// (or holds a token for it), which reconnects with it; an empty token revokes. Tokens
     /// stay in memory, in the supervisor only; they never enter state or logs. `waiting`
     /// are the servers the supervisor has just seen refuse, with the status they went down
-    /// with (their state may be a moment away).
+    /// with (their state may be a moment away). A token (not a revocation) is answered
+    /// once the servers tried it: [`TokenTried::answer`].
     pub fn authenticate(
         &self,
         params: AuthenticateParams,
         waiting: Vec<(String, Status)>,
-    ) -> Result<(), RpcError> {
+    ) -> Result<Option<TokenTried>, RpcError> {
         let mut core = self.core();
         let core = &mut *core;
         let (ids, asking) = core.asking_for(&params.resource, waiting);
@@ -68,6 +70,17 @@ impl Host {
         } else {
             core.authenticated.remove(&params.resource);
         }
+        // Servers that run (or wait to) reconnect with the token; a stopped one tries it
+        // when it starts, and one that is gone never does.
+        let trying: Vec<String> = ids
+            .iter()
+            .filter(|id| {
+                core.live
+                    .state(id)
+                    .is_some_and(|state| !matches!(state, McpServerState::Stopped(_)))
+            })
+            .cloned()
+            .collect();
         for id in ids {
             tracing::info!(server = %id, revoked = bearer.is_none(), "token received for an MCP server");
             let command = Command::Authenticate {
@@ -81,7 +94,40 @@ impl Host {
                 ));
             }
         }
-        Ok(())
+        Ok(bearer.map(|_| TokenTried {
+            verdict: core.token_trials.begin(trying),
+            within: self.token_trial_time,
+        }))
+    }
+}
+
+/// An `authenticate` whose token the servers are trying.
+pub struct TokenTried {
+    verdict: tokio::sync::oneshot::Receiver<Verdict>,
+    within: Duration,
+}
+
+impl TokenTried {
+    /// `authenticate`'s answer: `-32007` when a server refused the token (with the
+    /// resource it asks a token for), else success; success too when the servers are still
+    /// trying after the start timeout (the token stays with them).
+    pub async fn answer(self) -> Result<(), RpcError> {
+        let Ok(Ok(Verdict::Refused(status))) =
+            tokio::time::timeout(self.within, self.verdict).await
+        else {
+            return Ok(());
+        };
+        let McpServerState::AuthRequired(auth) = live::server_state(&status) else {
+            return Ok(());
+        };
+        let data = AuthRequiredErrorData {
+            resources: vec![auth.resource.clone()],
+        };
+        Err(RpcError {
+            code: ahp_codes::AUTH_REQUIRED,
+            message: "the server refused this token: authenticate again with a valid one".into(),
+            data: serde_json::to_value(data).ok(),
+        })
     }
 }
 
@@ -186,6 +232,51 @@ mod tests {
                 action,
             },
         );
+    }
+
+    #[tokio::test]
+    async fn a_token_is_answered_once_tried_and_at_once_when_no_server_can_try_it() {
+        use crate::supervisor::{AuthReason, Served, ServerEvent, Status};
+        use futures_util::FutureExt;
+        let config =
+            crate::config::Config::parse("", "proxy.toml", std::path::Path::new(".")).unwrap();
+        let host = Host::new(&config);
+        let (control, _commands) = tokio::sync::mpsc::channel(8);
+        host.set_control(control);
+        let event = |status: Option<Status>| ServerEvent {
+            id: "s".into(),
+            status,
+        };
+        let asking = Status::AuthRequired {
+            resource: "http://h/mcp".into(),
+            challenge: None,
+            reason: AuthReason::Required,
+            metadata: None,
+        };
+        // The supervisor has just seen it refuse (no session shows a server "s").
+        let waiting = vec![("s".to_string(), asking.clone())];
+        let authenticate = |token: &str| {
+            let params = serde_json::from_value(json!({"channel": "ahp-root://",
+                "resource": "http://h/mcp", "token": token}))
+            .unwrap();
+            host.authenticate(params, waiting.clone())
+                .expect("a server asks for it")
+                .expect("a token, not a revocation")
+        };
+        host.server_event(event(Some(asking)));
+        let tried = authenticate("t");
+        host.server_event(event(Some(Status::Starting)));
+        host.server_event(event(Some(Status::Ready {
+            tools: 0,
+            served: Served::default(),
+            icons: None,
+        })));
+        assert_eq!(tried.answer().now_or_never(), Some(Ok(())));
+        // The server is gone; it still counts as holding a token for the resource, but no
+        // reconnection will come: answered at once.
+        host.server_event(event(None));
+        let tried = authenticate("u");
+        assert_eq!(tried.answer().now_or_never(), Some(Ok(())));
     }
 
     #[tokio::test]

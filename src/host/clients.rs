@@ -1,6 +1,7 @@
 //! The host's side of each client: the handshake (`initialize`, `reconnect`) with the records
 //! remembered across connections, subscriptions, and the active-client role ending.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use ahp_types::actions::{SessionActiveClientRemovedAction, StateAction};
@@ -11,10 +12,11 @@ use ahp_types::commands::{
 use ahp_types::state::Snapshot;
 use ahp_types::ROOT_RESOURCE_URI;
 
+use super::audience::Audience;
 use super::fanout::ConnId;
 use super::sessions::session_not_found;
 use super::store::seq_i64;
-use super::{apps, ClientRecord, Core, Host};
+use super::{ClientRecord, Core, Host};
 use crate::jsonrpc::{self, ahp_codes, RpcError};
 
 /// How many client ids (with their negotiated version) are remembered for `reconnect`.
@@ -35,7 +37,7 @@ impl Host {
         let mut core = self.core();
         let core = &mut *core;
         core.remember(client_id, record.clone());
-        core.fanout.set_client(id, client_id, record.mcp_apps);
+        core.fanout.set_client(id, client_id, Audience::of(&record));
         let mut snapshots = Vec::new();
         for uri in initial_subscriptions {
             if let Some(snapshot) = core.snapshot_for(id, uri) {
@@ -81,8 +83,9 @@ impl Host {
                 format!("unknown clientId {client_id:?}: send initialize instead"),
             ));
         };
-        let mcp_apps = record.mcp_apps;
-        core.fanout.set_client(id, client_id, mcp_apps);
+        let audience = Audience::of(record);
+        let mcp_apps = audience.mcp_apps;
+        core.fanout.set_client(id, client_id, audience);
         // Open `mcp://` channels stay subscribed (they have no state to replay).
         let (live, missing): (Vec<&String>, Vec<&String>) = subscriptions.iter().partition(|uri| {
             core.store.has_channel(uri)
@@ -91,14 +94,10 @@ impl Host {
         let channels: HashSet<&str> = live.iter().map(|uri| uri.as_str()).collect();
         let result = match core.store.replay(last_seen, &channels) {
             Some(actions) => ReconnectResult::Replay(ReconnectReplayResult {
-                actions: if mcp_apps {
-                    actions
-                } else {
-                    actions
-                        .into_iter()
-                        .map(|e| apps::plain_envelope(&e).unwrap_or(e))
-                        .collect()
-                },
+                actions: actions
+                    .iter()
+                    .filter_map(|e| audience.envelope(e).map(Cow::into_owned))
+                    .collect(),
                 missing: missing.into_iter().cloned().collect(),
             }),
             None => ReconnectResult::Snapshot(ReconnectSnapshotResult {
@@ -176,15 +175,11 @@ impl Host {
 }
 
 impl Core {
-    /// A snapshot of `uri` as connection `id` sees it (without channels and `mcpApp`s unless
-    /// it declared `mcpApps`).
+    /// A snapshot of `uri` as connection `id` is shown it (without channels and `mcpApp`s
+    /// unless it declared `mcpApps`, without what its protocol version does not know).
     fn snapshot_for(&self, id: ConnId, uri: &str) -> Option<Snapshot> {
         let snapshot = self.store.snapshot(uri)?;
-        Some(if self.fanout.mcp_apps(id) {
-            snapshot
-        } else {
-            apps::plain_snapshot(snapshot)
-        })
+        Some(self.fanout.audience(id).snapshot(snapshot))
     }
 
     fn remember(&mut self, client_id: &str, record: ClientRecord) {

@@ -64,20 +64,47 @@ impl Host {
             },
             Err(reason) => reason,
         };
-        tracing::debug!(conn = id, channel = %Untrusted(&params.channel), reason = %Untrusted(&refusal), "client action rejected");
-        let echo = ActionEnvelope {
-            channel: params.channel,
-            action: params.action,
-            server_seq: core.store.seq(),
-            origin: Some(origin),
-            rejection_reason: Some(refusal),
+        core.refuse(id, params, origin, refusal);
+    }
+
+    /// Refuse `dispatchAction` from `client_id` without judging the action (its
+    /// `clientSeq` is out of order): echoed to the sender only, with `reason`.
+    pub fn refuse(
+        &self,
+        id: ConnId,
+        client_id: &str,
+        params: DispatchActionParams,
+        reason: String,
+    ) {
+        let origin = ActionOrigin {
+            client_id: client_id.to_string(),
+            client_seq: params.client_seq,
         };
-        core.fanout.send(id, jsonrpc::notification("action", &echo));
+        self.core().refuse(id, params, origin, reason);
     }
 }
 
 impl Core {
-    /// Broadcast a committed envelope, and the summary change it caused, if any.
+    /// Echo a refused action to its sender only, with `rejectionReason` and the current
+    /// `serverSeq` (not a new one: nothing was applied).
+    fn refuse(
+        &mut self,
+        id: ConnId,
+        params: DispatchActionParams,
+        origin: ActionOrigin,
+        reason: String,
+    ) {
+        tracing::debug!(conn = id, channel = %Untrusted(&params.channel), reason = %Untrusted(&reason), "client action rejected");
+        let echo = ActionEnvelope {
+            channel: params.channel,
+            action: params.action,
+            server_seq: self.store.seq(),
+            origin: Some(origin),
+            rejection_reason: Some(reason),
+        };
+        self.fanout.send(id, jsonrpc::notification("action", &echo));
+    }
+
     /// Side effects of an accepted client action: toggles are remembered (and mirrored to
     /// the other sessions, since servers are shared), start/stop go to the supervisor.
     fn carry_out(&mut self, channel: &str, action: &StateAction) {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::audience::Audience;
 use crate::jsonrpc::Frame;
 
 /// Host-wide connection number.
@@ -100,8 +101,8 @@ struct Peer {
     kick: CancellationToken,
     subscriptions: HashSet<String>,
     client_id: Option<String>,
-    /// Declared `mcpApps`: sees channels and `mcpApp`s.
-    mcp_apps: bool,
+    /// What it is shown (MCP Apps or not, its protocol version).
+    audience: Audience,
 }
 
 /// The subscription table plus every live connection's queue.
@@ -121,7 +122,7 @@ impl Fanout {
                 kick,
                 subscriptions: HashSet::new(),
                 client_id: None,
-                mcp_apps: false,
+                audience: Audience::default(),
             },
         );
     }
@@ -136,17 +137,17 @@ impl Fanout {
     }
 
     /// Record which client a connection belongs to (after `initialize`/`reconnect`) and
-    /// whether it declared `mcpApps`.
-    pub fn set_client(&mut self, id: ConnId, client_id: &str, mcp_apps: bool) {
+    /// what it is shown.
+    pub fn set_client(&mut self, id: ConnId, client_id: &str, audience: Audience) {
         if let Some(peer) = self.peers.get_mut(&id) {
             peer.client_id = Some(client_id.to_string());
-            peer.mcp_apps = mcp_apps;
+            peer.audience = audience;
         }
     }
 
-    /// Whether connection `id` declared `mcpApps`.
-    pub fn mcp_apps(&self, id: ConnId) -> bool {
-        self.peers.get(&id).is_some_and(|p| p.mcp_apps)
+    /// What connection `id` is shown.
+    pub fn audience(&self, id: ConnId) -> Audience {
+        self.peers.get(&id).map(|p| p.audience).unwrap_or_default()
     }
 
     /// Whether any live connection belongs to `client_id`.
@@ -217,22 +218,29 @@ impl Fanout {
 
     /// Queue `frame` for every subscriber of `uri`.
     pub fn broadcast(&mut self, uri: &str, frame: &Frame) {
-        self.broadcast_views(uri, frame, None);
+        self.broadcast_each(uri, |_| Some(frame.clone()));
     }
 
-    /// Queue `frame` for every subscriber of `uri`, except that subscribers without
-    /// `mcpApps` get `plain` when there is one.
-    pub fn broadcast_views(&mut self, uri: &str, frame: &Frame, plain: Option<&Frame>) {
+    /// Queue for every subscriber of `uri` what `render` makes for its audience (`None`:
+    /// nothing). Each audience is rendered once, however many subscribers share it.
+    pub fn broadcast_each(&mut self, uri: &str, mut render: impl FnMut(Audience) -> Option<Frame>) {
         let Some(ids) = self.channels.get(uri) else {
             return;
         };
         let ids: Vec<ConnId> = ids.iter().copied().collect();
+        let mut rendered: Vec<(Audience, Option<Frame>)> = Vec::new();
         for id in ids {
-            let view = match plain {
-                Some(plain) if !self.mcp_apps(id) => plain,
-                _ => frame,
+            let audience = self.audience(id);
+            let at = match rendered.iter().position(|(a, _)| *a == audience) {
+                Some(at) => at,
+                None => {
+                    rendered.push((audience, render(audience)));
+                    rendered.len() - 1
+                }
             };
-            self.send(id, view.clone());
+            if let Some(frame) = &rendered[at].1 {
+                self.send(id, frame.clone());
+            }
         }
     }
 }

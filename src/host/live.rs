@@ -1,11 +1,11 @@
-//! Facts that outlast a rescan: each supervised server's live state, its `mcp://` channel and
-//! `mcpApp`, and every client enablement decision, laid over freshly scanned customizations.
+//! Facts that outlast a rescan: each supervised server's live state, its `mcp://` channel,
+//! `mcpApp` and icons, and every client enablement decision, laid over scanned customizations.
 
 use std::collections::HashMap;
 
 use ahp_types::actions::StateAction;
 use ahp_types::state::{
-    ChildCustomization, Customization, CustomizationEnablement, ErrorInfo,
+    ChildCustomization, Customization, CustomizationEnablement, ErrorInfo, Icon,
     McpServerAuthRequiredState, McpServerCustomization, McpServerErrorState, McpServerReadyState,
     McpServerStartingState, McpServerState, McpServerStoppedState,
 };
@@ -19,15 +19,21 @@ pub struct Live {
     states: HashMap<String, McpServerState>,
     /// What each server served when it was last ready (kept while it restarts).
     served: HashMap<String, Served>,
+    /// The icons each server named in its `serverInfo` when it was last ready.
+    icons: HashMap<String, Vec<Icon>>,
     /// Whether some harness declared sampling (channels then forward it).
     sampling: bool,
     enablement: HashMap<String, Vec<CustomizationEnablement>>,
 }
 
 impl Live {
-    /// Remember what server `id` serves (it became ready).
-    pub fn set_served(&mut self, id: &str, served: Served) {
+    /// Remember what server `id` serves and the icons it names (it became ready).
+    pub fn set_ready(&mut self, id: &str, served: Served, icons: Option<&serde_json::Value>) {
         self.served.insert(id.to_string(), served);
+        match icons.and_then(server_icons) {
+            Some(icons) => self.icons.insert(id.to_string(), icons),
+            None => self.icons.remove(id),
+        };
     }
 
     /// Whether a harness that can answer sampling is connected; returns whether it changed.
@@ -78,11 +84,35 @@ impl Live {
         if let Some(state) = self.states.get(&m.id) {
             m.state = state.clone();
         }
+        if let Some(icons) = self.icons.get(&m.id) {
+            m.icons = Some(icons.clone());
+        }
         m.channel = self.channel(session, &m.id);
         m.mcp_app = self
             .served
             .get(&m.id)
             .map(|served| apps::capabilities(served, self.sampling));
+    }
+
+    /// The protected resources of the servers asking for authorization, one per resource,
+    /// ordered by it.
+    pub fn protected_resources(&self) -> Vec<ahp_types::state::ProtectedResourceMetadata> {
+        let mut resources: Vec<_> = self
+            .states
+            .values()
+            .filter_map(|state| match state {
+                McpServerState::AuthRequired(auth) => Some(auth.resource.clone()),
+                _ => None,
+            })
+            .collect();
+        resources.sort_by(|a, b| a.resource.cmp(&b.resource));
+        resources.dedup_by(|a, b| a.resource == b.resource);
+        resources
+    }
+
+    /// Server `id`'s state, once the supervisor reported one.
+    pub fn state(&self, id: &str) -> Option<&McpServerState> {
+        self.states.get(id)
     }
 
     /// Remember server `id`'s state.
@@ -94,6 +124,7 @@ impl Live {
     pub fn forget_state(&mut self, id: &str) {
         self.states.remove(id);
         self.served.remove(id);
+        self.icons.remove(id);
     }
 
     /// Remember a client's enablement array for `id`; an empty array clears the decision.
@@ -252,6 +283,46 @@ pub fn server_state_in<'a>(list: &'a [Customization], id: &str) -> Option<&'a Mc
     None
 }
 
+/// Icons shown per server, at most.
+const MAX_ICONS: usize = 8;
+/// Longest icon `src` shown (a `data:` URI holds the image).
+const MAX_ICON_SRC: usize = 64 * 1024;
+
+/// A server's `serverInfo.icons` as AHP icons: those whose `src` is an http(s) or
+/// `data:image/` URL of reasonable size, at most [`MAX_ICONS`]; `None` when none is.
+pub fn server_icons(raw: &serde_json::Value) -> Option<Vec<Icon>> {
+    let text = |icon: &serde_json::Value, key: &str| {
+        icon.get(key)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+    };
+    let icons: Vec<Icon> = raw
+        .as_array()?
+        .iter()
+        .filter_map(|icon| {
+            let src = text(icon, "src")?;
+            let usable = src.len() <= MAX_ICON_SRC
+                && ["https://", "http://", "data:image/"]
+                    .iter()
+                    .any(|scheme| src.starts_with(scheme));
+            usable.then(|| Icon {
+                src,
+                content_type: text(icon, "mimeType"),
+                sizes: icon.get("sizes").and_then(|sizes| {
+                    sizes
+                        .as_array()?
+                        .iter()
+                        .map(|size| size.as_str().map(str::to_string))
+                        .collect()
+                }),
+                theme: text(icon, "theme"),
+            })
+        })
+        .take(MAX_ICONS)
+        .collect();
+    (!icons.is_empty()).then_some(icons)
+}
+
 /// The effective value of an enablement array (its first entry), `None` when empty.
 pub use crate::spec::effective_enablement as effective;
 
@@ -358,6 +429,7 @@ mod tests {
             server_state(&Status::Ready {
                 tools: 2,
                 served: Served::default(),
+                icons: None,
             }),
         );
         let off = vec![CustomizationEnablement::Session { enabled: false }];
@@ -432,6 +504,27 @@ mod tests {
             expired(Some(json!({"no": "resource"})))["resource"],
             json!({"resource": "https://mcp.example.com/mcp"})
         );
+    }
+
+    #[test]
+    fn server_icons_keep_usable_sources_only() {
+        let icons = server_icons(&json!([
+            {"src": "https://example.com/a.png", "mimeType": "image/png", "sizes": ["48x48"], "theme": "dark"},
+            {"src": "javascript:alert(1)"},
+            {"src": "file:///etc/passwd"},
+            {"src": "data:image/svg+xml;base64,PHN2Zy8+"},
+            {"no": "src"}
+        ]))
+        .expect("two usable icons");
+        let value = serde_json::to_value(&icons).unwrap();
+        assert_eq!(
+            value,
+            json!([{"src": "https://example.com/a.png", "contentType": "image/png",
+                    "sizes": ["48x48"], "theme": "dark"},
+                   {"src": "data:image/svg+xml;base64,PHN2Zy8+"}])
+        );
+        assert!(server_icons(&json!([{"src": "ftp://x/y.png"}])).is_none());
+        assert!(server_icons(&json!("not a list")).is_none());
     }
 
     #[test]

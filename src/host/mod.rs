@@ -10,6 +10,7 @@
 
 pub mod admission;
 pub mod apps;
+pub mod audience;
 mod auth;
 pub mod bounds;
 pub mod client_plugins;
@@ -25,20 +26,21 @@ mod servers;
 mod sessions;
 pub mod store;
 pub mod summary;
+pub mod token_trials;
+pub mod versions;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use ahp_types::actions::StateAction;
-use ahp_types::notifications::SessionSummaryChangedParams;
 use ahp_types::state::{AgentInfo, Snapshot};
 use ahp_types::ROOT_RESOURCE_URI;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::jsonrpc::{self, Frame};
+use crate::jsonrpc::Frame;
 use fanout::{ConnId, Fanout};
 use store::{Commit, CommitError, Store};
 
@@ -85,6 +87,8 @@ struct Core {
     /// Servers holding a token from `authenticate`, by the resource it was given for (so
     /// the token can be replaced or revoked while the server is ready).
     authenticated: HashMap<String, HashSet<String>>,
+    /// `authenticate` requests waiting for their token to be tried.
+    token_trials: token_trials::TokenTrials,
 }
 
 /// The AHP host: the one owner of AHP state, shared by every AHP connection, the harness
@@ -95,6 +99,8 @@ pub struct Host {
     queue_bytes: usize,
     max_sessions: usize,
     next_conn: AtomicU64,
+    /// How long `authenticate` waits for the servers to try a token.
+    token_trial_time: std::time::Duration,
 }
 
 impl Host {
@@ -135,11 +141,15 @@ impl Host {
                 paused: paused::PausedCalls::default(),
                 client_tools: client_tools::ClientTools::default(),
                 client_plugins: client_plugins::ClientPluginFeed::new(config.clients.plugins),
+                token_trials: token_trials::TokenTrials::default(),
             }),
             queue_capacity: config.limits.client_queue,
             queue_bytes: config.limits.client_queue_bytes,
             max_sessions: config.limits.max_sessions,
             next_conn: AtomicU64::new(1),
+            // Connecting and the handshake are bounded by the start timeout; the metadata
+            // fetch of a refusal comes on top.
+            token_trial_time: config.supervisor.start_timeout * 2,
         }
     }
 
@@ -179,6 +189,11 @@ impl Host {
         self.core().store.snapshot(uri)
     }
 
+    /// Whether `uri` is one of the host's chats.
+    pub fn is_chat(&self, uri: &str) -> bool {
+        self.core().store.chat(uri).is_some()
+    }
+
     /// Commit a host-originated action and broadcast it (on a chat, followed by the
     /// `session/chatUpdated` it implies). Returns its `serverSeq`.
     pub fn emit(&self, channel: &str, action: StateAction) -> Result<u64, CommitError> {
@@ -199,25 +214,16 @@ impl Core {
         }
     }
 
+    /// Broadcast a committed envelope, and the summary change it caused if any, each as
+    /// its subscribers' audiences are shown it.
     fn publish(&mut self, commit: Commit) {
-        let channel = commit.envelope.channel.clone();
-        let plain = apps::plain_envelope(&commit.envelope)
-            .map(|envelope| jsonrpc::notification("action", &envelope));
-        self.fanout.broadcast_views(
-            &channel,
-            &jsonrpc::notification("action", &commit.envelope),
-            plain.as_ref(),
-        );
-        if let Some(changes) = commit.summary_changes {
-            let params = SessionSummaryChangedParams {
-                channel: ROOT_RESOURCE_URI.to_string(),
-                session: channel,
-                changes,
-            };
-            self.fanout.broadcast(
-                ROOT_RESOURCE_URI,
-                &jsonrpc::notification("root/sessionSummaryChanged", &params),
-            );
+        let envelope = &commit.envelope;
+        self.fanout
+            .broadcast_each(&envelope.channel, |audience| audience.action(envelope));
+        if let Some(changes) = &commit.summary_changes {
+            self.fanout.broadcast_each(ROOT_RESOURCE_URI, |audience| {
+                Some(audience.summary_changed(&envelope.channel, changes))
+            });
         }
     }
 }

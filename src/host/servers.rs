@@ -23,15 +23,18 @@ impl Host {
     /// A supervised server changed state: remember it and tell every session that shows it.
     pub fn server_event(&self, event: crate::supervisor::ServerEvent) {
         let mut core = self.core();
+        core.token_trials.observe(&event.id, event.status.as_ref());
         let Some(status) = event.status else {
             core.live.forget_state(&event.id);
+            core.refresh_protected_resources();
             return;
         };
-        if let crate::supervisor::Status::Ready { served, .. } = &status {
-            core.live.set_served(&event.id, *served);
+        if let crate::supervisor::Status::Ready { served, icons, .. } = &status {
+            core.live.set_ready(&event.id, *served, icons.as_ref());
         }
         core.live.set_state(&event.id, live::server_state(&status));
         core.refresh_server(&event.id);
+        core.refresh_protected_resources();
     }
 
     /// Whether a harness that answers sampling is connected: channels advertise `sampling`
@@ -78,7 +81,7 @@ impl Host {
                 "{uri} is not an open mcp:// channel (the server is not ready, or the channel is unknown)"
             ))
         };
-        if !core.fanout.mcp_apps(conn) {
+        if !core.fanout.audience(conn).mcp_apps {
             return Err(RpcError::invalid_params(format!(
                 "{uri}: mcp:// channels are only served to clients that declared capabilities.mcpApps at initialize"
             )));
@@ -188,6 +191,31 @@ impl Core {
                     }
                 }
             }
+        }
+    }
+
+    /// Show the resources of the servers asking for authorization in the agent's
+    /// `protectedResources`, as long as they ask (the MCP servers guide's advice: clients
+    /// check `authenticate`'s resource against the agent's).
+    fn refresh_protected_resources(&mut self) {
+        let asked = self.live.protected_resources();
+        let mut agents = self.store.root().agents.clone();
+        let Some(agent) = agents.first_mut() else {
+            return;
+        };
+        let shown = (!asked.is_empty()).then_some(asked);
+        if agent.protected_resources == shown {
+            return;
+        }
+        agent.protected_resources = shown;
+        let action =
+            StateAction::RootAgentsChanged(ahp_types::actions::RootAgentsChangedAction { agents });
+        match self
+            .store
+            .commit(ahp_types::ROOT_RESOURCE_URI, action, None)
+        {
+            Ok(commit) => self.publish(commit),
+            Err(error) => tracing::warn!(?error, "protected resources not shown"),
         }
     }
 

@@ -11,13 +11,18 @@ use super::{bounds, Core, Host, DEFAULT_SESSION_URI};
 use crate::jsonrpc::{self, ahp_codes, RpcError};
 
 impl Host {
-    /// Handle `listSessions`: most recently modified first, paged by an opaque offset cursor.
+    /// Handle `listSessions` from connection `id`: most recently modified first, paged by
+    /// an opaque offset cursor, each entry as the connection is shown it.
     pub fn list_sessions(
         &self,
+        id: ConnId,
         limit: Option<i64>,
         cursor: Option<&str>,
     ) -> Result<ListSessionsResult, RpcError> {
-        let all = self.core().store.summaries();
+        let (all, audience) = {
+            let core = self.core();
+            (core.store.summaries(), core.fanout.audience(id))
+        };
         let start = match cursor {
             None => 0,
             Some(cursor) => cursor
@@ -38,7 +43,10 @@ impl Host {
         let end = start.saturating_add(limit).min(all.len());
         Ok(ListSessionsResult {
             next_cursor: (end < all.len()).then(|| format!("offset:{end}")),
-            items: all[start..end].to_vec(),
+            items: all[start..end]
+                .iter()
+                .map(|summary| audience.summary(summary.clone()))
+                .collect(),
         })
     }
 
@@ -105,14 +113,13 @@ impl Host {
             core.refresh_client_plugins();
         }
         if let Some(summary) = core.store.summary(&uri) {
-            let added = SessionAddedParams {
-                channel: ROOT_RESOURCE_URI.to_string(),
-                summary,
-            };
-            core.fanout.broadcast(
-                ROOT_RESOURCE_URI,
-                &jsonrpc::notification("root/sessionAdded", &added),
-            );
+            core.fanout.broadcast_each(ROOT_RESOURCE_URI, |audience| {
+                let added = SessionAddedParams {
+                    channel: ROOT_RESOURCE_URI.to_string(),
+                    summary: audience.summary(summary.clone()),
+                };
+                Some(jsonrpc::notification("root/sessionAdded", &added))
+            });
         }
         Ok(())
     }

@@ -93,8 +93,11 @@ impl SummaryFields {
             changes.title = Some(after.title.clone());
             changed = true;
         }
-        if self.status != after.status {
-            changes.status = Some(after.status);
+        // The status as the summary shows it (activity from the chats), the one
+        // `listSessions` reports, not the session's own bits.
+        let status = summary_status(after);
+        if self.status != status {
+            changes.status = Some(status);
             changed = true;
         }
         if self.activity != after.activity {
@@ -188,6 +191,29 @@ mod tests {
             changes.modified_at.as_deref(),
             Some("2026-03-01T00:00:00.000Z")
         );
+    }
+
+    #[test]
+    fn a_status_change_is_the_summary_status_not_the_sessions_own() {
+        let now = || "2026-03-01T00:00:00.000Z".to_string();
+        // A chat starts a turn: the session's own status stays idle, its summary does not.
+        let before = session(IDLE, &[(IDLE, "2026-01-01")]);
+        let mut running = before.clone();
+        running.chats[0].status = IN_PROGRESS;
+        let changes = SummaryFields::of(&before)
+            .changes_to(&running, now)
+            .expect("the summary status changed");
+        assert_eq!(changes.status, Some(IN_PROGRESS));
+        // The reducers leave the session's own status in progress once input is no longer
+        // needed; the turn ending still reads as idle.
+        let mut after_input = running.clone();
+        after_input.status = IN_PROGRESS;
+        let mut done = after_input.clone();
+        done.chats[0].status = IDLE;
+        let changes = SummaryFields::of(&after_input)
+            .changes_to(&done, now)
+            .expect("the summary status changed");
+        assert_eq!(changes.status, Some(IDLE));
     }
 
     #[test]

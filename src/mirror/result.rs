@@ -48,16 +48,26 @@ pub fn tool_call_result(outcome: &Outcome) -> ToolCallResult {
             past_tense_message: StringOrMarkdown::Plain(format!("Failed: {}", cut(message, 512))),
             content: None,
             structured_content: None,
-            error: Some(Value::String(cut(message, MAX_TEXT))),
+            error: Some(error(&cut(message, MAX_TEXT), None)),
         },
         Outcome::Cancelled => ToolCallResult {
             success: false,
             past_tense_message: StringOrMarkdown::Plain("Cancelled by the harness".into()),
             content: None,
             structured_content: None,
-            error: Some(Value::String("cancelled".into())),
+            error: Some(error("the harness cancelled the call", Some("cancelled"))),
         },
     }
+}
+
+/// A `ToolCallResult.error`: `{"message", "code"?}`.
+fn error(message: &str, code: Option<&str>) -> Value {
+    let mut error = serde_json::Map::new();
+    error.insert("message".into(), Value::from(message));
+    if let Some(code) = code {
+        error.insert("code".into(), Value::from(code));
+    }
+    Value::Object(error)
 }
 
 fn content_block(block: &Value) -> Option<ToolResultContent> {
@@ -171,5 +181,16 @@ mod tests {
         .unwrap();
         assert_eq!(failed["success"], false);
         assert_eq!(cut("héllo", 2), "h… (5 more bytes not shown)");
+    }
+
+    #[test]
+    fn errors_are_objects_with_a_message() {
+        let failed = tool_call_result(&Outcome::Failed("the server died".into()));
+        assert_eq!(failed.error, Some(json!({"message": "the server died"})));
+        let cancelled = tool_call_result(&Outcome::Cancelled);
+        assert_eq!(
+            cancelled.error,
+            Some(json!({"message": "the harness cancelled the call", "code": "cancelled"}))
+        );
     }
 }

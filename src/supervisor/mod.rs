@@ -44,6 +44,8 @@ pub enum Status {
         tools: usize,
         /// What it serves, from the capabilities it declared.
         served: Served,
+        /// Its `serverInfo.icons`, as it wrote them.
+        icons: Option<serde_json::Value>,
     },
     /// An HTTP server answered 401/403.
     AuthRequired {

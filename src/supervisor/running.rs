@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::connections::AuthLost;
 use super::start::{Running, TOO_LONG};
 use super::task::Task;
-use super::{process, AuthReason, Bearer, Desired, Served, Status};
+use super::{process, AuthReason, Bearer, Desired, Status};
 use crate::spec::Launch;
 use crate::upstream::session::{Failure, Session};
 
@@ -101,9 +101,7 @@ impl Task {
                     if changed.is_err() || !unchanged(desired, launch, bearer) {
                         return Ended::Changed;
                     }
-                    let served = Served::of(&running.connection.initialized.capabilities);
-                    let tools = running.connection.tool_count();
-                    self.report(Status::Ready { tools, served }).await;
+                    self.report(running.connection.ready()).await;
                 }
             }
         }

@@ -13,7 +13,7 @@ use super::start::{Interrupted, Running};
 use super::stderr::with_tail;
 use super::task::{Task, Wake};
 use super::{process, stderr};
-use super::{AuthReason, Desired, Failure, Served, ServerEvent, Status};
+use super::{AuthReason, Desired, Failure, ServerEvent, Status};
 use crate::spec::Launch;
 
 /// A task's count of failures in a row, and how it backs off from them.
@@ -129,8 +129,7 @@ impl Task {
         // Published before `ready` is reported, so a client that sees `ready` can use it.
         self.publish(&running);
         let tools = running.connection.tool_count();
-        let served = Served::of(&running.connection.initialized.capabilities);
-        self.report(Status::Ready { tools, served }).await;
+        self.report(running.connection.ready()).await;
         tracing::info!(server = %self.name, tools, "server ready");
         let up_since = Instant::now();
         let ended = self

@@ -23,6 +23,20 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// `ready`, as the server is now: its tools, what it serves, its icons.
+    pub fn ready(&self) -> super::Status {
+        super::Status::Ready {
+            tools: self.tool_count(),
+            served: super::Served::of(&self.initialized.capabilities),
+            icons: self
+                .initialized
+                .server_info
+                .as_ref()
+                .and_then(|info| info.get("icons"))
+                .cloned(),
+        }
+    }
+
     /// How many tools it offers now.
     pub fn tool_count(&self) -> usize {
         self.offer

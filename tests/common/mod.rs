@@ -2,6 +2,7 @@
 //! real sockets, with the official `ahp` client or a raw WebSocket for malformed input.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod ide;
 pub mod raw;
 
 use std::io::{BufRead, BufReader};
@@ -416,6 +417,19 @@ pub async fn next_action(sub: &mut SessionSubscription) -> ActionEnvelope {
     }
 }
 
+/// The activity bits of a session status (the read and archived flags left out).
+pub const ACTIVITY: u64 = 0b1_1111;
+
+/// The activity a `root/sessionSummaryChanged` of the default session announces, if the
+/// frame is one and announces a status.
+pub fn announced_status(frame: &Value) -> Option<u64> {
+    (frame["method"] == "root/sessionSummaryChanged"
+        && frame["params"]["session"] == DEFAULT_SESSION)
+        .then(|| frame["params"]["changes"]["status"].as_u64())
+        .flatten()
+        .map(|s| s & ACTIVITY)
+}
+
 /// A raw WebSocket client, for frames the official client would never send.
 pub struct Raw {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
@@ -530,6 +544,36 @@ impl Raw {
             Some(&Value::Null),
             "ping answers null: {pong}"
         );
+    }
+
+    /// The first notification, queued or still to come, that `want` accepts; the ones
+    /// before it are dropped.
+    pub async fn notification(&mut self, want: impl Fn(&Value) -> bool) -> Value {
+        if let Some(at) = self.notifications.iter().position(&want) {
+            let found = self.notifications.remove(at);
+            self.notifications.drain(..at);
+            return found;
+        }
+        self.notifications.clear();
+        loop {
+            let frame = self.recv().await;
+            if frame.get("method").is_some() && want(&frame) {
+                return frame;
+            }
+        }
+    }
+
+    /// The activity bits of the status `listSessions` reports for the default session.
+    pub async fn listed_status(&mut self) -> u64 {
+        let list = self
+            .request("listSessions", json!({"channel": "ahp-root://"}))
+            .await;
+        let item = list["result"]["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|i| i["resource"] == DEFAULT_SESSION))
+            .unwrap_or_else(|| panic!("no default session in {list}"))
+            .clone();
+        item["status"].as_u64().expect("a status") & ACTIVITY
     }
 
     pub async fn notify(&mut self, method: &str, params: Value) {

@@ -1,0 +1,78 @@
+//! How one connection is shown the host's state: with or without MCP Apps (channels and
+//! `mcpApp`s), at the protocol version it negotiated; what the host sends, rendered for it.
+
+use std::borrow::Cow;
+
+use ahp_types::actions::ActionEnvelope;
+use ahp_types::notifications::{PartialSessionSummary, SessionSummaryChangedParams};
+use ahp_types::state::{SessionSummary, Snapshot};
+use ahp_types::ROOT_RESOURCE_URI;
+
+use super::versions::{self, Version};
+use super::{apps, ClientRecord};
+use crate::jsonrpc::{self, Frame};
+
+/// What one connection is shown. Before its handshake: the current version, no MCP Apps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Audience {
+    /// It declared `mcpApps`: it sees `mcp://` channels and `mcpApp`s.
+    pub mcp_apps: bool,
+    /// The protocol version it negotiated.
+    pub version: Version,
+}
+
+impl Audience {
+    /// A client as the host remembers it from its `initialize`.
+    pub fn of(record: &ClientRecord) -> Self {
+        Self {
+            mcp_apps: record.mcp_apps,
+            version: Version::parse(&record.protocol_version).unwrap_or_default(),
+        }
+    }
+
+    /// `envelope` as this audience gets it; `None` when it does not get it at all.
+    pub fn envelope<'a>(&self, envelope: &'a ActionEnvelope) -> Option<Cow<'a, ActionEnvelope>> {
+        let plain = if self.mcp_apps {
+            None
+        } else {
+            apps::plain_envelope(envelope)
+        };
+        match plain {
+            Some(plain) => {
+                versions::envelope(&plain, self.version).map(|shown| Cow::Owned(shown.into_owned()))
+            }
+            None => versions::envelope(envelope, self.version),
+        }
+    }
+
+    /// The `action` notification of `envelope` for this audience, if it gets one.
+    pub fn action(&self, envelope: &ActionEnvelope) -> Option<Frame> {
+        self.envelope(envelope)
+            .map(|shown| jsonrpc::notification("action", &*shown))
+    }
+
+    /// A snapshot as this audience gets it.
+    pub fn snapshot(&self, snapshot: Snapshot) -> Snapshot {
+        let snapshot = if self.mcp_apps {
+            snapshot
+        } else {
+            apps::plain_snapshot(snapshot)
+        };
+        versions::snapshot(snapshot, self.version)
+    }
+
+    /// A session's catalogue entry as this audience gets it.
+    pub fn summary(&self, summary: SessionSummary) -> SessionSummary {
+        versions::summary(summary, self.version)
+    }
+
+    /// `root/sessionSummaryChanged` for `session` as this audience gets it.
+    pub fn summary_changed(&self, session: &str, changes: &PartialSessionSummary) -> Frame {
+        let params = SessionSummaryChangedParams {
+            channel: ROOT_RESOURCE_URI.to_string(),
+            session: session.to_string(),
+            changes: versions::summary_changes(changes, self.version).into_owned(),
+        };
+        jsonrpc::notification("root/sessionSummaryChanged", &params)
+    }
+}
