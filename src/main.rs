@@ -95,6 +95,10 @@ fn init_logging(format: LogFormat) {
 }
 
 fn main() -> ExitCode {
+    // Started by a proxy as its watchdog: nothing else runs in this process.
+    if let Some(code) = ahp_proxy::supervisor::process::watchdog::run_if_asked() {
+        return code;
+    }
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Serve {
         listen: None,
