@@ -10,6 +10,19 @@ fn proxy() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
 }
 
+/// An Open Plugins folder at `plugin` with `manifest` as its `.plugin/plugin.json`.
+fn plugin_with_manifest(plugin: &std::path::Path, manifest: &str) {
+    std::fs::create_dir_all(plugin.join(".plugin")).expect("mkdir");
+    std::fs::write(plugin.join(".plugin/plugin.json"), manifest).expect("write manifest");
+}
+
+/// A proxy.toml in `dir` naming `dir/plugins` as the plugin root.
+fn plugins_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let config = dir.join("proxy.toml");
+    std::fs::write(&config, "plugin_roots = [\"plugins\"]\n").expect("write config");
+    config
+}
+
 #[test]
 fn check_accepts_the_bundled_config() {
     let output = proxy()
@@ -47,14 +60,11 @@ fn check_accepts_the_bundled_config() {
 fn check_json_prints_the_wire_tree_and_fails_on_errors() {
     let dir = ScratchDir::new("check-json");
     let plugin = dir.path().join("plugins/p");
-    std::fs::create_dir_all(plugin.join(".plugin")).expect("mkdir");
-    std::fs::write(
-        plugin.join(".plugin/plugin.json"),
+    plugin_with_manifest(
+        &plugin,
         "{ \"name\": \"p\", \"mcpServers\": { \"s\": { \"command\": \"x\", \"env\": { \"T\": \"${AHP_PROXY_TEST_UNSET_VAR}\" } } } }",
-    )
-    .expect("write manifest");
-    let config = dir.path().join("proxy.toml");
-    std::fs::write(&config, "plugin_roots = [\"plugins\"]\n").expect("write config");
+    );
+    let config = plugins_config(dir.path());
     let output = proxy()
         .arg("--config")
         .arg(&config)
@@ -185,25 +195,17 @@ fn symbolic_link_loops_where_files_belong_degrade_the_plugin() {
     // One plugin whose .mcp.json is a link to itself, one whose hooks file and skill folder
     // are a loop of two links, and one that is nothing but a looping .mcp.json.
     let looping = dir.path().join("plugins/looping");
-    std::fs::create_dir_all(looping.join(".plugin")).expect("mkdir");
-    std::fs::write(
-        looping.join(".plugin/plugin.json"),
-        "{ \"name\": \"looping\" }",
-    )
-    .expect("write manifest");
+    plugin_with_manifest(&looping, "{ \"name\": \"looping\" }");
     std::os::unix::fs::symlink(".mcp.json", looping.join(".mcp.json")).expect("link");
     let hooks = dir.path().join("plugins/hooky");
-    std::fs::create_dir_all(hooks.join(".plugin")).expect("mkdir");
-    std::fs::write(hooks.join(".plugin/plugin.json"), "{ \"name\": \"hooky\" }")
-        .expect("write manifest");
+    plugin_with_manifest(&hooks, "{ \"name\": \"hooky\" }");
     std::os::unix::fs::symlink("b.json", hooks.join("hooks.json")).expect("link");
     std::os::unix::fs::symlink("hooks.json", hooks.join("b.json")).expect("link");
     std::os::unix::fs::symlink("skills", hooks.join("skills")).expect("link");
     let bare = dir.path().join("plugins/bare");
     std::fs::create_dir_all(&bare).expect("mkdir");
     std::os::unix::fs::symlink(".mcp.json", bare.join(".mcp.json")).expect("link");
-    let config = dir.path().join("proxy.toml");
-    std::fs::write(&config, "plugin_roots = [\"plugins\"]\n").expect("write config");
+    let config = plugins_config(dir.path());
     let output = proxy()
         .arg("--config")
         .arg(&config)

@@ -645,6 +645,15 @@ fn tagged_with_pids(name: &str, extra: &[&str], tag: &str, pids: &Path) -> Strin
     )
 }
 
+/// The two daemon-leaving servers, `daemon` (`daemonize`) and `deaf` (`deaf-grandchild`).
+fn daemon_servers(tag: &str, pids: &Path) -> String {
+    format!(
+        "{}{}",
+        tagged_with_pids("daemon", &["--fault", "daemonize"], tag, pids),
+        tagged_with_pids("deaf", &["--fault", "deaf-grandchild"], tag, pids),
+    )
+}
+
 /// The pids the daemons wrote so far.
 fn recorded(pids: &Path) -> Vec<u32> {
     std::fs::read_to_string(pids)
@@ -693,9 +702,8 @@ async fn daemons_and_stubborn_grandchildren_go_with_their_server_and_the_sidecar
     let dir = ScratchDir::new("daemons");
     let pids = dir.path().join("pids");
     let config = format!(
-        "[supervisor]\nstop_grace_ms = 300\n{ALWAYS_PREFIX}{}{}{}",
-        tagged_with_pids("daemon", &["--fault", "daemonize"], &tag, &pids),
-        tagged_with_pids("deaf", &["--fault", "deaf-grandchild"], &tag, &pids),
+        "[supervisor]\nstop_grace_ms = 300\n{ALWAYS_PREFIX}{}{}",
+        daemon_servers(&tag, &pids),
         tagged("steady", "echo", &[], &tag),
     );
     let proxy = Proxy::start(&config);
@@ -739,12 +747,7 @@ async fn kill_9_of_the_sidecar_leaves_no_daemon_behind() {
     let tag = tag("kill9-daemons");
     let dir = ScratchDir::new("kill9-daemons");
     let pids = dir.path().join("pids");
-    let config = format!(
-        "{}{}",
-        tagged_with_pids("daemon", &["--fault", "daemonize"], &tag, &pids),
-        tagged_with_pids("deaf", &["--fault", "deaf-grandchild"], &tag, &pids),
-    );
-    let proxy = Proxy::start(&config);
+    let proxy = Proxy::start(&daemon_servers(&tag, &pids));
     let mut w = Watcher::open(&proxy).await;
     let mut seen = Vec::new();
     w.until("daemon", "ready", &mut seen).await;

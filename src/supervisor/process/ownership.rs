@@ -146,7 +146,7 @@ impl Ownership {
         else {
             return;
         };
-        kill_all(&Targets {
+        kill_all_off_runtime(Targets {
             entry: marker.into_bytes(),
             prefix: false,
             root: (!gone).then_some(pid as i32),
@@ -196,7 +196,7 @@ impl Ownership {
         for pid in pids {
             self.clear(pid, false).await;
         }
-        kill_all(&Targets {
+        kill_all_off_runtime(Targets {
             entry: format!("{MARKER}={}/", self.token).into_bytes(),
             prefix: true,
             root: Some(std::process::id() as i32),
@@ -313,26 +313,14 @@ impl Targets {
     }
 }
 
-/// SIGKILL every target until none is left (a process may fork while its siblings die;
-/// at most 50 rounds, 10 ms apart).
-pub async fn kill_all(targets: &Targets) {
-    if let Some(path) = &targets.cgroup {
-        cgroup::kill(path);
-    }
-    for _ in 0..50 {
-        let found = targets.find(&tree::snapshot());
-        if found.is_empty() {
-            return;
-        }
-        for pid in found {
-            super::signal(pid, libc::SIGKILL);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// [`kill_all`] on a blocking thread: it reads `/proc` and sleeps between rounds.
+async fn kill_all_off_runtime(targets: Targets) {
+    let _ = tokio::task::spawn_blocking(move || kill_all(&targets)).await;
 }
 
-/// The same, without a runtime (the watchdog).
-pub fn kill_all_blocking(targets: &Targets) {
+/// SIGKILL every target until none is left (a process may fork while its siblings die;
+/// at most 50 rounds, 10 ms apart). Blocking: it reads `/proc` and sleeps.
+pub fn kill_all(targets: &Targets) {
     if let Some(path) = &targets.cgroup {
         cgroup::kill(path);
     }

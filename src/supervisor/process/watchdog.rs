@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, ExitCode, Stdio};
 
 use super::cgroup;
-use super::ownership::{kill_all_blocking, Targets, MARKER};
+use super::ownership::{kill_all, Targets, MARKER};
 
 /// Set (to the proxy's token) in the environment of a watchdog; nowhere else.
 pub const TOKEN_ENV: &str = "AHP_PROXY_WATCHDOG";
@@ -48,7 +48,7 @@ pub fn run_if_asked() -> Option<ExitCode> {
     let mut sink = [0u8; 64];
     while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
     // The proxy is gone: nothing it started may stay.
-    kill_all_blocking(&Targets {
+    kill_all(&Targets {
         entry: format!("{MARKER}={token}/").into_bytes(),
         prefix: true,
         root: None,
