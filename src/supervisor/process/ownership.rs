@@ -221,12 +221,13 @@ impl Ownership {
         }
     }
 
-    /// After some child ended: clear away after server processes that died (their leftovers
-    /// killed at once; forgotten once reaped) and reap adopted orphans.
-    async fn tidy(&self) {
+    /// Server processes that ended: `(pid, true)` for those already reaped, `(pid, false)`
+    /// for zombies not yet swept. The registry is locked before the snapshot: a server
+    /// spawned after the snapshot would be missing from it and taken for one that ended.
+    fn ended(&self) -> Vec<(u32, bool)> {
+        let registry = self.lock();
         let procs = tree::snapshot();
-        let ended: Vec<(u32, bool)> = self
-            .lock()
+        registry
             .iter()
             .filter_map(|(pid, server)| {
                 let state = procs.iter().find(|p| p.pid == *pid as i32);
@@ -236,8 +237,13 @@ impl Ownership {
                     Some(_) => None,
                 }
             })
-            .collect();
-        for (pid, gone) in ended {
+            .collect()
+    }
+
+    /// After some child ended: clear away after server processes that died (their leftovers
+    /// killed at once; forgotten once reaped) and reap adopted orphans.
+    async fn tidy(&self) {
+        for (pid, gone) in self.ended() {
             self.clear(pid, gone).await;
         }
         self.reap_orphans();
