@@ -245,3 +245,61 @@ fn symbolic_link_loops_where_files_belong_degrade_the_plugin() {
     let problems = report["problems"].as_array().expect("problems");
     assert!(problems.len() >= 4, "{problems:?}");
 }
+
+#[test]
+fn a_plugin_folder_or_manifest_that_is_a_link_loop_is_an_error_container_naming_it() {
+    let dir = ScratchDir::new("check-whole-loops");
+    // A plugin folder that is a link to itself, beside a good plugin, and a configured
+    // manifest that is a link to itself. Neither has anything usable: `error`, not silence.
+    let plugins = dir.path().join("plugins");
+    plugin_with_manifest(&plugins.join("good"), "{ \"name\": \"good\" }");
+    std::os::unix::fs::symlink("folder", plugins.join("folder")).expect("link");
+    std::os::unix::fs::symlink("self.mcp.json", dir.path().join("self.mcp.json")).expect("link");
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(
+        &config,
+        "plugin_roots = [\"plugins\"]\nmanifests = [\"self.mcp.json\"]\n",
+    )
+    .expect("write config");
+    let output = proxy()
+        .arg("--config")
+        .arg(&config)
+        .args(["check", "--json"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a container in error fails check"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let load = |name: &str| {
+        report["customizations"]
+            .as_array()
+            .expect("customizations")
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no container {name} in {report}"))["load"]
+            .clone()
+    };
+    assert_eq!(load("good")["kind"], "loaded");
+    for (name, message) in [
+        ("folder", "folder: symbolic link loop; nothing loaded"),
+        (
+            "self.mcp.json",
+            "self.mcp.json: symbolic link loop; nothing loaded",
+        ),
+    ] {
+        assert_eq!(load(name)["kind"], "error", "{name}: {report}");
+        assert_eq!(load(name)["message"], message, "{name}: {report}");
+        assert!(
+            report["problems"]
+                .as_array()
+                .expect("problems")
+                .iter()
+                .any(|p| p["location"] == name
+                    && p["message"] == "symbolic link loop; nothing loaded"),
+            "{name}: {report}"
+        );
+    }
+}
