@@ -16,6 +16,20 @@ fn plugin_with_manifest(plugin: &std::path::Path, manifest: &str) {
     std::fs::write(plugin.join(".plugin/plugin.json"), manifest).expect("write manifest");
 }
 
+/// `check --json` on `config` (with `AHP_PROXY_TEST_UNSET_VAR` unset): its exit code and
+/// the report it printed.
+fn check_json(config: &std::path::Path) -> (Option<i32>, serde_json::Value) {
+    let output = proxy()
+        .arg("--config")
+        .arg(config)
+        .args(["check", "--json"])
+        .env_remove("AHP_PROXY_TEST_UNSET_VAR")
+        .output()
+        .expect("run");
+    let report = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    (output.status.code(), report)
+}
+
 /// A proxy.toml in `dir` naming `dir/plugins` as the plugin root.
 fn plugins_config(dir: &std::path::Path) -> std::path::PathBuf {
     let config = dir.join("proxy.toml");
@@ -65,19 +79,8 @@ fn check_json_prints_the_wire_tree_and_fails_on_errors() {
         "{ \"name\": \"p\", \"mcpServers\": { \"s\": { \"command\": \"x\", \"env\": { \"T\": \"${AHP_PROXY_TEST_UNSET_VAR}\" } } } }",
     );
     let config = plugins_config(dir.path());
-    let output = proxy()
-        .arg("--config")
-        .arg(&config)
-        .args(["check", "--json"])
-        .env_remove("AHP_PROXY_TEST_UNSET_VAR")
-        .output()
-        .expect("run");
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "a server in error fails check"
-    );
-    let tree: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let (code, tree) = check_json(&config);
+    assert_eq!(code, Some(1), "a server in error fails check");
     let server = &tree["customizations"][0]["children"][0];
     assert_eq!(server["type"], "mcpServer");
     assert_eq!(server["state"]["kind"], "error");
@@ -206,13 +209,7 @@ fn symbolic_link_loops_where_files_belong_degrade_the_plugin() {
     std::fs::create_dir_all(&bare).expect("mkdir");
     std::os::unix::fs::symlink(".mcp.json", bare.join(".mcp.json")).expect("link");
     let config = plugins_config(dir.path());
-    let output = proxy()
-        .arg("--config")
-        .arg(&config)
-        .args(["check", "--json"])
-        .output()
-        .expect("run");
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let (_, report) = check_json(&config);
     let plugins = report["customizations"].as_array().expect("customizations");
     let state = |name: &str| {
         let plugin = plugins
@@ -261,18 +258,8 @@ fn a_plugin_folder_or_manifest_that_is_a_link_loop_is_an_error_container_naming_
         "plugin_roots = [\"plugins\"]\nmanifests = [\"self.mcp.json\"]\n",
     )
     .expect("write config");
-    let output = proxy()
-        .arg("--config")
-        .arg(&config)
-        .args(["check", "--json"])
-        .output()
-        .expect("run");
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "a container in error fails check"
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let (code, report) = check_json(&config);
+    assert_eq!(code, Some(1), "a container in error fails check");
     let load = |name: &str| {
         report["customizations"]
             .as_array()

@@ -98,6 +98,13 @@ impl Ownership {
         }
     }
 
+    /// Server process `pid`'s marker and cgroup, while it is registered.
+    fn marker_and_cgroup(&self, pid: u32) -> Option<(String, Option<PathBuf>)> {
+        self.lock()
+            .get(&pid)
+            .map(|s| (s.marker.clone(), s.cgroup.clone()))
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<u32, Server>> {
         self.servers.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -139,11 +146,7 @@ impl Ownership {
     /// SIGKILL everything it left (everything carrying its marker, in its cgroup or below it
     /// in the tree); once it is gone, forget it and remove its cgroup.
     pub async fn clear(&self, pid: u32, gone: bool) {
-        let Some((marker, cgroup)) = self
-            .lock()
-            .get(&pid)
-            .map(|s| (s.marker.clone(), s.cgroup.clone()))
-        else {
+        let Some((marker, cgroup)) = self.marker_and_cgroup(pid) else {
             return;
         };
         kill_all_off_runtime(Targets {
@@ -168,11 +171,7 @@ impl Ownership {
     /// SIGTERM everything server `pid` started (its marker, its cgroup, its tree), not the
     /// server itself: a polite first step beside the SIGTERM to its group.
     pub fn ask_to_stop(&self, pid: u32) {
-        let Some((marker, cgroup)) = self
-            .lock()
-            .get(&pid)
-            .map(|s| (s.marker.clone(), s.cgroup.clone()))
-        else {
+        let Some((marker, cgroup)) = self.marker_and_cgroup(pid) else {
             return;
         };
         let targets = Targets {
