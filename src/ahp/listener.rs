@@ -18,6 +18,9 @@ use super::gate::Gate;
 use super::services::Services;
 use crate::config::Limits;
 
+/// The body of the `503` a connection beyond `max_connections` gets.
+const BUSY: &str = "too many AHP connections; try again later";
+
 /// Serve AHP on `listener` until `shutdown` is cancelled, then wait for connections to close.
 #[allow(clippy::result_large_err)] // the upgrade callback's error type is tungstenite's
 pub async fn serve(
@@ -31,25 +34,23 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let tasks = TaskTracker::new();
     loop {
-        let Some((stream, peer)) = crate::tcp::accept(&listener, &shutdown, "AHP").await else {
+        let Some((stream, peer, slot)) =
+            crate::tcp::accept_within(&listener, &slots, &shutdown, "AHP", BUSY).await
+        else {
             break;
         };
         let services = services.clone();
         let limits = limits.clone();
         let shutdown = shutdown.clone();
-        let slot = slots.clone().try_acquire_owned().ok();
         let gate = gate.clone();
         tasks.spawn(
             async move {
-                let full = slot.is_none();
                 let config = WebSocketConfig::default()
                     .max_message_size(Some(limits.max_frame_bytes))
                     .max_frame_size(Some(limits.max_frame_bytes));
                 let upgrade = tokio_tungstenite::accept_hdr_async_with_config(
                     stream,
-                    move |request: &Request, response: Response| {
-                        admit(&gate, full, request, response)
-                    },
+                    move |request: &Request, response: Response| admit(&gate, request, response),
                     Some(config),
                 );
                 // A peer that never finishes the upgrade holds no slot for long.
@@ -69,12 +70,7 @@ pub async fn serve(
 
 /// Let the upgrade through the gate, or refuse it with a status and a plain reason.
 #[allow(clippy::result_large_err)] // tungstenite's upgrade callback signature
-fn admit(
-    gate: &Gate,
-    full: bool,
-    request: &Request,
-    response: Response,
-) -> Result<Response, ErrorResponse> {
+fn admit(gate: &Gate, request: &Request, response: Response) -> Result<Response, ErrorResponse> {
     let (status, message) = match gate.check(request.headers(), request.uri()) {
         Err(refusal) => {
             tracing::info!(status = refusal.status(), reason = %refusal.message(), "AHP connection refused");
@@ -83,10 +79,6 @@ fn admit(
                 refusal.message(),
             )
         }
-        Ok(()) if full => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many AHP connections; try again later".to_string(),
-        ),
         Ok(()) => return Ok(response),
     };
     let mut refusal = ErrorResponse::new(Some(message));
