@@ -40,6 +40,19 @@ pub enum Fault {
     /// Not an MCP server: ignores SIGTERM and waits until its stdin closes or it is killed.
     /// What `ignore-sigterm` starts as its grandchild.
     Linger,
+    /// Double-forks a daemon (`daemon`) in a session of its own (`setsid`), then serves MCP
+    /// as usual: the daemon's parent exits at once, so it is nobody's child and in no
+    /// process group of the server's.
+    Daemonize,
+    /// Starts a grandchild (`daemon`) in its own process group, with nothing on its stdin,
+    /// then serves MCP as usual.
+    DeafGrandchild,
+    /// Not an MCP server: the middle process of `daemonize`, which starts the daemon (under
+    /// `setsid` when that program exists) and exits.
+    DaemonLauncher,
+    /// Not an MCP server: ignores SIGTERM and SIGHUP, never reads its stdin, writes its pid
+    /// to the file `$AHP_FAULT_PIDS` (one line each) and lives until SIGKILL.
+    Daemon,
 }
 
 /// `tools/list` requests this process answered (reported by the `fault_stats` tool).
@@ -158,6 +171,16 @@ pub async fn prepare(options: &FaultOptions, exit_code: i32) -> bool {
         }
         Some(Fault::FloodStderr) => {
             std::thread::spawn(flood_stderr);
+        }
+        Some(Fault::Daemonize) => run_self(&["echo", "--fault", "daemon-launcher"], true),
+        Some(Fault::DeafGrandchild) => run_self(&["echo", "--fault", "daemon"], false),
+        Some(Fault::DaemonLauncher) => {
+            launch_daemon();
+            return false;
+        }
+        Some(Fault::Daemon) => {
+            be_daemon().await;
+            return false;
         }
         Some(Fault::Linger) => {
             ignore_sigterm();
@@ -291,6 +314,80 @@ fn start_grandchild() {
         // Leaked on purpose: the pipe stays open (and the grandchild alive) while we live.
         Ok(child) => std::mem::forget(child),
         Err(error) => eprintln!("example-server: cannot start the grandchild: {error}"),
+    }
+}
+
+/// Start this program with `args`, stdin and stdout empty; wait for it when `wait` (the
+/// launcher exits at once), else leave it running in this process's group.
+fn run_self(args: &[&str], wait: bool) {
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let child = std::process::Command::new(exe)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn();
+    match child {
+        Ok(mut child) if wait => {
+            let _ = child.wait();
+        }
+        // Leaked on purpose: it lives on, in this process's group.
+        Ok(child) => std::mem::forget(child),
+        Err(error) => eprintln!("example-server: cannot start {args:?}: {error}"),
+    }
+}
+
+/// `daemonize`'s middle process: start the daemon in a session of its own (with the
+/// `setsid` program; in a process group of its own when that is missing) and return, so the
+/// daemon loses its parent.
+fn launch_daemon() {
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let args = ["echo", "--fault", "daemon"];
+    let null = std::process::Stdio::null;
+    let with_setsid = std::process::Command::new("setsid")
+        .arg(&exe)
+        .args(args)
+        .stdin(null())
+        .stdout(null())
+        .spawn();
+    let started = with_setsid.or_else(|_| {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new(&exe)
+            .args(args)
+            .process_group(0)
+            .stdin(null())
+            .stdout(null())
+            .spawn()
+    });
+    match started {
+        Ok(child) => std::mem::forget(child),
+        Err(error) => eprintln!("example-server: cannot start the daemon: {error}"),
+    }
+}
+
+/// The daemon: records its pid, ignores SIGTERM and SIGHUP, never reads stdin, never ends.
+async fn be_daemon() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    if let Some(path) = std::env::var_os("AHP_FAULT_PIDS") {
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(file, "{}", std::process::id());
+        }
+    }
+    loop {
+        tokio::select! {
+            Some(()) = async { term.as_mut()?.recv().await } => {}
+            Some(()) = async { hup.as_mut()?.recv().await } => {}
+            () = tokio::time::sleep(Duration::from_secs(3600)) => {}
+        }
     }
 }
 

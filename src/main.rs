@@ -150,6 +150,10 @@ fn init_logging(format: LogFormat) {
 }
 
 fn main() -> ExitCode {
+    // Started by a proxy as its watchdog: nothing else runs in this process.
+    if let Some(code) = ahp_proxy::supervisor::process::watchdog::run_if_asked() {
+        return code;
+    }
     // Before any HTTP client exists (reqwest has no TLS provider of its own here).
     ahp_proxy::supervisor::https::install_provider();
     let cli = Cli::parse();

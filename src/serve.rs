@@ -117,6 +117,8 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
             }
         })
     };
+    // Before any server starts: the proxy owns every process they will start.
+    let owned = crate::supervisor::process::Ownership::establish();
     let (supervisor, mut events) =
         Supervisor::spawn(config.supervisor.clone(), connections.clone());
     host.set_control(supervisor.commands());
@@ -236,7 +238,14 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
         relaying,
     };
     tasks
-        .stop(stops, supervisor, &host, hub, config.supervisor.stop_grace)
+        .stop(
+            stops,
+            supervisor,
+            owned,
+            &host,
+            hub,
+            config.supervisor.stop_grace,
+        )
         .await;
     tracing::info!("stopped");
     Ok(())
@@ -273,14 +282,15 @@ struct Stops {
 
 impl Tasks {
     /// Stop everything in order: the watcher and the MCP fronts stop taking work; every
-    /// server stops while clients are still connected, so they see each one `stopped`; the
-    /// AHP listener closes its connections and the fronts finish; the relays end; the
-    /// mirror completes its last turn. Each step is bounded (but the watcher's, which
+    /// server stops while clients are still connected, so they see each one `stopped`, and
+    /// whatever they left behind is killed; the AHP listener closes its connections and the
+    /// fronts finish; the relays end; the mirror completes its last turn. Each step is bounded (but the watcher's, which
     /// waits for nobody): a wedged server or client cannot hold the exit.
     async fn stop(
         self,
         stops: Stops,
         supervisor: Supervisor,
+        owned: crate::supervisor::process::Owned,
         host: &Host,
         hub: Arc<Hub>,
         stop_grace: Duration,
@@ -295,6 +305,7 @@ impl Tasks {
         {
             tracing::warn!("some servers did not stop in time; exiting anyway");
         }
+        within(Duration::from_secs(5), owned.release()).await;
         within(Duration::from_secs(1), self.bridge).await;
         stops.listening.cancel();
         within(Duration::from_secs(5), self.ahp).await;
@@ -321,9 +332,9 @@ where
     })
 }
 
-/// Wait for `task` to end, at most `limit`.
-async fn within(limit: Duration, task: JoinHandle<()>) {
-    let _ = tokio::time::timeout(limit, task).await;
+/// Wait for `work` (a task, or any step) to end, at most `limit`.
+async fn within<F: std::future::Future>(limit: Duration, work: F) {
+    let _ = tokio::time::timeout(limit, work).await;
 }
 
 /// Bind the AHP endpoint. A harness that launched us (`stdio`) must keep working when

@@ -206,6 +206,34 @@ async fn connections_beyond_the_limit_are_refused_until_one_closes() {
     let _client = official_client_works(again).await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_beyond_the_limit_is_refused_before_its_request_is_read() {
+    // Two peers take the only slots by sending half a request, with the handshake deadline
+    // ten minutes away. A third connection is answered 503 at once, though it sends
+    // nothing: peers beyond the limit cannot each hold a descriptor until the deadline.
+    let proxy = Proxy::start("[limits]\nmax_connections = 2\nhandshake_timeout_ms = 600000\n");
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        let mut holder = std::net::TcpStream::connect(proxy.addr).unwrap();
+        holder
+            .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .unwrap();
+        holders.push(holder);
+    }
+    let mut third = std::net::TcpStream::connect(proxy.addr).unwrap();
+    third.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut answer = Vec::new();
+    let read = third.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(read.is_ok(), "no answer and no close: {read:?} {answer:?}");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("too many AHP connections"), "{answer}");
+    // The holders still hold their slots.
+    let (status, _) = refused(&proxy.url, &[]).await;
+    assert_eq!(status, 503);
+    drop(holders);
+}
+
 /// A client that speaks WebSocket by hand and never answers a ping.
 struct Mute {
     socket: std::net::TcpStream,

@@ -10,6 +10,33 @@ fn proxy() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
 }
 
+/// An Open Plugins folder at `plugin` with `manifest` as its `.plugin/plugin.json`.
+fn plugin_with_manifest(plugin: &std::path::Path, manifest: &str) {
+    std::fs::create_dir_all(plugin.join(".plugin")).expect("mkdir");
+    std::fs::write(plugin.join(".plugin/plugin.json"), manifest).expect("write manifest");
+}
+
+/// `check --json` on `config` (with `AHP_PROXY_TEST_UNSET_VAR` unset): its exit code and
+/// the report it printed.
+fn check_json(config: &std::path::Path) -> (Option<i32>, serde_json::Value) {
+    let output = proxy()
+        .arg("--config")
+        .arg(config)
+        .args(["check", "--json"])
+        .env_remove("AHP_PROXY_TEST_UNSET_VAR")
+        .output()
+        .expect("run");
+    let report = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    (output.status.code(), report)
+}
+
+/// A proxy.toml in `dir` naming `dir/plugins` as the plugin root.
+fn plugins_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let config = dir.join("proxy.toml");
+    std::fs::write(&config, "plugin_roots = [\"plugins\"]\n").expect("write config");
+    config
+}
+
 #[test]
 fn check_accepts_the_bundled_config() {
     let output = proxy()
@@ -47,27 +74,13 @@ fn check_accepts_the_bundled_config() {
 fn check_json_prints_the_wire_tree_and_fails_on_errors() {
     let dir = ScratchDir::new("check-json");
     let plugin = dir.path().join("plugins/p");
-    std::fs::create_dir_all(plugin.join(".plugin")).expect("mkdir");
-    std::fs::write(
-        plugin.join(".plugin/plugin.json"),
+    plugin_with_manifest(
+        &plugin,
         "{ \"name\": \"p\", \"mcpServers\": { \"s\": { \"command\": \"x\", \"env\": { \"T\": \"${AHP_PROXY_TEST_UNSET_VAR}\" } } } }",
-    )
-    .expect("write manifest");
-    let config = dir.path().join("proxy.toml");
-    std::fs::write(&config, "plugin_roots = [\"plugins\"]\n").expect("write config");
-    let output = proxy()
-        .arg("--config")
-        .arg(&config)
-        .args(["check", "--json"])
-        .env_remove("AHP_PROXY_TEST_UNSET_VAR")
-        .output()
-        .expect("run");
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "a server in error fails check"
     );
-    let tree: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let config = plugins_config(dir.path());
+    let (code, tree) = check_json(&config);
+    assert_eq!(code, Some(1), "a server in error fails check");
     let server = &tree["customizations"][0]["children"][0];
     assert_eq!(server["type"], "mcpServer");
     assert_eq!(server["state"]["kind"], "error");
@@ -200,32 +213,18 @@ fn symbolic_link_loops_where_files_belong_degrade_the_plugin() {
     // One plugin whose .mcp.json is a link to itself, one whose hooks file and skill folder
     // are a loop of two links, and one that is nothing but a looping .mcp.json.
     let looping = dir.path().join("plugins/looping");
-    std::fs::create_dir_all(looping.join(".plugin")).expect("mkdir");
-    std::fs::write(
-        looping.join(".plugin/plugin.json"),
-        "{ \"name\": \"looping\" }",
-    )
-    .expect("write manifest");
+    plugin_with_manifest(&looping, "{ \"name\": \"looping\" }");
     std::os::unix::fs::symlink(".mcp.json", looping.join(".mcp.json")).expect("link");
     let hooks = dir.path().join("plugins/hooky");
-    std::fs::create_dir_all(hooks.join(".plugin")).expect("mkdir");
-    std::fs::write(hooks.join(".plugin/plugin.json"), "{ \"name\": \"hooky\" }")
-        .expect("write manifest");
+    plugin_with_manifest(&hooks, "{ \"name\": \"hooky\" }");
     std::os::unix::fs::symlink("b.json", hooks.join("hooks.json")).expect("link");
     std::os::unix::fs::symlink("hooks.json", hooks.join("b.json")).expect("link");
     std::os::unix::fs::symlink("skills", hooks.join("skills")).expect("link");
     let bare = dir.path().join("plugins/bare");
     std::fs::create_dir_all(&bare).expect("mkdir");
     std::os::unix::fs::symlink(".mcp.json", bare.join(".mcp.json")).expect("link");
-    let config = dir.path().join("proxy.toml");
-    std::fs::write(&config, "plugin_roots = [\"plugins\"]\n").expect("write config");
-    let output = proxy()
-        .arg("--config")
-        .arg(&config)
-        .args(["check", "--json"])
-        .output()
-        .expect("run");
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let config = plugins_config(dir.path());
+    let (_, report) = check_json(&config);
     let plugins = report["customizations"].as_array().expect("customizations");
     let state = |name: &str| {
         let plugin = plugins
@@ -331,5 +330,53 @@ fn check_says_servers_were_not_started_and_survives_a_closed_pipe() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(0), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_plugin_folder_or_manifest_that_is_a_link_loop_is_an_error_container_naming_it() {
+    let dir = ScratchDir::new("check-whole-loops");
+    // A plugin folder that is a link to itself, beside a good plugin, and a configured
+    // manifest that is a link to itself. Neither has anything usable: `error`, not silence.
+    let plugins = dir.path().join("plugins");
+    plugin_with_manifest(&plugins.join("good"), "{ \"name\": \"good\" }");
+    std::os::unix::fs::symlink("folder", plugins.join("folder")).expect("link");
+    std::os::unix::fs::symlink("self.mcp.json", dir.path().join("self.mcp.json")).expect("link");
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(
+        &config,
+        "plugin_roots = [\"plugins\"]\nmanifests = [\"self.mcp.json\"]\n",
+    )
+    .expect("write config");
+    let (code, report) = check_json(&config);
+    assert_eq!(code, Some(1), "a container in error fails check");
+    let load = |name: &str| {
+        report["customizations"]
+            .as_array()
+            .expect("customizations")
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no container {name} in {report}"))["load"]
+            .clone()
+    };
+    assert_eq!(load("good")["kind"], "loaded");
+    for (name, message) in [
+        ("folder", "folder: symbolic link loop; nothing loaded"),
+        (
+            "self.mcp.json",
+            "self.mcp.json: symbolic link loop; nothing loaded",
+        ),
+    ] {
+        assert_eq!(load(name)["kind"], "error", "{name}: {report}");
+        assert_eq!(load(name)["message"], message, "{name}: {report}");
+        assert!(
+            report["problems"]
+                .as_array()
+                .expect("problems")
+                .iter()
+                .any(|p| p["location"] == name
+                    && p["message"] == "symbolic link loop; nothing loaded"),
+            "{name}: {report}"
+        );
     }
 }

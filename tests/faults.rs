@@ -635,6 +635,133 @@ async fn kill_9_of_the_sidecar_leaves_no_grandchild_behind() {
     none_left(&tag).await;
 }
 
+/// `[servers.<name>]` for an example server, tagged, whose daemons write their pids to
+/// `pids` (`AHP_FAULT_PIDS`).
+fn tagged_with_pids(name: &str, extra: &[&str], tag: &str, pids: &Path) -> String {
+    format!(
+        "{}env = {{ AHP_FAULT_TAG = \"{tag}\", AHP_FAULT_PIDS = {:?} }}\n",
+        server(name, "echo", extra),
+        pids.display().to_string()
+    )
+}
+
+/// The two daemon-leaving servers, `daemon` (`daemonize`) and `deaf` (`deaf-grandchild`).
+fn daemon_servers(tag: &str, pids: &Path) -> String {
+    format!(
+        "{}{}",
+        tagged_with_pids("daemon", &["--fault", "daemonize"], tag, pids),
+        tagged_with_pids("deaf", &["--fault", "deaf-grandchild"], tag, pids),
+    )
+}
+
+/// The pids the daemons wrote so far.
+fn recorded(pids: &Path) -> Vec<u32> {
+    std::fs::read_to_string(pids)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Wait until `n` more daemons than `known` recorded their pids; returns the new ones, each
+/// alive and (recorded beforehand, re-parented or not) below the proxy in the process tree.
+async fn daemons(proxy: &Proxy, pids: &Path, known: usize, n: usize) -> Vec<u32> {
+    assert!(eventually(|| recorded(pids).len() >= known + n).await);
+    let found: Vec<u32> = recorded(pids).into_iter().skip(known).collect();
+    for pid in &found {
+        assert!(alive(*pid), "daemon {pid} is not running");
+    }
+    let mut below = Vec::new();
+    let owned = eventually(|| {
+        below = descendants(proxy.pid());
+        found.iter().all(|pid| below.contains(pid))
+    })
+    .await;
+    assert!(
+        owned,
+        "daemons {found:?} are not all below the proxy {} ({below:?})",
+        proxy.pid()
+    );
+    found
+}
+
+/// Wait until none of `pids` runs; panics naming the survivors.
+async fn all_gone(pids: &[u32]) {
+    let gone = eventually(|| pids.iter().all(|pid| !alive(*pid))).await;
+    let left: Vec<(u32, String)> = pids
+        .iter()
+        .filter(|pid| alive(**pid))
+        .map(|pid| (*pid, cmdline(*pid)))
+        .collect();
+    assert!(gone, "survived: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn daemons_and_stubborn_grandchildren_go_with_their_server_and_the_sidecar() {
+    let tag = tag("daemons");
+    let dir = ScratchDir::new("daemons");
+    let pids = dir.path().join("pids");
+    let config = format!(
+        "[supervisor]\nstop_grace_ms = 300\n{ALWAYS_PREFIX}{}{}",
+        daemon_servers(&tag, &pids),
+        tagged("steady", "echo", &[], &tag),
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in ["daemon", "deaf", "steady"] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    // A setsid daemon whose parent exited, and a grandchild in the server's group, both
+    // ignoring SIGTERM and SIGHUP and reading nothing: the proxy has them in its tree.
+    let first = daemons(&proxy, &pids, 0, 2).await;
+    // Stopping the daemonizing server takes its daemon.
+    let daemon_id = w.id("daemon");
+    w.dispatch(json!({"type": "session/mcpServerStopRequested", "id": daemon_id}))
+        .await;
+    w.until("daemon", "stopped", &mut seen).await;
+    // Toggling off the other takes its grandchild.
+    let deaf_id = w.id("deaf");
+    w.dispatch(
+        json!({"type": "session/customizationToggled", "id": deaf_id,
+        "enablement": [{"kind": "session", "enabled": false}]}),
+    )
+    .await;
+    w.until("deaf", "stopped", &mut seen).await;
+    all_gone(&first).await;
+    still_up(&proxy, &w).await;
+    // Both again, then SIGTERM to the sidecar: nothing it ever started is left.
+    w.dispatch(json!({"type": "session/mcpServerStartRequested", "id": daemon_id}))
+        .await;
+    w.dispatch(json!({"type": "session/customizationToggled", "id": deaf_id, "enablement": []}))
+        .await;
+    w.until("daemon", "ready", &mut seen).await;
+    w.until("deaf", "ready", &mut seen).await;
+    let second = daemons(&proxy, &pids, 2, 2).await;
+    shut_down(proxy, &tag).await;
+    all_gone(&second).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_of_the_sidecar_leaves_no_daemon_behind() {
+    let tag = tag("kill9-daemons");
+    let dir = ScratchDir::new("kill9-daemons");
+    let pids = dir.path().join("pids");
+    let proxy = Proxy::start(&daemon_servers(&tag, &pids));
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("daemon", "ready", &mut seen).await;
+    w.until("deaf", "ready", &mut seen).await;
+    let recorded = daemons(&proxy, &pids, 0, 2).await;
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &proxy.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    all_gone(&recorded).await;
+    none_left(&tag).await;
+}
+
 fn write(path: &Path, text: &str) {
     if let Some(parent) = path.parent() {
         let _ = std::fs::create_dir_all(parent);

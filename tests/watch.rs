@@ -424,3 +424,51 @@ async fn a_root_created_after_start_up_or_replaced_is_picked_up() {
     assert_eq!(describe(&next_action(&mut sub).await), "updated again");
     client.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn link_loops_made_while_watched_are_reported_not_passed_over() {
+    let dir = ScratchDir::new("watch-loops");
+    let plugins = dir.path().join("plugins");
+    write(
+        &plugins.join("p/.plugin/plugin.json"),
+        &plugin_json("p", "1.0.0"),
+    );
+    let proxy = Proxy::start(&config(&plugins, ""));
+    let client = initialized_client(&proxy, "loops").await;
+    let (_, mut sub) = client
+        .subscribe(DEFAULT_SESSION.into())
+        .await
+        .expect("subscribe");
+    let updated = |envelope: ActionEnvelope| {
+        let StateAction::SessionCustomizationUpdated(update) = &envelope.action else {
+            panic!("{envelope:?}")
+        };
+        serde_json::to_value(&update.customization).unwrap()
+    };
+
+    // A plugin's .mcp.json becomes a link to itself: the plugin is degraded, naming it.
+    std::os::unix::fs::symlink(".mcp.json", plugins.join("p/.mcp.json")).unwrap();
+    let v = updated(next_action(&mut sub).await);
+    assert_eq!(v["name"], "p");
+    assert_eq!(v["load"]["kind"], "degraded", "{v}");
+    assert_eq!(
+        v["load"]["message"],
+        "p/.mcp.json: symbolic link loop; ignored"
+    );
+
+    // A plugin folder appears that is a link to itself: an error container naming it.
+    std::os::unix::fs::symlink("loop", plugins.join("loop")).unwrap();
+    let v = updated(next_action(&mut sub).await);
+    assert_eq!(v["name"], "loop");
+    assert_eq!(v["load"]["kind"], "error", "{v}");
+    assert_eq!(
+        v["load"]["message"],
+        "loop: symbolic link loop; nothing loaded"
+    );
+    assert_eq!(v["children"], serde_json::json!([]));
+
+    // Removing the link removes the container.
+    std::fs::remove_file(plugins.join("loop")).unwrap();
+    assert_eq!(describe(&next_action(&mut sub).await), "removed loop");
+    client.shutdown().await;
+}

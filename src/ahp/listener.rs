@@ -26,6 +26,9 @@ use super::services::Services;
 use crate::config::Limits;
 use crate::console::{http::response, Console, Page};
 
+/// The body of the `503` a connection beyond `max_connections` gets.
+const BUSY: &str = "too many AHP connections; try again later";
+
 /// Serve AHP (and the console, when given) on `listener` until `shutdown` is cancelled, then
 /// wait for connections to close.
 pub async fn serve(
@@ -39,22 +42,22 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let tasks = TaskTracker::new();
     loop {
-        let Some((stream, peer)) = crate::tcp::accept(&listener, &shutdown, "AHP").await else {
+        // One beyond `max_connections` is answered 503 once its first bytes arrive, without the rest.
+        let accepted = crate::tcp::accept_within(&listener, &slots, &shutdown, "AHP", BUSY).await;
+        let Some((stream, peer, slot)) = accepted else {
             break;
         };
         let services = services.clone();
         let limits = limits.clone();
         let shutdown = shutdown.clone();
-        let slot = slots.clone().try_acquire_owned().ok();
         let gate = gate.clone();
         let console = console.clone();
         tasks.spawn(
             async move {
-                let full = slot.is_none();
                 let (upgrade, upgraded) = oneshot::channel();
                 let upgrade = Mutex::new(Some(upgrade));
                 let service = hyper::service::service_fn(move |request| {
-                    let answer = route(&gate, console.as_deref(), full, request, &upgrade);
+                    let answer = route(&gate, console.as_deref(), request, &upgrade);
                     async move { Ok::<_, Infallible>(answer) }
                 });
                 // One request per connection: a page (answered with `Connection: close`),
@@ -100,7 +103,6 @@ pub async fn serve(
 fn route(
     gate: &Gate,
     console: Option<&Console>,
-    full: bool,
     mut request: http::Request<Incoming>,
     upgrade: &Mutex<Option<oneshot::Sender<hyper::upgrade::OnUpgrade>>>,
 ) -> http::Response<Full<Bytes>> {
@@ -117,10 +119,6 @@ fn route(
             tracing::info!(status = refusal.status(), reason = %refusal.message(), "AHP connection refused");
             Some(Page::text(refusal.status(), refusal.message()))
         }
-        Ok(()) if full => Some(Page::text(
-            503,
-            "too many AHP connections; try again later",
-        )),
         Ok(()) if request.method() != http::Method::GET || key.is_none() || !version_ok => Some(
             Page::text(400, "not a WebSocket upgrade this endpoint accepts (GET, Sec-WebSocket-Version: 13, Sec-WebSocket-Key)"),
         ),

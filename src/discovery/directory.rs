@@ -6,6 +6,7 @@ use std::path::Path;
 use ahp_types::state::{Customization, CustomizationType, DirectoryCustomization};
 
 use super::components::{self, Bounds};
+use super::source::failure;
 use super::{display_path, Problems, Scan};
 use crate::spec::{ContentKind, DirectorySpec};
 
@@ -41,9 +42,10 @@ pub fn scan_directory(spec: &DirectorySpec) -> Scan {
             (problems.error_state(), Vec::new())
         }
         Err(e) => {
-            problems.push_message(format!(
-                "{}: cannot open folder: {e}",
-                display_path(&spec.path, &display_base)
+            problems.push_message(failure(
+                &display_path(&spec.path, &display_base),
+                "cannot open folder",
+                &e,
             ));
             (problems.error_state(), Vec::new())
         }

@@ -10,7 +10,7 @@ use super::components::{self, Bounds};
 use super::expand::Vars;
 use super::json::{self, Node, Value};
 use super::mcp::{self, ServerScope, Servers};
-use super::source::SourceFile;
+use super::source::{failure, SourceFile};
 use super::{display_path, Context, Problems, Scan};
 use crate::spec::ContentKind;
 
@@ -60,7 +60,8 @@ pub fn looks_like_plugin(dir: &Path) -> bool {
 }
 
 /// The plugin folders of a configured root: the root itself when it is a plugin, otherwise
-/// its sub-folders that look like plugins (hidden ones skipped), sorted.
+/// its sub-folders that look like plugins (hidden ones skipped), sorted. A symbolic link
+/// loop among them is kept too, so that its scan reports it instead of passing over it.
 pub fn plugin_folders(root: &Path) -> Result<Vec<PathBuf>, String> {
     if looks_like_plugin(root) {
         return Ok(vec![root.to_path_buf()]);
@@ -71,11 +72,11 @@ pub fn plugin_folders(root: &Path) -> Result<Vec<PathBuf>, String> {
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| {
-            p.is_dir()
+            (p.is_dir() || components::loops(p))
                 && p.file_name()
                     .and_then(|n| n.to_str())
                     .is_some_and(|n| !n.starts_with('.'))
-                && looks_like_plugin(p)
+                && (components::loops(p) || looks_like_plugin(p))
         })
         .collect();
     out.sort();
@@ -137,9 +138,10 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
     let root = match std::fs::canonicalize(dir) {
         Ok(root) => root,
         Err(e) => {
-            problems.push_message(format!(
-                "{}: cannot open plugin folder: {e}",
-                display_path(dir, &display_base)
+            problems.push_message(failure(
+                &display_path(dir, &display_base),
+                "cannot open plugin folder",
+                &e,
             ));
             let plugin = container(folder_name, None, problems.error_state(), Some(Vec::new()));
             return finish(dir, plugin, Servers::default(), problems);

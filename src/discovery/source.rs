@@ -24,11 +24,21 @@ pub struct SourceFile {
     lines: LineTable,
 }
 
+/// Why `display` could not be opened: `{display}: {doing}: {e}`, except that a symbolic link
+/// loop is named as one (the OS text, "Too many levels of symbolic links", is not obvious).
+pub fn failure(display: &str, doing: &str, e: &std::io::Error) -> String {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        format!("{display}: symbolic link loop; nothing loaded")
+    } else {
+        format!("{display}: {doing}: {e}")
+    }
+}
+
 impl SourceFile {
     /// Read `path`; `display` is the name used in messages. The error is a full message.
     pub fn read(path: &Path, display: String) -> Result<Self, String> {
         use std::os::unix::fs::OpenOptionsExt;
-        let meta = std::fs::metadata(path).map_err(|e| format!("{display}: cannot read: {e}"))?;
+        let meta = std::fs::metadata(path).map_err(|e| failure(&display, "cannot read", &e))?;
         if !meta.is_file() {
             return Err(format!("{display}: cannot read: not a regular file"));
         }
@@ -37,7 +47,7 @@ impl SourceFile {
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
-            .map_err(|e| format!("{display}: cannot read: {e}"))?;
+            .map_err(|e| failure(&display, "cannot read", &e))?;
         let mut bytes = Vec::new();
         file.take(MAX_FILE_BYTES + 1)
             .read_to_end(&mut bytes)

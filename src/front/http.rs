@@ -43,6 +43,8 @@ pub const EXPIRE_AFTER: Duration = Duration::from_secs(300);
 /// How long a POST's answer may take to be sent as plain JSON; a later one (or one that
 /// comes after notifications about it) is sent as a resumable event stream.
 const JSON_WITHIN: Duration = Duration::from_millis(100);
+/// The body of the `503` a connection beyond `max_connections` gets.
+const BUSY: &str = "too many open connections to the MCP front; retry shortly\n";
 /// How often idle sessions are looked at.
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
@@ -118,25 +120,18 @@ pub async fn serve(
     let tasks = TaskTracker::new();
     tasks.spawn(sweep(Arc::downgrade(&front), shutdown.clone()));
     loop {
-        let Some((stream, peer)) = crate::tcp::accept(&listener, &shutdown, "MCP").await else {
+        // One beyond `max_connections` is answered 503 once its first bytes arrive, without the rest:
+        // a flood of half-sent requests holds at most the limit's worth of descriptors.
+        let accepted = crate::tcp::accept_within(&listener, &slots, &shutdown, "MCP", BUSY).await;
+        let Some((stream, peer, slot)) = accepted else {
             break;
         };
         let front = front.clone();
         let shutdown = shutdown.clone();
-        let slot = slots.clone().try_acquire_owned().ok();
         tasks.spawn(async move {
-            let full = slot.is_none();
-            if full {
-                tracing::warn!(%peer, limit = front.bounds.max_connections, "MCP HTTP connection refused: too many open connections");
-            }
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let front = front.clone();
-                async move {
-                    if full {
-                        return Ok::<_, Infallible>(refuse_busy());
-                    }
-                    Ok::<_, Infallible>(front.handle(request).await)
-                }
+                async move { Ok::<_, Infallible>(front.handle(request).await) }
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder
@@ -599,18 +594,6 @@ fn json_error(status: StatusCode, id: &str, text: &str) -> Response<Body> {
         -32600
     };
     json(status, error_answer(id, code, text))
-}
-
-/// The answer on a connection past `max_connections`, which is then closed.
-fn refuse_busy() -> Response<Body> {
-    let mut response = plain(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "too many open connections to the MCP front; retry shortly\n".into(),
-    );
-    let headers = response.headers_mut();
-    headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-    headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
 }
 
 fn plain(status: StatusCode, text: String) -> Response<Body> {

@@ -10,7 +10,8 @@ pub mod connections;
 mod failure;
 pub mod https;
 pub mod policy;
-#[allow(unsafe_code)] // pre_exec (parent-death signal) and killpg: the only unsafe in the crate
+#[allow(unsafe_code)]
+// pre_exec (parent-death signal, cgroup), kill/killpg, prctl, waitpid, the watchdog's fork: the only unsafe in the crate
 pub mod process;
 mod running;
 pub mod server;

@@ -760,7 +760,12 @@ impl Watcher {
             StateAction::SessionMcpServerStopRequested(a) => &a.id,
             _ => return None,
         };
+        // A server's last state may come just after its container was removed: the reducers
+        // ignore it, and so does the watcher.
         let name = self.name_of(id);
+        if name.is_empty() {
+            return None;
+        }
         Some((name.clone(), self.server(&name)["state"].clone()))
     }
 

@@ -1,11 +1,21 @@
-//! Child processes for stdio servers: each in its own process group, killed by the kernel if
-//! the sidecar dies, stopped with SIGTERM to the whole group and SIGKILL after a grace period.
+//! Child processes for stdio servers: each in its own process group (and cgroup, where the
+//! machine allows), carrying the proxy's marker, killed by the kernel if the sidecar dies;
+//! stopped with SIGTERM to the whole group and SIGKILL after a grace period, and then
+//! everything it left behind (`ownership`). The only module with `unsafe`: `pre_exec`,
+//! signals, `prctl`, `waitpid`, `fork`.
+
+pub mod cgroup;
+pub mod ownership;
+pub mod tree;
+pub mod watchdog;
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+pub use ownership::{Owned, Ownership};
 
 /// A running child with its pipes taken apart.
 pub struct Spawned {
@@ -41,7 +51,8 @@ pub enum SpawnError {
 }
 
 /// Start `command args` in `cwd` with `env` added, in a new process group, with SIGKILL as
-/// its parent-death signal.
+/// its parent-death signal; when the proxy owns its servers ([`Ownership::establish`]),
+/// with its marker in the environment and in its own cgroup.
 pub fn spawn(
     command: &str,
     args: &[String],
@@ -59,11 +70,31 @@ pub fn spawn(
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }
+    let ownership = Ownership::get();
+    let plan = ownership.map(Ownership::plan);
+    if let Some(plan) = &plan {
+        if let Some((name, value)) = plan.marker.split_once('=') {
+            cmd.env(name, value);
+        }
+    }
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id() as libc::pid_t;
+        // Built before the fork: the child may not allocate.
+        let cgroup_procs = plan
+            .as_ref()
+            .and_then(|p| p.cgroup.as_ref())
+            .and_then(|dir| {
+                std::ffi::CString::new(
+                    dir.join("cgroup.procs")
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                )
+                .ok()
+            });
         // SAFETY: the closure runs in the forked child before exec and only calls
-        // async-signal-safe functions (prctl, getppid, _exit).
+        // async-signal-safe functions (prctl, getppid, open, write, close, _exit) on data
+        // prepared before the fork.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
@@ -73,13 +104,24 @@ pub fn spawn(
                 if libc::getppid() != parent {
                     libc::_exit(1);
                 }
+                // Into the server's own cgroup ("0": the writing process). Best effort: a
+                // server that cannot join still carries the marker.
+                if let Some(path) = &cgroup_procs {
+                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd >= 0 {
+                        libc::write(fd, b"0".as_ptr().cast(), 1);
+                        libc::close(fd);
+                    }
+                }
                 Ok(())
             });
         }
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|error| spawn_error(error, command, cwd))?;
+    let spawned = match (ownership, plan) {
+        (Some(ownership), Some(plan)) => ownership.spawn_registered(plan, || cmd.spawn()),
+        _ => cmd.spawn(),
+    };
+    let mut child = spawned.map_err(|error| spawn_error(error, command, cwd))?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -111,18 +153,26 @@ fn file_name(command: &str) -> String {
         .map_or_else(|| command.to_string(), |n| n.to_string_lossy().into_owned())
 }
 
-/// Stop `child` and everything in its process group: SIGTERM, then SIGKILL after `grace`.
-/// Returns how it ended (None if it could not be waited for).
+/// Stop `child` and everything in its process group: SIGTERM, then SIGKILL after `grace`;
+/// then everything else it started (its marker, its cgroup, its tree), SIGTERMed with the
+/// group and SIGKILLed with it. Returns how it ended (None if it could not be waited for).
 pub async fn terminate(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    let group = child.id();
+    let ownership = Ownership::get();
     if let Ok(Some(status)) = child.try_wait() {
-        kill_group(child, libc::SIGKILL);
+        signal_group(group, libc::SIGKILL);
+        if let (Some(ownership), Some(pid)) = (ownership, group) {
+            ownership.clear(pid, true).await;
+        }
         return Some(status);
     }
-    let group = child.id();
     signal_group(group, libc::SIGTERM);
-    match tokio::time::timeout(grace, child.wait()).await {
+    if let (Some(ownership), Some(pid)) = (ownership, group) {
+        ownership.ask_to_stop(pid);
+    }
+    let status = match tokio::time::timeout(grace, child.wait()).await {
+        // Grandchildren that ignored SIGTERM go too.
         Ok(status) => {
-            // Grandchildren that ignored SIGTERM go too.
             signal_group(group, libc::SIGKILL);
             status.ok()
         }
@@ -130,12 +180,62 @@ pub async fn terminate(child: &mut Child, grace: Duration) -> Option<ExitStatus>
             signal_group(group, libc::SIGKILL);
             child.wait().await.ok()
         }
+    };
+    if let (Some(ownership), Some(pid)) = (ownership, group) {
+        ownership.clear(pid, true).await;
     }
+    status
 }
 
 /// Send `signal` to the group of a child that may already have exited.
 pub fn kill_group(child: &Child, signal: libc::c_int) {
     signal_group(child.id(), signal);
+}
+
+/// Send `signal` to process `pid` (a stale pid fails with ESRCH, harmlessly).
+fn signal(pid: i32, signal: libc::c_int) {
+    if pid > 0 {
+        // SAFETY: kill has no memory effects.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+/// Reap child `pid` if it has exited (an orphan the proxy adopted as subreaper).
+fn reap(pid: i32) {
+    let mut status = 0;
+    // SAFETY: waitpid on one pid with WNOHANG writes only `status`.
+    unsafe {
+        libc::waitpid(pid, &mut status, libc::WNOHANG);
+    }
+}
+
+/// Make the proxy the subreaper of its descendants: an orphaned process below it (a
+/// server's daemon whose parent exited) becomes its child instead of init's.
+fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) only sets a flag on this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong);
+    }
+}
+
+/// The watchdog's start: fork (the process is single-threaded: `main` has not started
+/// anything yet), let the parent exit at once so the watchdog is nobody's child, and give
+/// it a session of its own (no terminal signals). Whether this process is the watchdog.
+fn detach() -> bool {
+    // SAFETY: called first thing in `main`, with one thread; the parent only calls _exit.
+    unsafe {
+        match libc::fork() {
+            -1 => false,
+            0 => {
+                libc::setsid();
+                true
+            }
+            _ => libc::_exit(0),
+        }
+    }
 }
 
 fn signal_group(pid: Option<u32>, signal: libc::c_int) {

@@ -1,0 +1,354 @@
+//! The proxy as owner of every process its servers start. It is their subreaper (orphans
+//! come back to it, not to init), each server carries a marker in its environment and, where
+//! cgroup v2 allows, lives in a cgroup of its own. So whatever a server leaves behind (a
+//! grandchild in its group, a daemon in a session of its own) is found and killed when the
+//! server stops or dies, when the proxy shuts down, and by the watchdog when the proxy is
+//! killed outright.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{cgroup, tree};
+
+/// The environment variable every server (and so everything it starts) carries:
+/// `<proxy token>/<server serial>`.
+pub const MARKER: &str = "AHP_PROXY_OWNER";
+
+static OWNERSHIP: OnceLock<Ownership> = OnceLock::new();
+
+/// What the proxy knows of the servers it started.
+pub struct Ownership {
+    /// This proxy, uniquely: `<pid>.<start time in clock ticks>`.
+    token: String,
+    cgroups: Option<cgroup::Base>,
+    serial: AtomicU64,
+    /// Every server process started and not yet cleared away, by pid.
+    servers: Mutex<HashMap<u32, Server>>,
+    /// The write end of the watchdog's pipe: never written, held for the proxy's whole
+    /// life (its closing is the watchdog's signal).
+    _watchdog: Option<std::process::ChildStdin>,
+}
+
+/// One server process's marker and cgroup.
+struct Server {
+    marker: String,
+    cgroup: Option<PathBuf>,
+    /// Its leftovers were killed once its process ended (it may still await its reaper).
+    swept: bool,
+}
+
+/// What [`super::spawn`] gives a new server: its marker (`NAME=value`) and its cgroup.
+pub struct Plan {
+    /// `AHP_PROXY_OWNER=<token>/<serial>`.
+    pub marker: String,
+    /// Its own cgroup, when the proxy has them.
+    pub cgroup: Option<PathBuf>,
+}
+
+/// The janitor that clears away after servers that died, until [`Owned::release`].
+pub struct Owned {
+    stop: CancellationToken,
+    janitor: tokio::task::JoinHandle<()>,
+}
+
+impl Ownership {
+    /// The proxy's ownership of its servers, once [`Ownership::establish`] ran.
+    pub fn get() -> Option<&'static Ownership> {
+        OWNERSHIP.get()
+    }
+
+    /// Become the owner of every process servers will start (call once, in the runtime,
+    /// before any server starts): start the watchdog, become a subreaper, make the cgroup
+    /// base where the machine allows it, and clear away after servers as they die.
+    pub fn establish() -> Owned {
+        let ownership = OWNERSHIP.get_or_init(|| {
+            let token = format!("{}.{}", std::process::id(), start_ticks());
+            let cgroups = cgroup::Base::create();
+            let watchdog = super::watchdog::start(&token, cgroups.as_ref().map(|b| b.path()));
+            super::become_subreaper();
+            tracing::info!(
+                cgroups = cgroups.as_ref().map(|b| b.path().display().to_string()),
+                watchdog = watchdog.is_some(),
+                "owning every process the servers start"
+            );
+            Ownership {
+                token,
+                cgroups,
+                serial: AtomicU64::new(0),
+                servers: Mutex::new(HashMap::new()),
+                _watchdog: watchdog,
+            }
+        });
+        let stop = CancellationToken::new();
+        let janitor = tokio::spawn(janitor(ownership, stop.clone()));
+        Owned { stop, janitor }
+    }
+
+    /// A marker and (when the proxy has cgroups) a cgroup for the next server.
+    pub fn plan(&self) -> Plan {
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed) + 1;
+        Plan {
+            marker: format!("{MARKER}={}/{serial}", self.token),
+            cgroup: self.cgroups.as_ref().and_then(|base| base.server(serial)),
+        }
+    }
+
+    /// Server process `pid`'s marker and cgroup, while it is registered.
+    fn marker_and_cgroup(&self, pid: u32) -> Option<(String, Option<PathBuf>)> {
+        self.lock()
+            .get(&pid)
+            .map(|s| (s.marker.clone(), s.cgroup.clone()))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<u32, Server>> {
+        self.servers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Start a server process with `spawn` and remember it under `plan`. The registry stays
+    /// locked meanwhile, so a child that dies at once is never taken for an orphan to reap;
+    /// a failed start's cgroup is removed.
+    pub fn spawn_registered(
+        &self,
+        plan: Plan,
+        spawn: impl FnOnce() -> std::io::Result<tokio::process::Child>,
+    ) -> std::io::Result<tokio::process::Child> {
+        let mut registry = self.lock();
+        match spawn() {
+            Ok(child) => {
+                if let Some(pid) = child.id() {
+                    registry.insert(
+                        pid,
+                        Server {
+                            marker: plan.marker,
+                            cgroup: plan.cgroup,
+                            swept: false,
+                        },
+                    );
+                }
+                Ok(child)
+            }
+            Err(error) => {
+                drop(registry);
+                if let Some(path) = plan.cgroup {
+                    cgroup::remove(&path);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Server process `pid` has ended and been reaped (`gone`), or is being stopped:
+    /// SIGKILL everything it left (everything carrying its marker, in its cgroup or below it
+    /// in the tree); once it is gone, forget it and remove its cgroup.
+    pub async fn clear(&self, pid: u32, gone: bool) {
+        let Some((marker, cgroup)) = self.marker_and_cgroup(pid) else {
+            return;
+        };
+        kill_all_off_runtime(Targets {
+            entry: marker.into_bytes(),
+            prefix: false,
+            root: (!gone).then_some(pid as i32),
+            cgroup: cgroup.clone(),
+        })
+        .await;
+        let mut registry = self.lock();
+        if gone {
+            registry.remove(&pid);
+            drop(registry);
+            if let Some(path) = cgroup {
+                cgroup::remove(&path);
+            }
+        } else if let Some(server) = registry.get_mut(&pid) {
+            server.swept = true;
+        }
+    }
+
+    /// SIGTERM everything server `pid` started (its marker, its cgroup, its tree), not the
+    /// server itself: a polite first step beside the SIGTERM to its group.
+    pub fn ask_to_stop(&self, pid: u32) {
+        let Some((marker, cgroup)) = self.marker_and_cgroup(pid) else {
+            return;
+        };
+        let targets = Targets {
+            entry: marker.into_bytes(),
+            prefix: false,
+            root: Some(pid as i32),
+            cgroup,
+        };
+        for target in targets.find(&tree::snapshot()) {
+            if target != pid as i32 {
+                super::signal(target, libc::SIGTERM);
+            }
+        }
+    }
+
+    /// Shutdown, after every server stopped: kill whatever is left (anything carrying this
+    /// proxy's marker, in its cgroups, or below it in the tree: orphans it adopted), reap
+    /// them, and remove the cgroups.
+    async fn release_all(&self) {
+        let pids: Vec<u32> = self.lock().keys().copied().collect();
+        for pid in pids {
+            self.clear(pid, false).await;
+        }
+        kill_all_off_runtime(Targets {
+            entry: format!("{MARKER}={}/", self.token).into_bytes(),
+            prefix: true,
+            root: Some(std::process::id() as i32),
+            cgroup: self.cgroups.as_ref().map(|b| b.path().to_path_buf()),
+        })
+        .await;
+        self.reap_orphans();
+        if let Some(base) = &self.cgroups {
+            base.kill_all_and_remove();
+        }
+    }
+
+    /// Reap children that are not server processes (orphans the proxy adopted as their
+    /// subreaper) once they have exited; server processes are tokio's to reap.
+    fn reap_orphans(&self) {
+        let me = std::process::id() as i32;
+        let registry = self.lock();
+        for p in tree::snapshot() {
+            if p.ppid == me && p.zombie && !registry.contains_key(&(p.pid as u32)) {
+                super::reap(p.pid);
+            }
+        }
+    }
+
+    /// Server processes that ended: `(pid, true)` for those already reaped, `(pid, false)`
+    /// for zombies not yet swept. The registry is locked before the snapshot: a server
+    /// spawned after the snapshot would be missing from it and taken for one that ended.
+    fn ended(&self) -> Vec<(u32, bool)> {
+        let registry = self.lock();
+        let procs = tree::snapshot();
+        registry
+            .iter()
+            .filter_map(|(pid, server)| {
+                let state = procs.iter().find(|p| p.pid == *pid as i32);
+                match state {
+                    None => Some((*pid, true)),
+                    Some(p) if p.zombie && !server.swept => Some((*pid, false)),
+                    Some(_) => None,
+                }
+            })
+            .collect()
+    }
+
+    /// After some child ended: clear away after server processes that died (their leftovers
+    /// killed at once; forgotten once reaped) and reap adopted orphans.
+    async fn tidy(&self) {
+        for (pid, gone) in self.ended() {
+            self.clear(pid, gone).await;
+        }
+        self.reap_orphans();
+    }
+}
+
+impl Owned {
+    /// Shutdown, after the supervisor stopped every server: stop the janitor, then kill and
+    /// reap whatever is left and remove the cgroups.
+    pub async fn release(self) {
+        self.stop.cancel();
+        let _ = self.janitor.await;
+        if let Some(ownership) = Ownership::get() {
+            ownership.release_all().await;
+        }
+    }
+}
+
+/// On every SIGCHLD (and every few seconds, for deaths signalled while it was busy), tidy up.
+async fn janitor(ownership: &'static Ownership, stop: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut children = signal(SignalKind::child()).ok();
+    loop {
+        let child = async {
+            match children.as_mut() {
+                Some(children) => {
+                    children.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = child => {}
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+        ownership.tidy().await;
+    }
+}
+
+/// What to kill: processes whose environment holds `entry` (exactly, or as a prefix), the
+/// live processes below `root`, and the members of `cgroup`. Never the proxy itself.
+pub struct Targets {
+    /// `NAME=value` (or its start, with `prefix`).
+    pub entry: Vec<u8>,
+    /// Match `entry` as a prefix.
+    pub prefix: bool,
+    /// A process whose whole tree goes (not itself).
+    pub root: Option<i32>,
+    /// A cgroup whose members go.
+    pub cgroup: Option<PathBuf>,
+}
+
+impl Targets {
+    /// The live targets among `procs` now.
+    pub fn find(&self, procs: &[tree::Proc]) -> BTreeSet<i32> {
+        let me = std::process::id() as i32;
+        let mut found: BTreeSet<i32> = BTreeSet::new();
+        if let Some(root) = self.root {
+            found.extend(tree::below(procs, root));
+        }
+        for p in procs {
+            if !p.zombie && p.pid != me && tree::environment_has(p.pid, &self.entry, self.prefix) {
+                found.insert(p.pid);
+            }
+        }
+        if let Some(path) = &self.cgroup {
+            found.extend(cgroup::members(path));
+        }
+        found.remove(&me);
+        found.retain(|pid| procs.iter().any(|p| p.pid == *pid && !p.zombie));
+        found
+    }
+}
+
+/// [`kill_all`] on a blocking thread: it reads `/proc` and sleeps between rounds.
+async fn kill_all_off_runtime(targets: Targets) {
+    let _ = tokio::task::spawn_blocking(move || kill_all(&targets)).await;
+}
+
+/// SIGKILL every target until none is left (a process may fork while its siblings die;
+/// at most 50 rounds, 10 ms apart). Blocking: it reads `/proc` and sleeps.
+pub fn kill_all(targets: &Targets) {
+    if let Some(path) = &targets.cgroup {
+        cgroup::kill(path);
+    }
+    for _ in 0..50 {
+        let found = targets.find(&tree::snapshot());
+        if found.is_empty() {
+            return;
+        }
+        for pid in found {
+            super::signal(pid, libc::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// This process's start time in clock ticks since boot (`/proc/self/stat` field 22), so
+/// the token stays unique when pids are reused.
+fn start_ticks() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|text| {
+            let (_, rest) = text.rsplit_once(')')?;
+            rest.split_whitespace().nth(19)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
