@@ -290,6 +290,8 @@ async fn run(
         for (session, action) in &changes.sessions {
             host.emit_to_session(session, action);
         }
+        // What the replaced containers and scans held is free now; give it back.
+        tokio::task::spawn_blocking(crate::heap::give_back);
         // Launch specs are not part of the tree: a rescan with no action can still change
         // one. When a rescanned unit's servers changed at all, the supervisor gets the whole
         // set again (shared pointers) and diffs it; only changed servers restart. An edit

@@ -511,6 +511,7 @@ async fn sweep(front: std::sync::Weak<Front>, shutdown: CancellationToken) {
             .iter()
             .map(|(id, s)| (id.clone(), s.clone()))
             .collect();
+        let mut expired = 0usize;
         for (id, session) in sessions {
             let idle_for = session
                 .harness
@@ -527,8 +528,12 @@ async fn sweep(front: std::sync::Weak<Front>, shutdown: CancellationToken) {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&id);
+                expired += 1;
                 continue;
             }
+        }
+        if expired > 0 {
+            tokio::task::spawn_blocking(crate::heap::give_back);
         }
     }
 }
