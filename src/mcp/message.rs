@@ -189,10 +189,15 @@ impl Message {
             return self;
         }
         let text = splice(&self.text, &mut all);
-        // The new text has the same shape: reading it again cannot fail.
-        match Message::parse(text) {
-            Ok(message) => message,
-            Err(_) => self,
+        // Every edit replaced a whole JSON value by another: the message keeps its shape, and
+        // its spans only move by what the edits before their ends added or removed.
+        let moved = |span: Range<usize>| moved(&all, span);
+        Self {
+            text,
+            kind: self.kind,
+            method: self.method,
+            id: self.id.map(moved),
+            body: self.body.map(moved),
         }
     }
 }
@@ -213,6 +218,19 @@ pub fn splice(text: &str, edits: &mut [(Range<usize>, &str)]) -> String {
     }
     out.push_str(&text[at..]);
     out
+}
+
+/// Where `span` stands after `edits` (sorted, not overlapping, each a whole value inside
+/// `span`, being `span`, or apart from it) are spliced in: each end moves by what the edits
+/// ending before it added or removed.
+fn moved(edits: &[(Range<usize>, &str)], span: Range<usize>) -> Range<usize> {
+    let shift = |at: usize| {
+        edits
+            .iter()
+            .filter(|(range, _)| range.end <= at)
+            .fold(at, |at, (range, new)| at + new.len() - range.len())
+    };
+    shift(span.start)..shift(span.end)
 }
 
 /// Where `raw` (borrowed from `text`) stands in `text`.
@@ -514,6 +532,36 @@ mod tests {
             "{ \"jsonrpc\": \"2.0\", \"id\": 42, \"method\": \"tools/call\",\n  \"params\": {\"_meta\": {\"progressToken\": \"p-1\", \"x-unknown\": [1e400]}, \"name\": \"n\\u00e9\"} }"
         );
         assert_eq!(out.numeric_id(), Some(42));
+    }
+
+    #[test]
+    fn a_rewritten_message_reads_as_its_text_would_when_parsed_again() {
+        let texts = [
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"progressToken":"t"},"name":"a"}}"#,
+            r#"{"params":{"name":"a","_meta":{"progressToken":12345}},"method":"x","id":"long-id","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","result":{"content":[]},"id":123456789}"#,
+            r#"{"id":"s","jsonrpc":"2.0","error":{"code":1,"message":"m"}}"#,
+        ];
+        for text in texts {
+            let m = parse(text);
+            let mut edits = Vec::new();
+            for (path, new) in [
+                (&["_meta", "progressToken"][..], "\"a-much-longer-token\""),
+                (&["name"][..], "\"b\""),
+            ] {
+                if let Some(span) = m.find(path) {
+                    edits.push((span, new.to_string()));
+                }
+            }
+            for id in ["1", "\"x-longer-than-before\""] {
+                let out = m.clone().rewrite(Some(id), edits.clone());
+                let again = parse(out.text());
+                assert_eq!(out.id(), again.id(), "{}", out.text());
+                assert_eq!(out.body(), again.body(), "{}", out.text());
+                assert_eq!(out.method(), again.method());
+                assert_eq!(out.kind(), again.kind());
+            }
+        }
     }
 
     #[test]
