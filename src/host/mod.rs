@@ -182,14 +182,21 @@ impl Core {
 
     fn publish(&mut self, commit: Commit) {
         let channel = commit.envelope.channel.clone();
-        let plain = apps::plain_envelope(&commit.envelope)
-            .map(|envelope| jsonrpc::notification("action", &envelope));
-        self.fanout.broadcast_views(
-            &channel,
-            &jsonrpc::notification("action", &commit.envelope),
-            plain.as_ref(),
-        );
-        if let Some(changes) = commit.summary_changes {
+        // Frames are written only for a channel someone listens to (most commits, e.g. the
+        // mirrored tool calls of a harness nobody watches, have no subscriber).
+        if self.fanout.has_subscribers(&channel) {
+            let plain = apps::plain_envelope(&commit.envelope)
+                .map(|envelope| jsonrpc::notification("action", &envelope));
+            self.fanout.broadcast_views(
+                &channel,
+                &jsonrpc::notification("action", &commit.envelope),
+                plain.as_ref(),
+            );
+        }
+        if let Some(changes) = commit
+            .summary_changes
+            .filter(|_| self.fanout.has_subscribers(ROOT_RESOURCE_URI))
+        {
             let params = SessionSummaryChangedParams {
                 channel: ROOT_RESOURCE_URI.to_string(),
                 session: channel,

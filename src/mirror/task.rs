@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ahp_types::actions::StateAction;
 use ahp_types::state::ResponsePart;
@@ -13,6 +13,11 @@ use tokio::sync::mpsc;
 
 use super::{call_id, Event, Turns, LINGER};
 use crate::host::Host;
+
+/// How long the task lets events gather once it handled some: a busy front then hands it
+/// calls in batches instead of waking it (and often a second thread) twice per call. AHP
+/// clients see the same actions, at most this much later.
+const GATHER: Duration = Duration::from_millis(1);
 
 pub(super) async fn run(
     host: Arc<Host>,
@@ -33,19 +38,30 @@ pub(super) async fn run(
         );
         let _ = host.emit(crate::host::DEFAULT_SESSION_URI, removed);
     };
+    // Whether events came since the task last let some gather.
+    let mut handled = false;
     loop {
-        let event = tokio::select! {
-            event = rx.recv() => match event {
-                Some(event) => Some(event),
-                None => break,
+        let event = match rx.try_recv() {
+            Ok(event) => Some(event),
+            Err(mpsc::error::TryRecvError::Empty) if handled => {
+                handled = false;
+                tokio::time::sleep(GATHER).await;
+                continue;
+            }
+            Err(_) => tokio::select! {
+                event = rx.recv() => match event {
+                    Some(event) => Some(event),
+                    None => break,
+                },
+                _ = async {
+                    match linger {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => None,
             },
-            _ = async {
-                match linger {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            } => None,
         };
+        handled |= event.is_some();
         let now = epoch.elapsed().as_millis() as u64;
         if event.is_none() {
             linger = None;
