@@ -14,9 +14,9 @@ use tokio::sync::mpsc;
 use super::{call_id, Event, Turns, LINGER};
 use crate::host::Host;
 
-/// How long the task lets events gather once it handled some: a busy front then hands it
-/// calls in batches instead of waking it (and often a second thread) twice per call. AHP
-/// clients see the same actions, at most this much later.
+/// How long the task lets events gather once it handled some (with several worker threads):
+/// a busy front then hands it calls in batches instead of waking it, and often a second
+/// thread, twice per call. AHP clients see the same actions, at most this much later.
 const GATHER: Duration = Duration::from_millis(1);
 
 pub(super) async fn run(
@@ -38,12 +38,15 @@ pub(super) async fn run(
         );
         let _ = host.emit(crate::host::DEFAULT_SESSION_URI, removed);
     };
+    // With one worker thread a wake costs no hand-off between threads, and a batch would
+    // make the calls answered on that thread wait behind it: events are handled as they come.
+    let gathers = tokio::runtime::Handle::current().metrics().num_workers() > 1;
     // Whether events came since the task last let some gather.
     let mut handled = false;
     loop {
         let event = match rx.try_recv() {
             Ok(event) => Some(event),
-            Err(mpsc::error::TryRecvError::Empty) if handled => {
+            Err(mpsc::error::TryRecvError::Empty) if handled && gathers => {
                 handled = false;
                 tokio::time::sleep(GATHER).await;
                 continue;
