@@ -19,11 +19,14 @@
 //! (about 2–3 minutes; `--quick` runs a few seconds, `--no-peers` leaves the peers out).
 //! Peers: the Rust `mcp-proxy` is `$MCP_PROXY_RS_BIN`, else /work/tools/mcp-proxy/bin/mcp-proxy
 //! (`cargo install mcp-proxy --version 0.6.0 --no-default-features --root /work/tools/mcp-proxy`);
-//! the Python `mcp-proxy` (PyPI) runs when `$MCP_PROXY_PY_BIN` names it.
+//! the Python `mcp-proxy` (PyPI) runs when `$MCP_PROXY_PY_BIN` names it; an earlier
+//! `ahp-proxy` build runs beside this one when `$BENCH_FRONT_BEFORE_BIN` names it (its
+//! paths are labelled "ahp-proxy (before)", and a before/after table is printed).
 //! Knobs: `BENCH_FRONT_ROUNDS` (3), `BENCH_FRONT_BLOCK_MS` (1500, measured part of an HTTP
 //! block), `BENCH_FRONT_WARMUP_MS` (250, the rest), `BENCH_FRONT_STDIO_CALLS` (1000 a block),
-//! `BENCH_FRONT_SESSIONS` (1,8,32), `BENCH_FRONT_AHP_ARGS` (e.g. `--worker-threads=1`: one
-//! more path, an `ahp-proxy serve` with these arguments), `BENCH_FRONT_ONLY` (comma-separated parts of path labels: measure only those, e.g. to
+//! `BENCH_FRONT_SESSIONS` (1,8,32), `BENCH_FRONT_AHP_ARGS` (e.g. `--worker-threads=2`: one
+//! more stdio and one more `/mcp/echo` path, `ahp-proxy serve` with these arguments),
+//! `BENCH_FRONT_ONLY` (comma-separated parts of path labels: measure only those, e.g. to
 //! profile one proxy by the pid printed for it).
 
 #[allow(dead_code)]
@@ -245,7 +248,7 @@ async fn run(knobs: &Knobs, dir: &std::path::Path) -> bool {
             label: &path.label,
             tallies: std::slice::from_ref(tally),
             proxied: path.proxy.is_some(),
-            ours: true,
+            ours: path.ours,
             failed: failed.as_deref(),
         })
         .collect();
@@ -267,6 +270,7 @@ async fn run(knobs: &Knobs, dir: &std::path::Path) -> bool {
     report::latency(&stdio_rows, &http_rows);
     report::cpu(&stdio_rows, &http_rows, &knobs.sessions);
     report::targets(&stdio_rows, &http_rows, &knobs.sessions);
+    report::before_after(&stdio_rows, &http_rows, &knobs.sessions);
     for (label, failed) in stdio_rows
         .iter()
         .chain(&http_rows)
@@ -275,7 +279,7 @@ async fn run(knobs: &Knobs, dir: &std::path::Path) -> bool {
     {
         failures.push(format!("{label}: failed while measured: {failed}"));
     }
-    for row in http_rows.iter().filter(|r| !r.ours) {
+    for row in stdio_rows.iter().chain(&http_rows).filter(|r| !r.ours) {
         if let Some(failed) = row.failed {
             notes.push(format!("{}: failed while measured: {failed}", row.label));
         }

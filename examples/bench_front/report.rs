@@ -3,6 +3,7 @@
 
 use crate::common::percentile;
 use crate::measure::Tally;
+use crate::targets::BEFORE;
 
 /// The figures of one path, ready to print.
 pub struct Row<'a> {
@@ -172,7 +173,9 @@ pub fn cpu(stdio: &[Row], http: &[Row], sessions: &[usize]) {
 pub fn targets(stdio: &[Row], http: &[Row], sessions: &[usize]) {
     println!("\ntargets (issue 18), this run:");
     let verdict = |ok: bool| if ok { "met" } else { "not met" };
-    let proxied = stdio.iter().find(|r| r.proxied && r.failed.is_none());
+    let proxied = stdio
+        .iter()
+        .find(|r| r.ours && r.proxied && r.failed.is_none());
     if let (Some(direct), Some(proxied)) = (direct_stdio(stdio), proxied) {
         if let (Some(d), Some(p)) = (direct.tallies.first(), proxied.tallies.first()) {
             let ((d50, d99), (p50, p99)) = (p50_p99(d), p50_p99(p));
@@ -207,7 +210,7 @@ pub fn targets(stdio: &[Row], http: &[Row], sessions: &[usize]) {
         let peers = http
             .iter()
             .filter(ok)
-            .filter(|r| !r.ours && r.label.ends_with(upstream));
+            .filter(|r| !r.ours && !r.label.starts_with(BEFORE) && r.label.ends_with(upstream));
         for peer in peers {
             let ratios: Vec<String> = ours
                 .tallies
@@ -233,5 +236,62 @@ pub fn targets(stdio: &[Row], http: &[Row], sessions: &[usize]) {
                 )
             );
         }
+    }
+}
+
+/// With an earlier build measured beside this one: each of its paths next to the same path
+/// now (p50 with one call in flight, calls/s at each concurrency, CPU per call at the last).
+pub fn before_after(stdio: &[Row], http: &[Row], sessions: &[usize]) {
+    let ok = |r: &&Row| r.failed.is_none();
+    let rows: Vec<&Row> = stdio.iter().chain(http).filter(ok).collect();
+    let pairs: Vec<(&Row, &Row)> = rows
+        .iter()
+        .filter(|r| r.label.starts_with(BEFORE))
+        .filter_map(|before| {
+            let now = before.label.replacen(BEFORE, "ahp-proxy", 1);
+            rows.iter()
+                .find(|r| r.label == now)
+                .map(|now| (*before, *now))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let last = sessions.len().saturating_sub(1);
+    let levels: Vec<String> = sessions.iter().map(|s| s.to_string()).collect();
+    println!("\n== before / after (same run, same client, interleaved) ==\n");
+    println!(
+        "| path | p50, 1 in flight | calls/s at {} HTTP sessions | proxy CPU µs per call (last level) |",
+        levels.join(" / ")
+    );
+    println!("|---|---|---|---|");
+    for (before, now) in pairs {
+        let path = now.label.trim_start_matches("ahp-proxy ");
+        let cpu = |row: &Row| {
+            let level = if row.tallies.len() > 1 { last } else { 0 };
+            row.tallies
+                .get(level)
+                .map_or(f64::NAN, |t| t.cpu.proxy / t.cpu_calls.max(1) as f64)
+        };
+        let rates = |row: &Row| {
+            if row.tallies.len() > 1 {
+                row.tallies
+                    .iter()
+                    .map(|t| thousands(rate(t)))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            } else {
+                "—".into()
+            }
+        };
+        println!(
+            "| {path} | {:.0} → {:.0} µs | {} → {} | {:.1} → {:.1} |",
+            first_p50(before),
+            first_p50(now),
+            rates(before),
+            rates(now),
+            cpu(before),
+            cpu(now)
+        );
     }
 }

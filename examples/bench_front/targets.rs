@@ -1,6 +1,7 @@
 //! The paths under test and the processes behind them: the echo server direct (stdio and
 //! HTTP), `ahp-proxy` (stdio front, `/mcp/echo`, `/mcp`; stdio and HTTP upstream) and the
-//! peers (Rust `mcp-proxy` 0.6.0; the Python `mcp-proxy` when asked), each ready to call.
+//! peers (Rust `mcp-proxy` 0.6.0; the Python `mcp-proxy` when asked) and, when asked, an
+//! earlier build of `ahp-proxy` ("before"), each ready to call.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -11,6 +12,14 @@ use crate::http_client::HttpSession;
 use crate::mcp;
 use crate::process::{descendant_pids, free_port, Reaped};
 use crate::stdio_client::StdioClient;
+
+/// `$BENCH_FRONT_AHP_ARGS`: arguments to `serve` of one more `ahp-proxy` path of each
+/// front (stdio and `/mcp/echo`), to compare a variant.
+fn variant_args() -> Option<Vec<String>> {
+    let args = std::env::var("BENCH_FRONT_AHP_ARGS").ok()?;
+    let args: Vec<String> = args.split_whitespace().map(str::to_string).collect();
+    (!args.is_empty()).then_some(args)
+}
 
 /// Where the Rust peer is installed when `$MCP_PROXY_RS_BIN` does not say.
 const RUST_PEER_DEFAULT: &str = "/work/tools/mcp-proxy/bin/mcp-proxy";
@@ -23,6 +32,8 @@ pub struct StdioPath {
     /// The proxy in front (none when direct) and the echo server(s).
     pub proxy: Option<u32>,
     pub servers: Vec<u32>,
+    /// Whether this is one of ours (its failure fails the run).
+    pub ours: bool,
 }
 
 /// A path reached over streamable HTTP.
@@ -52,7 +63,12 @@ pub struct Bench {
 pub struct Peers {
     pub rust: Option<PathBuf>,
     pub python: Option<PathBuf>,
+    /// An earlier `ahp-proxy` binary to measure beside this one.
+    pub before: Option<PathBuf>,
 }
+
+/// What marks the paths of the earlier `ahp-proxy` in their labels.
+pub const BEFORE: &str = "ahp-proxy (before)";
 
 impl Peers {
     /// `$MCP_PROXY_RS_BIN`, else the default install path; `$MCP_PROXY_PY_BIN` (Python).
@@ -70,13 +86,29 @@ impl Peers {
             ));
         }
         let python = from_env("MCP_PROXY_PY_BIN").map(PathBuf::from);
-        (Peers { rust, python }, notes)
+        let before = from_env("BENCH_FRONT_BEFORE_BIN").map(PathBuf::from);
+        if let Some(before) = before.as_ref().filter(|b| !b.is_file()) {
+            notes.push(format!(
+                "{BEFORE}: skipped, $BENCH_FRONT_BEFORE_BIN ({}) is not a file",
+                before.display()
+            ));
+        }
+        let before = before.filter(|b| b.is_file());
+        (
+            Peers {
+                rust,
+                python,
+                before,
+            },
+            notes,
+        )
     }
 
     pub fn none() -> Peers {
         Peers {
             rust: None,
             python: None,
+            before: None,
         }
     }
 }
@@ -102,6 +134,7 @@ impl Bench {
                 "direct stdio echo",
                 Command::new(examples).arg("echo"),
                 false,
+                true,
             )
             .await;
         bench.note_failure("direct stdio echo", outcome, true);
@@ -117,9 +150,44 @@ impl Bench {
                     "127.0.0.1:0",
                 ]),
                 true,
+                true,
             )
             .await;
         bench.note_failure("ahp-proxy serve --stdio", outcome, true);
+        // A variant to compare, e.g. `--worker-threads=2`.
+        if let Some(extra) = variant_args() {
+            let label = format!("ahp-proxy serve --stdio {}", extra.join(" "));
+            let outcome = bench
+                .stdio_path(
+                    &label,
+                    Command::new(proxy)
+                        .arg("--config")
+                        .arg(&config)
+                        .args(["serve", "--stdio", "--listen", "127.0.0.1:0"])
+                        .args(&extra),
+                    true,
+                    true,
+                )
+                .await;
+            bench.note_failure(&label, outcome, true);
+        }
+        if let Some(before) = &peers.before {
+            let label = format!("{BEFORE} serve --stdio");
+            let outcome = bench
+                .stdio_path(
+                    &label,
+                    Command::new(before).arg("--config").arg(&config).args([
+                        "serve",
+                        "--stdio",
+                        "--listen",
+                        "127.0.0.1:0",
+                    ]),
+                    true,
+                    false,
+                )
+                .await;
+            bench.note_failure(&label, outcome, false);
+        }
 
         // HTTP: the echo's own HTTP server, direct; also the upstream of the HTTP rows.
         let port = free_port();
@@ -160,18 +228,23 @@ impl Bench {
                 ],
                 None,
                 &[],
+                true,
             )
             .await;
         bench.note_failure("ahp-proxy → stdio echo", outcome, true);
+        if let Some(before) = &peers.before {
+            let label = format!("{BEFORE} /mcp/echo → stdio echo");
+            let outcome = bench
+                .ahp_proxy(before, &config, &[("/echo", &label)], None, &[], false)
+                .await;
+            bench.note_failure(&label, outcome, false);
+        }
         // A variant to compare, e.g. `--worker-threads=1`.
-        if let Some(extra) = std::env::var("BENCH_FRONT_AHP_ARGS")
-            .ok()
-            .filter(|a| !a.trim().is_empty())
-        {
-            let args: Vec<&str> = extra.split_whitespace().collect();
+        if let Some(extra) = variant_args() {
+            let args: Vec<&str> = extra.iter().map(String::as_str).collect();
             let label = format!("ahp-proxy {} /mcp/echo → stdio echo", args.join(" "));
             let outcome = bench
-                .ahp_proxy(proxy, &config, &[("/echo", &label)], None, &args)
+                .ahp_proxy(proxy, &config, &[("/echo", &label)], None, &args, true)
                 .await;
             bench.note_failure(&label, outcome, true);
         }
@@ -205,9 +278,24 @@ impl Bench {
                 &[("/echo", "ahp-proxy /mcp/echo → HTTP echo")],
                 Some(echo_pid),
                 &[],
+                true,
             )
             .await;
         bench.note_failure("ahp-proxy → HTTP echo", outcome, true);
+        if let Some(before) = &peers.before {
+            let label = format!("{BEFORE} /mcp/echo → HTTP echo");
+            let outcome = bench
+                .ahp_proxy(
+                    before,
+                    &config,
+                    &[("/echo", &label)],
+                    Some(echo_pid),
+                    &[],
+                    false,
+                )
+                .await;
+            bench.note_failure(&label, outcome, false);
+        }
         if let Some(rust) = &peers.rust {
             let outcome = bench
                 .rust_peer(
@@ -240,6 +328,7 @@ impl Bench {
         label: &str,
         command: &mut Command,
         proxied: bool,
+        ours: bool,
     ) -> Result<(), String> {
         let mut process = Reaped::spawn(label, command, true)?;
         let stdio = process.take_stdio().ok_or("no stdio")?;
@@ -274,6 +363,7 @@ impl Bench {
             call,
             proxy,
             servers,
+            ours,
         });
         Ok(())
     }
@@ -335,6 +425,7 @@ impl Bench {
         endpoints: &[(&str, &str)],
         upstream: Option<u32>,
         extra: &[&str],
+        ours: bool,
     ) -> Result<(), String> {
         let mut process = Reaped::spawn(
             "ahp-proxy serve",
@@ -357,7 +448,7 @@ impl Bench {
         let url = url?;
         for (suffix, label) in endpoints {
             let url = format!("{url}{suffix}");
-            self.http_path(label, &url, Some(pid), upstream, true)
+            self.http_path(label, &url, Some(pid), upstream, ours)
                 .await?;
         }
         Ok(())
