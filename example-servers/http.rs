@@ -36,6 +36,9 @@ pub async fn serve_http<S: ServerHandler + Clone>(
         let Ok((socket, _)) = listener.accept().await else {
             continue;
         };
+        // Answers are small writes after a read: without this, Nagle holds each one until
+        // the client's delayed ACK (~40 ms per call).
+        let _ = socket.set_nodelay(true);
         let service = service.clone();
         let required = required.clone();
         tokio::spawn(async move {

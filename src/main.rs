@@ -356,9 +356,9 @@ fn serve(
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
-    // Measured (examples/bench_front.rs, 2 cores): with a worker per core a stdio call
-    // crosses threads several times and the proxy adds ~2.5 direct round trips at p50;
-    // with one worker it adds under one.
+    // One worker with --stdio: one harness, one sidecar, a call stays on one thread (see
+    // examples/bench_front and docs/benchmarks.md; with stdin/stdout as non-blocking pipes a
+    // worker per core measures about the same there, and is faster for many HTTP sessions).
     match worker_threads {
         Some(n) => {
             builder.worker_threads(usize::from(n));

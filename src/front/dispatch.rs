@@ -39,7 +39,7 @@ impl Harness {
     fn request(self: &Arc<Self>, message: Message, stream: Stream) {
         let id = message.id().unwrap_or("null").to_string();
         let method = message.method().unwrap_or_default().to_string();
-        if method != "initialize" && self.initialize_params().is_none() && method != "ping" {
+        if method != "initialize" && !self.is_initialized() && method != "ping" {
             // Servers refuse requests before initialize; so does the proxy.
             stream.finish(error_answer(
                 &id,

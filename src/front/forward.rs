@@ -179,11 +179,12 @@ fn call_found(
             .unwrap_or_else(|| "{}".into()),
         ui: found.tool.as_ref().and_then(|t| t.ui()),
     });
-    let message = match message.find(&["name"]) {
-        Some(span) if found.original != called => {
-            message.rewrite(None, vec![(span, message::quote(&found.original))])
-        }
-        _ => message,
+    let renamed = (found.original != called)
+        .then(|| message.find(&["name"]))
+        .flatten();
+    let message = match renamed {
+        Some(span) => message.rewrite(None, vec![(span, message::quote(&found.original))]),
+        None => message,
     };
     let hooks = Hooks {
         ticket,

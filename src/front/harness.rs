@@ -60,6 +60,8 @@ pub struct Owed {
 struct State {
     /// The `initialize` params it sent.
     initialize: Option<Value>,
+    /// What those declared (read once: every tool call looks).
+    abilities: Abilities,
     /// Its requests being answered, by its id as written.
     in_flight: HashMap<String, InFlight>,
     /// Requests it owes an answer to, by the id the proxy gave them.
@@ -135,20 +137,23 @@ impl Harness {
         self.state().initialize.clone()
     }
 
+    /// Whether it sent `initialize`.
+    pub fn is_initialized(&self) -> bool {
+        self.state().initialize.is_some()
+    }
+
     /// It sent `initialize` with `params`.
     pub(super) fn initialized(&self, params: Value) -> Abilities {
         let abilities = Abilities::of(params.get("capabilities").unwrap_or(&Value::Null));
-        self.state().initialize = Some(params);
+        let mut state = self.state();
+        state.initialize = Some(params);
+        state.abilities = abilities;
         abilities
     }
 
     /// What it declared (nothing before `initialize`).
     pub fn abilities(&self) -> Abilities {
-        self.state()
-            .initialize
-            .as_ref()
-            .map(|p| Abilities::of(p.get("capabilities").unwrap_or(&Value::Null)))
-            .unwrap_or_default()
+        self.state().abilities
     }
 
     /// Its `initialize` was answered: notifications may follow.

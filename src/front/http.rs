@@ -246,11 +246,11 @@ impl Front {
             "/mcp" => Some(Scope::All),
             other => {
                 let key = other.strip_prefix("/mcp/")?;
-                let qualifiers = super::naming::qualifiers(&self.hub.connections.declared());
-                qualifiers
-                    .into_iter()
-                    .find(|(_, q)| q == key)
-                    .map(|(id, _)| Scope::Server(id))
+                self.hub
+                    .qualifiers()
+                    .iter()
+                    .find(|(_, q)| *q == key)
+                    .map(|(id, _)| Scope::Server(id.clone()))
             }
         }
     }

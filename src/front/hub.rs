@@ -2,7 +2,7 @@
 //! the aggregated endpoint, the registry, the harnesses themselves, and the tasks that
 //! announce list changes and re-apply log levels and subscriptions when a server restarts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -42,6 +42,9 @@ impl Default for Settings {
     }
 }
 
+/// Server id → qualifier (its `/mcp/<qualifier>`, its prefix) of every declared server.
+pub type Qualifiers = BTreeMap<String, String>;
+
 /// The front's shared state (one per process).
 pub struct Hub {
     /// Ready servers.
@@ -53,6 +56,8 @@ pub struct Hub {
     registry: Mutex<Registry>,
     harnesses: Mutex<HashMap<HarnessId, Weak<Harness>>>,
     namespace: Mutex<Option<(NamespaceVersion, Arc<Namespace>)>>,
+    /// Server id → qualifier of every declared server, rebuilt only after a change.
+    qualifiers: Mutex<Option<(u64, Arc<Qualifiers>)>>,
     /// The log level last sent to each server.
     applied_levels: Mutex<HashMap<String, Level>>,
     /// Mirrored calls that went on as tasks, by (server, task id).
@@ -86,6 +91,7 @@ impl Hub {
             registry: Mutex::default(),
             harnesses: Mutex::default(),
             namespace: Mutex::default(),
+            qualifiers: Mutex::default(),
             applied_levels: Mutex::default(),
             task_tickets: Mutex::default(),
             next_harness: AtomicU64::new(1),
@@ -199,7 +205,7 @@ impl Hub {
                 return names.clone();
             }
         }
-        let qualifiers = naming::qualifiers(&self.connections.declared());
+        let qualifiers = self.qualifiers();
         let ready = self.connections.snapshot();
         let offers: Vec<(String, String, Arc<crate::upstream::offer::Offer>)> = ready
             .iter()
@@ -236,9 +242,24 @@ impl Hub {
 
     /// The qualifier (prefix) of server `id`.
     pub fn qualifier(&self, id: &str) -> String {
-        naming::qualifiers(&self.connections.declared())
-            .remove(id)
+        self.qualifiers()
+            .get(id)
+            .cloned()
             .unwrap_or_else(|| id.to_string())
+    }
+
+    /// Server id → qualifier (its `/mcp/<qualifier>` and prefix) of every declared server.
+    pub fn qualifiers(&self) -> Arc<Qualifiers> {
+        let version = self.connections.version();
+        let mut cached = self.qualifiers.lock().unwrap_or_else(|p| p.into_inner());
+        match cached.as_ref() {
+            Some((at, qualifiers)) if *at == version => qualifiers.clone(),
+            _ => {
+                let qualifiers = Arc::new(naming::qualifiers(&self.connections.declared()));
+                *cached = Some((version, qualifiers.clone()));
+                qualifiers
+            }
+        }
     }
 
     /// A harness introduced itself (its `initialize`, or `notifications/initialized`).

@@ -20,7 +20,7 @@ use crate::upstream::handshake::{self, Identity};
 /// Answer `initialize`.
 pub fn answer(harness: Arc<Harness>, message: Message, stream: Stream) {
     let id = message.id().unwrap_or("null").to_string();
-    if harness.initialize_params().is_some() {
+    if harness.is_initialized() {
         stream.finish(error_answer(
             &id,
             INVALID_REQUEST,

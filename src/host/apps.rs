@@ -90,6 +90,14 @@ pub fn plain_envelope(envelope: &ActionEnvelope) -> Option<ActionEnvelope> {
 
 /// An action without channels and `mcpApp`s, or `None` when it carries neither.
 pub fn plain_action(action: &StateAction) -> Option<StateAction> {
+    if !matches!(
+        action,
+        StateAction::SessionMcpServerStateChanged(_)
+            | StateAction::SessionCustomizationUpdated(_)
+            | StateAction::SessionCustomizationsChanged(_)
+    ) {
+        return None;
+    }
     let mut plain = action.clone();
     let stripped = match &mut plain {
         StateAction::SessionMcpServerStateChanged(a) => a.channel.take().is_some(),

@@ -216,6 +216,11 @@ impl Fanout {
         }
     }
 
+    /// Whether any connection is subscribed to `uri`.
+    pub fn has_subscribers(&self, uri: &str) -> bool {
+        self.channels.contains_key(uri)
+    }
+
     /// Queue `frame` for every subscriber of `uri`.
     pub fn broadcast(&mut self, uri: &str, frame: &Frame) {
         self.broadcast_each(uri, |_| Some(frame.clone()));

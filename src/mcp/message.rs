@@ -207,10 +207,15 @@ impl Message {
             return self;
         }
         let text = splice(&self.text, &mut all);
-        // The new text has the same shape: reading it again cannot fail.
-        match Message::parse(text) {
-            Ok(message) => message,
-            Err(_) => self,
+        // Every edit replaced a whole JSON value by another: the message keeps its shape, and
+        // its spans only move by what the edits before their ends added or removed.
+        let moved = |span: Range<usize>| moved(&all, span);
+        Self {
+            text,
+            kind: self.kind,
+            method: self.method,
+            id: self.id.map(moved),
+            body: self.body.map(moved),
         }
     }
 }
@@ -231,6 +236,19 @@ pub fn splice(text: &str, edits: &mut [(Range<usize>, &str)]) -> String {
     }
     out.push_str(&text[at..]);
     out
+}
+
+/// Where `span` stands after `edits` (sorted, not overlapping, each a whole value inside
+/// `span`, being `span`, or apart from it) are spliced in: each end moves by what the edits
+/// ending before it added or removed.
+fn moved(edits: &[(Range<usize>, &str)], span: Range<usize>) -> Range<usize> {
+    let shift = |at: usize| {
+        edits
+            .iter()
+            .filter(|(range, _)| range.end <= at)
+            .fold(at, |at, (range, new)| at + new.len() - range.len())
+    };
+    shift(span.start)..shift(span.end)
 }
 
 /// Where `raw` (borrowed from `text`) stands in `text`.
@@ -517,121 +535,4 @@ fn value_end(bytes: &[u8], mut i: usize) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Message {
-        Message::parse(text.to_string()).expect("parses")
-    }
-
-    #[test]
-    fn harness_messages_nested_too_deep_are_refused_with_their_id() {
-        let nested = |levels: usize| {
-            format!(
-                r#"{{"jsonrpc":"2.0","id":"q","method":"m","params":{{"s":"[[[{{","v":{}1{}}}}}"#,
-                "[".repeat(levels),
-                "]".repeat(levels)
-            )
-        };
-        // Envelope and params are two levels; brackets inside strings do not count.
-        assert!(Message::parse_from_harness(nested(MAX_DEPTH - 2)).is_ok());
-        let refused = Message::parse_from_harness(nested(MAX_DEPTH - 1)).unwrap_err();
-        assert_eq!(refused.code, INVALID_REQUEST);
-        assert_eq!(refused.id.as_deref(), Some("\"q\""));
-        assert!(refused.message.contains("deeper than 128"));
-        // A server's message is passed on whatever its depth.
-        assert!(Message::parse(nested(1000)).is_ok());
-    }
-
-    #[test]
-    fn kinds_ids_methods_and_bodies_are_found_without_touching_the_text() {
-        let text = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"z":1,"a":0.7}}}"#;
-        let m = parse(text);
-        assert_eq!(m.kind(), Kind::Request);
-        assert_eq!(m.method(), Some("tools/call"));
-        assert_eq!(m.id(), Some("7"));
-        assert_eq!(m.numeric_id(), Some(7));
-        assert_eq!(m.string(&["name"]).as_deref(), Some("echo"));
-        assert_eq!(
-            m.slice(m.find(&["arguments"]).unwrap()),
-            r#"{"z":1,"a":0.7}"#
-        );
-        assert_eq!(m.text(), text);
-        let n = parse(
-            r#"{"method":"notifications/progress","jsonrpc":"2.0","params":{"progressToken":"t","progress":0}}"#,
-        );
-        assert_eq!(n.kind(), Kind::Notification);
-        assert_eq!(n.id(), None);
-        let r = parse(r#"{"jsonrpc":"2.0","id":"x","result":null}"#);
-        assert_eq!(r.kind(), Kind::Result);
-        assert_eq!(r.slice(r.body().unwrap()), "null");
-        let e = parse(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"no"}}"#);
-        assert_eq!(e.kind(), Kind::Error);
-        assert_eq!(e.id(), Some("null"));
-    }
-
-    #[test]
-    fn rewriting_the_id_and_a_token_keeps_everything_else_byte_for_byte() {
-        let text = "{ \"jsonrpc\": \"2.0\", \"id\": \"abc\", \"method\": \"tools/call\",\n  \"params\": {\"_meta\": {\"progressToken\": 5, \"x-unknown\": [1e400]}, \"name\": \"n\\u00e9\"} }";
-        let m = parse(text);
-        assert_eq!(m.string(&["name"]).as_deref(), Some("né"));
-        let token = m.find(&["_meta", "progressToken"]).unwrap();
-        assert_eq!(m.slice(token.clone()), "5");
-        let out = m.rewrite(Some("42"), vec![(token, "\"p-1\"".into())]);
-        assert_eq!(
-            out.text(),
-            "{ \"jsonrpc\": \"2.0\", \"id\": 42, \"method\": \"tools/call\",\n  \"params\": {\"_meta\": {\"progressToken\": \"p-1\", \"x-unknown\": [1e400]}, \"name\": \"n\\u00e9\"} }"
-        );
-        assert_eq!(out.numeric_id(), Some(42));
-    }
-
-    #[test]
-    fn bad_messages_get_the_right_code_and_their_id_when_it_can_be_read() {
-        let bad = |t: &str| Message::parse(t.to_string()).unwrap_err();
-        assert_eq!(bad("{nope").code, PARSE_ERROR);
-        assert_eq!(bad("[]").code, INVALID_REQUEST);
-        assert_eq!(bad(r#"{"jsonrpc":"2.0","id":3}"#).id.as_deref(), Some("3"));
-        assert_eq!(
-            bad(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#).code,
-            INVALID_REQUEST
-        );
-        assert_eq!(
-            bad(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"x"}"#).code,
-            INVALID_REQUEST
-        );
-        assert_eq!(
-            bad(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#).code,
-            INVALID_REQUEST
-        );
-        // Cut short after the id: the id is still recovered.
-        let invalid = bad(r#"{"params":{"a":[1,"]"]},"id":"cut","method":"x","tail":[[["#);
-        assert_eq!(invalid.code, PARSE_ERROR);
-        assert_eq!(invalid.id.as_deref(), Some("\"cut\""));
-        assert_eq!(recover_id(r#"{"a":"}\"","id":-4}"#).as_deref(), Some("-4"));
-        assert_eq!(recover_id(r#"{"id":{"x":1}}"#), None);
-        assert_eq!(recover_id("[1]"), None);
-    }
-
-    #[test]
-    fn members_are_renamed_at_any_depth_and_nothing_else_moves() {
-        let text = r#"{"uri":"ui://v","b":["uri",{"resourceUri":"ui://v","x":"ui://v"}],"uriTemplate":"t://{id}","n":1.0}"#;
-        let renamed = rename_members(text, &["uri", "resourceUri", "uriTemplate"], |v| {
-            (v == "ui://v").then(|| "ui://s__v".to_string())
-        })
-        .unwrap();
-        assert_eq!(
-            renamed,
-            r#"{"uri":"ui://s__v","b":["uri",{"resourceUri":"ui://s__v","x":"ui://v"}],"uriTemplate":"t://{id}","n":1.0}"#
-        );
-        assert_eq!(rename_members(text, &["uri"], |_| None), None);
-    }
-
-    #[test]
-    fn find_looks_only_at_objects() {
-        let m = parse(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[1,2],"isError":true}}"#);
-        assert_eq!(m.find(&["content", "x"]), None);
-        assert_eq!(m.find(&["isError", "x"]), None);
-        assert_eq!(m.slice(m.find(&["isError"]).unwrap()), "true");
-        assert_eq!(quote("a\"b"), r#""a\"b""#);
-    }
-}
+mod tests;

@@ -4,12 +4,17 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
 use super::{call_id, Event, Turns, LINGER};
 use crate::host::Host;
+
+/// How long the task lets events gather once it handled some (with several worker threads):
+/// a busy front then hands it calls in batches instead of waking it, and often a second
+/// thread, twice per call. AHP clients see the same actions, at most this much later.
+const GATHER: Duration = Duration::from_millis(1);
 
 pub(super) async fn run(
     host: Arc<Host>,
@@ -20,19 +25,33 @@ pub(super) async fn run(
     let epoch = Instant::now();
     let mut turns = Turns::new();
     let mut linger: Option<tokio::time::Instant> = None;
+    // With one worker thread a wake costs no hand-off between threads, and a batch would
+    // make the calls answered on that thread wait behind it: events are handled as they come.
+    let gathers = tokio::runtime::Handle::current().metrics().num_workers() > 1;
+    // Whether events came since the task last let some gather.
+    let mut handled = false;
     loop {
-        let event = tokio::select! {
-            event = rx.recv() => match event {
-                Some(event) => Some(event),
-                None => break,
+        let event = match rx.try_recv() {
+            Ok(event) => Some(event),
+            Err(mpsc::error::TryRecvError::Empty) if handled && gathers => {
+                handled = false;
+                tokio::time::sleep(GATHER).await;
+                continue;
+            }
+            Err(_) => tokio::select! {
+                event = rx.recv() => match event {
+                    Some(event) => Some(event),
+                    None => break,
+                },
+                _ = async {
+                    match linger {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => None,
             },
-            _ = async {
-                match linger {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            } => None,
         };
+        handled |= event.is_some();
         let now = epoch.elapsed().as_millis() as u64;
         if event.is_none() {
             linger = None;

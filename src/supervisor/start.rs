@@ -96,6 +96,16 @@ impl Task {
         let tail = SharedTail::default();
         let mut drained = tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
         let report = Arc::new(stdout::Report::new(&self.name));
+        let stdin = match crate::upstream::stdio::stdin_pipe(stdin) {
+            Ok(stdin) => stdin,
+            Err(error) => {
+                process::terminate(&mut child, self.config.stop_grace).await;
+                drained.abort();
+                return Err(Interrupted::Failed(Failure::Spawn(format!(
+                    "cannot use the server's stdin: {error}"
+                ))));
+            }
+        };
         let session = crate::upstream::stdio::connect(stdin, stdout, report.clone());
         let handshake =
             tokio::time::timeout(self.config.start_timeout, self.establish(session, identity));

@@ -6,8 +6,7 @@
 //! the way down. Whatever the server sends is handled in the order it arrives, by the task
 //! that read it: a request's notifications reach its [`Reply`] before its response does.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -103,7 +102,10 @@ struct State {
     pending: HashMap<u64, Pending>,
     /// Progress token (as the server knows it) → request id.
     tokens: HashMap<Box<str>, u64>,
-    deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// (deadline, id) of every request in flight, earliest first.
+    deadlines: BTreeSet<(Instant, u64)>,
+    /// When the deadline keeper wakes next (`None`: only when told).
+    alarm: Option<Instant>,
     closed: bool,
 }
 
@@ -224,11 +226,13 @@ impl Session {
             let caller_id = request.id().map(Into::into);
             let text = request.rewrite(Some(&id.to_string()), edits).into_text();
             let deadline = Instant::now() + options.timeout;
-            wake = state
-                .deadlines
-                .peek()
-                .is_none_or(|Reverse((at, _))| deadline < *at);
-            state.deadlines.push(Reverse((deadline, id)));
+            // The keeper is woken only when it would sleep past this deadline (waking it
+            // for every request would cost each call a hand-off to its task).
+            wake = state.alarm.is_none_or(|alarm| deadline < alarm);
+            if wake {
+                state.alarm = Some(deadline);
+            }
+            state.deadlines.insert((deadline, id));
             state.pending.insert(
                 id,
                 Pending {
@@ -328,6 +332,7 @@ impl Session {
     fn take(&self, id: u64) -> Option<Pending> {
         let mut state = self.state();
         let pending = state.pending.remove(&id)?;
+        state.deadlines.remove(&(pending.deadline, id));
         if let Some((_, upstream)) = &pending.token {
             state.tokens.remove(upstream);
         }
@@ -409,11 +414,14 @@ impl Session {
             let Some(id) = state.tokens.get(message.slice(span.clone())).copied() else {
                 return;
             };
+            let state = &mut *state;
             let Some(pending) = state.pending.get_mut(&id) else {
                 return;
             };
             if pending.reset_on_progress {
+                state.deadlines.remove(&(pending.deadline, id));
                 pending.deadline = Instant::now() + pending.timeout;
+                state.deadlines.insert((pending.deadline, id));
             }
             let caller = pending.token.as_ref().map(|(caller, _)| caller.to_string());
             let message = match caller {
@@ -529,22 +537,16 @@ impl Session {
         let mut expired = Vec::new();
         let next = {
             let mut state = self.state();
-            loop {
-                let Some(Reverse((at, id))) = state.deadlines.peek().copied() else {
-                    break None;
-                };
+            while let Some(&(at, id)) = state.deadlines.first() {
                 if at > now {
-                    break Some(at);
+                    break;
                 }
-                state.deadlines.pop();
-                match state.pending.get(&id).map(|p| p.deadline) {
-                    Some(deadline) if deadline > now => {
-                        state.deadlines.push(Reverse((deadline, id)))
-                    }
-                    Some(_) => expired.push(id),
-                    None => {}
-                }
+                state.deadlines.pop_first();
+                expired.push(id);
             }
+            let next = state.deadlines.first().map(|(at, _)| *at);
+            state.alarm = next;
+            next
         };
         for id in expired {
             if let Some(pending) = self.take(id) {

@@ -1,11 +1,14 @@
 //! The link to a server that is a child process: one message per line on its stdin, one per
 //! line from its stdout. Lines that are not JSON-RPC are skipped and reported; a line too
-//! long to be a message ends the session.
+//! long to be a message ends the session. A message goes into the stdin pipe straight from
+//! the task that sends it when the pipe takes it whole; only the rest waits for the writer.
 
-use std::sync::Arc;
+use std::io::{ErrorKind, IoSlice};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::net::unix::pipe;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::session::{Failure, Link, Session, WeakSession};
@@ -14,8 +17,8 @@ use crate::mcp::message::Message;
 /// A line longer than this (16 MiB) cannot be a message: the server is broken.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
-/// Messages queued for a child that does not read its stdin; beyond, sends fail.
-const QUEUE: usize = 4096;
+/// Bytes queued for a child that does not read its stdin; beyond, sends fail.
+const BACKLOG_BYTES: usize = 4 * MAX_MESSAGE_BYTES;
 
 /// Who hears what a child's stdout carried besides MCP.
 pub trait Watch: Send + Sync + 'static {
@@ -25,72 +28,139 @@ pub trait Watch: Send + Sync + 'static {
     fn too_long(&self);
 }
 
-struct Pipes {
-    queue: mpsc::Sender<String>,
+/// The child's stdin and what it has not taken yet.
+struct Input {
+    /// `None` once closed (or broken).
+    pipe: Option<Arc<pipe::Sender>>,
+    /// Bytes the pipe did not take yet, in order; the writer task owes them.
+    backlog: Vec<u8>,
+}
+
+struct Shared {
+    input: Mutex<Input>,
+    /// Wakes the writer task when the backlog stops being empty.
+    queued: Notify,
     closed: CancellationToken,
 }
 
+impl Shared {
+    fn input(&self) -> MutexGuard<'_, Input> {
+        self.input.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The link: what senders write into, shared with the writer task.
+struct Pipes(Arc<Shared>);
+
 impl Link for Pipes {
     fn send(&self, text: String, _request: Option<u64>) -> Result<(), Failure> {
-        self.queue.try_send(text).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(_) => {
-                Failure::Undelivered("the server is not reading its input".into())
+        let shared = &self.0;
+        let mut input = shared.input();
+        let Some(pipe) = input.pipe.as_ref() else {
+            return Err(Failure::Stopped);
+        };
+        if !input.backlog.is_empty() {
+            // Behind what waits already, in order.
+            if input.backlog.len() >= BACKLOG_BYTES {
+                return Err(Failure::Undelivered(
+                    "the server is not reading its input".into(),
+                ));
             }
-            mpsc::error::TrySendError::Closed(_) => Failure::Stopped,
-        })
+            input.backlog.extend_from_slice(text.as_bytes());
+            input.backlog.push(b'\n');
+            return Ok(());
+        }
+        let line = [IoSlice::new(text.as_bytes()), IoSlice::new(b"\n")];
+        let written = match pipe.try_write_vectored(&line) {
+            Ok(written) => written,
+            Err(error) if error.kind() == ErrorKind::WouldBlock => 0,
+            Err(_) => {
+                // The child closed its stdin (or died): nothing more goes through.
+                input.pipe = None;
+                return Err(Failure::Stopped);
+            }
+        };
+        if written > text.len() {
+            return Ok(());
+        }
+        input.backlog.extend_from_slice(&text.as_bytes()[written..]);
+        input.backlog.push(b'\n');
+        shared.queued.notify_one();
+        Ok(())
     }
 
     fn close(&self) {
-        self.closed.cancel();
+        self.0.closed.cancel();
+        // The child's stdin closes once the writer task lets go of it too.
+        self.0.input().pipe = None;
     }
 }
 
 /// A session over a child's pipes. It ends when stdout ends, a line is too long, or it is
 /// closed (which closes the child's stdin).
-pub fn connect<W, R>(stdin: W, stdout: R, watch: Arc<dyn Watch>) -> Session
+pub fn connect<R>(stdin: pipe::Sender, stdout: R, watch: Arc<dyn Watch>) -> Session
 where
-    W: AsyncWrite + Unpin + Send + 'static,
     R: AsyncRead + Unpin + Send + 'static,
 {
-    let (queue, outgoing) = mpsc::channel(QUEUE);
-    let closed = CancellationToken::new();
-    let session = Session::new(Box::new(Pipes {
-        queue,
-        closed: closed.clone(),
-    }));
-    tokio::spawn(write(stdin, outgoing, closed.clone()));
+    let shared = Arc::new(Shared {
+        input: Mutex::new(Input {
+            pipe: Some(Arc::new(stdin)),
+            backlog: Vec::new(),
+        }),
+        queued: Notify::new(),
+        closed: CancellationToken::new(),
+    });
+    let closed = shared.closed.clone();
+    let session = Session::new(Box::new(Pipes(shared.clone())));
+    tokio::spawn(write(shared));
     tokio::spawn(read(stdout, session.downgrade(), watch, closed));
     session
 }
 
-/// Write queued messages, each followed by a newline, flushing when the queue is empty.
-async fn write<W: AsyncWrite + Unpin>(
-    stdin: W,
-    mut outgoing: mpsc::Receiver<String>,
-    closed: CancellationToken,
-) {
-    let mut stdin = tokio::io::BufWriter::with_capacity(64 * 1024, stdin);
+/// The child's stdin as a non-blocking pipe.
+pub fn stdin_pipe(stdin: tokio::process::ChildStdin) -> std::io::Result<pipe::Sender> {
+    pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)
+}
+
+/// Write the backlog whenever there is one, as fast as the child reads it.
+async fn write(pipes: Arc<Shared>) {
     loop {
-        let first = tokio::select! {
-            message = outgoing.recv() => message,
-            _ = closed.cancelled() => None,
-        };
-        let Some(mut message) = first else { break };
+        tokio::select! {
+            _ = pipes.queued.notified() => {}
+            _ = pipes.closed.cancelled() => return,
+        }
         loop {
-            message.push('\n');
-            if stdin.write_all(message.as_bytes()).await.is_err() {
+            let pipe = {
+                let input = pipes.input();
+                if input.backlog.is_empty() {
+                    break;
+                }
+                match &input.pipe {
+                    Some(pipe) => pipe.clone(),
+                    None => return,
+                }
+            };
+            let writable = tokio::select! {
+                writable = pipe.writable() => writable.is_ok(),
+                _ = pipes.closed.cancelled() => return,
+            };
+            let mut input = pipes.input();
+            if !writable || input.pipe.is_none() {
+                input.pipe = None;
                 return;
             }
-            match outgoing.try_recv() {
-                Ok(next) => message = next,
-                Err(_) => break,
+            match pipe.try_write(&input.backlog) {
+                Ok(written) => {
+                    input.backlog.drain(..written);
+                }
+                Err(error) if error.kind() == ErrorKind::WouldBlock => {}
+                Err(_) => {
+                    input.pipe = None;
+                    return;
+                }
             }
         }
-        if stdin.flush().await.is_err() {
-            return;
-        }
     }
-    let _ = stdin.shutdown().await;
 }
 
 /// Read lines until stdout ends; each JSON-RPC message goes to the session in order.
@@ -188,6 +258,8 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
 
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
 
     #[derive(Default)]
@@ -211,7 +283,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_goes_down_the_pipe_and_its_answer_comes_back_past_the_noise() {
-        let (proxy_in, mut server_in) = tokio::io::duplex(1 << 16);
+        let (proxy_in, mut server_in) = pipe::pipe().unwrap();
         let (mut server_out, proxy_out) = tokio::io::duplex(1 << 16);
         let seen = Arc::new(Seen::default());
         let session = connect(proxy_in, proxy_out, seen.clone());
@@ -224,9 +296,7 @@ mod tests {
             }
         });
         let mut got = vec![0u8; 256];
-        let n = tokio::io::AsyncReadExt::read(&mut server_in, &mut got)
-            .await
-            .unwrap();
+        let n = server_in.read(&mut got).await.unwrap();
         assert_eq!(
             &got[..n],
             b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n"
@@ -249,7 +319,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_line_too_long_ends_the_session() {
-        let (proxy_in, _server_in) = tokio::io::duplex(1 << 16);
+        let (proxy_in, _server_in) = pipe::pipe().unwrap();
         let (mut server_out, proxy_out) = tokio::io::duplex(1 << 20);
         let seen = Arc::new(Seen::default());
         let session = connect(proxy_in, proxy_out, seen.clone());
@@ -266,5 +336,57 @@ mod tests {
             .expect("ended");
         assert!(seen.too_long.load(std::sync::atomic::Ordering::Relaxed));
         writer.abort();
+    }
+
+    #[tokio::test]
+    async fn what_the_pipe_cannot_take_at_once_follows_in_order_and_close_closes_stdin() {
+        let (proxy_in, mut server_in) = pipe::pipe().unwrap();
+        let (_server_out, proxy_out) = tokio::io::duplex(1 << 16);
+        let session = connect(proxy_in, proxy_out, Arc::new(Seen::default()));
+        // Far more than a pipe holds (64 KiB on Linux), sent while nobody reads.
+        let filler = "x".repeat(1000);
+        let count = 1000;
+        for n in 0..count {
+            let text =
+                format!(r#"{{"jsonrpc":"2.0","method":"n","params":{{"n":{n},"f":"{filler}"}}}}"#);
+            session.notify(text).unwrap();
+        }
+        // The reader takes every line, then waits for the end of its stdin.
+        let (lines_read, mut lines_seen) = tokio::sync::oneshot::channel();
+        let reader = tokio::spawn(async move {
+            let mut all = Vec::new();
+            let mut chunk = vec![0u8; 1 << 16];
+            let mut lines_read = Some(lines_read);
+            loop {
+                let n = server_in.read(&mut chunk).await.unwrap();
+                if n == 0 {
+                    return all;
+                }
+                all.extend_from_slice(&chunk[..n]);
+                if all.iter().filter(|b| **b == b'\n').count() == count {
+                    if let Some(tx) = lines_read.take() {
+                        let _ = tx.send(());
+                    }
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(10), &mut lines_seen)
+            .await
+            .expect("every line arrives")
+            .unwrap();
+        session.end();
+        let all = tokio::time::timeout(Duration::from_secs(10), reader)
+            .await
+            .expect("ending the session closes the child's stdin")
+            .unwrap();
+        let lines: Vec<&[u8]> = all
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(lines.len(), count);
+        for (n, line) in lines.iter().enumerate() {
+            let message: serde_json::Value = serde_json::from_slice(line).unwrap();
+            assert_eq!(message["params"]["n"], n);
+        }
     }
 }

@@ -180,6 +180,57 @@ async fn a_request_times_out_unless_progress_keeps_it_alive_and_the_server_is_to
         .contains(&format!(r#""requestId":{id},"reason":"timed out""#)));
 }
 
+#[tokio::test(start_paused = true)]
+async fn answered_requests_leave_no_deadline_behind_and_a_later_one_still_times_out() {
+    let link = Recorder::default();
+    let session = Session::new(Box::new(link.clone()));
+    for n in 1..=1000u64 {
+        let id = session
+            .request(
+                msg(&format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"fast"}}"#)),
+                Box::new(Log::default()),
+                options(),
+            )
+            .ok()
+            .unwrap();
+        session.receive(
+            msg(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#)),
+            None,
+        );
+    }
+    assert_eq!(session.state().deadlines.len(), 0);
+    // The keeper may still sleep until a deadline of an answered request: a new request
+    // with an earlier deadline wakes it, one with a later deadline is seen when it wakes.
+    let late = Log::default();
+    session
+        .request(
+            msg(r#"{"jsonrpc":"2.0","id":"late","method":"slow"}"#),
+            Box::new(late.clone()),
+            options(),
+        )
+        .ok()
+        .unwrap();
+    let early = Log::default();
+    let short = Options {
+        timeout: Duration::from_secs(5),
+        ..options()
+    };
+    session
+        .request(
+            msg(r#"{"jsonrpc":"2.0","id":"early","method":"slow"}"#),
+            Box::new(early.clone()),
+            short,
+        )
+        .ok()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(early.got(), vec!["failed: did not answer within 5000 ms"]);
+    assert!(late.got().is_empty());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(late.got(), vec!["failed: did not answer within 60000 ms"]);
+    assert_eq!(session.state().deadlines.len(), 0);
+}
+
 #[tokio::test]
 async fn cancel_tells_the_server_and_drops_the_reply_and_end_fails_the_rest() {
     let link = Recorder::default();
