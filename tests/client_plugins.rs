@@ -14,15 +14,20 @@ use common::raw::RawClient;
 use common::{initialized_client, Proxy, ScratchDir, Watcher, DEFAULT_SESSION, EXAMPLES, PATIENCE};
 use serde_json::{json, Value};
 
-/// The top-level customization `id` of the watcher's mirror, as JSON.
-fn customization(watcher: &Watcher, id: &str) -> Option<Value> {
+/// The first top-level customization of the watcher's mirror that `pick` accepts, as JSON.
+fn find_customization(watcher: &Watcher, pick: impl Fn(&Value) -> bool) -> Option<Value> {
     watcher
         .mirror
         .customizations
         .iter()
         .flatten()
         .map(|c| serde_json::to_value(c).unwrap())
-        .find(|c| c["id"] == id)
+        .find(|c| pick(c))
+}
+
+/// The top-level customization `id` of the watcher's mirror, as JSON.
+fn customization(watcher: &Watcher, id: &str) -> Option<Value> {
+    find_customization(watcher, |c| c["id"] == id)
 }
 
 /// Apply actions to the watcher's mirror until `done` holds for it.
@@ -464,13 +469,7 @@ async fn a_client_that_leaves_takes_its_plugins_and_their_servers() {
 
 /// The host's own plugin `name` (JSON), once shown.
 fn host_plugin(watcher: &Watcher, name: &str) -> Option<Value> {
-    watcher
-        .mirror
-        .customizations
-        .iter()
-        .flatten()
-        .map(|c| serde_json::to_value(c).unwrap())
-        .find(|c| c["name"] == name && c["clientId"].is_null())
+    find_customization(watcher, |c| c["name"] == name && c["clientId"].is_null())
 }
 
 #[tokio::test(flavor = "multi_thread")]
