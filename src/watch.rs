@@ -137,12 +137,14 @@ impl Scanner {
         let mut now = BTreeSet::new();
         let mut added = BTreeSet::new();
         for (path, recursive) in wanted {
-            let real = real_path(&path);
             let alive = self.watched.contains(&(path.clone(), recursive))
                 && !touched.contains(&path)
-                && !dropped
-                    .iter()
-                    .any(|(gone, gone_all)| shares_folders(&real, recursive, gone, *gone_all));
+                && (dropped.is_empty() || {
+                    let real = real_path(&path);
+                    !dropped
+                        .iter()
+                        .any(|(gone, gone_all)| shares_folders(&real, recursive, gone, *gone_all))
+                });
             if alive {
                 now.insert((path, recursive));
                 continue;
