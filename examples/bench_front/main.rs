@@ -169,21 +169,21 @@ async fn run(knobs: &Knobs, dir: &std::path::Path) -> bool {
     )
     .await;
     notes.append(&mut bench.notes);
-    bench.stdio.retain(|p| knobs.measures(&p.label));
-    bench.http.retain(|p| knobs.measures(&p.label));
+    bench.stdio.retain(|p| knobs.measures(&p.route.label));
+    bench.http.retain(|p| knobs.measures(&p.route.label));
     for path in &bench.stdio {
         println!(
             "path: {} (proxy pid {})",
-            path.label,
-            path.proxy.map_or("—".into(), |p| p.to_string()),
+            path.route.label,
+            path.route.proxy.map_or("—".into(), |p| p.to_string()),
         );
     }
     for path in &bench.http {
         println!(
             "path: {} at {} (proxy pid {}; tools/call answered as {})",
-            path.label,
+            path.route.label,
             path.url,
-            path.proxy.map_or("—".into(), |p| p.to_string()),
+            path.route.proxy.map_or("—".into(), |p| p.to_string()),
             if path.sse {
                 "an SSE stream"
             } else {
@@ -244,26 +244,14 @@ async fn run(knobs: &Knobs, dir: &std::path::Path) -> bool {
         .iter()
         .zip(&stdio_tallies)
         .zip(&stdio_failed)
-        .map(|((path, tally), failed)| Row {
-            label: &path.label,
-            tallies: std::slice::from_ref(tally),
-            proxied: path.proxy.is_some(),
-            ours: path.ours,
-            failed: failed.as_deref(),
-        })
+        .map(|((path, tally), failed)| path.route.row(std::slice::from_ref(tally), failed))
         .collect();
     let http_rows: Vec<Row> = bench
         .http
         .iter()
         .zip(&http_tallies)
         .zip(&http_failed)
-        .map(|((path, tallies), failed)| Row {
-            label: &path.label,
-            tallies,
-            proxied: path.proxy.is_some(),
-            ours: path.ours,
-            failed: failed.as_deref(),
-        })
+        .map(|((path, tallies), failed)| path.route.row(tallies, failed))
         .collect();
     println!("\n== summary (the issue-18 table; same client, same echo, same run) ==");
     report::summary(&stdio_rows, &http_rows, &knobs.sessions);

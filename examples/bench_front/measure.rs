@@ -55,17 +55,17 @@ pub async fn stdio_block(
     calls: usize,
     tally: &mut Tally,
 ) -> Result<(), String> {
-    let before = Cpu::now(path.proxy, &path.servers);
+    let before = Cpu::now(path.route.proxy, &path.route.servers);
     let started = Instant::now();
     for _ in 0..calls {
         let call = Instant::now();
-        path.client.exchange("tools/call", &path.call).await?;
+        path.client.exchange("tools/call", &path.route.call).await?;
         tally.samples.push(call.elapsed().as_secs_f64() * 1e6);
     }
     tally.seconds += started.elapsed().as_secs_f64();
     tally
         .cpu
-        .add_since(before, Cpu::now(path.proxy, &path.servers));
+        .add_since(before, Cpu::now(path.route.proxy, &path.route.servers));
     tally.calls += calls as u64;
     tally.cpu_calls += calls as u64;
     Ok(())
@@ -85,13 +85,13 @@ pub async fn http_block(
         futures_util::future::join_all((0..sessions).map(|_| HttpSession::open(&path.url))).await;
     let opened: Vec<HttpSession> = opened.into_iter().collect::<Result<_, _>>()?;
     let keep_samples = sessions == 1;
-    let before = Cpu::now(path.proxy, &path.servers);
+    let before = Cpu::now(path.route.proxy, &path.route.servers);
     let measure_from = Instant::now() + warmup;
     let until = measure_from + measure;
     let workers: Vec<_> = opened
         .into_iter()
         .map(|mut session| {
-            let call = path.call.clone();
+            let call = path.route.call.clone();
             tokio::spawn(async move {
                 let mut counted = 0u64;
                 let mut all = 0u64;
@@ -131,7 +131,7 @@ pub async fn http_block(
     }
     tally
         .cpu
-        .add_since(before, Cpu::now(path.proxy, &path.servers));
+        .add_since(before, Cpu::now(path.route.proxy, &path.route.servers));
     tally.seconds += measure.as_secs_f64();
     futures_util::future::join_all(sessions_done.into_iter().map(HttpSession::close)).await;
     match failure {

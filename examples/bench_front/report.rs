@@ -15,6 +15,19 @@ pub struct Row<'a> {
     pub failed: Option<&'a str>,
 }
 
+impl crate::targets::Route {
+    /// Its row: one tally per concurrency level (one for a stdio path).
+    pub fn row<'a>(&'a self, tallies: &'a [Tally], failed: &'a Option<String>) -> Row<'a> {
+        Row {
+            label: &self.label,
+            tallies,
+            proxied: self.proxy.is_some(),
+            ours: self.ours,
+            failed: failed.as_deref(),
+        }
+    }
+}
+
 /// (p50, p99) of a tally's latencies, µs.
 pub fn p50_p99(tally: &Tally) -> (f64, f64) {
     let mut sorted = tally.samples.clone();

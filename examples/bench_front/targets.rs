@@ -24,29 +24,59 @@ fn variant_args() -> Option<Vec<String>> {
 /// Where the Rust peer is installed when `$MCP_PROXY_RS_BIN` does not say.
 const RUST_PEER_DEFAULT: &str = "/work/tools/mcp-proxy/bin/mcp-proxy";
 
-/// A path reached over stdio, with its one client.
-pub struct StdioPath {
+/// What a call crosses on a path: its label in the tables, the call's `params`, the proxy
+/// in front (none when direct) and the echo server(s) whose CPU counts.
+pub struct Route {
     pub label: String,
-    pub client: StdioClient,
-    pub call: String,
-    /// The proxy in front (none when direct) and the echo server(s).
-    pub proxy: Option<u32>,
-    pub servers: Vec<u32>,
-    /// Whether this is one of ours (its failure fails the run).
-    pub ours: bool,
-}
-
-/// A path reached over streamable HTTP.
-pub struct HttpPath {
-    pub label: String,
-    pub url: String,
     pub call: String,
     pub proxy: Option<u32>,
     pub servers: Vec<u32>,
     /// Whether this is one of ours (its failure fails the run; a peer's does not).
     pub ours: bool,
+}
+
+/// A path reached over stdio, with its one client.
+pub struct StdioPath {
+    pub route: Route,
+    pub client: StdioClient,
+}
+
+/// A path reached over streamable HTTP.
+pub struct HttpPath {
+    pub route: Route,
+    pub url: String,
     /// Whether it answers a `tools/call` as an SSE stream (else plain JSON).
     pub sse: bool,
+}
+
+/// The echo tool's name, from `list` (a `tools/list` answer) asked until it names it: a
+/// proxy's first listing can come back before its server is ready.
+async fn echo_tool(
+    mut list: impl AsyncFnMut() -> Result<String, String>,
+) -> Result<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = list().await?;
+        if let Some(tool) = mcp::echo_tool(&answer) {
+            return Ok(tool);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("no echo tool in {answer}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An echo the proxies stand in front of.
+struct Upstream<'a> {
+    /// As the labels say it: `stdio echo`, `HTTP echo`.
+    name: &'static str,
+    /// `ahp-proxy`'s configuration with this echo as its one server.
+    config: &'a Path,
+    /// The echo's process, when it runs on its own (HTTP); else it is a proxy's child.
+    pid: Option<u32>,
+    /// The Rust peer's `[[backends]]` fields for it.
+    rust_backend: String,
 }
 
 /// Every path, the processes behind them (stopped by `finish`), and what was left out.
@@ -140,53 +170,19 @@ impl Bench {
         bench.note_failure("direct stdio echo", outcome, true);
         let config = dir.join("stdio.toml");
         let _ = std::fs::write(&config, format!("[mcp]\nhttp = false\n{echo_stdio}"));
-        let outcome = bench
-            .stdio_path(
-                "ahp-proxy serve --stdio",
-                Command::new(proxy).arg("--config").arg(&config).args([
-                    "serve",
-                    "--stdio",
-                    "--listen",
-                    "127.0.0.1:0",
-                ]),
-                true,
-                true,
-            )
+        bench
+            .stdio_front(proxy, &config, "ahp-proxy serve --stdio", &[], true)
             .await;
-        bench.note_failure("ahp-proxy serve --stdio", outcome, true);
         // A variant to compare, e.g. `--worker-threads=2`.
         if let Some(extra) = variant_args() {
             let label = format!("ahp-proxy serve --stdio {}", extra.join(" "));
-            let outcome = bench
-                .stdio_path(
-                    &label,
-                    Command::new(proxy)
-                        .arg("--config")
-                        .arg(&config)
-                        .args(["serve", "--stdio", "--listen", "127.0.0.1:0"])
-                        .args(&extra),
-                    true,
-                    true,
-                )
+            bench
+                .stdio_front(proxy, &config, &label, &extra, true)
                 .await;
-            bench.note_failure(&label, outcome, true);
         }
         if let Some(before) = &peers.before {
             let label = format!("{BEFORE} serve --stdio");
-            let outcome = bench
-                .stdio_path(
-                    &label,
-                    Command::new(before).arg("--config").arg(&config).args([
-                        "serve",
-                        "--stdio",
-                        "--listen",
-                        "127.0.0.1:0",
-                    ]),
-                    true,
-                    false,
-                )
-                .await;
-            bench.note_failure(&label, outcome, false);
+            bench.stdio_front(before, &config, &label, &[], false).await;
         }
 
         // HTTP: the echo's own HTTP server, direct; also the upstream of the HTTP rows.
@@ -218,27 +214,18 @@ impl Bench {
         // ahp-proxy in front of the stdio echo: per-server and aggregated endpoints.
         let config = dir.join("http-stdio.toml");
         let _ = std::fs::write(&config, &echo_stdio);
-        let outcome = bench
-            .ahp_proxy(
-                proxy,
-                &config,
-                &[
-                    ("/echo", "ahp-proxy /mcp/echo → stdio echo"),
-                    ("", "ahp-proxy /mcp → stdio echo"),
-                ],
-                None,
-                &[],
-                true,
-            )
+        let stdio_echo = Upstream {
+            name: "stdio echo",
+            config: &config,
+            pid: None,
+            rust_backend: format!(
+                "transport = \"stdio\"\ncommand = {:?}\nargs = [\"echo\"]",
+                examples.display().to_string()
+            ),
+        };
+        bench
+            .in_front_of(&stdio_echo, proxy, &peers, dir, &[("", "/mcp")])
             .await;
-        bench.note_failure("ahp-proxy → stdio echo", outcome, true);
-        if let Some(before) = &peers.before {
-            let label = format!("{BEFORE} /mcp/echo → stdio echo");
-            let outcome = bench
-                .ahp_proxy(before, &config, &[("/echo", &label)], None, &[], false)
-                .await;
-            bench.note_failure(&label, outcome, false);
-        }
         // A variant to compare, e.g. `--worker-threads=1`.
         if let Some(extra) = variant_args() {
             let args: Vec<&str> = extra.iter().map(String::as_str).collect();
@@ -248,21 +235,6 @@ impl Bench {
                 .await;
             bench.note_failure(&label, outcome, true);
         }
-        if let Some(rust) = &peers.rust {
-            let outcome = bench
-                .rust_peer(
-                    rust,
-                    dir,
-                    "Rust mcp-proxy 0.6.0 → stdio echo",
-                    &format!(
-                        "transport = \"stdio\"\ncommand = {:?}\nargs = [\"echo\"]",
-                        examples.display().to_string()
-                    ),
-                    None,
-                )
-                .await;
-            bench.note_failure("Rust mcp-proxy → stdio echo", outcome, false);
-        }
         if let Some(python) = &peers.python {
             let outcome = bench.python_peer(python, examples).await;
             bench.note_failure("Python mcp-proxy → stdio echo", outcome, false);
@@ -271,44 +243,76 @@ impl Bench {
         // ... and in front of the HTTP echo.
         let config = dir.join("http-http.toml");
         let _ = std::fs::write(&config, format!("[servers.echo]\nurl = {echo_url:?}\n"));
-        let outcome = bench
-            .ahp_proxy(
-                proxy,
-                &config,
-                &[("/echo", "ahp-proxy /mcp/echo → HTTP echo")],
-                Some(echo_pid),
-                &[],
-                true,
-            )
+        let http_echo = Upstream {
+            name: "HTTP echo",
+            config: &config,
+            pid: Some(echo_pid),
+            rust_backend: format!("transport = \"http\"\nurl = {echo_url:?}"),
+        };
+        bench.in_front_of(&http_echo, proxy, &peers, dir, &[]).await;
+        bench
+    }
+
+    /// `ahp-proxy` in front of `upstream` (`/mcp/echo`, and `more` endpoints: (suffix of
+    /// `/mcp`, its name)), then the earlier build and the Rust peer, when there are.
+    async fn in_front_of(
+        &mut self,
+        upstream: &Upstream<'_>,
+        proxy: &Path,
+        peers: &Peers,
+        dir: &Path,
+        more: &[(&str, &str)],
+    ) {
+        let name = upstream.name;
+        let labels: Vec<(&str, String)> = std::iter::once(("/echo", "/mcp/echo"))
+            .chain(more.iter().copied())
+            .map(|(suffix, endpoint)| (suffix, format!("ahp-proxy {endpoint} → {name}")))
+            .collect();
+        let endpoints: Vec<(&str, &str)> = labels.iter().map(|(s, l)| (*s, l.as_str())).collect();
+        let outcome = self
+            .ahp_proxy(proxy, upstream.config, &endpoints, upstream.pid, &[], true)
             .await;
-        bench.note_failure("ahp-proxy → HTTP echo", outcome, true);
+        self.note_failure(&format!("ahp-proxy → {name}"), outcome, true);
         if let Some(before) = &peers.before {
-            let label = format!("{BEFORE} /mcp/echo → HTTP echo");
-            let outcome = bench
+            let label = format!("{BEFORE} /mcp/echo → {name}");
+            let outcome = self
                 .ahp_proxy(
                     before,
-                    &config,
+                    upstream.config,
                     &[("/echo", &label)],
-                    Some(echo_pid),
+                    upstream.pid,
                     &[],
                     false,
                 )
                 .await;
-            bench.note_failure(&label, outcome, false);
+            self.note_failure(&label, outcome, false);
         }
         if let Some(rust) = &peers.rust {
-            let outcome = bench
-                .rust_peer(
-                    rust,
-                    dir,
-                    "Rust mcp-proxy 0.6.0 → HTTP echo",
-                    &format!("transport = \"http\"\nurl = {echo_url:?}"),
-                    Some(echo_pid),
-                )
+            let label = format!("Rust mcp-proxy 0.6.0 → {name}");
+            let outcome = self
+                .rust_peer(rust, dir, &label, &upstream.rust_backend, upstream.pid)
                 .await;
-            bench.note_failure("Rust mcp-proxy → HTTP echo", outcome, false);
+            self.note_failure(&label, outcome, false);
         }
-        bench
+    }
+
+    /// `binary serve --stdio` on `config` (with `extra` arguments) as a stdio path.
+    async fn stdio_front(
+        &mut self,
+        binary: &Path,
+        config: &Path,
+        label: &str,
+        extra: &[String],
+        ours: bool,
+    ) {
+        let mut command = Command::new(binary);
+        command
+            .arg("--config")
+            .arg(config)
+            .args(["serve", "--stdio", "--listen", "127.0.0.1:0"])
+            .args(extra);
+        let outcome = self.stdio_path(label, &mut command, true, ours).await;
+        self.note_failure(label, outcome, ours);
     }
 
     fn note_failure(&mut self, what: &str, outcome: Result<(), String>, ours: bool) {
@@ -335,18 +339,7 @@ impl Bench {
         let pid = process.pid();
         self.processes.push(process);
         let mut client = StdioClient::connect(stdio).await?;
-        // A proxy's first listing can come back before its server is ready.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let tool = loop {
-            let answer = client.request("tools/list", "{}").await?;
-            if let Some(tool) = mcp::echo_tool(&answer) {
-                break tool;
-            }
-            if Instant::now() > deadline {
-                return Err(format!("no echo tool in {answer}"));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let tool = echo_tool(async || client.request("tools/list", "{}").await).await?;
         let call = mcp::echo_call(&tool);
         let answer = client.request("tools/call", &call).await?;
         if !mcp::echoed(&answer) {
@@ -358,12 +351,14 @@ impl Bench {
             (None, vec![pid])
         };
         self.stdio.push(StdioPath {
-            label: label.to_string(),
+            route: Route {
+                label: label.to_string(),
+                call,
+                proxy,
+                servers,
+                ours,
+            },
             client,
-            call,
-            proxy,
-            servers,
-            ours,
         });
         Ok(())
     }
@@ -377,19 +372,13 @@ impl Bench {
         upstream: Option<u32>,
         ours: bool,
     ) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let tool = loop {
+        let tool = echo_tool(async || {
             let mut session = HttpSession::open(url).await?;
-            let answer = session.request("tools/list", "{}").await?;
+            let answer = session.request("tools/list", "{}").await;
             session.close().await;
-            if let Some(tool) = mcp::echo_tool(&answer) {
-                break tool;
-            }
-            if Instant::now() > deadline {
-                return Err(format!("no echo tool in {answer}"));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+            answer
+        })
+        .await?;
         let call = mcp::echo_call(&tool);
         let mut session = HttpSession::open(url).await?;
         let answer = session.request("tools/call", &call).await?;
@@ -405,13 +394,15 @@ impl Bench {
             (None, None) => Vec::new(),
         };
         self.http.push(HttpPath {
-            sse,
-            label: label.to_string(),
+            route: Route {
+                label: label.to_string(),
+                call,
+                proxy,
+                servers,
+                ours,
+            },
             url: url.to_string(),
-            call,
-            proxy,
-            servers,
-            ours,
+            sse,
         });
         Ok(())
     }
@@ -432,13 +423,7 @@ impl Bench {
             Command::new(binary)
                 .args(["--log-format", "json", "--config"])
                 .arg(config)
-                .args([
-                    "serve",
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--mcp-listen",
-                    "127.0.0.1:0",
-                ])
+                .args(crate::common::SERVE_ON_FREE_PORTS)
                 .args(extra),
             false,
         )?;

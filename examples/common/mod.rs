@@ -55,18 +55,21 @@ impl Drop for Proxy {
     }
 }
 
+/// `serve` on free ports (AHP and the MCP HTTP front), after `--config <file>`.
+pub const SERVE_ON_FREE_PORTS: [&str; 5] = [
+    "serve",
+    "--listen",
+    "127.0.0.1:0",
+    "--mcp-listen",
+    "127.0.0.1:0",
+];
+
 /// Start `binary serve` on `config` with a free port; returns once it listens.
 pub fn start_proxy(binary: &Path, config: &Path) -> Proxy {
     let mut child = Command::new(binary)
         .args(["--log-format", "json", "--config"])
         .arg(config)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--mcp-listen",
-            "127.0.0.1:0",
-        ])
+        .args(SERVE_ON_FREE_PORTS)
         .env("RUST_LOG", "info")
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
