@@ -1,5 +1,6 @@
 //! Every relative link in README.md, ARCHITECTURE.md and docs/*.md leads somewhere: the file
-//! exists, and a `#anchor` names a heading of that page (GitHub's slugs).
+//! exists, and a `#anchor` names a heading of that page (GitHub's slugs); and the README's
+//! first lines give the two commands, the second being what `.ci/run` runs.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -168,4 +169,36 @@ fn slugs_and_links_are_read_as_github_does() {
     assert!(broken(&readme, "docs/nowhere.md").is_some());
     assert!(broken(&readme, "docs/configuration.md#no-such-heading").is_some());
     assert!(broken(&readme, "docs/configuration.md").is_none());
+}
+
+/// The README's first lines: a shell block with the command that runs the proxy, then the one
+/// that runs the whole test suite; `.ci/run` runs exactly that test command.
+#[test]
+fn ci_runs_the_readme_test_command() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let first_block = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a ```sh block in the README");
+    assert!(
+        readme.find("```sh\n") < readme.find("\n\n```\n"),
+        "the two commands come before anything else in the README"
+    );
+    let commands: Vec<&str> = first_block
+        .lines()
+        .map(|line| line.split(" #").next().unwrap_or_default().trim())
+        .filter(|line| !line.is_empty())
+        .collect();
+    assert_eq!(commands.len(), 2, "run, then test: {commands:?}");
+    assert!(
+        commands[0].contains("target/release/ahp-proxy"),
+        "{commands:?}"
+    );
+    let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    assert!(
+        ci.lines().any(|line| line.trim() == commands[1]),
+        ".ci/run does not run the README's test command `{}`",
+        commands[1]
+    );
 }
