@@ -7,7 +7,7 @@ mod common;
 mod protected;
 
 use common::{Proxy, Watcher};
-use protected::{protected, Protected};
+use protected::{protected, ready_with_narrow_token, Protected};
 use serde_json::{json, Value};
 
 async fn authenticate(w: &Watcher, params: Value) -> Result<Value, (i32, String, Option<Value>)> {
@@ -181,32 +181,6 @@ async fn metadata_naming_another_resource_is_not_shown() {
     .await
     .unwrap_err();
     assert_eq!(refused.0, -32602, "{refused:?}");
-}
-
-/// A proxy whose one server (the protected one) is ready with token `NARROW-SENTINEL`
-/// (scope `notes`, not `admin`), a watcher, and the seen-states log.
-async fn ready_with_narrow_token(mcp: &str) -> (Protected, Proxy, Watcher, Vec<String>) {
-    let server = protected().await;
-    server
-        .tokens
-        .lock()
-        .unwrap()
-        .insert("NARROW-SENTINEL".into());
-    let proxy = Proxy::start(&format!(
-        "{mcp}[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
-        server.url
-    ));
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
-    w.until("remote", "authRequired", &mut seen).await;
-    authenticate(
-        &w,
-        json!({"resource": server.url, "token": "NARROW-SENTINEL"}),
-    )
-    .await
-    .unwrap();
-    w.until("remote", "ready", &mut seen).await;
-    (server, proxy, w, seen)
 }
 
 /// A harness session on the proxy's `/mcp`, and its `add {a, b}` call, running.

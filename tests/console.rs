@@ -782,27 +782,7 @@ async fn harness_adds(
 async fn a_paused_call_is_marked_and_resumed_with_a_pasted_token_or_given_up() {
     let _one = ONE_BROWSER.lock().await;
     // A protected server, ready with a token that may not call `add` (scope `admin`).
-    let server = protected::protected().await;
-    server
-        .tokens
-        .lock()
-        .unwrap()
-        .insert("NARROW-SENTINEL".into());
-    let proxy = Proxy::start(&format!(
-        "[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
-        server.url
-    ));
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
-    w.until("remote", "authRequired", &mut seen).await;
-    w.client
-        .request::<_, Value>(
-            "authenticate",
-            json!({"channel": "ahp-root://", "resource": server.url, "token": "NARROW-SENTINEL"}),
-        )
-        .await
-        .expect("authenticate");
-    w.until("remote", "ready", &mut seen).await;
+    let (server, proxy, _w, _seen) = protected::ready_with_narrow_token("").await;
     let browser = Browser::start().await;
     open_console(&browser, &proxy).await;
     server_state(&browser, "remote", "ready").await;

@@ -258,19 +258,11 @@ impl Mirror {
     pub async fn begin_client(&self, start: impl FnOnce(u64) -> CallStart) -> Option<Ticket> {
         let first = self.tx.clone().reserve_owned().await.ok()?;
         let second = self.tx.clone().reserve_owned().await.ok()?;
-        let call = self.next.fetch_add(1, Ordering::Relaxed);
-        first.send(Event::Start(start(call)));
-        Some(Ticket {
-            call,
-            permit: Some(second),
-            tx: self.tx.clone(),
-            given_up: self.given_up.clone(),
-            held: std::sync::atomic::AtomicBool::new(false),
-        })
+        Some(self.issue(first, second, start))
     }
 
     /// Begin mirroring a call; `None` (and one more skipped call) when the queue is full.
-    pub fn begin(&self, mut start: impl FnMut(u64) -> CallStart) -> Option<Ticket> {
+    pub fn begin(&self, start: impl FnOnce(u64) -> CallStart) -> Option<Ticket> {
         let (Ok(first), Ok(second)) = (
             self.tx.clone().try_reserve_owned(),
             self.tx.clone().try_reserve_owned(),
@@ -280,15 +272,25 @@ impl Mirror {
             }
             return None;
         };
+        Some(self.issue(first, second, start))
+    }
+
+    /// Number the call, send its start on `first` and keep `second` for its end.
+    fn issue(
+        &self,
+        first: mpsc::OwnedPermit<Event>,
+        second: mpsc::OwnedPermit<Event>,
+        start: impl FnOnce(u64) -> CallStart,
+    ) -> Ticket {
         let call = self.next.fetch_add(1, Ordering::Relaxed);
         first.send(Event::Start(start(call)));
-        Some(Ticket {
+        Ticket {
             call,
             permit: Some(second),
             tx: self.tx.clone(),
             given_up: self.given_up.clone(),
             held: std::sync::atomic::AtomicBool::new(false),
-        })
+        }
     }
 }
 

@@ -102,22 +102,6 @@ pub fn running(state: &ToolCallState) -> Option<(String, Value)> {
     }
 }
 
-/// The proxy as a harness launches it (`serve --stdio`), and that harness, initialized
-/// with raw JSON lines.
-pub async fn harness(proxy_config: &str) -> (Proxy, RawClient) {
-    let (proxy, (stdout, stdin)) = Proxy::start_stdio(proxy_config);
-    let mut harness = RawClient::stdio(stdout, stdin);
-    harness
-        .request(
-            "initialize",
-            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}"#),
-            &mut |_, _| String::new(),
-        )
-        .await;
-    harness.notify("notifications/initialized", None).await;
-    (proxy, harness)
-}
-
 /// Poll the harness's `tools/list` until it offers `tool`; that answer.
 pub async fn listed(harness: &mut RawClient, tool: &str) -> String {
     tokio::time::timeout(PATIENCE, async {
@@ -153,7 +137,7 @@ pub async fn call_meanwhile<T>(
 /// A harness on the proxy's stdio (`config`), an IDE (`ide-1`) that offers it
 /// `runUnitTests`, once the harness lists it.
 pub async fn harness_and_ide(config: &str) -> (Proxy, RawClient, Ide) {
-    let (proxy, mut harness) = harness(config).await;
+    let (proxy, mut harness) = super::stdio_harness(config).await;
     let ide = Ide::join(&proxy, "ide-1").await;
     listed(&mut harness, "runUnitTests").await;
     (proxy, harness, ide)

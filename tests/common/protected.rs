@@ -166,3 +166,38 @@ pub async fn protected() -> Protected {
         task,
     }
 }
+
+/// A proxy whose one server (the protected one) is ready with token `NARROW-SENTINEL`
+/// (scope `notes`, not `admin`), a watcher, and the seen-states log. `mcp` goes at the top
+/// of the proxy's config.
+pub async fn ready_with_narrow_token(
+    mcp: &str,
+) -> (
+    Protected,
+    crate::common::Proxy,
+    crate::common::Watcher,
+    Vec<String>,
+) {
+    let server = protected().await;
+    server
+        .tokens
+        .lock()
+        .unwrap()
+        .insert("NARROW-SENTINEL".into());
+    let proxy = crate::common::Proxy::start(&format!(
+        "{mcp}[supervisor]\nrestart_delay_ms = 50\n[servers.remote]\nurl = \"{}\"\n",
+        server.url
+    ));
+    let mut w = crate::common::Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("remote", "authRequired", &mut seen).await;
+    w.client
+        .request::<_, Value>(
+            "authenticate",
+            json!({"channel": "ahp-root://", "resource": server.url, "token": "NARROW-SENTINEL"}),
+        )
+        .await
+        .expect("authenticate");
+    w.until("remote", "ready", &mut seen).await;
+    (server, proxy, w, seen)
+}
