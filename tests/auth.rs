@@ -7,7 +7,7 @@ mod common;
 mod protected;
 
 use common::{Proxy, Watcher};
-use protected::{protected, ready_with_narrow_token, Protected};
+use protected::{harness_calls_add, protected, ready_with_narrow_token, Protected};
 use serde_json::{json, Value};
 
 async fn authenticate(w: &Watcher, params: Value) -> Result<Value, (i32, String, Option<Value>)> {
@@ -181,31 +181,6 @@ async fn metadata_naming_another_resource_is_not_shown() {
     .await
     .unwrap_err();
     assert_eq!(refused.0, -32602, "{refused:?}");
-}
-
-/// A harness session on the proxy's `/mcp`, and its `add {a, b}` call, running.
-async fn harness_calls_add(
-    proxy: &Proxy,
-    a: i64,
-    b: i64,
-) -> (
-    rmcp::service::RunningService<rmcp::RoleClient, ()>,
-    tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>>,
-) {
-    use rmcp::ServiceExt;
-    let harness = ()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            proxy.mcp_url.clone(),
-        ))
-        .await
-        .expect("harness handshake");
-    let peer = harness.peer().clone();
-    let call = tokio::spawn(async move {
-        let arguments = json!({"a": a, "b": b}).as_object().cloned().unwrap();
-        peer.call_tool(rmcp::model::CallToolRequestParams::new("add").with_arguments(arguments))
-            .await
-    });
-    (harness, call)
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -754,30 +754,6 @@ async fn last_update(browser: &Browser, kind: &str) -> f64 {
         .unwrap()
 }
 
-/// The harness's `add {a, b}` call on the proxy's `/mcp`, running.
-async fn harness_adds(
-    proxy: &Proxy,
-    a: i64,
-    b: i64,
-) -> (
-    rmcp::service::RunningService<rmcp::RoleClient, ()>,
-    tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>>,
-) {
-    let harness = ()
-        .serve(StreamableHttpClientTransport::from_uri(
-            proxy.mcp_url.clone(),
-        ))
-        .await
-        .expect("harness session");
-    let peer = harness.peer().clone();
-    let call = tokio::spawn(async move {
-        let params: CallToolRequestParams =
-            serde_json::from_value(json!({"name": "add", "arguments": {"a": a, "b": b}})).unwrap();
-        peer.call_tool(params).await
-    });
-    (harness, call)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_call_is_marked_and_resumed_with_a_pasted_token_or_given_up() {
     let _one = ONE_BROWSER.lock().await;
@@ -791,7 +767,7 @@ async fn a_paused_call_is_marked_and_resumed_with_a_pasted_token_or_given_up() {
     // is needed.
     let paused =
         "document.querySelector('.call[data-tool=\"add\"][data-status=\"auth-required\"]')";
-    let (_harness, call) = harness_adds(&proxy, 2, 3).await;
+    let (_harness, call) = protected::harness_calls_add(&proxy, 2, 3).await;
     let shown = browser
         .until(
             "the call marked paused",
@@ -834,7 +810,7 @@ async fn a_paused_call_is_marked_and_resumed_with_a_pasted_token_or_given_up() {
 
     // The same token loses the scope: the next call pauses, and the user gives up.
     server.admins.lock().unwrap().clear();
-    let (_harness2, call) = harness_adds(&proxy, 1, 1).await;
+    let (_harness2, call) = protected::harness_calls_add(&proxy, 1, 1).await;
     browser
         .until("the second call paused", &format!("return !!{paused}"))
         .await;

@@ -201,3 +201,28 @@ pub async fn ready_with_narrow_token(
     w.until("remote", "ready", &mut seen).await;
     (server, proxy, w, seen)
 }
+
+/// A harness session on the proxy's `/mcp`, and its `add {a, b}` call, running.
+pub async fn harness_calls_add(
+    proxy: &crate::common::Proxy,
+    a: i64,
+    b: i64,
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>>,
+) {
+    use rmcp::ServiceExt;
+    let harness = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            proxy.mcp_url.clone(),
+        ))
+        .await
+        .expect("harness handshake");
+    let peer = harness.peer().clone();
+    let call = tokio::spawn(async move {
+        let arguments = json!({"a": a, "b": b}).as_object().cloned().unwrap();
+        peer.call_tool(rmcp::model::CallToolRequestParams::new("add").with_arguments(arguments))
+            .await
+    });
+    (harness, call)
+}
