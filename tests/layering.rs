@@ -175,18 +175,8 @@ fn the_files_of_each_module_import_each_other_without_a_cycle() {
         components.get("supervisor").is_some_and(|g| g.len() > 5),
         "the graphs were read: {components:?}"
     );
-    // Known debt, said in ARCHITECTURE.md: the MCP front's hub and its harnesses refer to
-    // each other (a harness holds the hub; the hub reaches its harnesses).
-    const KNOWN: &[&str] = &["front"];
     for (component, graph) in &components {
         let found = cycle(graph);
-        if KNOWN.contains(&component.as_str()) {
-            assert!(
-                found.is_some(),
-                "{component} has no cycle any more: take it off KNOWN"
-            );
-            continue;
-        }
         if let Some(found) = found {
             panic!(
                 "import cycle in {component}/: {}\n{graph:#?}",

@@ -10,46 +10,14 @@ use serde_json::{json, Map, Value};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::INTERNAL_ERROR;
-use super::forward::REQUEST_TIMEOUT;
-use super::harness::{error_answer, result_answer, Harness, InFlight};
+use super::answers::{error_answer, result_answer, INTERNAL_ERROR, REQUEST_TIMEOUT};
+use super::client_offers::CLIENT_PREFIX;
+use super::harness::Harness;
+use super::harness_state::InFlight;
 use super::outbox::Stream;
 use crate::host::client_tools::{ClientCallEvent, ClientTool};
 use crate::mcp::message::{self, Message};
 use crate::mirror::{CallStart, Outcome, Runner};
-use crate::upstream::offer::{Item, Offer};
-
-/// The prefix of the namespace ids that stand for AHP clients (`client:<clientId>`).
-pub const CLIENT_PREFIX: &str = "client:";
-
-/// The clients' tools as pseudo-servers of the namespace: `(id, name, offer)` per client.
-pub fn offers(tools: &[ClientTool]) -> Vec<(String, String, Offer)> {
-    let mut out: Vec<(String, String, Offer)> = Vec::new();
-    for tool in tools {
-        let id = format!("{CLIENT_PREFIX}{}", tool.client_id);
-        if out.last().is_none_or(|(last, _, _)| *last != id) {
-            out.push((id.clone(), tool.client_name.clone(), Offer::default()));
-        }
-        if let Some((_, _, offer)) = out.last_mut() {
-            offer.tools.push(item(&tool.tool));
-        }
-    }
-    out
-}
-
-/// A client tool as an MCP tool (an input schema is required there: an object by default).
-fn item(tool: &ahp_types::state::ToolDefinition) -> Item {
-    let mut value = serde_json::to_value(tool).unwrap_or_else(|_| json!({"name": tool.name}));
-    if let Some(object) = value.as_object_mut() {
-        object
-            .entry("inputSchema")
-            .or_insert_with(|| json!({"type": "object"}));
-    }
-    Item {
-        key: tool.name.clone(),
-        raw: value.to_string(),
-    }
-}
 
 /// Run the harness's `tools/call` of tool `original` of client `client` (the namespace's
 /// `client:<id>`) as the client-tool flow; the answer goes to `stream`.

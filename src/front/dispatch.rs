@@ -6,21 +6,13 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::harness::{error_answer, result_answer, Asker, Harness};
+use super::answers::{error_answer, result_answer, INVALID_PARAMS, INVALID_REQUEST};
+use super::harness::Harness;
+use super::harness_state::Asker;
 use super::outbox::Stream;
 use super::registry::{Level, Scope};
-use super::{forward, initialize, lists, routes};
+use super::{forward, initialize, lists, routes, tool_call};
 use crate::mcp::message::{Kind, Message};
-
-/// JSON-RPC "invalid request" (also what servers built on the MCP SDKs answer a request
-/// sent before `initialize` with).
-pub const INVALID_REQUEST: i64 = -32600;
-/// JSON-RPC "method not found".
-pub const METHOD_NOT_FOUND: i64 = -32601;
-/// JSON-RPC "invalid params".
-pub const INVALID_PARAMS: i64 = -32602;
-/// JSON-RPC "internal error".
-pub const INTERNAL_ERROR: i64 = -32603;
 
 impl Harness {
     /// Handle one message from the harness; answers to its requests go to `stream`.
@@ -56,7 +48,7 @@ impl Harness {
             "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
                 lists::answer(self.clone(), message, stream)
             }
-            "tools/call" => forward::call_tool(self.clone(), message, stream),
+            "tools/call" => tool_call::answer(self.clone(), message, stream),
             "logging/setLevel" => self.set_level(message, stream),
             "resources/subscribe" | "resources/unsubscribe" => {
                 routes::subscription(self.clone(), message, stream)
@@ -68,7 +60,7 @@ impl Harness {
     fn notification(self: &Arc<Self>, message: Message) {
         match message.method().unwrap_or_default() {
             "notifications/initialized" => {
-                self.hub.join(self);
+                self.hub.join(self.state());
             }
             "notifications/cancelled" => {
                 let Some(span) = message.find(&["requestId"]) else {
@@ -194,24 +186,5 @@ impl Harness {
     /// Whether the harness listed before (and note that it does now).
     pub(super) fn first_listing(&self) -> bool {
         !self.listed.swap(true, Ordering::AcqRel)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn error_and_result_answers_are_json_rpc() {
-        let e: serde_json::Value =
-            serde_json::from_str(&error_answer("\"a\"", METHOD_NOT_FOUND, "no \"x\"")).unwrap();
-        assert_eq!(e["id"], "a");
-        assert_eq!(e["error"]["code"], -32601);
-        assert_eq!(e["error"]["message"], "no \"x\"");
-        assert_eq!(
-            result_answer("7", "{}"),
-            r#"{"jsonrpc":"2.0","id":7,"result":{}}"#
-        );
-        let _ = INTERNAL_ERROR;
     }
 }

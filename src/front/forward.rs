@@ -8,19 +8,17 @@ use std::sync::{Arc, Weak};
 
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{INTERNAL_ERROR, INVALID_PARAMS};
-use super::harness::{error_answer, Harness, InFlight};
+use super::answers::{
+    error_answer, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, REQUEST_TIMEOUT,
+    RESOURCE_NOT_FOUND,
+};
+use super::harness::Harness;
+use super::harness_state::InFlight;
 use super::hub::Hub;
 use super::outbox::Stream;
-use super::registry::Scope;
 use crate::mcp::message::{self, Kind, Message};
-use crate::mirror::{self, CallStart, Outcome};
+use crate::mirror::{self, Outcome};
 use crate::upstream::session::{Failure, Options, Reply};
-
-/// JSON-RPC code for "the server did not answer in time" (as the MCP SDKs use it).
-pub const REQUEST_TIMEOUT: i64 = -32001;
-/// MCP's "resource not found".
-pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// What to do with the answer besides passing it on.
 #[derive(Default)]
@@ -102,100 +100,6 @@ pub fn to_server(
     }
 }
 
-/// `tools/call`: find the tool (waiting for servers still starting when it is not known
-/// yet), refuse an app-only tool to a harness without MCP Apps, mirror the call, forward it
-/// under the server's own name for the tool.
-pub fn call_tool(harness: Arc<Harness>, message: Message, stream: Stream) {
-    let id = message.id().unwrap_or("null").to_string();
-    let Some(called) = message.string(&["name"]).map(|n| n.into_owned()) else {
-        stream.finish(error_answer(
-            &id,
-            INVALID_PARAMS,
-            "tools/call needs a tool name",
-        ));
-        return;
-    };
-    match super::routes::find_tool(&harness, &called) {
-        Some(found) => call_found(harness, message, stream, called, found),
-        None if harness.hub.connections.starting() => {
-            // Right after start-up: the tool may be a moment away.
-            tokio::spawn(async move {
-                harness.hub.settle().await;
-                match super::routes::find_tool(&harness, &called) {
-                    Some(found) => call_found(harness, message, stream, called, found),
-                    None => unknown_tool(&stream, &id, &called),
-                }
-            });
-        }
-        None => unknown_tool(&stream, &id, &called),
-    }
-}
-
-fn unknown_tool(stream: &Stream, id: &str, called: &str) {
-    stream.finish(error_answer(
-        id,
-        INVALID_PARAMS,
-        &format!("unknown tool {called:?}"),
-    ));
-}
-
-fn call_found(
-    harness: Arc<Harness>,
-    message: Message,
-    stream: Stream,
-    called: String,
-    found: super::routes::FoundTool,
-) {
-    let id = message.id().unwrap_or("null").to_string();
-    if found.server.starts_with(super::client_calls::CLIENT_PREFIX) {
-        return super::client_calls::call(harness, message, stream, &found.server, &found.original);
-    }
-    let apps = harness.abilities().apps;
-    if !apps && found.tool.as_ref().is_some_and(|t| t.app_only()) {
-        stream.finish(error_answer(
-            &id,
-            INVALID_PARAMS,
-            &format!("tool {called:?} is only callable from its MCP App view"),
-        ));
-        return;
-    }
-    let hub = &harness.hub;
-    let server_name = hub.connections.name_of(&found.server);
-    let ticket = hub.mirror.begin(|call| CallStart {
-        call,
-        runner: mirror::Runner::Server {
-            id: found.server.clone(),
-            name: server_name.clone(),
-        },
-        tool: called.clone(),
-        display_name: found
-            .tool
-            .as_ref()
-            .map(|t| t.title())
-            .unwrap_or_else(|| called.clone()),
-        input: message
-            .find(&["arguments"])
-            .map(|span| message.slice(span).to_string())
-            .unwrap_or_else(|| "{}".into()),
-        ui: found.tool.as_ref().and_then(|t| t.ui()),
-    });
-    let renamed = (found.original != called)
-        .then(|| message.find(&["name"]))
-        .flatten();
-    let message = match renamed {
-        Some(span) => message.rewrite(None, vec![(span, message::quote(&found.original))]),
-        None => message,
-    };
-    let hooks = Hooks {
-        ticket,
-        rewrite_uris: harness.scope == Scope::All,
-        retry_on_scope: true,
-        creates_task: true,
-        ..Hooks::default()
-    };
-    to_server(harness, &found.server, message, stream, hooks);
-}
-
 /// One forwarded request's answer on its way back.
 struct Call {
     harness: Weak<Harness>,
@@ -230,7 +134,7 @@ impl Call {
             }
         }
         if self.hooks.hide_app_only {
-            if let Some(filtered) = super::lists::without_app_only(&text) {
+            if let Some(filtered) = crate::upstream::offer::without_app_only(&text) {
                 text = filtered;
             }
         }
@@ -442,11 +346,8 @@ async fn retry_with_scope(mut call: Call, harness: Arc<Harness>, original: Messa
             if let Some(ticket) = call.hooks.ticket.take() {
                 ticket.finish(Outcome::Failed(text.clone()));
             }
-            call.stream.finish(error_answer(
-                &call.id,
-                super::dispatch::INVALID_REQUEST,
-                &text,
-            ));
+            call.stream
+                .finish(error_answer(&call.id, INVALID_REQUEST, &text));
         }
     }
 }

@@ -24,7 +24,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::harness::{error_answer, Harness};
+use super::answers::error_answer;
+use super::harness::Harness;
 use super::hub::Hub;
 use super::outbox::{Frame, Stream};
 use super::registry::Scope;

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::broadcast::error::RecvError;
 
-use super::harness::Harness;
+use super::answers::INTERNAL_ERROR;
+use super::harness_state::HarnessState;
 use super::naming::{self, Namespace, Policy};
 use super::registry::{HarnessId, Level, Need, Registry, Scope};
 use crate::mirror::{Mirror, Outcome, Ticket};
@@ -54,7 +55,7 @@ pub struct Hub {
     /// Harness tool calls go here.
     pub mirror: Mirror,
     registry: Mutex<Registry>,
-    harnesses: Mutex<HashMap<HarnessId, Weak<Harness>>>,
+    harnesses: Mutex<HashMap<HarnessId, Weak<HarnessState>>>,
     namespace: Mutex<Option<(NamespaceVersion, Arc<Namespace>)>>,
     /// Server id → qualifier of every declared server, rebuilt only after a change.
     qualifiers: Mutex<Option<(u64, Arc<Qualifiers>)>>,
@@ -165,7 +166,7 @@ impl Hub {
     }
 
     /// Harness `id`, while it is connected.
-    pub fn harness(&self, id: HarnessId) -> Option<Arc<Harness>> {
+    pub fn harness(&self, id: HarnessId) -> Option<Arc<HarnessState>> {
         self.harnesses
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -173,7 +174,7 @@ impl Hub {
             .and_then(Weak::upgrade)
     }
 
-    fn all_harnesses(&self) -> Vec<Arc<Harness>> {
+    fn all_harnesses(&self) -> Vec<Arc<HarnessState>> {
         self.harnesses
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -217,7 +218,7 @@ impl Hub {
                 (id.clone(), qualifier, server.offer())
             })
             .collect();
-        let client_offers = super::client_calls::offers(&clients);
+        let client_offers = super::client_offers::offers(&clients);
         let mut servers: Vec<(String, String, &crate::upstream::offer::Offer)> = offers
             .iter()
             .map(|(id, q, offer)| (id.clone(), q.clone(), offer.as_ref()))
@@ -263,7 +264,7 @@ impl Hub {
     }
 
     /// A harness introduced itself (its `initialize`, or `notifications/initialized`).
-    pub fn join(&self, harness: &Arc<Harness>) {
+    pub fn join(&self, harness: &Arc<HarnessState>) {
         let abilities = harness.abilities();
         let known = self
             .harnesses
@@ -286,7 +287,7 @@ impl Hub {
 
     /// A harness session ended: its requests are cancelled upstream, what it owed is
     /// refused, its subscriptions and log levels released.
-    pub fn harness_gone(self: &Arc<Self>, harness: &Harness) {
+    pub fn harness_gone(self: &Arc<Self>, harness: &HarnessState) {
         self.harnesses
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -303,7 +304,7 @@ impl Hub {
             }
         }
         for owed in owed {
-            super::server_requests::refuse(owed, "the MCP client (harness) went away");
+            owed.refuse(INTERNAL_ERROR, "the MCP client (harness) went away");
         }
         tracing::debug!(harness = harness.id, "harness left");
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {

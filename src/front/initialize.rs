@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::dispatch::{INTERNAL_ERROR, INVALID_REQUEST};
-use super::harness::{error_answer, result_answer, Harness};
+use super::answers::{error_answer, result_answer, INTERNAL_ERROR, INVALID_REQUEST};
+use super::harness::Harness;
 use super::hub::Hub;
 use super::outbox::Stream;
 use super::registry::Scope;
@@ -33,7 +33,7 @@ pub fn answer(harness: Arc<Harness>, message: Message, stream: Stream) {
         .and_then(|span| serde_json::from_str(message.slice(span)).ok())
         .unwrap_or_else(|| Value::Object(Map::new()));
     harness.initialized(params.clone());
-    harness.hub.join(&harness);
+    harness.hub.join(harness.state());
     if harness.stands_for {
         harness
             .hub

@@ -6,14 +6,13 @@
 
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
-
+use super::answers::result_answer;
 use super::forward::{self, Hooks};
-use super::harness::{result_answer, Harness};
+use super::harness::Harness;
 use super::outbox::Stream;
 use super::registry::Scope;
-use crate::mcp::message::{self, Message};
-use crate::upstream::offer::{self, Item, Lists};
+use crate::mcp::message::Message;
+use crate::upstream::offer::{self, Lists};
 
 /// The result member that holds a list method's items.
 pub fn field_of(method: &str) -> &'static str {
@@ -89,28 +88,6 @@ fn respond(harness: Arc<Harness>, message: Message, stream: Stream) {
     }
 }
 
-/// A `tools/list` answer's text without its app-only tools; `None` when it has none.
-pub fn without_app_only(text: &str) -> Option<String> {
-    let span = message::find(text, 0..text.len(), &["result", "tools"])?;
-    let tools: Vec<&RawValue> = serde_json::from_str(&text[span.clone()]).ok()?;
-    let kept: Vec<&str> = tools
-        .iter()
-        .map(|raw| raw.get())
-        .filter(|raw| {
-            !Item {
-                key: String::new(),
-                raw: raw.to_string(),
-            }
-            .app_only()
-        })
-        .collect();
-    if kept.len() == tools.len() {
-        return None;
-    }
-    let list = format!("[{}]", kept.join(","));
-    Some(message::splice(text, &mut [(span, list.as_str())]))
-}
-
 /// Servers that do not announce resource list changes are asked again on each aggregated
 /// listing (all at once, briefly); a real difference updates the namespace and is
 /// announced like any change.
@@ -164,16 +141,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn app_only_tools_are_cut_from_a_server_answer_and_nothing_else_moves() {
-        let text = r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"a","_meta":{"ui":{"visibility":["app"]}}},{"name":"b","z":0.7}],"x-extra":1}}"#;
-        assert_eq!(
-            without_app_only(text).unwrap(),
-            r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"b","z":0.7}],"x-extra":1}}"#
-        );
-        assert_eq!(
-            without_app_only(r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"b"}]}}"#),
-            None
-        );
+    fn list_methods_name_their_field() {
         assert_eq!(field_of("resources/templates/list"), "resourceTemplates");
     }
 }

@@ -4,10 +4,13 @@
 //! arrives as it sent it, in order, and only ids, remapped progress tokens and documented
 //! renames are touched. Tool calls are mirrored into AHP.
 
+pub mod answers;
 pub mod client_calls;
+pub mod client_offers;
 pub mod dispatch;
 pub mod forward;
 pub mod harness;
+pub mod harness_state;
 pub mod http;
 pub mod hub;
 pub mod initialize;
@@ -19,5 +22,6 @@ pub mod replay;
 pub mod routes;
 pub mod server_requests;
 pub mod stdio;
+pub mod tool_call;
 
 pub use hub::{Hub, Settings};

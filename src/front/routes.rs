@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
-use super::dispatch::{INVALID_PARAMS, METHOD_NOT_FOUND};
-use super::forward::{self, Hooks, RESOURCE_NOT_FOUND};
-use super::harness::{error_answer, result_answer, Harness};
+use super::answers::{
+    error_answer, result_answer, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND,
+};
+use super::forward::{self, Hooks};
+use super::harness::Harness;
 use super::naming::Route;
 use super::outbox::Stream;
 use super::registry::Scope;

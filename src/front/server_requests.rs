@@ -9,9 +9,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::METHOD_NOT_FOUND;
-use super::forward::REQUEST_TIMEOUT;
-use super::harness::{Asker, Owed};
+use super::answers::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT};
+use super::harness_state::{Asker, HarnessState};
 use super::hub::Hub;
 use super::registry::{Level, Need, Scope};
 use crate::mcp::message::{self, Message};
@@ -129,8 +128,7 @@ impl Downstream for Hub {
             };
             if let Some(owed) = harness.take_owed(ours) {
                 harness.notify(crate::upstream::session::cancelled(ours, "timed out"));
-                refuse_with(
-                    owed,
+                owed.refuse(
                     REQUEST_TIMEOUT,
                     &format!(
                         "the MCP client did not answer {method} within {} ms",
@@ -142,34 +140,9 @@ impl Downstream for Hub {
     }
 }
 
-/// Tell whoever asked that the harness will not answer.
-pub fn refuse(owed: Owed, why: &str) {
-    refuse_with(owed, super::dispatch::INTERNAL_ERROR, why);
-}
-
-fn refuse_with(owed: Owed, code: i64, why: &str) {
-    match owed.asker {
-        Asker::Server { session, id, .. } => {
-            if let Some(session) = session.upgrade() {
-                let body = format!(
-                    r#""error":{{"code":{code},"message":{}}}"#,
-                    message::quote(why)
-                );
-                let _ = session.answer(&id, &body);
-            }
-        }
-        Asker::Local(tx) => {
-            let text = super::harness::error_answer("0", code, why);
-            if let Ok(message) = Message::parse(text) {
-                let _ = tx.send(message);
-            }
-        }
-    }
-}
-
 /// `text` to `harness` (once its `initialize` is answered): with its request `origin`
 /// when that is one of its requests still in flight, else on its general stream.
-fn send_to(harness: &super::harness::Harness, text: String, origin: Option<u64>) {
+fn send_to(harness: &HarnessState, text: String, origin: Option<u64>) {
     if !harness.is_live() {
         return;
     }
@@ -251,8 +224,7 @@ impl Hub {
         let text = format!(
             r#"{{"jsonrpc":"2.0","id":0,"method":"sampling/createMessage","params":{params}}}"#
         );
-        let request =
-            Message::parse(text).map_err(|e| (super::dispatch::INVALID_PARAMS, e.message))?;
+        let request = Message::parse(text).map_err(|e| (INVALID_PARAMS, e.message))?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let ours = harness
             .ask(request, None, Asker::Local(tx))
@@ -274,7 +246,7 @@ impl Hub {
             _ = cancelled.cancelled() => {
                 harness.take_owed(ours);
                 harness.notify(crate::upstream::session::cancelled(ours, "cancelled by the MCP App"));
-                Err((super::dispatch::INTERNAL_ERROR, "cancelled".to_string()))
+                Err((INTERNAL_ERROR, "cancelled".to_string()))
             }
         }
     }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-use super::harness::{error_answer, Harness};
+use super::answers::error_answer;
+use super::harness::Harness;
 use super::hub::Hub;
 use super::outbox::{Frame, Stream};
 use super::registry::Scope;

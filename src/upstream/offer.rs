@@ -234,6 +234,28 @@ pub fn page(
     Ok((items, next))
 }
 
+/// A `tools/list` answer's text without its app-only tools; `None` when it has none.
+pub fn without_app_only(text: &str) -> Option<String> {
+    let span = message::find(text, 0..text.len(), &["result", "tools"])?;
+    let tools: Vec<&RawValue> = serde_json::from_str(&text[span.clone()]).ok()?;
+    let kept: Vec<&str> = tools
+        .iter()
+        .map(|raw| raw.get())
+        .filter(|raw| {
+            !Item {
+                key: String::new(),
+                raw: raw.to_string(),
+            }
+            .app_only()
+        })
+        .collect();
+    if kept.len() == tools.len() {
+        return None;
+    }
+    let list = format!("[{}]", kept.join(","));
+    Some(message::splice(text, &mut [(span, list.as_str())]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +290,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(page(&answer, "tools", "name").unwrap_err(), "no tools here");
+    }
+
+    #[test]
+    fn app_only_tools_are_cut_from_a_server_answer_and_nothing_else_moves() {
+        let text = r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"a","_meta":{"ui":{"visibility":["app"]}}},{"name":"b","z":0.7}],"x-extra":1}}"#;
+        assert_eq!(
+            without_app_only(text).unwrap(),
+            r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"b","z":0.7}],"x-extra":1}}"#
+        );
+        assert_eq!(
+            without_app_only(r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"b"}]}}"#),
+            None
+        );
     }
 }

@@ -1,0 +1,108 @@
+//! The harness's `tools/call`: the tool found (waiting for servers still starting), a
+//! client's tool run as the AHP client-tool flow, a server's mirrored and forwarded.
+
+use std::sync::Arc;
+
+use super::answers::{error_answer, INVALID_PARAMS};
+use super::client_offers::CLIENT_PREFIX;
+use super::forward::{self, Hooks};
+use super::harness::Harness;
+use super::outbox::Stream;
+use super::registry::Scope;
+use super::{client_calls, routes};
+use crate::mcp::message::{self, Message};
+use crate::mirror::{self, CallStart};
+
+/// `tools/call`: find the tool (waiting for servers still starting when it is not known
+/// yet), refuse an app-only tool to a harness without MCP Apps, mirror the call, forward it
+/// under the server's own name for the tool.
+pub fn answer(harness: Arc<Harness>, message: Message, stream: Stream) {
+    let id = message.id().unwrap_or("null").to_string();
+    let Some(called) = message.string(&["name"]).map(|n| n.into_owned()) else {
+        stream.finish(error_answer(
+            &id,
+            INVALID_PARAMS,
+            "tools/call needs a tool name",
+        ));
+        return;
+    };
+    match routes::find_tool(&harness, &called) {
+        Some(found) => call_found(harness, message, stream, called, found),
+        None if harness.hub.connections.starting() => {
+            // Right after start-up: the tool may be a moment away.
+            tokio::spawn(async move {
+                harness.hub.settle().await;
+                match routes::find_tool(&harness, &called) {
+                    Some(found) => call_found(harness, message, stream, called, found),
+                    None => unknown_tool(&stream, &id, &called),
+                }
+            });
+        }
+        None => unknown_tool(&stream, &id, &called),
+    }
+}
+
+fn unknown_tool(stream: &Stream, id: &str, called: &str) {
+    stream.finish(error_answer(
+        id,
+        INVALID_PARAMS,
+        &format!("unknown tool {called:?}"),
+    ));
+}
+
+fn call_found(
+    harness: Arc<Harness>,
+    message: Message,
+    stream: Stream,
+    called: String,
+    found: routes::FoundTool,
+) {
+    let id = message.id().unwrap_or("null").to_string();
+    if found.server.starts_with(CLIENT_PREFIX) {
+        return client_calls::call(harness, message, stream, &found.server, &found.original);
+    }
+    let apps = harness.abilities().apps;
+    if !apps && found.tool.as_ref().is_some_and(|t| t.app_only()) {
+        stream.finish(error_answer(
+            &id,
+            INVALID_PARAMS,
+            &format!("tool {called:?} is only callable from its MCP App view"),
+        ));
+        return;
+    }
+    let hub = &harness.hub;
+    let server_name = hub.connections.name_of(&found.server);
+    let ticket = hub.mirror.begin(|call| CallStart {
+        call,
+        runner: mirror::Runner::Server {
+            id: found.server.clone(),
+            name: server_name.clone(),
+        },
+        tool: called.clone(),
+        display_name: found
+            .tool
+            .as_ref()
+            .map(|t| t.title())
+            .unwrap_or_else(|| called.clone()),
+        input: message
+            .find(&["arguments"])
+            .map(|span| message.slice(span).to_string())
+            .unwrap_or_else(|| "{}".into()),
+        ui: found.tool.as_ref().and_then(|t| t.ui()),
+    });
+    let renamed = (found.original != called)
+        .then(|| message.find(&["name"]))
+        .flatten();
+    let message = match renamed {
+        Some(span) => message.rewrite(None, vec![(span, message::quote(&found.original))]),
+        None => message,
+    };
+    let hooks = Hooks {
+        ticket,
+        rewrite_uris: harness.scope == Scope::All,
+        retry_on_scope: true,
+        creates_task: true,
+        ..Hooks::default()
+    };
+    forward::to_server(harness, &found.server, message, stream, hooks);
+}
