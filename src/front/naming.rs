@@ -151,26 +151,21 @@ impl Namespace {
             for tool in &offer.tools {
                 let exposed = name_for(&tool.key, &tool_counts);
                 let item = names.exposed_item(id, tool, "name", &exposed);
-                if !names.tool_index.contains_key(&exposed) {
-                    names.tool_index.insert(exposed, names.tools.len());
-                    names.tools.push(Entry {
-                        server: id.clone(),
-                        original: tool.key.clone(),
-                        item,
-                    });
-                }
+                let entry = Entry {
+                    server: id.clone(),
+                    original: tool.key.clone(),
+                    item,
+                };
+                first_claim(&mut names.tool_index, &mut names.tools, exposed, entry);
             }
             for prompt in &offer.prompts {
                 let exposed = name_for(&prompt.key, &prompt_counts);
-                let item = prompt.with_key("name", &exposed);
-                if !names.prompt_index.contains_key(&exposed) {
-                    names.prompt_index.insert(exposed, names.prompts.len());
-                    names.prompts.push(Entry {
-                        server: id.clone(),
-                        original: prompt.key.clone(),
-                        item,
-                    });
-                }
+                let entry = Entry {
+                    server: id.clone(),
+                    original: prompt.key.clone(),
+                    item: prompt.with_key("name", &exposed),
+                };
+                first_claim(&mut names.prompt_index, &mut names.prompts, exposed, entry);
             }
             for resource in &offer.resources {
                 let exposed = names.expose_uri(id, &resource.key);
@@ -350,6 +345,19 @@ pub fn ui_uris(tool: &Item) -> Vec<String> {
     let mut out: Vec<String> = nested.into_iter().chain(flat).collect();
     out.dedup();
     out
+}
+
+/// `entry` under `exposed`, unless an earlier server's item has that name already.
+fn first_claim(
+    index: &mut HashMap<String, usize>,
+    entries: &mut Vec<Entry>,
+    exposed: String,
+    entry: Entry,
+) {
+    if let std::collections::hash_map::Entry::Vacant(slot) = index.entry(exposed) {
+        slot.insert(entries.len());
+        entries.push(entry);
+    }
 }
 
 fn counts(names: impl Iterator<Item = String>) -> HashMap<String, usize> {
