@@ -449,6 +449,25 @@ async fn a_client_that_leaves_takes_its_plugins_and_their_servers() {
         .iter()
         .all(|c| c.client_id != "ide-r"));
     until_no_children(&proxy).await;
+
+    // A fresh initialize (not a reconnect) within the grace period starts afresh: the
+    // sessions it does not subscribe to lose it at once, as with the reconnect above.
+    let ide = joined(&proxy, "ide-i").await;
+    publish(&ide, "ide-i", plugin.clone()).await;
+    until(&mut watcher, "published once more", ready).await;
+    ide.client.shutdown().await;
+    drop(ide);
+    let _fresh = initialized_client(&proxy, "ide-i").await;
+    until(&mut watcher, "gone after the fresh initialize", |o| {
+        customization(o, "p").is_none()
+    })
+    .await;
+    assert!(watcher
+        .mirror
+        .active_clients
+        .iter()
+        .all(|c| c.client_id != "ide-i"));
+    until_no_children(&proxy).await;
     drop(watcher);
     drop(proxy);
 

@@ -25,7 +25,9 @@ const REMEMBERED_CLIENTS: usize = 4096;
 impl Host {
     /// Handle `initialize` after version negotiation: remember the client, subscribe the
     /// connection to the known `initial_subscriptions` (unknown ones are silently omitted), and
-    /// queue the result with their snapshots.
+    /// queue the result with their snapshots. A client id still active in sessions from an
+    /// earlier connection (within its grace period, none other open) starts afresh: sessions
+    /// it does not subscribe to at once lose it, as with a `reconnect` omitting them.
     pub fn initialize(
         &self,
         id: ConnId,
@@ -37,6 +39,8 @@ impl Host {
         let mut core = self.core();
         let core = &mut *core;
         core.remember(client_id, record.clone());
+        // Another live connection of the same client id still speaks for it.
+        let elsewhere = core.fanout.has_client(client_id);
         core.fanout.set_client(id, client_id, Audience::of(&record));
         let mut snapshots = Vec::new();
         for uri in initial_subscriptions {
@@ -58,6 +62,9 @@ impl Host {
             automations: None,
         };
         core.fanout.send(id, jsonrpc::success(request_id, &result));
+        if !elsewhere {
+            core.leave_unfollowed(client_id, initial_subscriptions);
+        }
     }
 
     /// Handle `reconnect`: replay what the client missed on its subscriptions, or send fresh
@@ -112,20 +119,7 @@ impl Host {
         }
         core.fanout.send(id, jsonrpc::success(request_id, &result));
         // A session the client was active in and no longer follows: it has left, at once.
-        let left: Vec<String> = core
-            .store
-            .session_uris()
-            .filter(|uri| !subscriptions.iter().any(|s| s == uri))
-            .filter(|uri| {
-                core.store
-                    .session(uri)
-                    .is_some_and(|s| s.active_clients.iter().any(|c| c.client_id == client_id))
-            })
-            .map(str::to_string)
-            .collect();
-        for uri in left {
-            core.remove_active_client(&uri, client_id);
-        }
+        core.leave_unfollowed(client_id, subscriptions);
         Ok(())
     }
 
@@ -190,6 +184,25 @@ impl Core {
                     self.clients.remove(&oldest);
                 }
             }
+        }
+    }
+
+    /// Client `client_id` now follows only `subscriptions`: every session it was active in
+    /// and does not follow loses it as an active client.
+    fn leave_unfollowed(&mut self, client_id: &str, subscriptions: &[String]) {
+        let left: Vec<String> = self
+            .store
+            .session_uris()
+            .filter(|uri| !subscriptions.iter().any(|s| s == uri))
+            .filter(|uri| {
+                self.store
+                    .session(uri)
+                    .is_some_and(|s| s.active_clients.iter().any(|c| c.client_id == client_id))
+            })
+            .map(str::to_string)
+            .collect();
+        for uri in left {
+            self.remove_active_client(&uri, client_id);
         }
     }
 
