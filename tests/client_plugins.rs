@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ahp::client::Client;
+use ahp_types::actions::StateAction;
 use ahp_types::state::SnapshotState;
 use common::raw::RawClient;
 use common::{initialized_client, Proxy, ScratchDir, Watcher, DEFAULT_SESSION, EXAMPLES, PATIENCE};
@@ -40,6 +41,19 @@ async fn until(watcher: &mut Watcher, what: &str, done: impl Fn(&Watcher) -> boo
             watcher.mirror.customizations
         );
         let envelope = common::next_action(&mut watcher.sub).await;
+        // The host sends no update that changes nothing (traffic to every client).
+        if let StateAction::SessionCustomizationUpdated(update) = &envelope.action {
+            assert!(
+                !watcher
+                    .mirror
+                    .customizations
+                    .iter()
+                    .flatten()
+                    .any(|c| *c == update.customization),
+                "{what}: a customizationUpdated that changes nothing: {:?}",
+                update.customization
+            );
+        }
         let _ = ahp::reducers::apply_action_to_session(&mut watcher.mirror, &envelope.action);
     }
 }
