@@ -762,6 +762,106 @@ async fn kill_9_of_the_sidecar_leaves_no_daemon_behind() {
     none_left(&tag).await;
 }
 
+/// Where no cgroup is used (`[supervisor] cgroups = false`, as on a machine without a
+/// writable cgroup v2), exactly what docs/servers.md's "no usable cgroup" row says: a stop
+/// or toggle-off takes every descendant that kept the marker or stayed below the server;
+/// shutdown also takes an orphan the proxy adopted, marker or not; `kill -9` of the proxy
+/// takes every descendant that kept the marker, and one that took it out of its environment
+/// survives.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_cgroups_the_marker_and_the_process_tree_find_what_the_table_says() {
+    let tag = tag("no-cgroup");
+    let dir = ScratchDir::new("no-cgroup");
+    let pids = |name: &str| dir.path().join(format!("{name}.pids"));
+    let servers = |names: &[(&str, &str, bool)]| -> String {
+        names
+            .iter()
+            .map(|(name, fault, unmarked)| {
+                let mut extra = vec!["--fault", fault];
+                if *unmarked {
+                    extra.push("--unmarked");
+                }
+                tagged_with_pids(name, &extra, &tag, &pids(name))
+            })
+            .collect()
+    };
+    let config = |names: &[(&str, &str, bool)]| {
+        format!(
+            "[supervisor]\ncgroups = false\nstop_grace_ms = 300\n{ALWAYS_PREFIX}{}",
+            servers(names)
+        )
+    };
+    // Stop, toggle-off, SIGTERM.
+    let proxy = Proxy::start(&config(&[
+        ("daemon", "daemonize", false),
+        ("deaf", "deaf-grandchild", true),
+        ("adopted", "daemonize", true),
+    ]));
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in ["daemon", "deaf", "adopted"] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    let daemon = daemons(&proxy, &pids("daemon"), 0, 1).await;
+    let deaf = daemons(&proxy, &pids("deaf"), 0, 1).await;
+    let adopted = daemons(&proxy, &pids("adopted"), 0, 1).await;
+    for pid in daemon.iter().chain(&deaf).chain(&adopted) {
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        assert!(
+            !cgroup.contains("ahp-proxy-"),
+            "{pid} is in a cgroup of the proxy: {cgroup}"
+        );
+    }
+    // A double-forked `setsid` daemon that kept the marker goes with its server's stop.
+    let daemon_id = w.id("daemon");
+    w.dispatch(json!({"type": "session/mcpServerStopRequested", "id": daemon_id}))
+        .await;
+    w.until("daemon", "stopped", &mut seen).await;
+    all_gone(&daemon).await;
+    // A grandchild without the marker, still below its server, goes with its toggle-off.
+    let deaf_id = w.id("deaf");
+    w.dispatch(
+        json!({"type": "session/customizationToggled", "id": deaf_id,
+        "enablement": [{"kind": "session", "enabled": false}]}),
+    )
+    .await;
+    w.until("deaf", "stopped", &mut seen).await;
+    all_gone(&deaf).await;
+    // A daemon without the marker whose parent exited is the proxy's adopted orphan: it goes
+    // at shutdown.
+    assert!(alive(adopted[0]));
+    shut_down(proxy, &tag).await;
+    all_gone(&adopted).await;
+
+    // `kill -9` of the proxy: the watchdog takes what kept the marker, not what did not.
+    let proxy = Proxy::start(&config(&[
+        ("daemon-2", "daemonize", false),
+        ("adopted-2", "daemonize", true),
+    ]));
+    let mut w = Watcher::open(&proxy).await;
+    for name in ["daemon-2", "adopted-2"] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    let marked = daemons(&proxy, &pids("daemon-2"), 0, 1).await;
+    let unmarked = daemons(&proxy, &pids("adopted-2"), 0, 1).await;
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &proxy.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    all_gone(&marked).await;
+    let survived = alive(unmarked[0]);
+    // Ours to clean up: it ignores SIGTERM.
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &unmarked[0].to_string()])
+        .status();
+    assert!(
+        survived,
+        "the unmarked daemon did not survive kill -9: the table claims less than holds"
+    );
+    all_gone(&unmarked).await;
+}
+
 fn write(path: &Path, text: &str) {
     if let Some(parent) = path.parent() {
         let _ = std::fs::create_dir_all(parent);

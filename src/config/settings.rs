@@ -183,6 +183,9 @@ pub struct SupervisorConfig {
     pub crash_loop_limit: u32,
     /// Uptime after which a server counts as healthy again (its failure count resets).
     pub healthy_after: Duration,
+    /// Put each server in a cgroup (v2) of its own where the machine allows it; `false`
+    /// leaves ownership to the marker, the subreaper and the watchdog.
+    pub cgroups: bool,
 }
 
 impl Default for SupervisorConfig {
@@ -194,6 +197,7 @@ impl Default for SupervisorConfig {
             restart_delay_max: keys::SUPERVISOR_RESTART_DELAY_MAX_MS.millis(),
             crash_loop_limit: keys::SUPERVISOR_CRASH_LOOP_LIMIT.count() as u32,
             healthy_after: keys::SUPERVISOR_HEALTHY_AFTER_MS.millis(),
+            cgroups: keys::SUPERVISOR_CGROUPS.default,
         }
     }
 }

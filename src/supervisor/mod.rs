@@ -386,12 +386,8 @@ impl Owner {
         }
         // Only a change of who is declared (or their names) is news for the front.
         if names_changed {
-            self.connections.set_declared(
-                self.servers
-                    .values()
-                    .map(|e| (e.server.id.clone(), e.server.name.clone()))
-                    .collect(),
-            );
+            self.connections
+                .set_declared(self.servers.values().map(|e| e.server.clone()).collect());
         }
         self.reconcile().await;
         self.connections.mark_synced();
