@@ -3,22 +3,38 @@
 
 use ahp_types::state::Customization;
 
+/// What stands for the container's `uri` in the kept text: a byte JSON text never holds raw
+/// (control characters inside strings are always escaped).
+const URI_MARK: &str = "\u{1}";
+
 /// One top-level customization of a unit's latest scan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Kept {
     id: Option<Box<str>>,
+    /// The container's `uri` as written in JSON (escaped, unquoted), which every child's
+    /// `uri` and id repeat: kept once, [`URI_MARK`] in the text stands for it.
+    uri: Box<str>,
     json: Box<str>,
 }
 
 impl Kept {
     /// Keep `customization` as text.
     pub fn keep(customization: &Customization) -> Self {
+        // The types encode whatever they hold; `null` would only stand for a bug there.
+        let json = serde_json::to_string(customization).unwrap_or_else(|_| "null".into());
+        let uri = uri_of(customization)
+            .and_then(|uri| serde_json::to_string(uri).ok())
+            .map(|quoted| quoted[1..quoted.len() - 1].to_string())
+            .unwrap_or_default();
+        let json = if uri.is_empty() {
+            json
+        } else {
+            json.replace(&uri, URI_MARK)
+        };
         Self {
             id: super::id_of(customization).map(Box::from),
-            // The types encode whatever they hold; `null` would only stand for a bug there.
-            json: serde_json::to_string(customization)
-                .unwrap_or_else(|_| "null".into())
-                .into_boxed_str(),
+            uri: uri.into_boxed_str(),
+            json: json.into_boxed_str(),
         }
     }
 
@@ -30,12 +46,27 @@ impl Kept {
     /// Whether it shows the same as `other` (the encoding is deterministic: object members
     /// are written in key order).
     pub fn same_as(&self, other: &Kept) -> bool {
-        self.json == other.json
+        self.uri == other.uri && self.json == other.json
     }
 
     /// The customization again.
     pub fn customization(&self) -> Customization {
-        serde_json::from_str(&self.json).unwrap_or(Customization::Unknown(serde_json::Value::Null))
+        let decoded = if self.uri.is_empty() {
+            serde_json::from_str(&self.json)
+        } else {
+            serde_json::from_str(&self.json.replace(URI_MARK, &self.uri))
+        };
+        decoded.unwrap_or(Customization::Unknown(serde_json::Value::Null))
+    }
+}
+
+/// The `uri` of a top-level customization.
+fn uri_of(c: &Customization) -> Option<&str> {
+    match c {
+        Customization::Plugin(p) => Some(&p.uri),
+        Customization::Directory(d) => Some(&d.uri),
+        Customization::McpServer(m) => Some(&m.uri),
+        Customization::Unknown(_) => None,
     }
 }
 
@@ -78,10 +109,21 @@ mod tests {
         assert!(scanned.len() >= 2);
         for customization in &scanned {
             let kept = Kept::keep(customization);
+            assert!(kept.json.contains(URI_MARK), "{}", kept.json);
             assert_eq!(kept.id(), super::super::id_of(customization));
             assert_eq!(&kept.customization(), customization);
             assert!(kept.same_as(&Kept::keep(&kept.customization())));
         }
+        // The same container elsewhere is not the same, and one whose uri JSON escapes
+        // comes back as it was.
+        let Customization::Plugin(mut moved) = scanned[0].clone() else {
+            panic!("a plugin first")
+        };
+        moved.uri = format!("{}\"\\\u{7f}/é", moved.uri);
+        let moved = Customization::Plugin(moved);
+        let kept = Kept::keep(&moved);
+        assert!(!kept.same_as(&Kept::keep(&scanned[0])));
+        assert_eq!(kept.customization(), moved);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

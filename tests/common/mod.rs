@@ -807,6 +807,28 @@ pub fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
 }
 
+/// Wait until `pid` has used no CPU for half a second (at most [`PATIENCE`]): what it holds
+/// then is what it keeps, not what it is busy with.
+pub async fn until_idle(pid: u32) {
+    let ticks = || -> u64 {
+        stat(pid).map_or(0, |f| {
+            // utime and stime: fields 14 and 15 of /proc/<pid>/stat (12 and 13 after the name).
+            f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+                + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        })
+    };
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut last = ticks();
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = ticks();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
 /// Resident memory of `pid` in KiB (`VmRSS`), 0 when it is gone.
 pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
