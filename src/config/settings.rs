@@ -214,7 +214,7 @@ pub struct Limits {
     pub client_queue_bytes: usize,
     /// Actions kept for `reconnect` replay; older gaps get fresh snapshots instead.
     pub replay_log: usize,
-    /// Bytes (as JSON) the replay log may hold; the oldest actions go first.
+    /// Bytes the replay log may hold (each action kept as its JSON text); the oldest go first.
     pub replay_log_bytes: usize,
     /// Concurrent AHP connections; further ones are refused at the WebSocket upgrade.
     pub max_connections: usize,

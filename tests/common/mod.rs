@@ -506,6 +506,11 @@ impl Raw {
         }
     }
 
+    /// Skip frames until one whose text contains `needle`.
+    pub async fn until_text(&mut self, needle: &str) {
+        while !self.recv().await.to_string().contains(needle) {}
+    }
+
     /// Next frame that is a response (has an `id` and no `method`).
     pub async fn response(&mut self) -> Value {
         loop {
