@@ -84,6 +84,11 @@ pub struct FaultOptions {
     /// With `--fault slow-exit`: how long exiting takes after SIGTERM.
     #[arg(long, default_value_t = 300)]
     pub exit_delay_ms: u64,
+    /// With `--fault daemonize` or `deaf-grandchild`: the daemon starts with the proxy's
+    /// marker (`AHP_PROXY_OWNER`) taken out of its environment, as a program that clears
+    /// its environment would.
+    #[arg(long)]
+    pub unmarked: bool,
 }
 
 impl FaultOptions {
@@ -172,8 +177,14 @@ pub async fn prepare(options: &FaultOptions, exit_code: i32) -> bool {
         Some(Fault::FloodStderr) => {
             std::thread::spawn(flood_stderr);
         }
-        Some(Fault::Daemonize) => run_self(&["echo", "--fault", "daemon-launcher"], true),
-        Some(Fault::DeafGrandchild) => run_self(&["echo", "--fault", "daemon"], false),
+        Some(Fault::Daemonize) => run_self(
+            &["echo", "--fault", "daemon-launcher"],
+            true,
+            options.unmarked,
+        ),
+        Some(Fault::DeafGrandchild) => {
+            run_self(&["echo", "--fault", "daemon"], false, options.unmarked)
+        }
         Some(Fault::DaemonLauncher) => {
             launch_daemon();
             return false;
@@ -317,13 +328,21 @@ fn start_grandchild() {
     }
 }
 
-/// Start this program with `args`, stdin and stdout empty; wait for it when `wait` (the
-/// launcher exits at once), else leave it running in this process's group.
-fn run_self(args: &[&str], wait: bool) {
+/// The variable that marks every process a server of the proxy starts.
+const PROXY_MARKER: &str = "AHP_PROXY_OWNER";
+
+/// Start this program with `args`, stdin and stdout empty (without the proxy's marker when
+/// `unmarked`); wait for it when `wait` (the launcher exits at once), else leave it running
+/// in this process's group.
+fn run_self(args: &[&str], wait: bool, unmarked: bool) {
     let Ok(exe) = std::env::current_exe() else {
         return;
     };
-    let child = std::process::Command::new(exe)
+    let mut command = std::process::Command::new(exe);
+    if unmarked {
+        command.env_remove(PROXY_MARKER);
+    }
+    let child = command
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

@@ -118,7 +118,7 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
         })
     };
     // Before any server starts: the proxy owns every process they will start.
-    let owned = crate::supervisor::process::Ownership::establish();
+    let owned = crate::supervisor::process::Ownership::establish(config.supervisor.cgroups);
     let (supervisor, mut events) =
         Supervisor::spawn(config.supervisor.clone(), connections.clone());
     host.set_control(supervisor.commands());
@@ -132,6 +132,15 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
     };
     // Nothing else has a sender yet: this cannot be full.
     let _ = supervisor.commands().send(catalog.supervision()).await;
+    // The start-up scan's transient copies (file texts, parse trees, the first list) are
+    // free once the supervisor has taken the declared set: give them back.
+    {
+        let connections = connections.clone();
+        tokio::spawn(async move {
+            connections.synced().await;
+            let _ = tokio::task::spawn_blocking(crate::heap::give_back).await;
+        });
+    }
     let (tcp, fallback) = bind_ahp(config.ahp.listen, stdio).await?;
     let addr = tcp
         .local_addr()

@@ -292,7 +292,10 @@ async fn run(
         for (session, action) in &changes.sessions {
             host.emit_to_session(session, action);
         }
-        // What the replaced containers and scans held is free now; give it back.
+        // What the replaced containers and scans held, and the actions, are free now (the
+        // actions dropped first: a trim that ran before their drop would miss them); give
+        // it back.
+        drop(changes);
         tokio::task::spawn_blocking(crate::heap::give_back);
         // Launch specs are not part of the tree: a rescan with no action can still change
         // one. When a rescanned unit's servers changed at all, the supervisor gets the whole

@@ -627,11 +627,7 @@ async fn kill_9_of_the_sidecar_leaves_no_grandchild_behind() {
     let mut seen = Vec::new();
     w.until("stubborn", "ready", &mut seen).await;
     assert!(eventually(|| carrying(&tag).len() == 3).await);
-    let status = std::process::Command::new("kill")
-        .args(["-KILL", &proxy.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    assert!(kill_9(proxy.pid()), "kill -9 of the proxy");
     none_left(&tag).await;
 }
 
@@ -696,6 +692,36 @@ async fn all_gone(pids: &[u32]) {
     assert!(gone, "survived: {left:?}");
 }
 
+/// `kill -9` of `pid`; whether the signal was sent.
+fn kill_9(pid: u32) -> bool {
+    std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Stop server `stop` and toggle server `toggle` off, each until clients see it `stopped`;
+/// their ids.
+async fn stop_and_toggle_off(
+    w: &mut Watcher,
+    seen: &mut Vec<String>,
+    stop: &str,
+    toggle: &str,
+) -> (String, String) {
+    let stop_id = w.id(stop);
+    w.dispatch(json!({"type": "session/mcpServerStopRequested", "id": stop_id}))
+        .await;
+    w.until(stop, "stopped", seen).await;
+    let toggle_id = w.id(toggle);
+    w.dispatch(
+        json!({"type": "session/customizationToggled", "id": toggle_id,
+        "enablement": [{"kind": "session", "enabled": false}]}),
+    )
+    .await;
+    w.until(toggle, "stopped", seen).await;
+    (stop_id, toggle_id)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn daemons_and_stubborn_grandchildren_go_with_their_server_and_the_sidecar() {
     let tag = tag("daemons");
@@ -715,19 +741,9 @@ async fn daemons_and_stubborn_grandchildren_go_with_their_server_and_the_sidecar
     // A setsid daemon whose parent exited, and a grandchild in the server's group, both
     // ignoring SIGTERM and SIGHUP and reading nothing: the proxy has them in its tree.
     let first = daemons(&proxy, &pids, 0, 2).await;
-    // Stopping the daemonizing server takes its daemon.
-    let daemon_id = w.id("daemon");
-    w.dispatch(json!({"type": "session/mcpServerStopRequested", "id": daemon_id}))
-        .await;
-    w.until("daemon", "stopped", &mut seen).await;
-    // Toggling off the other takes its grandchild.
-    let deaf_id = w.id("deaf");
-    w.dispatch(
-        json!({"type": "session/customizationToggled", "id": deaf_id,
-        "enablement": [{"kind": "session", "enabled": false}]}),
-    )
-    .await;
-    w.until("deaf", "stopped", &mut seen).await;
+    // Stopping the daemonizing server takes its daemon; toggling off the other takes its
+    // grandchild.
+    let (daemon_id, deaf_id) = stop_and_toggle_off(&mut w, &mut seen, "daemon", "deaf").await;
     all_gone(&first).await;
     still_up(&proxy, &w).await;
     // Both again, then SIGTERM to the sidecar: nothing it ever started is left.
@@ -753,13 +769,93 @@ async fn kill_9_of_the_sidecar_leaves_no_daemon_behind() {
     w.until("daemon", "ready", &mut seen).await;
     w.until("deaf", "ready", &mut seen).await;
     let recorded = daemons(&proxy, &pids, 0, 2).await;
-    let status = std::process::Command::new("kill")
-        .args(["-KILL", &proxy.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    assert!(kill_9(proxy.pid()), "kill -9 of the proxy");
     all_gone(&recorded).await;
     none_left(&tag).await;
+}
+
+/// Where no cgroup is used (`[supervisor] cgroups = false`, as on a machine without a
+/// writable cgroup v2), exactly what docs/servers.md's "no usable cgroup" row says: a stop
+/// or toggle-off takes every descendant that kept the marker or stayed below the server;
+/// shutdown also takes an orphan the proxy adopted, marker or not; `kill -9` of the proxy
+/// takes every descendant that kept the marker, and one that took it out of its environment
+/// survives.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_cgroups_the_marker_and_the_process_tree_find_what_the_table_says() {
+    let tag = tag("no-cgroup");
+    let dir = ScratchDir::new("no-cgroup");
+    let pids = |name: &str| dir.path().join(format!("{name}.pids"));
+    let servers = |names: &[(&str, &str, bool)]| -> String {
+        names
+            .iter()
+            .map(|(name, fault, unmarked)| {
+                let mut extra = vec!["--fault", fault];
+                if *unmarked {
+                    extra.push("--unmarked");
+                }
+                tagged_with_pids(name, &extra, &tag, &pids(name))
+            })
+            .collect()
+    };
+    let config = |names: &[(&str, &str, bool)]| {
+        format!(
+            "[supervisor]\ncgroups = false\nstop_grace_ms = 300\n{ALWAYS_PREFIX}{}",
+            servers(names)
+        )
+    };
+    // Stop, toggle-off, SIGTERM.
+    let proxy = Proxy::start(&config(&[
+        ("daemon", "daemonize", false),
+        ("deaf", "deaf-grandchild", true),
+        ("adopted", "daemonize", true),
+    ]));
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in ["daemon", "deaf", "adopted"] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    let daemon = daemons(&proxy, &pids("daemon"), 0, 1).await;
+    let deaf = daemons(&proxy, &pids("deaf"), 0, 1).await;
+    let adopted = daemons(&proxy, &pids("adopted"), 0, 1).await;
+    for pid in daemon.iter().chain(&deaf).chain(&adopted) {
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        assert!(
+            !cgroup.contains("ahp-proxy-"),
+            "{pid} is in a cgroup of the proxy: {cgroup}"
+        );
+    }
+    // A double-forked `setsid` daemon that kept the marker goes with its server's stop; a
+    // grandchild without the marker, still below its server, goes with its toggle-off.
+    stop_and_toggle_off(&mut w, &mut seen, "daemon", "deaf").await;
+    all_gone(&daemon).await;
+    all_gone(&deaf).await;
+    // A daemon without the marker whose parent exited is the proxy's adopted orphan: it goes
+    // at shutdown.
+    assert!(alive(adopted[0]));
+    shut_down(proxy, &tag).await;
+    all_gone(&adopted).await;
+
+    // `kill -9` of the proxy: the watchdog takes what kept the marker, not what did not.
+    let proxy = Proxy::start(&config(&[
+        ("daemon-2", "daemonize", false),
+        ("adopted-2", "daemonize", true),
+    ]));
+    let mut w = Watcher::open(&proxy).await;
+    for name in ["daemon-2", "adopted-2"] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    let marked = daemons(&proxy, &pids("daemon-2"), 0, 1).await;
+    let unmarked = daemons(&proxy, &pids("adopted-2"), 0, 1).await;
+    assert!(kill_9(proxy.pid()), "kill -9 of the proxy");
+    all_gone(&marked).await;
+    let survived = alive(unmarked[0]);
+    // Ours to clean up: it ignores SIGTERM.
+    kill_9(unmarked[0]);
+    assert!(
+        survived,
+        "the unmarked daemon did not survive kill -9: the table claims less than holds"
+    );
+    all_gone(&unmarked).await;
 }
 
 fn write(path: &Path, text: &str) {

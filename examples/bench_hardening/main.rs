@@ -23,10 +23,10 @@
 //!   endpoint answers meanwhile, none is open 4 s later), then 3,000 `initialize` (bound: `[mcp] max_sessions`, 1,000 sessions).
 //! - `manifest`: a manifest of 10,000 disabled servers edited 60 times (a server renamed:
 //!   the whole container is updated each time; `AHP_PROXY_BENCH_EDITS` for more); resident
-//!   memory before and after every 15 edits (bound: flat once the replay log is full, at
-//!   most +32 MiB over the second half).
+//!   memory before and after every 15 edits, each once the proxy is idle (bound: flat once
+//!   the replay log is full, at most +32 MiB over the second half).
 //! - `disabled`: one plugin beside a manifest of 0, 1,000, 10,000 and 100,000 disabled
-//!   servers: start-up until idle, resident memory (bound: 8 KB per server), the latency of
+//!   servers: start-up until idle, resident memory (bound: 4 KB per server), the latency of
 //!   an edit of that one plugin until a subscribed client has it (`watch_debounce_ms = 0`,
 //!   30 edits), and shutdown time.
 //!

@@ -396,13 +396,11 @@ fn dress(
     scanned: &Scanned,
     launch: bool,
 ) -> (Customization, Vec<Arc<DeclaredServer>>) {
-    let found = scanned.customizations.iter().find_map(|c| match c {
+    let found = scanned.customizations().into_iter().find_map(|c| match c {
         Customization::Plugin(p) => Some(p),
         _ => None,
     });
-    let mut plugin = found
-        .cloned()
-        .unwrap_or_else(|| failed(&published.uri, "nothing found".into()));
+    let mut plugin = found.unwrap_or_else(|| failed(&published.uri, "nothing found".into()));
     plugin.id = published.id.clone();
     plugin.uri = published.uri.clone();
     if !published.name.trim().is_empty() || plugin.name.is_empty() {

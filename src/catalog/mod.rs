@@ -5,6 +5,7 @@
 //! more source, shown in their own session (`clients`). Pure; no watching.
 
 pub mod clients;
+mod kept;
 mod last_good;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -19,6 +20,7 @@ use crate::discovery::directory;
 use crate::discovery::{configured, manifest, plugin, Context, DeclaredServer, Scan};
 use crate::spec::{DirectorySpec, Problem, PublishedPlugin};
 use clients::{ClientKey, ClientPlugins};
+use kept::Kept;
 
 /// What proxy.toml says to look at.
 #[derive(Debug, Clone, Default)]
@@ -91,10 +93,11 @@ impl Changes {
     }
 }
 
-/// One unit's scan as the catalog keeps it: each server knows its container and is shared
-/// with the supervisor (handing it every declared server copies pointers, not specs).
+/// One unit's scan as the catalog keeps it: its customizations as text (the host holds the
+/// typed tree), each server knowing its container and shared with the supervisor (handing
+/// it every declared server copies pointers, not specs).
 struct Scanned {
-    customizations: Vec<Customization>,
+    customizations: Vec<Kept>,
     servers: Vec<Arc<DeclaredServer>>,
     problems: Vec<Problem>,
     watched: Vec<PathBuf>,
@@ -116,7 +119,7 @@ impl From<Scan> for Scanned {
                 }
             }
         }
-        let servers = scan
+        let mut servers: Vec<Arc<DeclaredServer>> = scan
             .servers
             .into_iter()
             .map(|mut server| {
@@ -124,9 +127,11 @@ impl From<Scan> for Scanned {
                 Arc::new(server)
             })
             .collect();
+        // Collected in place: without this it would keep the declarations' whole buffer.
+        servers.shrink_to_fit();
         Self {
             servers,
-            customizations: scan.customizations,
+            customizations: scan.customizations.iter().map(Kept::keep).collect(),
             problems: scan.problems,
             watched: scan.watched,
         }
@@ -134,12 +139,20 @@ impl From<Scan> for Scanned {
 }
 
 impl Scanned {
+    /// Its customizations, decoded.
+    fn customizations(&self) -> Vec<Customization> {
+        self.customizations
+            .iter()
+            .map(Kept::customization)
+            .collect()
+    }
+
     /// `fresh`, with the servers this scan declared that `fresh` could not read again carried
     /// into it (`last_good`): a half-typed save stops nothing.
     fn carried_into(&self, mut fresh: Scan) -> Scan {
         if !fresh.unparsable.is_empty() {
             let old = Scan {
-                customizations: self.customizations.clone(),
+                customizations: self.customizations(),
                 servers: self
                     .servers
                     .iter()
@@ -208,11 +221,7 @@ impl Catalog {
     /// The session's customization list: every unit's customizations in order; when two
     /// units produce the same id, the first one wins.
     pub fn customizations(&self) -> Vec<Customization> {
-        self.flattened().into_iter().cloned().collect()
-    }
-
-    fn flattened(&self) -> Vec<&Customization> {
-        self.owned().map(|(_, c)| c).collect()
+        self.owned().map(|(_, c)| c.customization()).collect()
     }
 
     /// Every declared server, in catalog order.
@@ -377,7 +386,7 @@ impl Catalog {
 
     /// The ids of the containers configured sources show.
     fn host_ids(&self) -> HashSet<&str> {
-        self.owned().filter_map(|(_, c)| id_of(c)).collect()
+        self.owned().filter_map(|(_, c)| c.id()).collect()
     }
 
     /// Rescan what `dirty` names and return the actions that turn the old customization list
@@ -404,10 +413,10 @@ impl Catalog {
             .flat_map(|(_, scan)| scan.servers.iter().cloned())
             .collect();
         // Only the affected units' containers can change: clone just those.
-        let mut before: HashMap<String, Customization> = HashMap::new();
+        let mut before: HashMap<String, Kept> = HashMap::new();
         for (unit, c) in self.owned() {
             if affected(unit) {
-                if let Some(id) = id_of(c) {
+                if let Some(id) = c.id() {
                     before.insert(id.to_string(), c.clone());
                 }
             }
@@ -437,14 +446,15 @@ impl Catalog {
         let mut actions = Vec::new();
         let mut present = HashSet::new();
         for (unit, c) in self.owned() {
-            let Some(id) = id_of(c) else { continue };
+            let Some(id) = c.id() else { continue };
             present.insert(id);
             // An unaffected unit's container matters only if it now owns an id that an
             // affected unit gave up.
-            if (affected(unit) || before.contains_key(id)) && before.get(id) != Some(c) {
+            let same = before.get(id).is_some_and(|old| old.same_as(c));
+            if (affected(unit) || before.contains_key(id)) && !same {
                 actions.push(StateAction::SessionCustomizationUpdated(Box::new(
                     SessionCustomizationUpdatedAction {
-                        customization: c.clone(),
+                        customization: c.customization(),
                     },
                 )));
             }
@@ -463,12 +473,12 @@ impl Catalog {
     }
 
     /// Each unit's containers whose id no earlier unit has claimed (first one wins).
-    fn owned(&self) -> impl Iterator<Item = (&Unit, &Customization)> {
+    fn owned(&self) -> impl Iterator<Item = (&Unit, &Kept)> {
         let mut seen = HashSet::new();
         self.units
             .iter()
             .flat_map(|(unit, scan)| scan.customizations.iter().map(move |c| (unit, c)))
-            .filter(move |(_, c)| id_of(c).is_some_and(|id| seen.insert(id)))
+            .filter(move |(_, c)| c.id().is_some_and(|id| seen.insert(id)))
     }
 
     /// Re-derive the plugin folders of root `index`; rescan new ones and those in `dirty`.

@@ -182,6 +182,10 @@ pub const SUPERVISOR_RESTART_DELAY_MAX_MS: Number =
 pub const SUPERVISOR_CRASH_LOOP_LIMIT: Number = number("supervisor.crash_loop_limit", 5, 1, 1000);
 pub const SUPERVISOR_HEALTHY_AFTER_MS: Number =
     number("supervisor.healthy_after_ms", 30_000, 0, 86_400_000);
+pub const SUPERVISOR_CGROUPS: Flag = Flag {
+    name: "supervisor.cgroups",
+    default: true,
+};
 
 // ─── [clients] ──────────────────────────────────────────────────────────────
 
@@ -270,6 +274,7 @@ pub const ALL: &[Key] = &[
     Key::Number(SUPERVISOR_RESTART_DELAY_MAX_MS),
     Key::Number(SUPERVISOR_CRASH_LOOP_LIMIT),
     Key::Number(SUPERVISOR_HEALTHY_AFTER_MS),
+    Key::Flag(SUPERVISOR_CGROUPS),
     Key::Flag(CLIENTS_PLUGINS),
     Key::Other(Other {
         name: "clients.launch_servers",

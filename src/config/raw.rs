@@ -110,6 +110,7 @@ pub(super) struct RawSupervisor {
     pub restart_delay_max_ms: Option<Spanned<i64>>,
     pub crash_loop_limit: Option<Spanned<i64>>,
     pub healthy_after_ms: Option<Spanned<i64>>,
+    pub cgroups: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]

@@ -198,5 +198,6 @@ pub(super) fn supervisor(checker: &mut Checker<'_>, raw: RawSupervisor) -> Super
         crash_loop_limit: checker.count(&keys::SUPERVISOR_CRASH_LOOP_LIMIT, raw.crash_loop_limit)
             as u32,
         healthy_after: checker.millis(&keys::SUPERVISOR_HEALTHY_AFTER_MS, raw.healthy_after_ms),
+        cgroups: raw.cgroups.unwrap_or(keys::SUPERVISOR_CGROUPS.default),
     }
 }

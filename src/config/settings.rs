@@ -183,6 +183,9 @@ pub struct SupervisorConfig {
     pub crash_loop_limit: u32,
     /// Uptime after which a server counts as healthy again (its failure count resets).
     pub healthy_after: Duration,
+    /// Put each server in a cgroup (v2) of its own where the machine allows it; `false`
+    /// leaves ownership to the marker, the subreaper and the watchdog.
+    pub cgroups: bool,
 }
 
 impl Default for SupervisorConfig {
@@ -194,6 +197,7 @@ impl Default for SupervisorConfig {
             restart_delay_max: keys::SUPERVISOR_RESTART_DELAY_MAX_MS.millis(),
             crash_loop_limit: keys::SUPERVISOR_CRASH_LOOP_LIMIT.count() as u32,
             healthy_after: keys::SUPERVISOR_HEALTHY_AFTER_MS.millis(),
+            cgroups: keys::SUPERVISOR_CGROUPS.default,
         }
     }
 }
@@ -210,7 +214,7 @@ pub struct Limits {
     pub client_queue_bytes: usize,
     /// Actions kept for `reconnect` replay; older gaps get fresh snapshots instead.
     pub replay_log: usize,
-    /// Bytes (as JSON) the replay log may hold; the oldest actions go first.
+    /// Bytes the replay log may hold (each action kept as its JSON text); the oldest go first.
     pub replay_log_bytes: usize,
     /// Concurrent AHP connections; further ones are refused at the WebSocket upgrade.
     pub max_connections: usize,

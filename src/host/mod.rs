@@ -129,6 +129,9 @@ impl Host {
             Vec::new(),
         );
         let _ = store.add_chat(DEFAULT_SESSION_URI, HARNESS_CHAT_URI, "MCP harness", true);
+        // Until a connection is attached, no client can have seen an action: the start-up
+        // ones (the whole first customization list) are not kept for `reconnect`.
+        store.keep_replay(false);
         Self {
             core: Mutex::new(Core {
                 store,
@@ -166,7 +169,9 @@ impl Host {
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = fanout::queue(self.queue_capacity, self.queue_bytes);
         let kicked = CancellationToken::new();
-        self.core().fanout.insert(id, tx, kicked.clone());
+        let mut core = self.core();
+        core.store.keep_replay(true);
+        core.fanout.insert(id, tx, kicked.clone());
         Attachment {
             id,
             outbox: rx,

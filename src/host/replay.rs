@@ -1,19 +1,31 @@
 //! The bounded log of committed action envelopes that `reconnect` replays from, capped by
-//! count and by bytes. It answers "everything after seq N on these channels", or says the
-//! gap is too old.
+//! count and by bytes. Each envelope is kept as the JSON text it encodes to, so the byte cap
+//! is what the log really holds. It answers "everything after seq N on these channels", or
+//! says the gap is too old.
 
 use std::collections::{HashSet, VecDeque};
 
 use ahp_types::actions::ActionEnvelope;
 
-use crate::jsonrpc::encoded_len;
+/// What one kept envelope costs besides its text: the entry itself and its channel's name.
+fn entry_bytes(entry: &Entry) -> usize {
+    std::mem::size_of::<Entry>() + entry.channel.len() + entry.json.len()
+}
+
+/// One committed envelope as the log keeps it.
+#[derive(Debug)]
+struct Entry {
+    server_seq: u64,
+    channel: Box<str>,
+    /// The whole envelope as JSON (channel, action, serverSeq, origin).
+    json: Box<str>,
+}
 
 /// The last committed envelopes, in `serverSeq` order: at most `capacity` of them, taking at
-/// most `max_bytes` as JSON together.
+/// most `max_bytes` of memory together (their JSON text and their bookkeeping).
 #[derive(Debug)]
 pub struct ReplayLog {
-    /// Each envelope with its size as JSON.
-    entries: VecDeque<(ActionEnvelope, usize)>,
+    entries: VecDeque<Entry>,
     capacity: usize,
     max_bytes: usize,
     bytes: usize,
@@ -24,7 +36,7 @@ impl ReplayLog {
     /// disables replay).
     pub fn new(capacity: usize, max_bytes: usize) -> Self {
         Self {
-            entries: VecDeque::with_capacity(capacity.min(1024)),
+            entries: VecDeque::new(),
             capacity,
             max_bytes,
             bytes: 0,
@@ -34,27 +46,47 @@ impl ReplayLog {
     /// Append a committed envelope, dropping the oldest ones until both caps hold. An
     /// envelope bigger than the whole byte cap is not kept, and neither is anything before
     /// it: a gap that includes it can only be answered with snapshots.
-    pub fn push(&mut self, envelope: ActionEnvelope) {
+    pub fn push(&mut self, envelope: &ActionEnvelope) {
         if self.capacity == 0 || self.max_bytes == 0 {
             return;
         }
-        let size = encoded_len(&envelope);
+        let Ok(json) = serde_json::to_string(envelope) else {
+            // Not encodable (cannot happen for committed actions): nothing before it can be
+            // replayed either.
+            self.clear();
+            return;
+        };
+        let entry = Entry {
+            server_seq: envelope.server_seq,
+            channel: envelope.channel.as_str().into(),
+            json: json.into_boxed_str(),
+        };
+        let size = entry_bytes(&entry);
         if size > self.max_bytes {
-            self.entries.clear();
-            self.bytes = 0;
+            self.clear();
             return;
         }
         while self.entries.len() >= self.capacity || self.bytes + size > self.max_bytes {
             match self.entries.pop_front() {
-                Some((_, dropped)) => self.bytes -= dropped,
+                Some(dropped) => self.bytes -= entry_bytes(&dropped),
                 None => break,
             }
         }
         self.bytes += size;
-        self.entries.push_back((envelope, size));
+        self.entries.push_back(entry);
+        // A burst of large envelopes leaves a long ring behind once they are dropped.
+        if self.entries.capacity() > 64 && self.entries.capacity() > 4 * self.entries.len() {
+            self.entries.shrink_to(2 * self.entries.len());
+        }
     }
 
-    /// How many bytes (as JSON) the kept envelopes take.
+    /// Forget every envelope: a gap from before now can only be answered with snapshots.
+    pub fn clear(&mut self) {
+        self.entries = VecDeque::new();
+        self.bytes = 0;
+    }
+
+    /// How many bytes the kept envelopes take (their JSON text and bookkeeping).
     pub fn bytes(&self) -> usize {
         self.bytes
     }
@@ -71,18 +103,17 @@ impl ReplayLog {
         if after >= current {
             return Some(Vec::new());
         }
-        let oldest = self.entries.front()?.0.server_seq;
+        let oldest = self.entries.front()?.server_seq;
         if oldest > after + 1 {
             return None;
         }
-        Some(
-            self.entries
-                .iter()
-                .map(|(e, _)| e)
-                .filter(|e| e.server_seq > after && channels.contains(e.channel.as_str()))
-                .cloned()
-                .collect(),
-        )
+        self.entries
+            .iter()
+            .filter(|e| e.server_seq > after && channels.contains(&*e.channel))
+            // What this log encoded decodes: a failure here would be a bug in the types'
+            // serde, answered like a gap (snapshots) rather than with a partial replay.
+            .map(|e| serde_json::from_str(&e.json).ok())
+            .collect()
     }
 }
 
@@ -111,7 +142,7 @@ mod tests {
     fn replays_only_later_actions_on_requested_channels() {
         let mut log = ReplayLog::new(10, usize::MAX);
         for seq in 1..=4 {
-            log.push(envelope(seq, if seq % 2 == 0 { "a" } else { "b" }));
+            log.push(&envelope(seq, if seq % 2 == 0 { "a" } else { "b" }));
         }
         let replay = log.since(1, 4, &channels(&["a"])).expect("within the log");
         let seqs: Vec<u64> = replay.iter().map(|e| e.server_seq).collect();
@@ -122,7 +153,7 @@ mod tests {
     fn gap_older_than_the_log_needs_snapshots() {
         let mut log = ReplayLog::new(2, usize::MAX);
         for seq in 1..=4 {
-            log.push(envelope(seq, "a"));
+            log.push(&envelope(seq, "a"));
         }
         assert!(log.since(1, 4, &channels(&["a"])).is_none());
         assert_eq!(log.since(2, 4, &channels(&["a"])).map(|r| r.len()), Some(2));
@@ -130,10 +161,14 @@ mod tests {
 
     #[test]
     fn the_byte_cap_drops_the_oldest_and_an_oversized_envelope_breaks_the_chain() {
-        let size = encoded_len(&envelope(1, "a"));
+        let size = {
+            let mut one = ReplayLog::new(1, usize::MAX);
+            one.push(&envelope(1, "a"));
+            one.bytes()
+        };
         let mut log = ReplayLog::new(100, size * 3);
         for seq in 1..=5 {
-            log.push(envelope(seq, "a"));
+            log.push(&envelope(seq, "a"));
         }
         assert!(log.bytes() <= size * 3, "{} > {}", log.bytes(), size * 3);
         assert_eq!(log.since(2, 5, &channels(&["a"])).map(|r| r.len()), Some(3));
@@ -144,10 +179,10 @@ mod tests {
         big.action = StateAction::SessionTitleChanged(SessionTitleChangedAction {
             title: "x".repeat(size * 4),
         });
-        log.push(big);
+        log.push(&big);
         assert_eq!(log.bytes(), 0);
         assert!(log.since(5, 6, &channels(&["a"])).is_none());
-        log.push(envelope(7, "a"));
+        log.push(&envelope(7, "a"));
         assert!(log.since(5, 7, &channels(&["a"])).is_none());
         assert_eq!(log.since(6, 7, &channels(&["a"])).map(|r| r.len()), Some(1));
     }

@@ -78,6 +78,8 @@ pub struct Store {
     chats: BTreeMap<String, (ChatState, String)>,
     seq: u64,
     log: ReplayLog,
+    /// Whether committed actions enter the replay log.
+    replaying: bool,
 }
 
 /// Now, as the ISO-8601 UTC string with milliseconds the reducers expect.
@@ -101,7 +103,18 @@ impl Store {
             chats: BTreeMap::new(),
             seq: 0,
             log: ReplayLog::new(replay_capacity, replay_bytes),
+            replaying: true,
         }
+    }
+
+    /// Whether committed actions enter the replay log from now on (on from the start).
+    /// Turning it off empties the log: those committed while it is off are never replayed,
+    /// and a `reconnect` from before them gets snapshots.
+    pub fn keep_replay(&mut self, on: bool) {
+        if !on {
+            self.log.clear();
+        }
+        self.replaying = on;
     }
 
     /// The latest `serverSeq` handed out.
@@ -133,7 +146,7 @@ impl Store {
         self.sessions.len()
     }
 
-    /// Bytes (as JSON) the replay log holds.
+    /// Bytes the replay log holds (its envelopes' JSON text and their bookkeeping).
     pub fn replay_bytes(&self) -> usize {
         self.log.bytes()
     }
@@ -227,7 +240,9 @@ impl Store {
             origin,
             rejection_reason: None,
         };
-        self.log.push(envelope.clone());
+        if self.replaying {
+            self.log.push(&envelope);
+        }
         Ok(Commit {
             envelope,
             summary_changes,
@@ -470,6 +485,29 @@ mod tests {
         assert!(changes.modified_at.is_some());
         let channels: HashSet<&str> = ["ahp-session:/s"].into_iter().collect();
         assert_eq!(store.replay(1, &channels).map(|r| r.len()), Some(1));
+    }
+
+    #[test]
+    fn actions_committed_while_replay_is_off_are_never_replayed() {
+        let mut store = store_with_session();
+        store.keep_replay(false);
+        let title = |title: &str| {
+            StateAction::SessionTitleChanged(SessionTitleChangedAction {
+                title: title.into(),
+            })
+        };
+        store
+            .commit("ahp-session:/s", title("unseen"), None)
+            .unwrap();
+        assert_eq!(store.replay_bytes(), 0);
+        store.keep_replay(true);
+        store.commit("ahp-session:/s", title("seen"), None).unwrap();
+        let channels: HashSet<&str> = ["ahp-session:/s"].into_iter().collect();
+        // From before the unseen one: snapshots; from after it: the later one.
+        assert!(store.replay(1, &channels).is_none());
+        let replayed = store.replay(2, &channels).expect("within the log");
+        assert_eq!(replayed.len(), 1);
+        assert_eq!(replayed[0].action, title("seen"));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 use tokio::sync::{broadcast, watch};
 
+use crate::discovery::DeclaredServer;
 use crate::mcp::message::Message;
 use crate::upstream::handshake::{Identity, Initialized};
 use crate::upstream::offer::{Lists, Offer};
@@ -95,8 +96,9 @@ pub struct Connections {
     /// The `authRequired` status each server last lost its connection with.
     auth_statuses: RwLock<HashMap<String, super::Status>>,
     servers: RwLock<BTreeMap<String, Connected>>,
-    /// Declared servers: id → name (for `/mcp/<name>`, whether ready or not).
-    declared: RwLock<BTreeMap<String, String>>,
+    /// Declared servers, by id (for `/mcp/<name>`, whether ready or not): the supervisor's
+    /// shared declarations, not copies of their ids and names.
+    declared: RwLock<Vec<Arc<DeclaredServer>>>,
     changes: broadcast::Sender<Change>,
     /// Bumped by every change of the ready set, of a server's lists or of the declared set.
     version: AtomicU64,
@@ -285,8 +287,11 @@ impl Connections {
         self.read().get(id).cloned()
     }
 
-    /// The set of declared servers (id → name), replacing the previous one.
-    pub fn set_declared(&self, declared: BTreeMap<String, String>) {
+    /// The set of declared servers (one per id), replacing the previous one.
+    pub fn set_declared(&self, mut declared: Vec<Arc<DeclaredServer>>) {
+        declared.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        declared.dedup_by(|a, b| a.id == b.id);
+        declared.shrink_to_fit();
         *self.declared.write().unwrap_or_else(|p| p.into_inner()) = declared;
         self.version.fetch_add(1, Ordering::AcqRel);
     }
@@ -296,17 +301,18 @@ impl Connections {
         self.declared
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .iter()
+            .map(|s| (s.id.clone(), s.name.clone()))
+            .collect()
     }
 
     /// The declared name of server `id` (its id when it is not declared).
     pub fn name_of(&self, id: &str) -> String {
-        self.declared
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .cloned()
-            .unwrap_or_else(|| id.to_string())
+        let declared = self.declared.read().unwrap_or_else(|p| p.into_inner());
+        match declared.binary_search_by(|s| s.id.as_str().cmp(id)) {
+            Ok(found) => declared[found].name.clone(),
+            Err(_) => id.to_string(),
+        }
     }
 
     /// A receiver of every later change. A receiver that lags should treat it as "every
@@ -332,6 +338,12 @@ impl Connections {
         self.pending.send_modify(|set| {
             set.get_or_insert_with(HashSet::new);
         });
+    }
+
+    /// Wait until the first set of declared servers was handed to the supervisor.
+    pub async fn synced(&self) {
+        let mut pending = self.pending.subscribe();
+        let _ = pending.wait_for(Option::is_some).await;
     }
 
     /// Whether some server that was asked to run has not come up or failed yet.

@@ -226,20 +226,45 @@ impl Supervisor {
     }
 }
 
-/// One declared server as the owner keeps it: a few hundred bytes, and a task only while it
-/// runs (or is being stopped).
+/// One declared server as the owner keeps it: a pointer to its declaration and a few
+/// numbers (boxed: what only some servers have), and a task only while it runs (or is being
+/// stopped).
 struct Entry {
     server: Arc<DeclaredServer>,
     /// The latest explicit start (true) or stop (false) request; cleared by toggles.
     request: Option<bool>,
     epoch: u64,
-    bearer: Option<Bearer>,
+    bearer: Option<Box<Bearer>>,
     /// Its lifecycle task, while it runs or is being stopped.
-    task: Option<Lifecycle>,
+    task: Option<Box<Lifecycle>>,
     /// Whether clients were told it is `stopped` since its last task ended (a server
     /// declared disabled is shown `stopped` by discovery already).
     shown_stopped: bool,
 }
+
+/// The owner's key for a server: its shared declaration, hashed and compared by id (no copy
+/// of the id per server).
+struct ById(Arc<DeclaredServer>);
+
+impl std::borrow::Borrow<str> for ById {
+    fn borrow(&self) -> &str {
+        &self.0.id
+    }
+}
+
+impl std::hash::Hash for ById {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.id.as_str().hash(state);
+    }
+}
+
+impl PartialEq for ById {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+
+impl Eq for ById {}
 
 /// A running lifecycle task: its desired state, and which one it is (a task that ended
 /// says so with its generation, so a newer task is never mistaken for it).
@@ -254,7 +279,7 @@ struct Owner {
     connections: std::sync::Arc<connections::Connections>,
     events: mpsc::Sender<ServerEvent>,
     shutdown: CancellationToken,
-    servers: HashMap<String, Entry>,
+    servers: HashMap<ById, Entry>,
     /// Client enablement decisions by customization id (servers and containers).
     toggles: HashMap<String, bool>,
     /// Where a task that ended on its own (stopped on purpose) says so: `(id, generation)`.
@@ -302,14 +327,14 @@ impl Owner {
                 }
                 self.reconcile().await;
             }
-            Command::Start(id) | Command::Stop(id) if !self.servers.contains_key(&id) => {
+            Command::Start(id) | Command::Stop(id) if !self.servers.contains_key(id.as_str()) => {
                 tracing::debug!(server = %id, "start/stop request for an unknown server ignored");
             }
             Command::Start(id) => self.request(&id, true).await,
             Command::Stop(id) => self.request(&id, false).await,
             Command::Authenticate { id, bearer } => {
-                if let Some(entry) = self.servers.get_mut(&id) {
-                    entry.bearer = bearer;
+                if let Some(entry) = self.servers.get_mut(id.as_str()) {
+                    entry.bearer = bearer.map(Box::new);
                     // A fresh attempt with the new credentials, whatever happened before.
                     entry.epoch += 1;
                 }
@@ -348,7 +373,8 @@ impl Owner {
             .collect();
         let connections = self.connections.clone();
         let mut forgotten = Vec::new();
-        self.servers.retain(|id, entry| {
+        self.servers.retain(|ById(server), entry| {
+            let id = &server.id;
             let keep = seen.contains(id.as_str());
             if !keep {
                 tracing::info!(server = %entry.server.name, "server removed; stopping it");
@@ -364,11 +390,15 @@ impl Owner {
             let _ = self.events.send(ServerEvent { id, status: None }).await;
         }
         for server in declared {
-            match self.servers.get_mut(&server.id) {
+            match self.servers.get_mut(server.id.as_str()) {
                 Some(entry) if Arc::ptr_eq(&entry.server, server) => {}
                 Some(entry) => {
                     names_changed |= entry.server.name != server.name;
                     entry.server = server.clone();
+                    // The key too: it holds the declaration it was made from.
+                    if let Some(entry) = self.servers.remove(server.id.as_str()) {
+                        self.servers.insert(ById(server.clone()), entry);
+                    }
                 }
                 None => {
                     names_changed = true;
@@ -380,18 +410,14 @@ impl Owner {
                         task: None,
                         shown_stopped: false,
                     };
-                    self.servers.insert(entry.server.id.clone(), entry);
+                    self.servers.insert(ById(server.clone()), entry);
                 }
             }
         }
         // Only a change of who is declared (or their names) is news for the front.
         if names_changed {
-            self.connections.set_declared(
-                self.servers
-                    .values()
-                    .map(|e| (e.server.id.clone(), e.server.name.clone()))
-                    .collect(),
-            );
+            self.connections
+                .set_declared(self.servers.values().map(|e| e.server.clone()).collect());
         }
         self.reconcile().await;
         self.connections.mark_synced();
@@ -455,7 +481,8 @@ impl Owner {
     async fn reconcile(&mut self) {
         let mut to_start = Vec::new();
         let mut stopped = Vec::new();
-        for (id, entry) in &self.servers {
+        for (ById(declared), entry) in &self.servers {
+            let id = &declared.id;
             let run = self.wants_to_run(entry);
             let Some(task) = &entry.task else {
                 if run {
@@ -469,7 +496,7 @@ impl Owner {
                 launch: entry.server.launch.clone(),
                 run,
                 epoch: entry.epoch,
-                bearer: entry.bearer.clone(),
+                bearer: entry.bearer.as_deref().cloned(),
             };
             let connections = &self.connections;
             task.desired.send_if_modified(|current| {
@@ -487,24 +514,24 @@ impl Owner {
             });
         }
         for id in to_start {
-            let Some(entry) = self.servers.get(&id) else {
+            let Some(entry) = self.servers.get(id.as_str()) else {
                 continue;
             };
             let want = Desired {
                 launch: entry.server.launch.clone(),
                 run: true,
                 epoch: entry.epoch,
-                bearer: entry.bearer.clone(),
+                bearer: entry.bearer.as_deref().cloned(),
             };
             self.connections.set_pending(&id, true);
             let task = self.start_task(&id, want);
-            if let Some(entry) = self.servers.get_mut(&id) {
-                entry.task = task;
+            if let Some(entry) = self.servers.get_mut(id.as_str()) {
+                entry.task = task.map(Box::new);
                 entry.shown_stopped = false;
             }
         }
         for id in stopped {
-            if let Some(entry) = self.servers.get_mut(&id) {
+            if let Some(entry) = self.servers.get_mut(id.as_str()) {
                 entry.shown_stopped = true;
             }
             let _ = self

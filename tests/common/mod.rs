@@ -506,6 +506,11 @@ impl Raw {
         }
     }
 
+    /// Skip frames until one whose text contains `needle`.
+    pub async fn until_text(&mut self, needle: &str) {
+        while !self.recv().await.to_string().contains(needle) {}
+    }
+
     /// Next frame that is a response (has an `id` and no `method`).
     pub async fn response(&mut self) -> Value {
         loop {
@@ -805,6 +810,28 @@ pub fn stat(pid: u32) -> Option<Vec<String>> {
 /// Whether `pid` runs (a zombie waiting for its reaper does not).
 pub fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
+}
+
+/// Wait until `pid` has used no CPU for half a second (at most [`PATIENCE`]): what it holds
+/// then is what it keeps, not what it is busy with.
+pub async fn until_idle(pid: u32) {
+    let ticks = || -> u64 {
+        stat(pid).map_or(0, |f| {
+            // utime and stime: fields 14 and 15 of /proc/<pid>/stat (12 and 13 after the name).
+            f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+                + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        })
+    };
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut last = ticks();
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = ticks();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
 }
 
 /// Resident memory of `pid` in KiB (`VmRSS`), 0 when it is gone.

@@ -64,11 +64,12 @@ impl Ownership {
 
     /// Become the owner of every process servers will start (call once, in the runtime,
     /// before any server starts): start the watchdog, become a subreaper, make the cgroup
-    /// base where the machine allows it, and clear away after servers as they die.
-    pub fn establish() -> Owned {
+    /// base where the machine allows it and `cgroups` (`[supervisor] cgroups`) asks for it,
+    /// and clear away after servers as they die.
+    pub fn establish(cgroups: bool) -> Owned {
         let ownership = OWNERSHIP.get_or_init(|| {
             let token = format!("{}.{}", std::process::id(), start_ticks());
-            let cgroups = cgroup::Base::create();
+            let cgroups = cgroups.then(cgroup::Base::create).flatten();
             let watchdog = super::watchdog::start(&token, cgroups.as_ref().map(|b| b.path()));
             super::become_subreaper();
             tracing::info!(
