@@ -3,6 +3,7 @@
 //! gap is too old.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 
 use ahp_types::actions::ActionEnvelope;
 
@@ -13,7 +14,7 @@ use crate::jsonrpc::encoded_len;
 #[derive(Debug)]
 pub struct ReplayLog {
     /// Each envelope with its size as JSON.
-    entries: VecDeque<(ActionEnvelope, usize)>,
+    entries: VecDeque<(Arc<ActionEnvelope>, usize)>,
     capacity: usize,
     max_bytes: usize,
     bytes: usize,
@@ -33,12 +34,13 @@ impl ReplayLog {
 
     /// Append a committed envelope, dropping the oldest ones until both caps hold. An
     /// envelope bigger than the whole byte cap is not kept, and neither is anything before
-    /// it: a gap that includes it can only be answered with snapshots.
-    pub fn push(&mut self, envelope: ActionEnvelope) {
+    /// it: a gap that includes it can only be answered with snapshots. Shared with the
+    /// commit that made it: kept without a copy.
+    pub fn push(&mut self, envelope: Arc<ActionEnvelope>) {
         if self.capacity == 0 || self.max_bytes == 0 {
             return;
         }
-        let size = encoded_len(&envelope);
+        let size = encoded_len(&*envelope);
         if size > self.max_bytes {
             self.entries.clear();
             self.bytes = 0;
@@ -67,7 +69,7 @@ impl ReplayLog {
         after: u64,
         current: u64,
         channels: &HashSet<&str>,
-    ) -> Option<Vec<ActionEnvelope>> {
+    ) -> Option<Vec<Arc<ActionEnvelope>>> {
         if after >= current {
             return Some(Vec::new());
         }
@@ -111,7 +113,10 @@ mod tests {
     fn replays_only_later_actions_on_requested_channels() {
         let mut log = ReplayLog::new(10, usize::MAX);
         for seq in 1..=4 {
-            log.push(envelope(seq, if seq % 2 == 0 { "a" } else { "b" }));
+            log.push(Arc::new(envelope(
+                seq,
+                if seq % 2 == 0 { "a" } else { "b" },
+            )));
         }
         let replay = log.since(1, 4, &channels(&["a"])).expect("within the log");
         let seqs: Vec<u64> = replay.iter().map(|e| e.server_seq).collect();
@@ -122,7 +127,7 @@ mod tests {
     fn gap_older_than_the_log_needs_snapshots() {
         let mut log = ReplayLog::new(2, usize::MAX);
         for seq in 1..=4 {
-            log.push(envelope(seq, "a"));
+            log.push(Arc::new(envelope(seq, "a")));
         }
         assert!(log.since(1, 4, &channels(&["a"])).is_none());
         assert_eq!(log.since(2, 4, &channels(&["a"])).map(|r| r.len()), Some(2));
@@ -133,7 +138,7 @@ mod tests {
         let size = encoded_len(&envelope(1, "a"));
         let mut log = ReplayLog::new(100, size * 3);
         for seq in 1..=5 {
-            log.push(envelope(seq, "a"));
+            log.push(Arc::new(envelope(seq, "a")));
         }
         assert!(log.bytes() <= size * 3, "{} > {}", log.bytes(), size * 3);
         assert_eq!(log.since(2, 5, &channels(&["a"])).map(|r| r.len()), Some(3));
@@ -144,10 +149,10 @@ mod tests {
         big.action = StateAction::SessionTitleChanged(SessionTitleChangedAction {
             title: "x".repeat(size * 4),
         });
-        log.push(big);
+        log.push(Arc::new(big));
         assert_eq!(log.bytes(), 0);
         assert!(log.since(5, 6, &channels(&["a"])).is_none());
-        log.push(envelope(7, "a"));
+        log.push(Arc::new(envelope(7, "a")));
         assert!(log.since(5, 7, &channels(&["a"])).is_none());
         assert_eq!(log.since(6, 7, &channels(&["a"])).map(|r| r.len()), Some(1));
     }
