@@ -9,7 +9,7 @@
 //! `supervisor` (one lifecycle task per MCP server), `host` (AHP state, single writer), `ahp`
 //! (the WebSocket face), `console` (the web console's pages, served by `ahp`), `front` (the
 //! harness's MCP server), `tcp` (the accept step the listeners share), `untrusted` and
-//! `log_writer` (outside text made safe for log lines), `heap` (freed memory given back), `banner` (what start-up prints),
+//! `log_writer` (outside text made safe for log lines), `heap` (freed memory given back), `park_spin` (the stdio worker watches its pipes before it parks), `banner` (what start-up prints),
 //! `health` (`GET /healthz`), `serve` (the wiring and the shutdown order); `fuzzing` (fuzz
 //! targets, with the `fuzzing` feature only). The example MCP servers are a separate program
 //! (`example-servers/`, `ahp-proxy-example-server`). See ARCHITECTURE.md.
@@ -36,6 +36,7 @@ pub mod line_index;
 pub mod log_writer;
 pub mod mcp;
 pub mod mirror;
+pub mod park_spin;
 pub mod serve;
 pub mod spec;
 pub mod supervisor;

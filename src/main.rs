@@ -55,6 +55,10 @@ enum Command {
         /// core].
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
         worker_threads: Option<u16>,
+        /// With --stdio: µs the worker watches its pipes before it parks [default: 50;
+        /// 0: off]. See docs/benchmarks.md.
+        #[arg(long, value_name = "US", hide = true)]
+        park_spin_us: Option<u32>,
     },
     /// Validate the configuration, scan every plugin and manifest, and print the tree an AHP
     /// client would see with every problem found. Exit 1 when something is in error.
@@ -162,6 +166,7 @@ fn main() -> ExitCode {
         mcp_listen: None,
         stdio: false,
         worker_threads: None,
+        park_spin_us: None,
     });
     init_logging(cli.log_format);
     let config_file = match &cli.config {
@@ -210,13 +215,21 @@ fn main() -> ExitCode {
             mcp_listen,
             stdio,
             worker_threads,
+            park_spin_us,
         } => {
             let options = ahp_proxy::serve::Options {
                 stdio,
                 config_file: config_file.map(|p| std::path::absolute(&p).unwrap_or(p)),
                 text_banner: matches!(cli.log_format, LogFormat::Text),
             };
-            serve(config, listen, mcp_listen, options, worker_threads)
+            serve(
+                config,
+                listen,
+                mcp_listen,
+                options,
+                worker_threads,
+                park_spin_us,
+            )
         }
         _ => unreachable!("client commands are run above"),
     }
@@ -336,12 +349,18 @@ fn print_out(text: &str) {
     let _ = out.flush();
 }
 
+/// How long the `--stdio` worker watches its pipes before it parks: on a VM, an answer due
+/// within it then wakes no idle vCPU (added p50 +60-90 → +36-41 µs for 20-200 µs, at no
+/// more proxy CPU per call in a closed loop; docs/benchmarks.md).
+const DEFAULT_PARK_SPIN_US: u32 = 50;
+
 fn serve(
     mut config: Config,
     listen: Option<SocketAddr>,
     mcp_listen: Option<SocketAddr>,
     options: ahp_proxy::serve::Options,
     worker_threads: Option<u16>,
+    park_spin_us: Option<u32>,
 ) -> ExitCode {
     let stdio = options.stdio;
     if let Some(listen) = listen {
@@ -367,6 +386,13 @@ fn serve(
             builder.worker_threads(1);
         }
         None => {}
+    }
+    // The harness's stdin is watched for the whole run (when spinning, below).
+    let _stdin_watched = stdio.then(|| ahp_proxy::park_spin::Watched::new(0));
+    let park_spin_us = park_spin_us.unwrap_or(DEFAULT_PARK_SPIN_US);
+    if stdio && park_spin_us > 0 {
+        ahp_proxy::park_spin::set_budget(std::time::Duration::from_micros(u64::from(park_spin_us)));
+        builder.on_thread_park(ahp_proxy::park_spin::before_park);
     }
     let runtime = match builder.build() {
         Ok(runtime) => runtime,

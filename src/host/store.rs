@@ -2,6 +2,7 @@
 //! log. Pure: every change goes through the official `ahp::reducers`, nothing here does I/O.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use ahp::reducers::{
     apply_action_to_chat, apply_action_to_root, apply_action_to_session, ReduceOutcome,
@@ -55,7 +56,7 @@ impl SessionRecord {
 #[derive(Debug, Clone)]
 pub struct Commit {
     /// The envelope to broadcast on its channel (already in the replay log).
-    pub envelope: ActionEnvelope,
+    pub envelope: Arc<ActionEnvelope>,
     /// Summary fields that changed, for `root/sessionSummaryChanged` (session actions only).
     pub summary_changes: Option<PartialSessionSummary>,
 }
@@ -233,13 +234,13 @@ impl Store {
             changes
         };
         self.seq += 1;
-        let envelope = ActionEnvelope {
+        let envelope = Arc::new(ActionEnvelope {
             channel: channel.to_string(),
             action,
             server_seq: self.seq,
             origin,
             rejection_reason: None,
-        };
+        });
         if self.replaying {
             self.log.push(&envelope);
         }

@@ -305,19 +305,22 @@ impl Outcome {
         let Outcome::Raw(text) = self else {
             return self;
         };
-        let Ok(answer) = serde_json::from_str::<Value>(&text) else {
+        let Ok(mut answer) = serde_json::from_str::<Value>(&text) else {
             return Outcome::Failed("the MCP server's answer could not be read".into());
         };
-        match (answer.get("result"), answer.get("error")) {
-            (Some(result), _) => Outcome::Result(result.clone()),
-            (None, Some(error)) => Outcome::Failed(
+        if let Some(result) = answer.get_mut("result") {
+            // Taken, not copied: the rest of the answer is dropped.
+            return Outcome::Result(result.take());
+        }
+        match answer.get("error") {
+            Some(error) => Outcome::Failed(
                 error
                     .get("message")
                     .and_then(Value::as_str)
                     .unwrap_or("the MCP server answered with an error")
                     .to_string(),
             ),
-            (None, None) => Outcome::Failed("the MCP server's answer has no result".into()),
+            None => Outcome::Failed("the MCP server's answer has no result".into()),
         }
     }
 }

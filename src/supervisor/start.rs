@@ -106,7 +106,7 @@ impl Task {
                 ))));
             }
         };
-        let session = crate::upstream::stdio::connect(stdin, stdout, report.clone());
+        let session = crate::upstream::stdio::connect_child(stdin, stdout, report.clone());
         let handshake =
             tokio::time::timeout(self.config.start_timeout, self.establish(session, identity));
         let grace = self.config.stop_grace;

@@ -2,26 +2,30 @@
 //! what the server sends about it first) comes back as JSON or as an event stream read in
 //! order; a GET stream carries what the server sends on its own. Errors are told from
 //! typed facts (host:port, status, error kind), never from text that may quote the URL.
+//! The exchanges go through [`super::exchange`] (a lean pool for plain `http://`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
-use http::StatusCode;
+use http::{Method, StatusCode};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::exchange::{Answer, Client, SendError};
 use super::session::{Failure, Link, Session, WeakSession};
 use super::stdio::MAX_MESSAGE_BYTES;
 use crate::mcp::message::Message;
 use crate::mcp::sse;
 
 /// The session header of streamable HTTP.
-const SESSION_HEADER: &str = "mcp-session-id";
+const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 /// The negotiated version header (2025-06-18 on).
-const VERSION_HEADER: &str = "mcp-protocol-version";
+const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// Where an event stream resumes.
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 /// How often a broken response stream is resumed before its request is given up.
 const RESUMES: u32 = 3;
 /// The wait before resuming when the server named none.
@@ -61,13 +65,15 @@ pub struct Target {
 }
 
 struct Shared {
-    client: reqwest::Client,
-    url: reqwest::Url,
+    client: Client,
     /// `host:port`, safe to show.
     at: String,
+    /// The configured headers.
     headers: HeaderMap,
     session_id: Mutex<Option<HeaderValue>>,
     version: Mutex<Option<HeaderValue>>,
+    /// Every header of a POST, built again only when the session id or version is set.
+    post_headers: Mutex<HeaderMap>,
     session: OnceLock<WeakSession>,
     on_refusal: Arc<dyn Fn(Refusal) + Send + Sync>,
     closed: CancellationToken,
@@ -93,10 +99,11 @@ pub fn authority(url: &reqwest::Url) -> String {
 /// A session with the streamable HTTP server at `target`.
 pub fn connect(client: reqwest::Client, target: Target) -> Session {
     let (notes, queue) = tokio::sync::mpsc::unbounded_channel();
+    let at = authority(&target.url);
     let shared = Arc::new(Shared {
-        client,
-        at: authority(&target.url),
-        url: target.url,
+        client: Client::new(client, target.url),
+        at,
+        post_headers: Mutex::new(post_headers(target.headers.clone())),
         headers: target.headers,
         session_id: Mutex::new(None),
         version: Mutex::new(None),
@@ -140,27 +147,37 @@ impl Link for HttpLink {
         }
         shared.closed.cancel();
         // Tell the server the session is over (best effort, bounded).
-        let Some(id) = shared.session_id() else {
+        if shared.session_id().is_none() {
             return;
-        };
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let request = shared
-            .client
-            .delete(shared.url.clone())
-            .headers(shared.headers.clone())
-            .header(SESSION_HEADER, id);
+        let shared = shared.clone();
         runtime.spawn(async move {
-            let _ = tokio::time::timeout(DELETE_WAIT, request.send()).await;
+            let delete = shared
+                .client
+                .send(Method::DELETE, shared.request_headers(), None);
+            let _ = tokio::time::timeout(DELETE_WAIT, delete).await;
         });
     }
 
     fn negotiated(&self, version: &str) {
         if let Ok(value) = HeaderValue::from_str(version) {
             *self.0.version.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+            self.0.refresh_post_headers();
         }
     }
+}
+
+/// `headers` with what every POST says it sends and accepts.
+fn post_headers(mut headers: HeaderMap) -> HeaderMap {
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers
 }
 
 impl Shared {
@@ -175,13 +192,11 @@ impl Shared {
             .clone()
     }
 
-    fn request(&self, method: http::Method) -> reqwest::RequestBuilder {
-        let mut request = self
-            .client
-            .request(method, self.url.clone())
-            .headers(self.headers.clone());
+    /// The configured headers, the session id and the negotiated version.
+    fn request_headers(&self) -> HeaderMap {
+        let mut headers = self.headers.clone();
         if let Some(id) = self.session_id() {
-            request = request.header(SESSION_HEADER, id);
+            headers.insert(SESSION_HEADER, id);
         }
         if let Some(version) = self
             .version
@@ -189,27 +204,41 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
         {
-            request = request.header(VERSION_HEADER, version);
+            headers.insert(VERSION_HEADER, version);
         }
-        request
+        headers
     }
 
-    fn post(&self, text: String) -> reqwest::RequestBuilder {
-        self.request(http::Method::POST)
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(text)
+    fn refresh_post_headers(&self) {
+        let headers = post_headers(self.request_headers());
+        *self.post_headers.lock().unwrap_or_else(|p| p.into_inner()) = headers;
     }
 
-    /// What a failed HTTP exchange means, without quoting the URL.
-    fn describe(&self, error: &reqwest::Error) -> String {
-        describe(error, &self.at)
+    async fn post(&self, text: String) -> Result<Answer, SendError> {
+        let headers = self
+            .post_headers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        self.client
+            .send(Method::POST, headers, Some(Bytes::from(text)))
+            .await
+    }
+
+    /// Open an event stream (GET), resumed after `last` when given.
+    async fn get_stream(&self, last: Option<&str>) -> Result<Answer, SendError> {
+        let mut headers = self.request_headers();
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        if let Some(value) = last.and_then(|l| HeaderValue::from_str(l).ok()) {
+            headers.insert(LAST_EVENT_ID, value);
+        }
+        self.client.send(Method::GET, headers, None).await
     }
 
     /// Look at a response's status: a refusal is announced; an error is described.
-    fn check(&self, response: &reqwest::Response) -> Result<(), Failure> {
+    fn check(&self, response: &Answer) -> Result<(), Failure> {
         let status = response.status();
-        if let Some(refusal) = refusal(response) {
+        if let Some(refusal) = refusal(status, response.headers()) {
             (self.on_refusal)(refusal.clone());
             return Err(refusal.into());
         }
@@ -224,14 +253,12 @@ impl Shared {
     }
 }
 
-/// The 401 or 403 `response` is, if it is one.
-pub fn refusal(response: &reqwest::Response) -> Option<Refusal> {
-    let status = response.status();
+/// The 401 or 403 a response with `status` and `headers` is, if it is one.
+pub fn refusal(status: StatusCode, headers: &HeaderMap) -> Option<Refusal> {
     if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
         return None;
     }
-    let challenge = response
-        .headers()
+    let challenge = headers
         .get(WWW_AUTHENTICATE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
@@ -245,55 +272,6 @@ pub fn refusal(response: &reqwest::Response) -> Option<Refusal> {
     })
 }
 
-/// A reqwest failure as a message from typed facts.
-pub fn describe(error: &reqwest::Error, at: &str) -> String {
-    use std::error::Error as _;
-    if let Some(tls) = tls_failure(error) {
-        return format!("TLS with {at} failed: {tls}");
-    }
-    let mut source = error.source();
-    while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            return match io.kind() {
-                std::io::ErrorKind::ConnectionRefused => format!("connection refused at {at}"),
-                std::io::ErrorKind::ConnectionReset => format!("connection reset by {at}"),
-                std::io::ErrorKind::TimedOut => format!("timed out connecting to {at}"),
-                kind => format!("cannot reach {at} ({kind})"),
-            };
-        }
-        source = cause.source();
-    }
-    if error.is_timeout() {
-        format!("timed out talking to {at}")
-    } else if error.is_connect() {
-        format!("cannot connect to {at}")
-    } else if error.is_body() || error.is_decode() {
-        format!("the response from {at} was cut short")
-    } else {
-        format!("the HTTP exchange with {at} failed")
-    }
-}
-
-/// The TLS error somewhere in `error`'s causes (rustls's travel inside an `io::Error`).
-fn tls_failure<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
-    let mut next = Some(error);
-    while let Some(cause) = next {
-        if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
-            return Some(tls);
-        }
-        if let Some(inner) = cause
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-        {
-            if let Some(tls) = tls_failure(inner) {
-                return Some(tls);
-            }
-        }
-        next = cause.source();
-    }
-    None
-}
-
 /// POST notifications and answers one after the other, in the order they were sent.
 async fn deliver_notes(
     shared: Arc<Shared>,
@@ -305,7 +283,7 @@ async fn deliver_notes(
             _ = shared.closed.cancelled() => return,
         };
         let initialized = text.contains("\"notifications/initialized\"");
-        match shared.post(text).send().await {
+        match shared.post(text).await {
             Ok(response) => {
                 let delivered = shared.check(&response).is_ok() && response.status().is_success();
                 if initialized && delivered && !shared.stream_opened.swap(true, Ordering::AcqRel) {
@@ -316,7 +294,7 @@ async fn deliver_notes(
                 }
             }
             Err(error) => {
-                tracing::debug!(error = %shared.describe(&error), "a notification was not delivered")
+                tracing::debug!(error = %error.describe(&shared.at), "a notification was not delivered")
             }
         }
         shared.notes_sent.send_modify(|n| *n += 1);
@@ -340,12 +318,12 @@ async fn post_request(shared: Arc<Shared>, text: String, id: u64, after: u64) {
         return fail(Failure::Stopped);
     }
     let response = tokio::select! {
-        response = shared.post(text).send() => response,
+        response = shared.post(text) => response,
         _ = shared.closed.cancelled() => return fail(Failure::Stopped),
     };
     let response = match response {
         Ok(response) => response,
-        Err(error) => return fail(Failure::Undelivered(shared.describe(&error))),
+        Err(error) => return fail(Failure::Undelivered(error.describe(&shared.at))),
     };
     if let Err(failure) = shared.check(&response) {
         return fail(failure);
@@ -353,10 +331,11 @@ async fn post_request(shared: Arc<Shared>, text: String, id: u64, after: u64) {
     if shared.session_id().is_none() {
         if let Some(value) = response.headers().get(SESSION_HEADER) {
             *shared.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(value.clone());
+            shared.refresh_post_headers();
         }
     }
     let status = response.status();
-    let event_stream = content_type(&response).starts_with("text/event-stream");
+    let event_stream = is_event_stream(response.headers());
     if status.is_success() && event_stream {
         return read_stream(shared, response, Some(id)).await;
     }
@@ -387,19 +366,18 @@ async fn post_request(shared: Arc<Shared>, text: String, id: u64, after: u64) {
     }
 }
 
-fn content_type(response: &reqwest::Response) -> String {
-    response
-        .headers()
+/// Whether `headers` say the body is an event stream.
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_ascii_lowercase()
+        .and_then(|v| v.get(..17))
+        .is_some_and(|v| v.eq_ignore_ascii_case("text/event-stream"))
 }
 
-async fn read_body(response: reqwest::Response) -> Result<String, Failure> {
+async fn read_body(mut response: Answer) -> Result<String, Failure> {
     let mut body = Vec::new();
-    let mut chunks = response.bytes_stream();
-    while let Some(chunk) = chunks.next().await {
+    while let Some(chunk) = response.chunk().await {
         let chunk = chunk.map_err(|_| Failure::Undelivered("the response was cut short".into()))?;
         if body.len() + chunk.len() > MAX_MESSAGE_BYTES {
             return Err(Failure::Undelivered(
@@ -413,7 +391,7 @@ async fn read_body(response: reqwest::Response) -> Result<String, Failure> {
 
 /// Read an event stream; each event's message goes to the session. For a request's
 /// stream that ends before its answer, resume it (GET with `Last-Event-ID`).
-async fn read_stream(shared: Arc<Shared>, response: reqwest::Response, request: Option<u64>) {
+async fn read_stream(shared: Arc<Shared>, response: Answer, request: Option<u64>) {
     let mut reader = sse::Reader::new(MAX_MESSAGE_BYTES);
     let mut response = Some(response);
     let mut resumes = 0;
@@ -444,13 +422,7 @@ async fn read_stream(shared: Arc<Shared>, response: reqwest::Response, request: 
             _ = tokio::time::sleep(wait) => {}
             _ = shared.closed.cancelled() => return,
         }
-        let resumed = shared
-            .request(http::Method::GET)
-            .header(ACCEPT, "text/event-stream")
-            .header("last-event-id", last)
-            .send()
-            .await;
-        match resumed {
+        match shared.get_stream(Some(&last)).await {
             Ok(r) if r.status().is_success() => response = Some(r),
             _ => break,
         }
@@ -469,15 +441,14 @@ async fn read_stream(shared: Arc<Shared>, response: reqwest::Response, request: 
 /// Feed one response's events to the session; `false` when the stream broke its limits.
 async fn pump(
     shared: &Shared,
-    response: reqwest::Response,
+    mut response: Answer,
     reader: &mut sse::Reader,
     request: Option<u64>,
 ) -> bool {
-    let mut chunks = response.bytes_stream();
     let mut events = Vec::new();
     loop {
         let chunk = tokio::select! {
-            chunk = chunks.next() => chunk,
+            chunk = response.chunk() => chunk,
             _ = shared.closed.cancelled() => return false,
         };
         let Some(Ok(chunk)) = chunk else { return true };
@@ -508,14 +479,8 @@ async fn listen(shared: Arc<Shared>) {
     let mut reader = sse::Reader::new(MAX_MESSAGE_BYTES);
     let mut failures = 0u32;
     while !shared.closed.is_cancelled() {
-        let mut request = shared
-            .request(http::Method::GET)
-            .header(ACCEPT, "text/event-stream");
-        if let Some(last) = reader.last_id() {
-            request = request.header("last-event-id", last.to_string());
-        }
         let response = tokio::select! {
-            response = request.send() => response,
+            response = shared.get_stream(reader.last_id()) => response,
             _ = shared.closed.cancelled() => return,
         };
         match response {

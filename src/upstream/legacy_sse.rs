@@ -10,7 +10,8 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::http::{authority, describe, refusal, Refusal, Target};
+use super::exchange::describe;
+use super::http::{authority, refusal, Refusal, Target};
 use super::session::{Failure, Link, Session, WeakSession};
 use super::stdio::MAX_MESSAGE_BYTES;
 use crate::mcp::message::Message;
@@ -49,7 +50,7 @@ pub async fn connect(
         .await
         .map_err(|e| Failure::Undelivered(describe(&e, &at)))?;
     let status = response.status();
-    if let Some(refusal) = refusal(&response) {
+    if let Some(refusal) = refusal(status, response.headers()) {
         (target.on_refusal)(refusal.clone());
         return Err(refusal.into());
     }
@@ -183,7 +184,7 @@ async fn post_all(
             .await;
         let failure = match sent {
             Ok(response) if response.status().is_success() => None,
-            Ok(response) => match refusal(&response) {
+            Ok(response) => match refusal(response.status(), response.headers()) {
                 Some(refusal) => {
                     on_refusal(refusal.clone());
                     Some(refusal.into())

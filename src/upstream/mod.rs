@@ -2,8 +2,10 @@
 //! multiplexes raw requests over a link (a child's pipes, streamable HTTP, legacy SSE),
 //! the handshake, and what a server offers, kept as the text it wrote.
 
+pub mod exchange;
 pub mod handshake;
 pub mod http;
+pub mod http1;
 pub mod legacy_sse;
 pub mod offer;
 pub mod session;

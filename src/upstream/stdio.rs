@@ -102,6 +102,30 @@ pub fn connect<R>(stdin: pipe::Sender, stdout: R, watch: Arc<dyn Watch>) -> Sess
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
+    open(stdin, stdout, watch, None)
+}
+
+/// [`connect`] to a child whose stdout the `--stdio` worker watches before it parks
+/// ([`crate::park_spin`]) while the session reads it.
+pub fn connect_child(
+    stdin: pipe::Sender,
+    stdout: tokio::process::ChildStdout,
+    watch: Arc<dyn Watch>,
+) -> Session {
+    use std::os::fd::AsRawFd;
+    let watched = crate::park_spin::Watched::new(stdout.as_raw_fd());
+    open(stdin, stdout, watch, Some(watched))
+}
+
+fn open<R>(
+    stdin: pipe::Sender,
+    stdout: R,
+    watch: Arc<dyn Watch>,
+    watched: Option<crate::park_spin::Watched>,
+) -> Session
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
     let shared = Arc::new(Shared {
         input: Mutex::new(Input {
             pipe: Some(Arc::new(stdin)),
@@ -112,8 +136,12 @@ where
     });
     let closed = shared.closed.clone();
     let session = Session::new(Box::new(Pipes(shared.clone())));
+    let session_of_reader = session.downgrade();
     tokio::spawn(write(shared));
-    tokio::spawn(read(stdout, session.downgrade(), watch, closed));
+    tokio::spawn(async move {
+        read(stdout, session_of_reader, watch, closed).await;
+        drop(watched);
+    });
     session
 }
 
