@@ -27,7 +27,8 @@
 //! `BENCH_FRONT_SESSIONS` (1,8,32), `BENCH_FRONT_AHP_ARGS` (e.g. `--worker-threads=2`: one
 //! more stdio and one more `/mcp/echo` path, `ahp-proxy serve` with these arguments),
 //! `BENCH_FRONT_ONLY` (comma-separated parts of path labels: measure only those, e.g. to
-//! profile one proxy by the pid printed for it).
+//! profile one proxy by the pid printed for it), `BENCH_FRONT_AHP_WATCHER` (set: an official
+//! AHP client follows the default session of each `ahp-proxy serve`, as an IDE would).
 
 #[allow(dead_code)]
 #[path = "../common/mod.rs"]

@@ -428,6 +428,14 @@ impl Bench {
             false,
         )?;
         let url = process.wait_for_log("MCP endpoint listening", "url").await;
+        if std::env::var_os("BENCH_FRONT_AHP_WATCHER").is_some() {
+            // An AHP client subscribed to the default session, as an IDE beside the harness
+            // would be: the host then keeps the replay log and writes every mirrored action.
+            let ws = process
+                .wait_for_log("AHP endpoint listening", "url")
+                .await?;
+            tokio::spawn(watch_ahp(ws));
+        }
         let pid = process.pid();
         self.processes.push(process);
         let url = url?;
@@ -504,4 +512,34 @@ impl Bench {
             process.finish(Duration::from_secs(1)).await;
         }
     }
+}
+
+/// Follow the default session of the AHP endpoint at `url` with the official client,
+/// reading every action, until the proxy goes away.
+async fn watch_ahp(url: String) {
+    let Ok(transport) = ahp_ws::WebSocketTransport::connect(&url).await else {
+        eprintln!("bench_front: the AHP watcher could not connect to {url}");
+        return;
+    };
+    let Ok(client) =
+        ahp::client::Client::connect(transport, ahp::client::ClientConfig::default()).await
+    else {
+        return;
+    };
+    if client
+        .initialize("bench-watcher".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let Ok((_, mut subscription)) = client.subscribe("ahp-session:/default".into()).await else {
+        eprintln!("bench_front: the AHP watcher could not subscribe");
+        return;
+    };
+    let mut actions = 0u64;
+    while subscription.recv().await.is_some() {
+        actions += 1;
+    }
+    eprintln!("bench_front: the AHP watcher at {url} read {actions} events");
 }
