@@ -13,7 +13,8 @@
 //!
 //! Printed: the issue-18 table (added p50 over direct stdio, calls/s at 1/8/32 sessions),
 //! latency p50/p99, CPU µs per call (proxy, echo, this client, from /proc), and
-//! the issue's targets. Every call through `ahp-proxy` is also mirrored into AHP state.
+//! the issue's targets. Every call through `ahp-proxy` goes through its AHP mirror's hand-off
+//! (at these rates most are counted as not shown).
 //!
 //! Run: `cargo build --release --examples --bins && target/release/examples/bench_front`
 //! (about 2–3 minutes; `--quick` runs a few seconds, `--no-peers` leaves the peers out).

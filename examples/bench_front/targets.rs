@@ -537,9 +537,13 @@ async fn watch_ahp(url: String) {
         eprintln!("bench_front: the AHP watcher could not subscribe");
         return;
     };
+    let since = std::time::Instant::now();
     let mut actions = 0u64;
     while subscription.recv().await.is_some() {
         actions += 1;
     }
-    eprintln!("bench_front: the AHP watcher at {url} read {actions} events");
+    eprintln!(
+        "bench_front: the AHP watcher at {url} read {actions} events in {:.1} s",
+        since.elapsed().as_secs_f64()
+    );
 }
