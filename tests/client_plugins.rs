@@ -415,6 +415,42 @@ async fn with_plugins_off_client_plugins_are_not_shown() {
     assert!(common::child_pids(proxy.pid()).len() <= 1);
 }
 
+/// Whether plugin `p`'s `notes` server is shown ready.
+fn published_server_ready(o: &Watcher) -> bool {
+    customization(o, "p")
+        .and_then(|c| child(&c, "notes"))
+        .is_some_and(|s| s["state"]["kind"] == "ready")
+}
+
+/// Client `client_id` joins, publishes `plugin` (seen with its server ready), and its
+/// connection goes without unsubscribing.
+async fn published_then_gone(
+    proxy: &Proxy,
+    watcher: &mut Watcher,
+    client_id: &str,
+    plugin: &Value,
+) {
+    let ide = joined(proxy, client_id).await;
+    publish(&ide, client_id, plugin.clone()).await;
+    until(watcher, "published", published_server_ready).await;
+    ide.client.shutdown().await;
+}
+
+/// After `what`, client `client_id` has left the session: its plugin, its entry in
+/// `activeClients` and its server's process are gone.
+async fn has_left(proxy: &Proxy, watcher: &mut Watcher, client_id: &str, what: &str) {
+    until(watcher, &format!("gone after {what}"), |o| {
+        customization(o, "p").is_none()
+    })
+    .await;
+    assert!(watcher
+        .mirror
+        .active_clients
+        .iter()
+        .all(|c| c.client_id != client_id));
+    until_no_children(proxy).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_leaves_takes_its_plugins_and_their_servers() {
     let dir = ScratchDir::new("client-plugin-leaving");
@@ -422,11 +458,7 @@ async fn a_client_that_leaves_takes_its_plugins_and_their_servers() {
     let plugin = json!([{"type": "plugin", "id": "p", "uri": file_uri(&folder), "name": "P"}]);
     let proxy = Proxy::start("[limits]\nactive_client_grace_secs = 3600\n");
     let mut watcher = joined(&proxy, "watcher").await;
-    let ready = |o: &Watcher| {
-        customization(o, "p")
-            .and_then(|c| child(&c, "notes"))
-            .is_some_and(|s| s["state"]["kind"] == "ready")
-    };
+    let ready = published_server_ready;
 
     // Unsubscribing from the session.
     let ide = joined(&proxy, "ide").await;
@@ -443,45 +475,19 @@ async fn a_client_that_leaves_takes_its_plugins_and_their_servers() {
     until_no_children(&proxy).await;
 
     // A reconnect that no longer lists the session: at once, whatever the grace period.
-    let ide = joined(&proxy, "ide-r").await;
-    publish(&ide, "ide-r", plugin.clone()).await;
-    until(&mut watcher, "published again", ready).await;
-    ide.client.shutdown().await;
-    drop(ide);
+    published_then_gone(&proxy, &mut watcher, "ide-r", &plugin).await;
     let again = common::client(&proxy).await;
     again
         .reconnect("ide-r".into(), 0, vec!["ahp-root://".into()])
         .await
         .expect("reconnect");
-    until(&mut watcher, "gone after the reconnect", |o| {
-        customization(o, "p").is_none()
-    })
-    .await;
-    assert!(watcher
-        .mirror
-        .active_clients
-        .iter()
-        .all(|c| c.client_id != "ide-r"));
-    until_no_children(&proxy).await;
+    has_left(&proxy, &mut watcher, "ide-r", "the reconnect").await;
 
     // A fresh initialize (not a reconnect) within the grace period starts afresh: the
     // sessions it does not subscribe to lose it at once, as with the reconnect above.
-    let ide = joined(&proxy, "ide-i").await;
-    publish(&ide, "ide-i", plugin.clone()).await;
-    until(&mut watcher, "published once more", ready).await;
-    ide.client.shutdown().await;
-    drop(ide);
+    published_then_gone(&proxy, &mut watcher, "ide-i", &plugin).await;
     let _fresh = initialized_client(&proxy, "ide-i").await;
-    until(&mut watcher, "gone after the fresh initialize", |o| {
-        customization(o, "p").is_none()
-    })
-    .await;
-    assert!(watcher
-        .mirror
-        .active_clients
-        .iter()
-        .all(|c| c.client_id != "ide-i"));
-    until_no_children(&proxy).await;
+    has_left(&proxy, &mut watcher, "ide-i", "the fresh initialize").await;
     drop(watcher);
     drop(proxy);
 
