@@ -49,9 +49,7 @@ type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 fn main() {
     let binary = proxy_binary();
-    let dir = std::env::temp_dir().join(format!("ahp-proxy-fanout-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("fanout");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -32,9 +32,7 @@ const CRASHES: usize = 100;
 fn main() {
     let binary = proxy_binary();
     let examples = examples_binary();
-    let dir = std::env::temp_dir().join(format!("ahp-proxy-bench-sup-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("bench-sup");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

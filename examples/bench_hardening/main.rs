@@ -63,9 +63,7 @@ fn main() {
         std::process::exit(1);
     }
     let wanted = |name: &str| asked.is_empty() || asked.iter().any(|s| s == name);
-    let dir = std::env::temp_dir().join(format!("ahp-proxy-hardening-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("hardening");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

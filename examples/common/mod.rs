@@ -17,6 +17,14 @@ pub fn examples_binary() -> PathBuf {
     built_binary("ahp-proxy-example-server")
 }
 
+/// An empty scratch folder `ahp-proxy-<name>-<pid>` in the system's temporary folder.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ahp-proxy-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn built_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let binary = exe.parent().unwrap().parent().unwrap().join(name);

@@ -26,9 +26,7 @@ fn main() {
     ahp_proxy::supervisor::https::install_provider();
     let secs = parse_secs();
     let binary = common::proxy_binary();
-    let dir = std::env::temp_dir().join(format!("ahp-proxy-soak-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("soak");
     let (layout, config_text) = traffic::Layout::create(&dir, &common::examples_binary());
     let config = dir.join("proxy.toml");
     std::fs::write(&config, config_text).unwrap();
