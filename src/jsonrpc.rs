@@ -208,6 +208,18 @@ pub fn notification(method: &str, params: &impl Serialize) -> Frame {
     })
 }
 
+/// [`notification`] whose `params` are already JSON text (`params` must be one JSON value).
+pub fn notification_encoded(method: &str, params: &str) -> Frame {
+    let method = serde_json::to_string(method).unwrap_or_else(|_| "\"\"".into());
+    let mut text = String::with_capacity(40 + method.len() + params.len());
+    text.push_str(r#"{"jsonrpc":"2.0","method":"#);
+    text.push_str(&method);
+    text.push_str(r#","params":"#);
+    text.push_str(params);
+    text.push('}');
+    Frame::from(text)
+}
+
 /// How many bytes `value` takes as JSON, without building the text.
 pub fn encoded_len(value: &impl Serialize) -> usize {
     struct Counter(usize);
@@ -235,6 +247,18 @@ mod tests {
     fn encoded_len_is_the_length_of_the_text() {
         let value = json!({"title": "déjà vu", "n": [1, 2, 3], "nested": {"a": null}});
         assert_eq!(encoded_len(&value), value.to_string().len());
+    }
+
+    #[test]
+    fn a_notification_of_encoded_params_is_the_same_text() {
+        let params =
+            json!({"channel": "ahp-session:/x", "serverSeq": 7, "action": {"type": "t\"q"}});
+        for method in ["action", "a \"quoted\" method"] {
+            assert_eq!(
+                notification_encoded(method, &params.to_string()),
+                notification(method, &params)
+            );
+        }
     }
 
     fn code(text: &str) -> (Value, i32) {

@@ -13,8 +13,9 @@
 //!
 //! Printed: the issue-18 table (added p50 over direct stdio, calls/s at 1/8/32 sessions),
 //! latency p50/p99, CPU µs per call (proxy, echo, this client, from /proc), and
-//! the issue's targets. Every call through `ahp-proxy` goes through its AHP mirror's hand-off
-//! (at these rates most are counted as not shown).
+//! the issue's targets. Every call through `ahp-proxy` is mirrored into its AHP default
+//! chat (committed with the official reducers; at 32 sessions no call waits long enough to
+//! be counted as not shown).
 //!
 //! Run: `cargo build --release --examples --bins && target/release/examples/bench_front`
 //! (about 2–3 minutes; `--quick` runs a few seconds, `--no-peers` leaves the peers out).
@@ -29,7 +30,8 @@
 //! more stdio and one more `/mcp/echo` path, `ahp-proxy serve` with these arguments),
 //! `BENCH_FRONT_ONLY` (comma-separated parts of path labels: measure only those, e.g. to
 //! profile one proxy by the pid printed for it), `BENCH_FRONT_AHP_WATCHER` (set: an official
-//! AHP client follows the default session of each `ahp-proxy serve`, as an IDE would).
+//! AHP client, in this process, follows the default session of each `ahp-proxy serve`, as an
+//! IDE would; `=chats`: and its chats, so it is sent every mirrored action).
 
 #[allow(dead_code)]
 #[path = "../common/mod.rs"]

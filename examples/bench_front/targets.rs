@@ -428,13 +428,14 @@ impl Bench {
             false,
         )?;
         let url = process.wait_for_log("MCP endpoint listening", "url").await;
-        if std::env::var_os("BENCH_FRONT_AHP_WATCHER").is_some() {
-            // An AHP client subscribed to the default session, as an IDE beside the harness
-            // would be: the host then keeps the replay log and writes every mirrored action.
+        if let Some(watcher) = std::env::var_os("BENCH_FRONT_AHP_WATCHER") {
+            // An AHP client following the default session, as an IDE beside the harness
+            // would: the host then keeps the replay log (every mirrored action encoded).
+            // `=chats`: it follows the session's chats too, and is sent every mirrored action.
             let ws = process
                 .wait_for_log("AHP endpoint listening", "url")
                 .await?;
-            tokio::spawn(watch_ahp(ws));
+            tokio::spawn(watch_ahp(ws, watcher == "chats"));
         }
         let pid = process.pid();
         self.processes.push(process);
@@ -514,9 +515,51 @@ impl Bench {
     }
 }
 
-/// Follow the default session of the AHP endpoint at `url` with the official client,
-/// reading every action, until the proxy goes away.
-async fn watch_ahp(url: String) {
+/// What the AHP watcher's readers tell it.
+enum Seen {
+    /// An event on the session; a chat to follow when it announced one.
+    Session(Option<String>),
+    /// An event on a followed chat.
+    Chat,
+    /// The session's subscription ended (the proxy is gone).
+    End,
+}
+
+/// Follow the default session of the AHP endpoint at `url` with the official client, and
+/// with `chats` its chats (the mirrored tool calls) as they appear, as an IDE showing them
+/// would; read every event until the proxy goes away.
+async fn watch_ahp(url: String, chats: bool) {
+    use ahp::client::{SessionSubscription, SubscriptionEvent};
+    use ahp_types::actions::StateAction;
+    use ahp_types::state::SnapshotState;
+    use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+
+    /// Forward one subscription's events as `seen`, then (for the session) `End`.
+    fn read(mut from: SessionSubscription, to: UnboundedSender<Seen>, session: bool) {
+        tokio::spawn(async move {
+            while let Some(event) = from.recv().await {
+                let seen = if !session {
+                    Seen::Chat
+                } else if let SubscriptionEvent::Action(envelope) = event {
+                    match envelope.action {
+                        StateAction::SessionChatAdded(added) => {
+                            Seen::Session(Some(added.summary.resource))
+                        }
+                        _ => Seen::Session(None),
+                    }
+                } else {
+                    Seen::Session(None)
+                };
+                if to.send(seen).is_err() {
+                    return;
+                }
+            }
+            if session {
+                let _ = to.send(Seen::End);
+            }
+        });
+    }
+
     let Ok(transport) = ahp_ws::WebSocketTransport::connect(&url).await else {
         eprintln!("bench_front: the AHP watcher could not connect to {url}");
         return;
@@ -533,17 +576,44 @@ async fn watch_ahp(url: String) {
     {
         return;
     }
-    let Ok((_, mut subscription)) = client.subscribe("ahp-session:/default".into()).await else {
+    let Ok((first, session)) = client.subscribe("ahp-session:/default".into()).await else {
         eprintln!("bench_front: the AHP watcher could not subscribe");
         return;
     };
+    let (tx, mut seen) = unbounded_channel();
+    let mut to_follow: Vec<String> = match first.snapshot.map(|s| s.state) {
+        Some(SnapshotState::Session(state)) if chats => {
+            state.chats.iter().map(|c| c.resource.clone()).collect()
+        }
+        _ => Vec::new(),
+    };
+    read(session, tx.clone(), true);
     let since = std::time::Instant::now();
-    let mut actions = 0u64;
-    while subscription.recv().await.is_some() {
-        actions += 1;
+    let (mut on_session, mut on_chats) = (0u64, 0u64);
+    let mut followed = std::collections::HashSet::new();
+    loop {
+        for chat in to_follow.drain(..) {
+            if !followed.insert(chat.clone()) {
+                continue;
+            }
+            match client.subscribe(chat).await {
+                Ok((_, subscription)) => read(subscription, tx.clone(), false),
+                Err(_) => eprintln!("bench_front: the AHP watcher could not follow a chat"),
+            }
+        }
+        match seen.recv().await {
+            Some(Seen::Session(chat)) => {
+                on_session += 1;
+                to_follow.extend(chat.filter(|_| chats));
+            }
+            Some(Seen::Chat) => on_chats += 1,
+            Some(Seen::End) | None => break,
+        }
     }
     eprintln!(
-        "bench_front: the AHP watcher at {url} read {actions} events in {:.1} s",
+        "bench_front: the AHP watcher at {url} read {on_session} session and {on_chats} chat \
+         events ({} chats) in {:.1} s",
+        followed.len(),
         since.elapsed().as_secs_f64()
     );
 }

@@ -45,10 +45,13 @@ impl Audience {
         }
     }
 
-    /// The `action` notification of `envelope` for this audience, if it gets one.
-    pub fn action(&self, envelope: &ActionEnvelope) -> Option<Frame> {
-        self.envelope(envelope)
-            .map(|shown| jsonrpc::notification("action", &*shown))
+    /// The `action` notification of `envelope` for this audience, if it gets one. `encoded`
+    /// is the envelope's JSON text when already made: used when this audience sees it as is.
+    pub fn action(&self, envelope: &ActionEnvelope, encoded: Option<&str>) -> Option<Frame> {
+        match (self.envelope(envelope)?, encoded) {
+            (Cow::Borrowed(_), Some(json)) => Some(jsonrpc::notification_encoded("action", json)),
+            (shown, _) => Some(jsonrpc::notification("action", &*shown)),
+        }
     }
 
     /// A snapshot as this audience gets it.
@@ -74,5 +77,55 @@ impl Audience {
             changes: versions::summary_changes(changes, self.version).into_owned(),
         };
         jsonrpc::notification("root/sessionSummaryChanged", &params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn envelope_of(action: serde_json::Value) -> ActionEnvelope {
+        serde_json::from_value(
+            json!({"channel": "ahp-session:/s", "serverSeq": 3, "action": action}),
+        )
+        .expect("an envelope")
+    }
+
+    #[test]
+    fn the_encoded_text_goes_only_to_audiences_that_see_the_envelope_unchanged() {
+        let with_channel = envelope_of(json!({"type": "session/mcpServerStateChanged", "id": "m",
+            "state": {"kind": "starting", "blocking": true}, "channel": "mcp://s/m"}));
+        let encoded = serde_json::to_string(&with_channel).unwrap();
+        let apps = Audience {
+            mcp_apps: true,
+            version: Version::default(),
+        };
+        let plain = Audience {
+            mcp_apps: false,
+            ..apps
+        };
+        let old = Audience {
+            version: Version::parse("0.9.0").unwrap(),
+            ..apps
+        };
+        let whole = jsonrpc::notification("action", &with_channel);
+        assert_eq!(
+            apps.action(&with_channel, Some(&encoded)),
+            Some(whole.clone())
+        );
+        for audience in [plain, old] {
+            let shown = audience.action(&with_channel, Some(&encoded)).unwrap();
+            assert_ne!(shown, whole, "{audience:?}");
+            assert_eq!(
+                Some(shown),
+                audience.action(&with_channel, None),
+                "{audience:?}"
+            );
+        }
+        assert!(!plain
+            .action(&with_channel, Some(&encoded))
+            .unwrap()
+            .contains("mcp://"));
     }
 }

@@ -223,8 +223,10 @@ impl Core {
     /// its subscribers' audiences are shown it.
     fn publish(&mut self, commit: Commit) {
         let envelope = &commit.envelope;
-        self.fanout
-            .broadcast_each(&envelope.channel, |audience| audience.action(envelope));
+        let encoded = commit.json.as_deref();
+        self.fanout.broadcast_each(&envelope.channel, |audience| {
+            audience.action(envelope, encoded)
+        });
         if let Some(changes) = &commit.summary_changes {
             self.fanout.broadcast_each(ROOT_RESOURCE_URI, |audience| {
                 Some(audience.summary_changed(&envelope.channel, changes))

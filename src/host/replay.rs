@@ -4,12 +4,17 @@
 //! says the gap is too old.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 
 use ahp_types::actions::ActionEnvelope;
 
 /// What one kept envelope costs besides its text: the entry itself and its channel's name.
+/// (The text is shared with the frames sent for it: its two reference counts are counted.)
 fn entry_bytes(entry: &Entry) -> usize {
-    std::mem::size_of::<Entry>() + entry.channel.len() + entry.json.len()
+    std::mem::size_of::<Entry>()
+        + entry.channel.len()
+        + 2 * std::mem::size_of::<usize>()
+        + entry.json.len()
 }
 
 /// One committed envelope as the log keeps it.
@@ -18,7 +23,7 @@ struct Entry {
     server_seq: u64,
     channel: Box<str>,
     /// The whole envelope as JSON (channel, action, serverSeq, origin).
-    json: Box<str>,
+    json: Arc<str>,
 }
 
 /// The last committed envelopes, in `serverSeq` order: at most `capacity` of them, taking at
@@ -29,6 +34,8 @@ pub struct ReplayLog {
     capacity: usize,
     max_bytes: usize,
     bytes: usize,
+    /// Where envelopes are encoded (kept: at high rates, one allocation per envelope).
+    scratch: Vec<u8>,
 }
 
 impl ReplayLog {
@@ -40,31 +47,43 @@ impl ReplayLog {
             capacity,
             max_bytes,
             bytes: 0,
+            scratch: Vec::new(),
         }
     }
 
     /// Append a committed envelope, dropping the oldest ones until both caps hold. An
     /// envelope bigger than the whole byte cap is not kept, and neither is anything before
     /// it: a gap that includes it can only be answered with snapshots.
-    pub fn push(&mut self, envelope: &ActionEnvelope) {
+    ///
+    /// Returns the envelope's JSON text, shared with the log: what a subscriber that sees
+    /// the envelope unchanged is sent (`None` when the log is off or it was not encodable).
+    pub fn push(&mut self, envelope: &ActionEnvelope) -> Option<Arc<str>> {
         if self.capacity == 0 || self.max_bytes == 0 {
-            return;
+            return None;
         }
-        let Ok(json) = serde_json::to_string(envelope) else {
+        self.scratch.clear();
+        let encoded = serde_json::to_writer(&mut self.scratch, envelope)
+            .ok()
+            .and_then(|()| std::str::from_utf8(&self.scratch).ok());
+        let Some(json) = encoded.map(Arc::<str>::from) else {
             // Not encodable (cannot happen for committed actions): nothing before it can be
             // replayed either.
             self.clear();
-            return;
+            return None;
         };
+        // One huge envelope should not keep its buffer for good.
+        if self.scratch.capacity() > 64 * 1024 {
+            self.scratch = Vec::new();
+        }
         let entry = Entry {
             server_seq: envelope.server_seq,
             channel: envelope.channel.as_str().into(),
-            json: json.into_boxed_str(),
+            json: json.clone(),
         };
         let size = entry_bytes(&entry);
         if size > self.max_bytes {
             self.clear();
-            return;
+            return Some(json);
         }
         while self.entries.len() >= self.capacity || self.bytes + size > self.max_bytes {
             match self.entries.pop_front() {
@@ -78,6 +97,7 @@ impl ReplayLog {
         if self.entries.capacity() > 64 && self.entries.capacity() > 4 * self.entries.len() {
             self.entries.shrink_to(2 * self.entries.len());
         }
+        Some(json)
     }
 
     /// Forget every envelope: a gap from before now can only be answered with snapshots.
@@ -142,7 +162,9 @@ mod tests {
     fn replays_only_later_actions_on_requested_channels() {
         let mut log = ReplayLog::new(10, usize::MAX);
         for seq in 1..=4 {
-            log.push(&envelope(seq, if seq % 2 == 0 { "a" } else { "b" }));
+            let sent = envelope(seq, if seq % 2 == 0 { "a" } else { "b" });
+            let text = log.push(&sent).expect("kept");
+            assert_eq!(*text, serde_json::to_string(&sent).unwrap());
         }
         let replay = log.since(1, 4, &channels(&["a"])).expect("within the log");
         let seqs: Vec<u64> = replay.iter().map(|e| e.server_seq).collect();

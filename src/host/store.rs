@@ -57,6 +57,9 @@ impl SessionRecord {
 pub struct Commit {
     /// The envelope to broadcast on its channel (already in the replay log).
     pub envelope: Arc<ActionEnvelope>,
+    /// Its JSON text when the replay log encoded it: what a subscriber that sees the envelope
+    /// unchanged is sent, so it is encoded once for the log and every such subscriber.
+    pub json: Option<Arc<str>>,
     /// Summary fields that changed, for `root/sessionSummaryChanged` (session actions only).
     pub summary_changes: Option<PartialSessionSummary>,
 }
@@ -241,11 +244,14 @@ impl Store {
             origin,
             rejection_reason: None,
         });
-        if self.replaying {
-            self.log.push(&envelope);
-        }
+        let json = if self.replaying {
+            self.log.push(&envelope)
+        } else {
+            None
+        };
         Ok(Commit {
             envelope,
+            json,
             summary_changes,
         })
     }
