@@ -9,7 +9,8 @@ use std::sync::Arc;
 use ahp_types::actions::ActionEnvelope;
 
 /// What one kept envelope costs besides its text: the entry itself and its channel's name.
-/// (The text is shared with the frames sent for it: its two reference counts are counted.)
+/// (The text is behind an `Arc`, shared with the commit that made it: its two reference
+/// counts are counted too.)
 fn entry_bytes(entry: &Entry) -> usize {
     std::mem::size_of::<Entry>()
         + entry.channel.len()
