@@ -14,6 +14,10 @@ use ahp_proxy::config::Config;
 use ahp_proxy::control::{self, steer::Verb, Endpoint};
 use ahp_proxy::discovery::Context;
 
+/// mimalloc (`ahp_proxy::heap` says why).
+#[global_allocator]
+static ALLOCATOR: ahp_proxy::heap::Allocator = ahp_proxy::heap::ALLOCATOR;
+
 #[derive(Parser)]
 #[command(
     name = "ahp-proxy",
