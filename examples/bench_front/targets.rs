@@ -435,7 +435,12 @@ impl Bench {
             let ws = process
                 .wait_for_log("AHP endpoint listening", "url")
                 .await?;
-            tokio::spawn(watch_ahp(ws, watcher == "chats"));
+            let paths = endpoints
+                .iter()
+                .map(|(_, label)| *label)
+                .collect::<Vec<_>>()
+                .join(", ");
+            tokio::spawn(watch_ahp(ws, watcher == "chats", paths));
         }
         let pid = process.pid();
         self.processes.push(process);
@@ -528,7 +533,7 @@ enum Seen {
 /// Follow the default session of the AHP endpoint at `url` with the official client, and
 /// with `chats` its chats (the mirrored tool calls) as they appear, as an IDE showing them
 /// would; read every event until the proxy goes away.
-async fn watch_ahp(url: String, chats: bool) {
+async fn watch_ahp(url: String, chats: bool, paths: String) {
     use ahp::client::{SessionSubscription, SubscriptionEvent};
     use ahp_types::actions::StateAction;
     use ahp_types::state::SnapshotState;
@@ -611,8 +616,8 @@ async fn watch_ahp(url: String, chats: bool) {
         }
     }
     eprintln!(
-        "bench_front: the AHP watcher at {url} read {on_session} session and {on_chats} chat \
-         events ({} chats) in {:.1} s",
+        "bench_front: the AHP watcher at {url} ({paths}) read {on_session} session and \
+         {on_chats} chat events ({} chats) in {:.1} s",
         followed.len(),
         since.elapsed().as_secs_f64()
     );
