@@ -128,12 +128,7 @@ async fn none_left(tag: &str) {
 
 /// Peak resident memory of `pid` in MiB (`VmHWM`).
 fn peak_rss_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib / 1024)
+    common::status_kib(pid, "VmHWM:") / 1024
 }
 
 /// Bytes `pid` has written so far (`/proc/<pid>/io`).

@@ -836,10 +836,16 @@ pub async fn until_idle(pid: u32) {
 
 /// Resident memory of `pid` in KiB (`VmRSS`), 0 when it is gone.
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A KiB figure of `/proc/<pid>/status` (`field` with its colon, e.g. `VmHWM:`), 0 when
+/// `pid` is gone.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
