@@ -78,7 +78,7 @@ fn listening_beyond_loopback_without_a_token_is_refused_at_start() {
     let dir = common::ScratchDir::new("no-token");
     let config = dir.path().join("proxy.toml");
     std::fs::write(&config, "[servers.clock]\ncommand = \"/bin/true\"\n").unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let output = std::process::Command::new(common::proxy())
         .arg("--config")
         .arg(&config)
         .args([
@@ -98,7 +98,7 @@ fn listening_beyond_loopback_without_a_token_is_refused_at_start() {
         "{stderr}"
     );
     // A token too short to be one is refused too.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let output = std::process::Command::new(common::proxy())
         .arg("--config")
         .arg(&config)
         .args([

@@ -7,7 +7,7 @@ use std::process::Command;
 use common::ScratchDir;
 
 fn proxy() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    Command::new(common::proxy())
 }
 
 /// An Open Plugins folder at `plugin` with `manifest` as its `.plugin/plugin.json`.

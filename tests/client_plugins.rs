@@ -12,7 +12,7 @@ use ahp::client::Client;
 use ahp_types::actions::StateAction;
 use ahp_types::state::SnapshotState;
 use common::raw::RawClient;
-use common::{initialized_client, Proxy, ScratchDir, Watcher, DEFAULT_SESSION, EXAMPLES, PATIENCE};
+use common::{examples, initialized_client, Proxy, ScratchDir, Watcher, DEFAULT_SESSION, PATIENCE};
 use serde_json::{json, Value};
 
 /// The first top-level customization of the watcher's mirror that `pick` accepts, as JSON.
@@ -95,7 +95,7 @@ fn plugin_folder(dir: &Path) -> PathBuf {
         "---\nname: review\ndescription: Review the change\n---\nLook closely.\n",
     )
     .unwrap();
-    let servers = json!({"mcpServers": {"notes": {"command": EXAMPLES, "args": ["notes"]}}});
+    let servers = json!({"mcpServers": {"notes": {"command": examples(), "args": ["notes"]}}});
     std::fs::write(plugin.join(".mcp.json"), servers.to_string()).unwrap();
     plugin
 }
@@ -187,7 +187,7 @@ async fn a_client_plugin_is_shown_served_kept_up_to_date_and_gone_with_its_clien
     let server = child(&shown, "notes").unwrap();
     assert!(server["range"].is_object(), "{server}");
     assert!(
-        !server.to_string().contains(EXAMPLES),
+        !server.to_string().contains(examples()),
         "no launch spec in AHP: {server}"
     );
 

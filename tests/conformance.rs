@@ -4,6 +4,8 @@
 //! endpoints, the server as a stdio child and as an HTTP upstream. The same scenarios must
 //! pass. `scripts/conformance.sh` installs a pinned Node ≥ 22 and the suite when missing.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -12,7 +14,7 @@ use serde_json::Value;
 /// Run `scripts/conformance.sh` with `args`; its summary line.
 fn run(args: &[&str]) -> Value {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let bin_dir = Path::new(common::proxy())
         .parent()
         .expect("the binaries' folder");
     let output = Command::new(manifest.join("scripts/conformance.sh"))

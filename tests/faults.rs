@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{alive, pids, server, stat, Proxy, ScratchDir, Watcher, EXAMPLES, PATIENCE};
+use common::{alive, examples, pids, server, stat, Proxy, ScratchDir, Watcher, PATIENCE};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -862,6 +862,7 @@ fn write(path: &Path, text: &str) {
 
 /// A plugin folder `name` with a manifest, a skill and one tagged server.
 fn make_plugin(root: &Path, name: &str, tag: &str) {
+    let examples = examples();
     let dir = root.join(name);
     write(
         &dir.join(".plugin/plugin.json"),
@@ -874,7 +875,7 @@ fn make_plugin(root: &Path, name: &str, tag: &str) {
     write(
         &dir.join(".mcp.json"),
         &format!(
-            "{{\"mcpServers\": {{\"{name}-srv\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\"], \"env\": {{\"AHP_FAULT_TAG\": \"{tag}\"}}}}}}}}"
+            "{{\"mcpServers\": {{\"{name}-srv\": {{\"command\": {examples:?}, \"args\": [\"echo\"], \"env\": {{\"AHP_FAULT_TAG\": \"{tag}\"}}}}}}}}"
         ),
     );
 }

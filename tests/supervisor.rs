@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{
-    alive, server, HttpExampleServer, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION, EXAMPLES,
+    alive, examples, server, HttpExampleServer, Proxy, Raw, ScratchDir, Watcher, DEFAULT_SESSION,
     PATIENCE,
 };
 use serde_json::{json, Value};
@@ -274,13 +274,14 @@ fn write(path: &Path, text: &str) {
 }
 
 fn mcp_json(b_arg: &str) -> String {
+    let examples = examples();
     let args = |extra: &str| {
         let mut v = vec!["echo", "--exit-code"];
         v.push(extra);
         serde_json::to_string(&v).unwrap()
     };
     format!(
-        "{{\"mcpServers\": {{\n  \"a\": {{\"command\": {EXAMPLES:?}, \"args\": {}}},\n  \"b\": {{\"command\": {EXAMPLES:?}, \"args\": {}}}\n}}}}\n",
+        "{{\"mcpServers\": {{\n  \"a\": {{\"command\": {examples:?}, \"args\": {}}},\n  \"b\": {{\"command\": {examples:?}, \"args\": {}}}\n}}}}\n",
         args("11"),
         args(b_arg)
     )
@@ -288,6 +289,7 @@ fn mcp_json(b_arg: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_manifest_edit_restarts_only_the_edited_server_and_removal_stops_it() {
+    let examples = examples();
     let dir = ScratchDir::new("edit");
     let plugin = dir.path().join("plugins/kit");
     write(
@@ -329,7 +331,7 @@ async fn a_manifest_edit_restarts_only_the_edited_server_and_removal_stops_it() 
     write(
         &plugin.join(".mcp.json"),
         &format!(
-            "{{\"mcpServers\": {{\"a\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\", \"--exit-code\", \"11\"]}}}}}}"
+            "{{\"mcpServers\": {{\"a\": {{\"command\": {examples:?}, \"args\": [\"echo\", \"--exit-code\", \"11\"]}}}}}}"
         ),
     );
     assert!(
@@ -468,6 +470,7 @@ async fn http_servers_get_their_headers_and_401_is_auth_required() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_launch_secret_ever_appears_in_ahp_frames_or_info_logs() {
+    let examples = examples();
     let dir = ScratchDir::new("secrets");
     let plugin = dir.path().join("plugins/sec");
     write(
@@ -477,7 +480,7 @@ async fn no_launch_secret_ever_appears_in_ahp_frames_or_info_logs() {
     write(
         &plugin.join(".mcp.json"),
         &format!(
-            "{{\"mcpServers\": {{\"s\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\", \"--require-header\", \"x-k=ARG-SENTINEL-a81\"], \"env\": {{\"TOKEN\": \"ENV-SENTINEL-a81\"}}}},\n\
+            "{{\"mcpServers\": {{\"s\": {{\"command\": {examples:?}, \"args\": [\"echo\", \"--require-header\", \"x-k=ARG-SENTINEL-a81\"], \"env\": {{\"TOKEN\": \"ENV-SENTINEL-a81\"}}}},\n\
              \"gone\": {{\"command\": \"/nope/CMD-SENTINEL-a81/server\", \"env\": {{\"K\": \"ENV-SENTINEL-a81\"}}}},\n\
              \"web\": {{\"url\": \"http://127.0.0.1:9/mcp?key=URL-SENTINEL-a81\", \"headers\": {{\"Authorization\": \"Bearer HDR-SENTINEL-a81\"}}}},\n\
              \"path\": {{\"url\": \"http://USER-SENTINEL-a81:PASS-SENTINEL-a81@127.0.0.1:9/KEY-SENTINEL-a81/mcp?k=Q-SENTINEL-a81'x#FRAG-SENTINEL-a81\"}}}}}}"

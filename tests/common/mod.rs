@@ -2,8 +2,11 @@
 //! real sockets, with the official `ahp` client or a raw WebSocket for malformed input.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod binaries;
 pub mod ide;
 pub mod raw;
+
+pub use binaries::{examples, proxy};
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -29,9 +32,6 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The default session every proxy starts with.
 pub const DEFAULT_SESSION: &str = "ahp-session:/default";
-
-/// The bundled example MCP servers (`ahp-proxy-example-server <kind>`).
-pub const EXAMPLES: &str = env!("CARGO_BIN_EXE_ahp-proxy-example-server");
 
 /// A scratch folder removed on drop.
 pub struct ScratchDir(pub PathBuf);
@@ -129,7 +129,7 @@ impl Proxy {
         let dir = ScratchDir::new("proxy");
         let config_path = dir.path().join("proxy.toml");
         std::fs::write(&config_path, config).expect("write config");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"));
+        let mut command = Command::new(proxy());
         command
             .args(["--log-format", log_format.flag(), "--config"])
             .arg(&config_path)
@@ -345,7 +345,7 @@ impl HttpExampleServer {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
             listener.local_addr().expect("local addr").port()
         };
-        let child = Command::new(EXAMPLES)
+        let child = Command::new(examples())
             .args([kind, transport, &format!("127.0.0.1:{port}")])
             .args(extra)
             .stdin(Stdio::null())
@@ -665,10 +665,11 @@ pub fn error_code(response: &Value) -> i64 {
 
 /// A `[servers.<name>]` table running an example server with extra arguments.
 pub fn server(name: &str, kind: &str, extra: &[&str]) -> String {
+    let examples = examples();
     let mut args = vec![kind.to_string()];
     args.extend(extra.iter().map(|a| a.to_string()));
     format!(
-        "[servers.{name}]\ncommand = {EXAMPLES:?}\nargs = {}\n",
+        "[servers.{name}]\ncommand = {examples:?}\nargs = {}\n",
         serde_json::to_string(&args).unwrap()
     )
 }
