@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod ownership;
+pub mod sweep;
 pub mod tree;
 pub mod watchdog;
 
