@@ -180,7 +180,7 @@ impl Ownership {
         };
         for target in targets.find(&tree::snapshot()) {
             if target != pid as i32 {
-                super::signal(target, libc::SIGTERM);
+                super::signal(target, rustix::process::Signal::TERM);
             }
         }
     }

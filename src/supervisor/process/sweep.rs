@@ -58,7 +58,7 @@ pub fn kill_all(targets: &Targets) {
             return;
         }
         for pid in found {
-            super::signal(pid, libc::SIGKILL);
+            super::signal(pid, rustix::process::Signal::KILL);
         }
         std::thread::sleep(Duration::from_millis(10));
     }
