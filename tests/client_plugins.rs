@@ -601,12 +601,20 @@ async fn the_hosts_folder_by_another_path_runs_its_server_once() {
         json!([{"type": "plugin", "id": "detour", "uri": by_detour, "name": "detour"}]),
     )
     .await;
-    until(&mut ide, "the published plugin read", |w| {
-        customization(w, "detour").is_some_and(|c| c["load"]["kind"] == "loaded")
+    // The published plugin's server shown ready: the host's own (the same id, so one entry
+    // in the supervisor), or a second copy that has started by then.
+    until(&mut ide, "the published plugin's server ready", |w| {
+        customization(w, "detour")
+            .and_then(|c| child(&c, "notes"))
+            .is_some_and(|s| s["state"]["kind"] == "ready")
     })
     .await;
-    // Give a second copy every chance to start, then count.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let id = |c: Option<Value>| c.and_then(|c| child(&c, "notes")).map(|s| s["id"].clone());
+    assert_eq!(
+        id(customization(&ide, "detour")),
+        id(host_plugin(&ide, "ide-tools")),
+        "the folder's server is the host's by either path"
+    );
     assert_eq!(
         common::child_pids(proxy.pid()).len(),
         1,

@@ -5,6 +5,7 @@
 pub mod binaries;
 pub mod ide;
 pub mod raw;
+pub mod tagged;
 
 pub use binaries::{examples, proxy};
 
@@ -259,6 +260,36 @@ impl Proxy {
         }
     }
 
+    /// The stderr lines up to and including the `count`-th line `want` accepts, waiting (at
+    /// most [`PATIENCE`]) for it. What comes before a line in the log was written before it,
+    /// so this is a fence: what one task logged before that line is all there.
+    pub fn log_until(&self, count: usize, want: impl Fn(&str) -> bool) -> Vec<String> {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            {
+                let logs = self.logs.lock().expect("log lock");
+                let mut matched = 0;
+                if let Some(at) = logs.iter().position(|line| {
+                    matched += usize::from(want(line));
+                    matched == count
+                }) {
+                    return logs[..=at].to_vec();
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "fewer than {count} log lines of the kind asked for; stderr:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Wait (at most [`PATIENCE`]) until `count` stderr lines contain `needle`.
+    pub fn wait_for_log_count(&self, needle: &str, count: usize) {
+        self.log_until(count, |line| line.contains(needle));
+    }
+
     /// A handle on the captured stderr that outlives `self` (for tests that terminate it).
     pub fn log_sink(&self) -> Arc<Mutex<Vec<String>>> {
         self.logs.clone()
@@ -488,15 +519,19 @@ impl Raw {
             .expect("send binary frame");
     }
 
+    /// Next frame of any kind.
+    async fn frame(&mut self) -> Message {
+        tokio::time::timeout(PATIENCE, self.ws.next())
+            .await
+            .expect("a frame within the patience window")
+            .expect("connection open")
+            .expect("valid frame")
+    }
+
     /// Next JSON text frame.
     pub async fn recv(&mut self) -> Value {
         loop {
-            let message = tokio::time::timeout(PATIENCE, self.ws.next())
-                .await
-                .expect("a frame within the patience window")
-                .expect("connection open")
-                .expect("valid frame");
-            match message {
+            match self.frame().await {
                 Message::Text(text) => {
                     return serde_json::from_str(text.as_str()).expect("JSON frame")
                 }
@@ -509,6 +544,20 @@ impl Raw {
     /// Skip frames until one whose text contains `needle`.
     pub async fn until_text(&mut self, needle: &str) {
         while !self.recv().await.to_string().contains(needle) {}
+    }
+
+    /// Read until the host has pinged this connection `count` times (each after an idle
+    /// period without a frame from it), answering each ping; other frames are dropped.
+    pub async fn until_pinged(&mut self, count: usize) {
+        let mut pings = 0;
+        while pings < count {
+            match self.frame().await {
+                // tungstenite queues the pong; the next read sends it.
+                Message::Ping(_) => pings += 1,
+                Message::Close(frame) => panic!("connection closed: {frame:?}"),
+                _ => {}
+            }
+        }
     }
 
     /// Next frame that is a response (has an `id` and no `method`).
@@ -684,8 +733,20 @@ pub struct Watcher {
 
 impl Watcher {
     pub async fn open(proxy: &Proxy) -> Self {
-        let client = initialized_client(proxy, "supervisor-test").await;
+        Self::open_as(proxy, "supervisor-test").await
+    }
+
+    /// An official client initialized as `client_id`, subscribed to the default session.
+    pub async fn open_as(proxy: &Proxy, client_id: &str) -> Self {
+        let client = initialized_client(proxy, client_id).await;
         Self::subscribed(client).await
+    }
+
+    /// Two clients, `a` then `b`, each initialized and subscribed to the default session.
+    pub async fn pair(proxy: &Proxy) -> (Self, Self) {
+        let a = Self::open_as(proxy, "a").await;
+        let b = Self::open_as(proxy, "b").await;
+        (a, b)
     }
 
     /// Like `open`, as `client_id`, declaring `capabilities.mcpApps` (through the official
@@ -813,8 +874,8 @@ pub fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
 }
 
-/// Wait until `pid` has used no CPU for half a second (at most [`PATIENCE`]): what it holds
-/// then is what it keeps, not what it is busy with.
+/// Wait until `pid` has used no CPU for half a second: what it holds then is what it keeps,
+/// not what it is busy with. Still busy after [`PATIENCE`] fails the test.
 pub async fn until_idle(pid: u32) {
     let ticks = || -> u64 {
         stat(pid).map_or(0, |f| {
@@ -825,12 +886,16 @@ pub async fn until_idle(pid: u32) {
     };
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let mut last = ticks();
-    while tokio::time::Instant::now() < deadline {
+    loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let now = ticks();
         if now == last {
             return;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "process {pid} was never idle for half a second"
+        );
         last = now;
     }
 }
