@@ -51,8 +51,6 @@ struct Harness {
     tag: String,
     able: bool,
     apps: bool,
-    /// How long it takes to "sample" (to make calls overlap).
-    thinking: Duration,
     heard: mpsc::UnboundedSender<Heard>,
 }
 
@@ -81,7 +79,6 @@ impl ClientHandler for Harness {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        tokio::time::sleep(self.thinking).await;
         let asked = serde_json::to_value(&params.messages).unwrap();
         let prompt = asked[0]["content"]["text"]
             .as_str()
@@ -160,7 +157,6 @@ fn harness(tag: &str, able: bool, apps: bool) -> (Harness, mpsc::UnboundedReceiv
             tag: tag.into(),
             able,
             apps,
-            thinking: Duration::ZERO,
             heard,
         },
         rx,
