@@ -52,11 +52,13 @@ impl Table {
             if requests.get(&entry.request) == Some(&tag) {
                 requests.remove(&entry.request);
             }
-            if requests.is_empty() {
-                self.by_request.remove(&entry.harness);
-            }
         }
         Some(entry)
+    }
+
+    /// Harness `harness` is gone: its index goes (its entries go with their guards).
+    pub fn forget(&mut self, harness: HarnessId) {
+        self.by_request.remove(&harness);
     }
 
     /// Request `tag`, while it is being answered.
@@ -143,9 +145,10 @@ mod tests {
         table.remove(1);
         assert_eq!(table.by_request(7, "1").map(|(tag, _)| tag), Some(2));
         table.remove(2);
+        table.forget(7);
         assert!(
             table.by_request.is_empty(),
-            "nothing kept for a harness with none"
+            "nothing kept for a harness that is gone"
         );
     }
 }

@@ -226,6 +226,7 @@ impl Registry {
     /// Forget a harness. Returns the `(server, uri)` subscriptions nobody holds any more.
     pub fn leave(&mut self, id: HarnessId) -> Vec<(String, String)> {
         self.harnesses.remove(&id);
+        self.in_flight.forget(id);
         self.tasks.retain(|_, h| *h != id);
         let mut orphaned = Vec::new();
         self.subscriptions.retain(|key, holders| {
