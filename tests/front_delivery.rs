@@ -245,3 +245,40 @@ async fn http_answers_keep_the_request_id_and_the_servers_retry() {
         .request("ping", None, &mut |method, _| panic!("unexpected {method}"))
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_list_on_mcp_joins_each_harness_own_tasks_with_the_servers_meta() {
+    let config = format!(
+        "{}{}",
+        server("t1", "transparency", &[]),
+        server("t2", "transparency", &[])
+    );
+    let proxy = Proxy::start(&config);
+    let mut a = sampling_session(&proxy.mcp_url, "a").await;
+    let mut b = sampling_session(&proxy.mcp_url, "b").await;
+    let mut none = |method: &str, _: &str| -> String { panic!("unexpected {method}") };
+    for (who, tool) in [("a", "t1"), ("a", "t2"), ("b", "t1")] {
+        let harness = if who == "a" { &mut a } else { &mut b };
+        let params = format!(
+            r#"{{"name":"{tool}__structured","arguments":{{"zeta":"x"}},"task":{{"ttl":60000}}}}"#
+        );
+        let created = harness
+            .request("tools/call", Some(&params), &mut none)
+            .await;
+        assert!(
+            created.response().contains(r#""task":"#),
+            "{}",
+            created.response()
+        );
+    }
+    let listed = json(a.request("tasks/list", None, &mut none).await.response());
+    let tasks = listed["result"]["tasks"].as_array().expect("tasks").clone();
+    // A's task on each server; B's (t1's task-2) is not A's to see.
+    let ids: Vec<&str> = tasks.iter().filter_map(|t| t["taskId"].as_str()).collect();
+    assert_eq!(ids, ["task-1", "task-1"], "{listed}");
+    assert_eq!(
+        listed["result"]["_meta"],
+        serde_json::json!({"x-listed": {"z": 0.7, "a": 1e3}}),
+        "{listed}"
+    );
+}
