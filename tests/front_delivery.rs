@@ -240,6 +240,22 @@ async fn http_answers_keep_the_request_id_and_the_servers_retry() {
         .expect("body");
     assert!(body.contains("retry: 5000\n"), "{body}");
     assert!(!body.contains("retry: 1000\n"), "{body}");
+    // So does the session's GET stream, from its first bytes.
+    let mut stream = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .expect("GET")
+        .bytes_stream();
+    let first = tokio::time::timeout(PATIENCE, stream.next())
+        .await
+        .expect("the stream opens")
+        .expect("a chunk")
+        .expect("bytes");
+    let first = String::from_utf8_lossy(&first).into_owned();
+    assert!(first.starts_with("retry: 5000\n"), "{first}");
     // The harness's own session still works.
     harness
         .request("ping", None, &mut |method, _| panic!("unexpected {method}"))

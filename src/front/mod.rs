@@ -30,3 +30,6 @@ pub mod task_tickets;
 pub mod tool_call;
 
 pub use hub::{Hub, Settings};
+
+#[cfg(test)]
+mod tests;

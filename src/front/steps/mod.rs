@@ -16,6 +16,3 @@ use crate::front::exchange::Steps;
 pub fn base() -> Steps {
     Steps::with_capacity(4).with(logs::LogLevel)
 }
-
-#[cfg(test)]
-mod tests;

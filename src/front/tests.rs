@@ -1,24 +1,26 @@
 //! The raw path driven directly: a real hub over in-memory server sessions (a link that
-//! records what goes up; the test answers as the server), exchanges with their steps, and
-//! the in-flight table checked after every way a request can end.
+//! records what goes up; the test answers as the server), exchanges with their steps, the
+//! in-flight table checked after every way a request can end, and where a server's own
+//! request goes.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::fallback::Fallback;
-use super::scope::RetryOnScope;
-use super::subscription::UndoSubscription;
+use super::steps::base;
+use super::steps::fallback::Fallback;
+use super::steps::scope::RetryOnScope;
+use super::steps::subscription::UndoSubscription;
 use crate::front::exchange::Exchange;
 use crate::front::harness::Harness;
 use crate::front::hub::{Hub, Settings};
 use crate::front::outbox::{Outgoing, Stream};
 use crate::front::registry::Scope;
 use crate::mcp::message::Message;
-use crate::supervisor::connections::{Connected, Connections};
+use crate::supervisor::connections::{Connected, Connections, Downstream};
 use crate::upstream::handshake::Initialized;
-use crate::upstream::session::{Link, Session, Unanswered};
+use crate::upstream::session::{Cause, Link, Session, Unanswered, Unsolicited};
 
 /// A link that records what was sent.
 #[derive(Clone, Default)]
@@ -47,6 +49,27 @@ impl Recorder {
 struct Server {
     session: Session,
     link: Recorder,
+    _traffic: Arc<dyn Unsolicited>,
+}
+
+/// What the server sends on its own goes to the hub, as the supervisor's traffic handler
+/// hands it.
+struct ToHub {
+    hub: std::sync::Weak<Hub>,
+    server: String,
+}
+
+impl Unsolicited for ToHub {
+    fn notify(&self, message: Message, origin: Option<u64>) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.notify(&self.server, message, origin);
+        }
+    }
+    fn request(&self, session: &Session, message: Message, cause: Cause) {
+        if let Some(hub) = self.hub.upgrade() {
+            Downstream::request(&*hub, &self.server, session, message, cause);
+        }
+    }
 }
 
 impl Server {
@@ -69,9 +92,14 @@ async fn hub(timeout: Duration) -> Arc<Hub> {
     Hub::start(connections, settings, mirror)
 }
 
-fn serve(hub: &Hub, id: &str) -> Server {
+fn serve(hub: &Arc<Hub>, id: &str) -> Server {
     let link = Recorder::default();
     let session = Session::new(Box::new(link.clone()));
+    let traffic: Arc<dyn Unsolicited> = Arc::new(ToHub {
+        hub: Arc::downgrade(hub),
+        server: id.to_string(),
+    });
+    session.set_unsolicited(Arc::downgrade(&traffic));
     let initialized = Initialized {
         result: "{}".into(),
         protocol_version: "2025-11-25".into(),
@@ -88,7 +116,11 @@ fn serve(hub: &Hub, id: &str) -> Server {
             offer: Arc::default(),
         },
     );
-    Server { session, link }
+    Server {
+        session,
+        link,
+        _traffic: traffic,
+    }
 }
 
 fn request(id: u64, method: &str, params: &str) -> Message {
@@ -115,7 +147,7 @@ async fn every_way_a_request_ends_takes_it_out_of_the_in_flight_table() {
 
     // Answered.
     let read = request(1, "resources/read", r#"{"uri":"x://1"}"#);
-    Exchange::start(&harness, "s", read, stream.clone(), None, super::base());
+    Exchange::start(&harness, "s", read, stream.clone(), None, base());
     assert_eq!(in_flight(&hub, &harness), 1);
     server.answer(&server.link.last_id(), r#""result":{"contents":[]}"#);
     assert_eq!(
@@ -131,7 +163,7 @@ async fn every_way_a_request_ends_takes_it_out_of_the_in_flight_table() {
         request(2, "tools/call", "{}"),
         stream.clone(),
         None,
-        super::base(),
+        base(),
     );
     let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#;
     harness.handle(Message::parse(cancel.into()).unwrap(), stream.clone());
@@ -151,7 +183,7 @@ async fn every_way_a_request_ends_takes_it_out_of_the_in_flight_table() {
         request(3, "tools/call", "{}"),
         stream.clone(),
         None,
-        super::base(),
+        base(),
     );
     server.session.end();
     assert!(next(&mut frames).contains("stopped before answering tools/call"));
@@ -164,7 +196,7 @@ async fn every_way_a_request_ends_takes_it_out_of_the_in_flight_table() {
         request(4, "tools/call", "{}"),
         stream.clone(),
         None,
-        super::base(),
+        base(),
     );
     assert!(next(&mut frames).contains("MCP server gone is not running"));
     assert_eq!(in_flight(&hub, &harness), 0);
@@ -184,7 +216,7 @@ async fn a_harness_that_goes_away_leaves_nothing_in_flight() {
             request(n, "tools/call", "{}"),
             stream.clone(),
             None,
-            super::base(),
+            base(),
         );
     }
     assert_eq!(hub.tables().registry.in_flight.count(id), 3);
@@ -211,7 +243,7 @@ async fn a_server_that_does_not_answer_in_time_times_out_and_nothing_is_left() {
         request(1, "tools/call", "{}"),
         stream,
         None,
-        super::base(),
+        base(),
     );
     let answer = tokio::time::timeout(Duration::from_secs(20), frames.recv())
         .await
@@ -235,7 +267,7 @@ async fn fallback_asks_the_next_server_under_its_own_uri() {
     let harness = Harness::new(hub.clone(), Scope::All, false);
     let (stream, mut frames) = Stream::channel();
     let read = request(9, "resources/read", r#"{"uri":"ui://a__v"}"#);
-    let steps = super::base().with(Fallback::to(vec![("b".into(), "ui://v".into())]));
+    let steps = base().with(Fallback::to(vec![("b".into(), "ui://v".into())]));
     Exchange::start(&harness, "a", read, stream, None, steps);
     first.answer(
         &first.link.last_id(),
@@ -264,7 +296,7 @@ async fn a_refused_subscription_is_undone() {
     let harness = Harness::new(hub.clone(), Scope::All, false);
     let (stream, mut frames) = Stream::channel();
     assert!(hub.tables().registry.subscribe(harness.id, "s", "x://1"));
-    let steps = super::base().with(UndoSubscription {
+    let steps = base().with(UndoSubscription {
         server: "s".into(),
         uri: "x://1".into(),
     });
@@ -284,7 +316,7 @@ async fn a_call_waiting_for_scope_stays_in_flight_until_the_harness_cancels_it()
     let server = serve(&hub, "s");
     let harness = Harness::new(hub.clone(), Scope::All, false);
     let (stream, mut frames) = Stream::channel();
-    let steps = super::base().with(RetryOnScope::default());
+    let steps = base().with(RetryOnScope::default());
     Exchange::start(
         &harness,
         "s",
@@ -318,4 +350,55 @@ async fn a_call_waiting_for_scope_stays_in_flight_until_the_harness_cancels_it()
         frames.try_recv().is_err(),
         "a cancelled request is not answered"
     );
+}
+
+/// A harness on `hub` that declared sampling, its handshake done, its general stream open.
+fn able_harness(hub: &Arc<Hub>) -> (Arc<Harness>, UnboundedReceiver<Outgoing>) {
+    let harness = Harness::new(hub.clone(), Scope::All, false);
+    harness.initialized(serde_json::json!({"capabilities": {"sampling": {}}}));
+    let (general, frames) = Stream::channel();
+    harness.set_general(Some(general));
+    hub.join(harness.state());
+    harness.go_live();
+    harness.complete_handshake();
+    (harness, frames)
+}
+
+#[tokio::test]
+async fn a_server_request_goes_to_the_harness_it_names_and_to_nobody_when_it_could_be_anyones() {
+    let hub = hub(Duration::from_secs(60)).await;
+    let server = serve(&hub, "s");
+    let (a, mut heard_a) = able_harness(&hub);
+    let (b, mut heard_b) = able_harness(&hub);
+    let (calls, _answers) = Stream::channel();
+    Exchange::start(
+        &a,
+        "s",
+        request(1, "tools/call", "{}"),
+        calls.clone(),
+        None,
+        base(),
+    );
+    Exchange::start(&b, "s", request(1, "tools/call", "{}"), calls, None, base());
+    hub.tables().registry.task_created("s", "t-1", a.id);
+
+    // It names A's task: A is asked, B hears nothing.
+    let about_task = r#"{"jsonrpc":"2.0","id":"s-1","method":"sampling/createMessage","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-1"}},"messages":[]}}"#;
+    server
+        .session
+        .receive(Message::parse(about_task.into()).unwrap(), None);
+    assert!(next(&mut heard_a).contains("sampling/createMessage"));
+    assert!(heard_b.try_recv().is_err());
+
+    // Nothing names a call, and both have calls in flight: the server is refused at once.
+    let unnamed = r#"{"jsonrpc":"2.0","id":"s-2","method":"sampling/createMessage","params":{"messages":[]}}"#;
+    server
+        .session
+        .receive(Message::parse(unnamed.into()).unwrap(), None);
+    let refused = server.link.sent().last().cloned().unwrap();
+    assert!(
+        refused.contains(r#""id":"s-2""#) && refused.contains("cannot tell which MCP client"),
+        "{refused}"
+    );
+    assert!(heard_a.try_recv().is_err() && heard_b.try_recv().is_err());
 }
