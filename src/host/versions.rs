@@ -374,6 +374,11 @@ mod tests {
         assert_eq!(summary["title"], "c");
         assert_eq!(sent["serverSeq"], 7);
         assert!(matches!(envelope(&added, CURRENT), Some(Cow::Borrowed(_))));
+        // VS Code's 0.10.0 is below 1.0.0: taken out for it too.
+        assert!(matches!(
+            envelope(&added, Version(0, 10, 0)),
+            Some(Cow::Owned(_))
+        ));
         let starting = envelope_of(action(json!({"type": "session/mcpServerStateChanged",
             "id": "m", "state": {"kind": "starting", "blocking": true}})));
         let sent = serde_json::to_value(envelope(&starting, V0_9).unwrap()).unwrap();
