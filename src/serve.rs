@@ -147,6 +147,7 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
     banner.ahp_url = format!("ws://{addr}");
     banner.ahp_note = fallback;
+    banner.vscode_url = Some(vscode_url(&banner.ahp_url, token.as_deref()));
     let mcp_tcp = match config.mcp.listen {
         Some(mcp_addr) => Some(crate::front::http::bind(mcp_addr).await?),
         None => None,
@@ -400,6 +401,18 @@ fn found(catalog: &Catalog, customizations: &[ahp_types::state::Customization]) 
         servers_in_error: catalog.servers().filter(|s| s.launch.is_err()).count(),
         problems: catalog.problems().count(),
         ..Banner::default()
+    }
+}
+
+/// The banner's VS Code URL: with the token only on a terminal (stderr in a pipe or a file,
+/// such as a harness's log of its servers, never gets the token).
+fn vscode_url(ahp_url: &str, token: Option<&str>) -> String {
+    use std::io::IsTerminal as _;
+    match token {
+        Some(_) if !std::io::stderr().is_terminal() => {
+            "`ahp-proxy status` prints it (the token stays out of logs)".into()
+        }
+        token => crate::ahp::gate::vscode_url(ahp_url, token),
     }
 }
 

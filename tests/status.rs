@@ -220,7 +220,19 @@ fn a_token_protected_proxy_needs_the_token() {
         .output()
         .expect("run");
     assert_eq!(allowed.status.code(), Some(0), "{}", text(&allowed));
-    assert!(!text(&allowed).contains("status-test-token"));
+    // The token is printed once, asked for: in the URL to paste into VS Code.
+    let shown = text(&allowed);
+    let (for_vscode, rest): (Vec<&str>, Vec<&str>) = shown
+        .lines()
+        .partition(|line| line.starts_with("VS Code: paste "));
+    assert!(!rest.join("\n").contains("status-test-token"), "{shown}");
+    assert_eq!(
+        for_vscode,
+        [format!(
+            "VS Code: paste {}/?tkn=status-test-token-0123456789 into Agents: Add Remote Agent Host…",
+            proxy.url
+        )]
+    );
 }
 
 #[test]

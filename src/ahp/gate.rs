@@ -45,7 +45,7 @@ impl Refusal {
     /// What the refused client is told (never the token).
     pub fn message(&self) -> String {
         match self {
-            Refusal::Token => "this AHP endpoint needs its access token: send `Authorization: Bearer <token>` or `?token=<token>`".into(),
+            Refusal::Token => "this AHP endpoint needs its access token: send `Authorization: Bearer <token>`, `?token=<token>` or `?tkn=<token>`".into(),
             Refusal::Origin(origin) => format!(
                 "origin {:?} may not open AHP connections here (add it to ahp.allowed_origins)",
                 Untrusted(origin)
@@ -218,12 +218,43 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// `token=` in the query (for browsers, which cannot set headers on a WebSocket).
+/// `token=` in the query (for browsers, which cannot set headers on a WebSocket), or
+/// `tkn=`, where VS Code puts it (`connectionTokenQueryName`, its base/common/network.ts).
 fn query_token(uri: &http::Uri) -> Option<String> {
     uri.query()?
         .split('&')
-        .find_map(|pair| pair.strip_prefix("token="))
+        .find_map(|pair| {
+            pair.strip_prefix("token=").or_else(|| {
+                pair.strip_prefix(VSCODE_TOKEN_PARAMETER)
+                    .and_then(|p| p.strip_prefix('='))
+            })
+        })
         .map(percent_decode)
+}
+
+/// The query parameter VS Code sends the connection token in.
+pub const VSCODE_TOKEN_PARAMETER: &str = "tkn";
+
+/// The URL to paste into VS Code's **Agents: Add Remote Agent Host…** for the AHP endpoint
+/// at `ahp_url`: the token, when one is needed, in `tkn` (VS Code takes it out of the pasted
+/// URL and sends it there on every connection).
+pub fn vscode_url(ahp_url: &str, token: Option<&str>) -> String {
+    match token {
+        None => ahp_url.to_string(),
+        Some(token) => {
+            let escaped: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
+            let authority_only = ahp_url
+                .split_once("://")
+                .is_some_and(|(_, rest)| !rest.contains(['/', '?']));
+            let base = if authority_only {
+                format!("{ahp_url}/")
+            } else {
+                ahp_url.to_string()
+            };
+            let separator = if base.contains('?') { '&' } else { '?' };
+            format!("{base}{separator}{VSCODE_TOKEN_PARAMETER}={escaped}")
+        }
+    }
 }
 
 fn percent_decode(text: &str) -> String {
@@ -448,5 +479,34 @@ mod tests {
             assert_eq!(gate.check(&headers, &uri(at)), Err(Refusal::Token), "{at}");
         }
         assert!(!Refusal::Token.message().contains(token));
+        // VS Code's parameter, escaped as `encodeURIComponent` escapes it.
+        assert_eq!(
+            gate.check(&request(&[host]), &uri("/?tkn=s3cret-token-0123456789")),
+            Ok(())
+        );
+        assert_eq!(
+            gate.check(&request(&[host]), &uri("/?tkn=s3cret-token")),
+            Err(Refusal::Token)
+        );
+        assert_eq!(
+            gate.check(&request(&[host]), &uri("/?tknx=s3cret-token-0123456789")),
+            Err(Refusal::Token)
+        );
+    }
+
+    #[test]
+    fn the_vscode_url_carries_the_token_escaped_in_tkn() {
+        assert_eq!(
+            vscode_url("ws://127.0.0.1:8765", None),
+            "ws://127.0.0.1:8765"
+        );
+        let url = vscode_url("ws://127.0.0.1:8765", Some("a+b/c=d e"));
+        assert_eq!(url, "ws://127.0.0.1:8765/?tkn=a%2Bb%2Fc%3Dd+e");
+        // What the gate reads back is the token.
+        let parsed: http::Uri = url
+            .trim_start_matches("ws://127.0.0.1:8765")
+            .parse()
+            .unwrap();
+        assert_eq!(query_token(&parsed).as_deref(), Some("a+b/c=d e"));
     }
 }

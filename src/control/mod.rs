@@ -228,7 +228,12 @@ pub async fn status(endpoint: &Endpoint, json: bool, watch: bool) -> u8 {
                 )
             }
         } else {
-            tree::render_text(&connection.url, connection.customizations(), &tools)
+            let mut text = tree::render_text(&connection.url, connection.customizations(), &tools);
+            text.push_str(&format!(
+                "VS Code: paste {} into Agents: Add Remote Agent Host…\n",
+                crate::ahp::gate::vscode_url(&connection.url, endpoint.token.as_deref())
+            ));
+            text
         };
         if text != shown {
             let clear = if watch && terminal && !json {

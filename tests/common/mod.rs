@@ -447,7 +447,12 @@ pub enum Ending {
 
 impl Raw {
     pub async fn connect(proxy: &Proxy) -> Self {
-        let (ws, _) = tokio_tungstenite::connect_async(proxy.url.as_str())
+        Self::connect_url(&proxy.url).await
+    }
+
+    /// Connect to `url` as given (a query, a token parameter).
+    pub async fn connect_url(url: &str) -> Self {
+        let (ws, _) = tokio_tungstenite::connect_async(url)
             .await
             .expect("raw websocket connect");
         Self {
@@ -579,6 +584,18 @@ impl Raw {
             .unwrap_or_else(|| panic!("no default session in {list}"))
             .clone();
         item["status"].as_u64().expect("a status") & ACTIVITY
+    }
+
+    /// The activity bits of the default session's own `status`, as a fresh `subscribe`
+    /// snapshot shows it.
+    pub async fn snapshot_status(&mut self) -> u64 {
+        let subscribed = self
+            .request("subscribe", json!({"channel": DEFAULT_SESSION}))
+            .await;
+        subscribed["result"]["snapshot"]["state"]["status"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("a session snapshot: {subscribed}"))
+            & ACTIVITY
     }
 
     pub async fn notify(&mut self, method: &str, params: Value) {
