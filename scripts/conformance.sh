@@ -50,49 +50,15 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tools_src="$here/conformance-tools"
 repo="$(cd "$here/.." && pwd)"
 BIN_DIR="${AHP_PROXY_BIN_DIR:-$repo/target/debug}"
-TOOLS="${AHP_PROXY_TOOLS:-$HOME/.cache/ahp-proxy-tools}"
 REQUIREMENTS="${AHP_CONFORMANCE_REQUIREMENTS:-2025-11-25}"
 
 die() { echo "conformance.sh: $*" >&2; exit 2; }
 
-node_bin() {
-  local dir
-  dir="$("$here/node.sh")" || die "no Node.js >= 22 (scripts/node.sh failed)"
-  echo "$dir/node"
-}
+# node_bin, install_locked, json_str, json_argv.
+. "$here/tools-cache.sh"
 
-# Installs the locked packages into $TOOLS/conformance-<lock hash>/ once; prints that dir.
-install_tools() {
-  local node hash dest tmp
-  node="$(node_bin)"
-  hash="$(cat "$tools_src/package.json" "$tools_src/package-lock.json" "$tools_src/loopback.mjs" |
-    sha256sum | cut -c1-12)"
-  dest="$TOOLS/conformance-$hash"
-  if [[ -f "$dest/.installed" ]]; then
-    echo "$dest"
-    return
-  fi
-  mkdir -p "$TOOLS"
-  exec 8>"$TOOLS/.conformance.lock"
-  command -v flock >/dev/null 2>&1 && flock 8
-  if [[ ! -f "$dest/.installed" ]]; then
-    tmp="$(mktemp -d "$TOOLS/.conformance-install.XXXXXX")"
-    chmod 755 "$tmp"
-    cp "$tools_src/package.json" "$tools_src/package-lock.json" "$tools_src/loopback.mjs" "$tmp/"
-    echo "conformance.sh: installing the pinned conformance tools into $dest" >&2
-    # npm runs under the pinned node (its shebang is `env node`).
-    if ! (cd "$tmp" && PATH="$(dirname "$node"):$PATH" npm ci --ignore-scripts --no-audit \
-      --no-fund --loglevel=error >&2); then
-      rm -rf "$tmp"
-      die "npm ci failed"
-    fi
-    touch "$tmp/.installed"
-    rm -rf "$dest"
-    mv "$tmp" "$dest"
-  fi
-  exec 8>&-
-  echo "$dest"
-}
+# Installs the locked packages into $TOOLS/conformance-<hash>/ once; prints that dir.
+install_tools() { install_locked conformance "$tools_src" loopback.mjs; }
 
 conformance_js() { echo "$1/node_modules/@modelcontextprotocol/conformance/dist/index.js"; }
 everything_js() { echo "$1/node_modules/@modelcontextprotocol/server-everything/dist/index.js"; }
@@ -142,16 +108,6 @@ has_baseline() {
     case "$a" in --expected-failures | --expected-failures=*) return 0 ;; esac
   done
   return 1
-}
-
-json_str() { # a JSON string literal
-  local node="$1"; shift
-  "$node" -e 'process.stdout.write(JSON.stringify(process.argv[1]))' "$1"
-}
-
-json_argv() { # a JSON array of the arguments
-  local node="$1"; shift
-  "$node" -e 'process.stdout.write(JSON.stringify(process.argv.slice(1)))' -- "$@"
 }
 
 # The path of one of the project's binaries; built with cargo when it is missing from the
