@@ -14,25 +14,29 @@
 #   scripts/conformance.sh everything --stdio | --http PORT
 #                                                  run @modelcontextprotocol/server-everything in
 #                                                  the foreground (HTTP: http://127.0.0.1:PORT/mcp)
-#   scripts/conformance.sh reference [--everything | --server-cmd CMD] [--path /mcp] [--out DIR]
-#                                    [--quiet] [-- SUITE-ARGS...]
+#   scripts/conformance.sh reference [--sdk | --everything | --server-cmd CMD] [--path /mcp]
+#                                    [--out DIR] [--quiet] [-- SUITE-ARGS...]
 #                                                  start a server on a free port (default: the
-#                                                  fixture over HTTP; --everything: the everything
+#                                                  fixture over HTTP; --sdk: the project's reference
+#                                                  server on the TypeScript SDK v2, dual-era, from
+#                                                  scripts/era.sh; --everything: the everything
 #                                                  server; CMD may use {port} and $PORT), run
 #                                                  `server` against it, stop it
-#   scripts/conformance.sh proxy [--upstream stdio|http] [--endpoint server|aggregate]
+#   scripts/conformance.sh proxy [--sdk] [--upstream stdio|http] [--endpoint server|aggregate]
 #                                [--out DIR] [--quiet] [-- SUITE-ARGS...]
-#                                                  the fixture behind ahp-proxy (a stdio child, or
-#                                                  an HTTP server), the suite on /mcp/conformance
-#                                                  (server) or /mcp (aggregate)
+#                                                  the fixture (--sdk: the SDK v2 reference server)
+#                                                  behind ahp-proxy (a stdio child, or an HTTP
+#                                                  server), the suite on /mcp/conformance (server)
+#                                                  or /mcp (aggregate)
 #
 # `server` selects `--requirements 2025-11-25` (the frozen scenario set of MCP 2025-11-25,
 # run at the 2025-11-25 wire: ahp-proxy's protocol version) unless SUITE-ARGS carry
-# --scenario, --suite, --spec-version or --requirements. Its results go to DIR (default: a new
-# temporary directory): suite.log, results/server-<scenario>-<time>/checks.json and
-# summary.json. stdout gets one PASS/FAIL line per scenario with the failed and warning checks,
-# then, last, `AHP-CONFORMANCE {json}` (the summary on one line). The suite's own output goes
-# to stderr unless --quiet.
+# --scenario, --suite, --spec-version or --requirements (`-- --requirements 2026-07-28`: the
+# 2026-07-28 set, which of the servers here only the --sdk reference server passes). Its
+# results go to DIR (default: a new temporary directory): suite.log,
+# results/server-<scenario>-<time>/checks.json and summary.json. stdout gets one PASS/FAIL line
+# per scenario with the failed and warning checks, then, last, `AHP-CONFORMANCE {json}` (the
+# summary on one line). The suite's own output goes to stderr unless --quiet.
 # Exit: 0 every scenario passed, 1 a scenario failed, 2 the suite did not run. With
 # `-- --expected-failures FILE` (the suite's baseline, see conformance-tools/expected-failures/)
 # the exit code is the suite's: 0 when exactly the listed scenarios fail.
@@ -62,6 +66,13 @@ install_tools() { install_locked conformance "$tools_src" loopback.mjs; }
 
 conformance_js() { echo "$1/node_modules/@modelcontextprotocol/conformance/dist/index.js"; }
 everything_js() { echo "$1/node_modules/@modelcontextprotocol/server-everything/dist/index.js"; }
+# The project's reference server for the suite on the TypeScript SDK v2, dual-era
+# (era-tools/reference-server.mjs from scripts/era.sh, installed when missing): its path.
+sdk_reference_js() {
+  local era
+  era="$("$here/era.sh" install)" || die "scripts/era.sh install failed"
+  echo "$era/reference-server.mjs"
+}
 
 # A free TCP port on 127.0.0.1, from AHP_CONFORMANCE_PORTS=LOW-HIGH when set.
 free_port() {
@@ -244,12 +255,13 @@ cmd_fixture() {
 }
 
 cmd_reference() {
-  local server_cmd="" path="/mcp" out="" quiet=() pass=() everything=0
+  local server_cmd="" path="/mcp" out="" quiet=() pass=() everything=0 sdk=0
   while (($#)); do
     case "$1" in
       --server-cmd) server_cmd="$2"; shift 2 ;;
       --server-cmd=*) server_cmd="${1#*=}"; shift ;;
       --everything) everything=1; shift ;;
+      --sdk) sdk=1; shift ;;
       --path) path="$2"; shift 2 ;;
       --path=*) path="${1#*=}"; shift ;;
       --out) out="$2"; shift 2 ;;
@@ -263,7 +275,11 @@ cmd_reference() {
   node="$(node_bin)"
   dir="$(install_tools)"
   port="$(free_port "$node")"
-  if [[ -z "$server_cmd" ]] && ((everything)); then
+  if [[ -z "$server_cmd" ]] && ((sdk)); then
+    local js
+    js="$(sdk_reference_js)"
+    server_cmd="exec $(printf '%q ' "$node" "$js" --http "$port")"
+  elif [[ -z "$server_cmd" ]] && ((everything)); then
     server_cmd="exec $(printf '%q ' "$node" --import "file://$dir/loopback.mjs" \
       "$(everything_js "$dir")" streamableHttp)"
   elif [[ -z "$server_cmd" ]]; then
@@ -303,9 +319,10 @@ wait_ready() { # LOG NAME TIMEOUT_S PID
 }
 
 cmd_proxy() {
-  local upstream=stdio endpoint=server out="" quiet=() pass=()
+  local upstream=stdio endpoint=server out="" quiet=() pass=() sdk=0
   while (($#)); do
     case "$1" in
+      --sdk) sdk=1; shift ;;
       --upstream) upstream="$2"; shift 2 ;;
       --upstream=*) upstream="${1#*=}"; shift ;;
       --endpoint) endpoint="$2"; shift 2 ;;
@@ -319,23 +336,37 @@ cmd_proxy() {
   done
   [[ "$upstream" == stdio || "$upstream" == http ]] || die "proxy: --upstream stdio|http"
   [[ "$endpoint" == server || "$endpoint" == aggregate ]] || die "proxy: --endpoint server|aggregate"
-  local node proxy fixture ports ahp_port mcp_port up_port
+  local node proxy ports ahp_port mcp_port up_port bin fixture=()
   node="$(node_bin)"
   install_tools >/dev/null
   proxy="$(project_bin ahp-proxy)"
-  fixture="$(project_bin ahp-proxy-example-server)"
+  # The upstream: the project's fixture, or (--sdk) the SDK v2 reference server; stdio with no
+  # further argument, HTTP with --http ADDR or PORT.
+  if ((sdk)); then
+    bin="$(sdk_reference_js)"
+    fixture=("$node" "$bin")
+  else
+    bin="$(project_bin ahp-proxy-example-server)"
+    fixture=("$bin" conformance)
+  fi
   mapfile -t ports < <(free_ports "$node" 3)
   ahp_port="${ports[0]}" mcp_port="${ports[1]}" up_port="${ports[2]}"
   [[ -n "$out" ]] || out="$(mktemp -d "${TMPDIR:-/tmp}/ahp-conformance.XXXXXX")"
   mkdir -p "$out"
   if [[ "$upstream" == http ]]; then
     echo "conformance.sh: starting the fixture on 127.0.0.1:$up_port (log: $out/fixture.log)" >&2
-    start_group "$out/fixture.log" "$fixture" conformance --http "127.0.0.1:$up_port"
+    if ((sdk)); then
+      start_group "$out/fixture.log" "${fixture[@]}" --http "$up_port"
+    else
+      start_group "$out/fixture.log" "${fixture[@]}" --http "127.0.0.1:$up_port"
+    fi
     wait_port "$up_port" 30 "$STARTED_PID" || die "the fixture did not listen on $up_port"
     printf '[servers.conformance]\nurl = "http://127.0.0.1:%s/mcp"\n' "$up_port" >"$out/proxy.toml"
   else
-    printf '[servers.conformance]\ncommand = %s\nargs = ["conformance"]\n' \
-      "$(json_str "$node" "$fixture")" >"$out/proxy.toml"
+    local args=("${fixture[@]:1}")
+    ((sdk)) && args+=(--stdio)
+    printf '[servers.conformance]\ncommand = %s\nargs = %s\n' "$(json_str "$node" "${fixture[0]}")" \
+      "$(json_argv "$node" "${args[@]}")" >"$out/proxy.toml"
   fi
   echo "conformance.sh: starting ahp-proxy, MCP on 127.0.0.1:$mcp_port (log: $out/proxy.log)" >&2
   start_group "$out/proxy.log" "$proxy" --log-format json --config "$out/proxy.toml" serve \

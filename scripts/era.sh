@@ -13,6 +13,8 @@
 #                                         dual-stateless  SDK v2, both eras, HTTP legacy stateless (the
 #                                                         SDK's default; over stdio the same as dual)
 #                                         modern          SDK v2, 2026-07-28 only
+#                                         conformance     a reference server for the conformance suite
+#                                                         on SDK v2, both eras (reference-server.mjs)
 #                                       HTTP: http://127.0.0.1:PORT/mcp; PORT 0 lets the OS pick, and
 #                                       the server prints `AHP-ERA-LISTENING <url>` on stdout
 #   scripts/era.sh drive DRIVER-ARGS... the client driver (see era-tools/driver.mjs):
@@ -30,7 +32,7 @@ die() { echo "era.sh: $*" >&2; exit 2; }
 # node_bin, install_locked, copy_scripts, json_str, json_argv.
 . "$here/tools-cache.sh"
 
-SCRIPTS=(common.mjs v2-serving.mjs era-server.mjs legacy-server.mjs driver.mjs)
+SCRIPTS=(common.mjs v2-serving.mjs era-server.mjs legacy-server.mjs reference-fixture.mjs reference-server.mjs driver.mjs)
 
 # The folder holding the era scripts, beside the installed packages.
 install_era() {
@@ -52,11 +54,12 @@ server_argv() {
       [[ "$transport" == stdio ]] || ARGV+=(--legacy-http stateless)
       ;;
     modern) ARGV=("$node" "$dir/era-server.mjs" "${tail[@]}" --modern-only) ;;
-    *) die "unknown server kind $kind (legacy, dual, dual-stateless, modern)" ;;
+    conformance) ARGV=("$node" "$dir/reference-server.mjs" "${tail[@]}") ;;
+    *) die "unknown server kind $kind (legacy, dual, dual-stateless, modern, conformance)" ;;
   esac
 }
 
-KINDS=(legacy dual dual-stateless modern)
+KINDS=(legacy dual dual-stateless modern conformance)
 
 cmd_commands() {
   local node dir kind t argv

@@ -1,14 +1,17 @@
 //! The era fixtures direct, without the proxy: the official TypeScript SDK clients (v1; v2 in its
 //! default legacy mode, pinned to 2026-07-28, and auto) against the era test servers (SDK v1
 //! legacy; SDK v2 dual-era, dual-era with the SDK's stateless legacy HTTP, modern-only) over stdio
-//! and streamable HTTP show the spec's compatibility matrix. These pin what the proxy's era tests
-//! compare with. `scripts/era.sh` installs Node and the SDKs.
+//! and streamable HTTP show the spec's compatibility matrix; the project's conformance reference
+//! server on SDK v2 passes every scored 2026-07-28 server scenario and the 2025-11-25 ones. These
+//! pin what the proxy's era tests compare with. `scripts/era.sh` installs Node and the SDKs.
 
 mod era;
+mod suite;
 
 use era::{
     direct, in_parallel, Client, Expect, Outcome, Target, Toolkit, Transport, CLIENTS, SERVERS,
 };
+use serde_json::Value;
 
 /// The input a server asks for in each scenario, by method.
 const ASKS: [(&str, &str); 3] = [
@@ -121,4 +124,46 @@ fn every_sdk_client_meets_every_era_server_as_the_spec_says() {
         started.elapsed().as_millis()
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The scored scenarios that passed, and those that did not.
+fn scored(summary: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut passed, mut failed) = (Vec::new(), Vec::new());
+    for s in summary["scenarios"].as_array().expect("scenarios") {
+        let name = s["name"].as_str().unwrap_or_default().to_string();
+        match (s["scored"] == true, s["status"] == "pass") {
+            (true, true) => passed.push(name),
+            (true, false) => failed.push(name),
+            _ => {}
+        }
+    }
+    (passed, failed)
+}
+
+#[test]
+fn the_sdk_reference_server_passes_the_2026_07_28_and_2025_11_25_server_scenarios() {
+    let modern = suite::run(&["reference", "--sdk"], &["--requirements", "2026-07-28"]);
+    let (passed, failed) = scored(&modern);
+    assert!(
+        failed.is_empty() && passed.len() == 37,
+        "2026-07-28: passed {passed:?}, failed {failed:?}"
+    );
+    assert!(passed.contains(&"server-stateless".to_string()));
+
+    let legacy = suite::run(&["reference", "--sdk"], &["--requirements", "2025-11-25"]);
+    assert_eq!(
+        (
+            legacy["scenarios_passed"].as_u64(),
+            legacy["scenarios_failed"].as_u64()
+        ),
+        (Some(33), Some(0)),
+        "2025-11-25: {:?}",
+        legacy["failed_scenarios"]
+    );
+    eprintln!(
+        "SDK v2 reference server: 2026-07-28 {} scored scenarios in {} ms, 2025-11-25 33 in {} ms",
+        passed.len(),
+        modern["elapsed_ms"],
+        legacy["elapsed_ms"]
+    );
 }

@@ -1,11 +1,11 @@
-// What the SDK v2 servers share (era-server.mjs; @modelcontextprotocol/server
+// What the SDK v2 servers share (era-server.mjs, reference-server.mjs; @modelcontextprotocol/server
 // 2.4.0 and /node 2.1.2): dual-era streamable HTTP, where each request is classified by era and
 // 2026-07-28 requests go to a createMcpHandler handler (stateless) and 2025-11-25 ones to
 // stateful sessions (NodeStreamableHTTPServerTransport: Mcp-Session-Id, a GET stream,
 // server->client requests), the composition the SDK's own documentation gives for keeping
 // sessionful legacy serving next to a strict modern endpoint (`createMcpHandler`'s `legacy`
-// option and `isLegacyRequest`); and the set of instances that have a connection of their own,
-// which get list changes pushed to them.
+// option and `isLegacyRequest`); an in-memory event store for those sessions; and the set of
+// instances that have a connection of their own, which get list changes pushed to them.
 import { randomUUID } from 'node:crypto';
 import { classifyInboundRequest, isInitializeRequest, isJsonContentType } from '@modelcontextprotocol/server';
 import { NodeStreamableHTTPServerTransport, toNodeHandler } from '@modelcontextprotocol/node';
@@ -72,6 +72,37 @@ export function dualEraHandler({ modern, legacyServer, sessionOptions = () => ({
     }
     await transport.handleRequest(req, res, body);
   };
+}
+
+/**
+ * The events of one legacy session's SSE streams, kept in memory so that a client can resume a
+ * stream with `Last-Event-ID` (the SDK transport's `eventStore`; with it the transport sends a
+ * priming event first). Forgotten with the session.
+ */
+export class MemoryEventStore {
+  #events = new Map(); // event id -> { streamId, message }, in the order stored
+  #next = 0;
+
+  async storeEvent(streamId, message) {
+    const id = `${++this.#next}`;
+    this.#events.set(id, { streamId, message });
+    return id;
+  }
+
+  async getStreamIdForEventId(eventId) {
+    return this.#events.get(eventId)?.streamId;
+  }
+
+  async replayEventsAfter(lastEventId, { send }) {
+    const last = this.#events.get(lastEventId);
+    if (!last) throw new Error(`unknown event id ${lastEventId}`);
+    let after = false;
+    for (const [id, { streamId, message }] of this.#events) {
+      if (after && streamId === last.streamId) await send(id, message);
+      after ||= id === lastEventId;
+    }
+    return last.streamId;
+  }
 }
 
 /** Keeps `entry` in the set `live` while the connection of `server` (an McpServer) lasts. */
