@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official MCP conformance suite (server scenarios), pinned, for ahp-proxy.
+# The official MCP conformance suite (server and client scenarios), pinned, for ahp-proxy.
 #
 #   scripts/conformance.sh install                 install the pinned tools, print the cache dir
 #   scripts/conformance.sh commands [--json]       exact command lines: the suite, the everything
@@ -7,6 +7,12 @@
 #   scripts/conformance.sh list [SUITE-ARGS...]    the scenarios a run selects
 #   scripts/conformance.sh server --url URL [--out DIR] [--quiet] [-- SUITE-ARGS...]
 #                                                  run the server scenarios against URL
+#   scripts/conformance.sh client (--command CMD | --sdk-client) [--out DIR] [--quiet]
+#                                 [-- SUITE-ARGS...]
+#                                                  run the client scenarios with CMD as the client
+#                                                  under test (the suite appends its mock server's
+#                                                  URL; --sdk-client: the SDK v2 client of
+#                                                  scripts/era-tools/reference-client.mjs)
 #   scripts/conformance.sh fixture --stdio | --http PORT
 #                                                  run the project's fixture (the suite's reference
 #                                                  server, `ahp-proxy-example-server conformance`) in
@@ -29,13 +35,13 @@
 #                                                  server), the suite on /mcp/conformance (server)
 #                                                  or /mcp (aggregate)
 #
-# `server` selects `--requirements 2025-11-25` (the frozen scenario set of MCP 2025-11-25,
-# run at the 2025-11-25 wire: ahp-proxy's protocol version) unless SUITE-ARGS carry
+# `server` and `client` select `--requirements 2025-11-25` (the frozen scenario set of MCP
+# 2025-11-25, run at the 2025-11-25 wire: ahp-proxy's protocol version) unless SUITE-ARGS carry
 # --scenario, --suite, --spec-version or --requirements (`-- --requirements 2026-07-28`: the
-# 2026-07-28 set, which of the servers here only the --sdk reference server passes). Its
+# 2026-07-28 set, which of the servers here only the --sdk reference server passes). Their
 # results go to DIR (default: a new temporary directory): suite.log,
-# results/server-<scenario>-<time>/checks.json and summary.json. stdout gets one PASS/FAIL line
-# per scenario with the failed and warning checks, then, last, `AHP-CONFORMANCE {json}` (the
+# results/[server-]<scenario>-<time>/checks.json and summary.json. stdout gets one PASS/FAIL
+# line per scenario with the failed and warning checks, then, last, `AHP-CONFORMANCE {json}` (the
 # summary on one line). The suite's own output goes to stderr unless --quiet.
 # Exit: 0 every scenario passed, 1 a scenario failed, 2 the suite did not run. With
 # `-- --expected-failures FILE` (the suite's baseline, see conformance-tools/expected-failures/)
@@ -169,20 +175,24 @@ free_ports() {
   done
 }
 
-cmd_server() {
-  local url="" out="" quiet=0
+# run_suite server|client ARGS...: the suite's server scenarios against --url URL, or its client
+# scenarios with --command CMD (--sdk-client: the SDK v2 client, era-tools/reference-client.mjs)
+# as the client under test; the summary as described at the top.
+run_suite() {
+  local mode="$1" target="" out="" quiet=0 sdk_client=0
+  shift
   while (($#)); do
-    case "$1" in
-      --url) url="$2"; shift 2 ;;
-      --url=*) url="${1#*=}"; shift ;;
-      --out) out="$2"; shift 2 ;;
-      --out=*) out="${1#*=}"; shift ;;
-      --quiet) quiet=1; shift ;;
-      --) shift; break ;;
-      *) die "server: unknown option $1 (suite options go after --)" ;;
+    case "$mode:$1" in
+      server:--url | client:--command) target="$2"; shift 2 ;;
+      server:--url=* | client:--command=*) target="${1#*=}"; shift ;;
+      client:--sdk-client) sdk_client=1; shift ;;
+      *:--out) out="$2"; shift 2 ;;
+      *:--out=*) out="${1#*=}"; shift ;;
+      *:--quiet) quiet=1; shift ;;
+      *:--) shift; break ;;
+      *) die "$mode: unknown option $1 (suite options go after --)" ;;
     esac
   done
-  [[ -n "$url" ]] || die "server: --url is required"
   local extra=("$@")
   has_selection "${extra[@]+"${extra[@]}"}" || extra=(--requirements "$REQUIREMENTS" "${extra[@]+"${extra[@]}"}")
 
@@ -190,6 +200,12 @@ cmd_server() {
   node="$(node_bin)"
   dir="$(install_tools)"
   js="$(conformance_js "$dir")"
+  if ((sdk_client)); then
+    local era
+    era="$("$here/era.sh" install)" || die "scripts/era.sh install failed"
+    target="$node $era/reference-client.mjs"
+  fi
+  [[ -n "$target" ]] || die "$mode: --url, --command or --sdk-client is required"
   if [[ -z "$out" ]]; then
     out="$(mktemp -d "${TMPDIR:-/tmp}/ahp-conformance.XXXXXX")"
   else
@@ -197,10 +213,15 @@ cmd_server() {
     rm -rf "$out/results" "$out/suite.log" "$out/summary.json" "$out/meta.json"
   fi
 
-  local version start end rc=0
+  local version start end rc=0 argv
   version="$("$node" -e 'console.log(require(process.argv[1]).version)' \
     "$dir/node_modules/@modelcontextprotocol/conformance/package.json")"
-  local argv=("$node" "$js" server --url "$url" -o "$out/results" "${extra[@]}")
+  if [[ "$mode" == server ]]; then
+    argv=("$node" "$js" server --url "$target" -o "$out/results" "${extra[@]}")
+  else
+    # The suite splits the command at spaces and appends its mock server's URL.
+    argv=("$node" "$js" client --command "$target" -o "$out/results" "${extra[@]}")
+  fi
   start=$(date +%s%N)
   if ((quiet)); then
     "${argv[@]}" >"$out/suite.log" 2>&1 || rc=$?
@@ -213,7 +234,7 @@ cmd_server() {
 {
   "suite": "@modelcontextprotocol/conformance",
   "suite_version": $(json_str "$node" "$version"),
-  "url": $(json_str "$node" "$url"),
+  "$([[ $mode == server ]] && echo url || echo command)": $(json_str "$node" "$target"),
   "suite_args": $(json_argv "$node" "${extra[@]}"),
   "suite_exit_code": $rc,
   "baseline": $(has_baseline "${extra[@]}" && echo true || echo false),
@@ -225,6 +246,8 @@ EOF
   "$node" "$tools_src/summary.mjs" "$out" || src=$?
   return "$src"
 }
+
+cmd_server() { run_suite server "$@"; }
 
 cmd_everything() {
   local node dir js
@@ -444,6 +467,7 @@ case "${1:-}" in
   commands) shift; cmd_commands "$@" ;;
   list) shift; cmd_list "$@" ;;
   server) shift; cmd_server "$@" ;;
+  client) shift; run_suite client "$@" ;;
   everything) shift; cmd_everything "$@" ;;
   reference) shift; cmd_reference "$@" ;;
   fixture) shift; cmd_fixture "$@" ;;

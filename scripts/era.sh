@@ -32,7 +32,7 @@ die() { echo "era.sh: $*" >&2; exit 2; }
 # node_bin, install_locked, copy_scripts, json_str, json_argv.
 . "$here/tools-cache.sh"
 
-SCRIPTS=(common.mjs v2-serving.mjs era-server.mjs legacy-server.mjs reference-fixture.mjs reference-server.mjs driver.mjs)
+SCRIPTS=(common.mjs v2-serving.mjs era-server.mjs legacy-server.mjs reference-fixture.mjs reference-server.mjs reference-client.mjs driver.mjs)
 
 # The folder holding the era scripts, beside the installed packages.
 install_era() {
