@@ -1,4 +1,4 @@
-// The MCP conformance suite's reference fixture on the official TypeScript SDK v2
+// A reference fixture for the MCP conformance suite on the official TypeScript SDK v2
 // (@modelcontextprotocol/server 2.4.0): one McpServer factory with the tools, resources and
 // prompts the suite's server scenarios call by name, for both eras (2025-11-25 and 2026-07-28).
 // reference-server.mjs serves it over streamable HTTP and stdio.

@@ -1,6 +1,6 @@
-// The conformance suite's reference server on SDK v2, dual-era: the fixture of
-// reference-fixture.mjs served over streamable HTTP or stdio. `scripts/era.sh server conformance`
-// runs it, `scripts/conformance.sh reference --sdk` runs the suite against it.
+// A reference server for the MCP conformance suite on SDK v2, dual-era (the project's own): the
+// fixture of reference-fixture.mjs served over streamable HTTP or stdio. `scripts/era.sh server
+// conformance` runs it, `scripts/conformance.sh reference --sdk` runs the suite against it.
 //
 //   node reference-server.mjs --stdio
 //       serveStdio: the opening message pins the connection's era (`initialize`: 2025-11-25,
