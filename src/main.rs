@@ -13,6 +13,7 @@ use ahp_proxy::check;
 use ahp_proxy::config::Config;
 use ahp_proxy::control::{self, steer::Verb, Endpoint};
 use ahp_proxy::discovery::Context;
+use ahp_proxy::untrusted::json_escaped;
 
 /// mimalloc (`ahp_proxy::heap` says why).
 #[global_allocator]
@@ -195,7 +196,7 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             if matches!(command, Command::Check { json: true, .. }) {
-                print_out(&ahp_proxy::check::render_config_error_json(&error));
+                print_out(&json_escaped(&check::render_config_error_json(&error)));
             }
             eprintln!("{error}");
             return ExitCode::from(2);
@@ -255,7 +256,11 @@ fn check(config: &Config, file: Option<&Path>, json: bool, start: bool) -> ExitC
         }
     };
     if json {
-        print_out(&check::render_json(&catalog, &missing, outcomes.as_deref()));
+        print_out(&json_escaped(&check::render_json(
+            &catalog,
+            &missing,
+            outcomes.as_deref(),
+        )));
     } else {
         let file = file.map(|f| std::path::absolute(f).unwrap_or_else(|_| f.to_path_buf()));
         print_out(&check::render_header(config, file.as_deref()));

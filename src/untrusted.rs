@@ -30,6 +30,21 @@ impl fmt::Display for Escaped<'_> {
     }
 }
 
+/// JSON text for the terminal: the characters [`needs_escape`] names that JSON allows raw
+/// (DEL, C1 controls, direction marks; serde_json escapes the C0 ones) written as `\uXXXX`.
+/// The result is the same JSON value.
+pub fn json_escaped(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if needs_escape(c) && u32::from(c) >= 0x7f {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `text` with its control characters escaped (and `"`, `\\` when `quote`), cut after
 /// `limit` characters.
 fn write_escaped(text: &str, f: &mut fmt::Formatter<'_>, quote: bool, limit: usize) -> fmt::Result {
@@ -99,6 +114,17 @@ mod tests {
         assert_eq!(
             Escaped(&long).to_string(),
             format!("{}\\u{{1b}}[2J", "y".repeat(MAX_LOGGED_CHARS * 2))
+        );
+    }
+
+    #[test]
+    fn json_keeps_its_value_and_loses_its_raw_controls() {
+        let value = serde_json::json!({"m": "a\u{1b}[2J\u{7f}\u{9b}\u{202e}b é"});
+        let shown = json_escaped(&value.to_string());
+        assert!(!shown.chars().any(needs_escape), "{shown}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&shown).unwrap(),
+            value
         );
     }
 

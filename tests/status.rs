@@ -434,7 +434,7 @@ async fn remote_text_reaches_the_terminal_escaped() {
     let script = dir.path().join("hostile-server");
     std::fs::write(
         &script,
-        "#!/bin/sh\nprintf 'boom\\033[2J\\rahp-proxy at ws://evil: 0 servers\\n' >&2\nexit 1\n",
+        "#!/bin/sh\nprintf 'boom\\033[2J\\rahp-proxy at ws://evil: 0 servers \\342\\200\\256txt\\n' >&2\nexit 1\n",
     )
     .expect("write");
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -457,4 +457,16 @@ async fn remote_text_reaches_the_terminal_escaped() {
         "a carriage return reached the terminal: {shown:?}"
     );
     assert!(shown.contains("boom\\u{1b}[2J\\r"), "{shown}");
+    assert!(shown.contains("\\u{202e}txt"), "{shown}");
+    // JSON too: the same value, nothing raw that a terminal would act on.
+    let json = cli(&["status", "--json"], &proxy.url);
+    let json = String::from_utf8_lossy(&json.stdout);
+    assert!(
+        !json
+            .chars()
+            .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+        "{json:?}"
+    );
+    let value: Value = serde_json::from_str(&json).expect("JSON");
+    assert!(value.to_string().contains("boom\\u001b[2J"), "{value}");
 }

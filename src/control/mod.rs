@@ -14,6 +14,7 @@ use ahp_types::state::{Customization, McpServerState, SessionState, SnapshotStat
 use ahp_types::StateAction;
 use serde_json::{json, Value};
 
+use crate::untrusted::json_escaped;
 use error::{within, ControlError, Step, STEP_DEADLINE};
 use tree::Tools;
 
@@ -233,14 +234,12 @@ pub async fn status(endpoint: &Endpoint, json: bool, watch: bool) -> u8 {
         connection.count_tools(&mut tools, &mut counted).await;
         let text = if json {
             let value = tree::render_json(&connection.url, connection.customizations(), &tools);
-            if watch {
-                format!("{value}\n")
+            let text = if watch {
+                value.to_string()
             } else {
-                format!(
-                    "{}\n",
-                    serde_json::to_string_pretty(&value).unwrap_or_default()
-                )
-            }
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            };
+            format!("{}\n", json_escaped(&text))
         } else {
             tree::render_text(&connection.url, connection.customizations(), &tools)
         };
