@@ -13,7 +13,7 @@ use ahp_types::commands::{
 };
 use ahp_types::errors::UnsupportedProtocolVersionErrorData;
 use ahp_types::state::{CustomizationEnablement, SessionConfigSchema};
-use ahp_types::{StateAction, ROOT_RESOURCE_URI};
+use ahp_types::ROOT_RESOURCE_URI;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
