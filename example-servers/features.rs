@@ -59,19 +59,21 @@ struct State {
     slow_running: watch::Sender<usize>,
     /// Sampling answers received so far (`slow` with `until_sampled` waits for the next).
     sampled: watch::Sender<u64>,
+    /// Tool calls being answered now (`ask_llm`'s `wait_for_calls` waits on it).
+    calls: watch::Sender<usize>,
 }
 
-/// One running `slow` call, counted in `slow_running` while it lives.
-struct Running<'a>(&'a watch::Sender<usize>);
+/// One call of a kind being answered (a tool call, a `slow` call), counted while it lives.
+struct Counted<'a>(&'a watch::Sender<usize>);
 
-impl<'a> Running<'a> {
-    fn count(running: &'a watch::Sender<usize>) -> Self {
-        running.send_modify(|n| *n += 1);
-        Running(running)
+impl<'a> Counted<'a> {
+    fn new(calls: &'a watch::Sender<usize>) -> Self {
+        calls.send_modify(|n| *n += 1);
+        Self(calls)
     }
 }
 
-impl Drop for Running<'_> {
+impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.0.send_modify(|n| *n -= 1);
     }
@@ -143,8 +145,9 @@ fn static_tools() -> Vec<Value> {
                "inputSchema": object_schema(json!({"ms": {"type": "integer", "minimum": 0, "maximum": MAX_MS}, "until_sampled": {"type": "boolean"}}), &["ms"])}),
         json!({"name": "cancellations", "description": "How many slow calls were cancelled.", "inputSchema": none()}),
         json!({"name": "die", "description": "Exit the server (status 7) after ms milliseconds, without answering.", "inputSchema": ms()}),
-        json!({"name": "ask_llm", "description": "Ask the client's model (sampling/createMessage); with after_slow, once a slow call runs.",
-               "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}, "after_slow": {"type": "boolean"}}, "required": ["prompt"]}}),
+        json!({"name": "ask_llm", "description": "Ask the client's model (sampling/createMessage); with after_slow, once a slow call runs; with wait_for_calls, once that many tool calls (this one included) are being answered.",
+               "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}, "after_slow": {"type": "boolean"},
+                   "wait_for_calls": {"type": "integer", "minimum": 1}}, "required": ["prompt"]}}),
         json!({"name": "roots", "description": "The client's roots (roots/list), one URI a line.", "inputSchema": none()}),
         json!({"name": "ask_user", "description": "Ask the user a question (elicitation/create).", "inputSchema": string("question")}),
         json!({"name": "log", "description": "Send a log message (notifications/message) unless the level is filtered.",
@@ -199,7 +202,7 @@ impl Features {
         let start = tokio::time::Instant::now();
         let done = tokio::time::sleep(Duration::from_millis(ms));
         tokio::pin!(done);
-        let _running = Running::count(&self.state.slow_running);
+        let _running = Counted::new(&self.state.slow_running);
         let mut answers = self.state.sampled.subscribe();
         let until_sampled = args.get("until_sampled").and_then(Value::as_bool) == Some(true);
         let mut ticks = tokio::time::interval_at(start + TICK, TICK);
@@ -307,6 +310,12 @@ async fn ask_llm(args: &JsonObject, peer: &Peer<RoleServer>, state: &State) -> O
         let mut running = state.slow_running.subscribe();
         let _ = running.wait_for(|n| *n > 0).await;
     }
+    // Optional: ask only once other calls are in flight too (a test's overlap, by event).
+    if let Some(wanted) = args.get("wait_for_calls").and_then(Value::as_u64) {
+        let wanted = usize::try_from(wanted).unwrap_or(usize::MAX);
+        let mut calls = state.calls.subscribe();
+        let _ = calls.wait_for(|n| *n >= wanted).await;
+    }
     let params = CreateMessageRequestParams::new(vec![SamplingMessage::user_text(prompt)], 100);
     let result = peer
         .create_message(params)
@@ -399,6 +408,7 @@ impl ServerHandler for Features {
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
         let peer = &context.peer;
+        let _counted = Counted::new(&self.state.calls);
         let outcome = match request.name.as_ref() {
             "echo" => str_arg(&args, "text").and_then(text),
             "add" => add(&args),

@@ -150,7 +150,7 @@ pub struct Context {
 }
 
 /// The example-server binary's name (its crate, `example-servers/`, is built next to the proxy).
-const EXAMPLES_BINARY: &str = "ahp-proxy-example-server";
+pub const EXAMPLES_BINARY: &str = "ahp-proxy-example-server";
 
 impl Context {
     /// The production context: the process environment, plus `AHP_PROXY_EXE` (this binary),

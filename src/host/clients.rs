@@ -12,7 +12,7 @@ use ahp_types::commands::{
 use ahp_types::state::Snapshot;
 use ahp_types::ROOT_RESOURCE_URI;
 
-use super::audience::Audience;
+use super::audience::{Audience, Named};
 use super::fanout::ConnId;
 use super::sessions::session_not_found;
 use super::store::seq_i64;
@@ -34,7 +34,7 @@ impl Host {
         request_id: u64,
         client_id: &str,
         record: ClientRecord,
-        initial_subscriptions: &[String],
+        initial_subscriptions: &[Named],
     ) {
         let mut core = self.core();
         let core = &mut *core;
@@ -43,9 +43,9 @@ impl Host {
         let elsewhere = core.fanout.has_client(client_id);
         core.fanout.set_client(id, client_id, Audience::of(&record));
         let mut snapshots = Vec::new();
-        for uri in initial_subscriptions {
-            if let Some(snapshot) = core.snapshot_for(id, uri) {
-                core.fanout.subscribe(id, uri);
+        for named in initial_subscriptions {
+            if let Some(snapshot) = core.snapshot_for(id, named) {
+                core.fanout.subscribe_as(id, &named.uri, &named.name);
                 snapshots.push(snapshot);
             }
         }
@@ -77,7 +77,7 @@ impl Host {
         request_id: u64,
         client_id: &str,
         last_seen_server_seq: i64,
-        subscriptions: &[String],
+        subscriptions: &[Named],
     ) -> Result<(), RpcError> {
         let last_seen = u64::try_from(last_seen_server_seq).map_err(|_| {
             RpcError::invalid_params("lastSeenServerSeq must be a non-negative integer")
@@ -94,37 +94,43 @@ impl Host {
         let mcp_apps = audience.mcp_apps;
         core.fanout.set_client(id, client_id, audience);
         // Open `mcp://` channels stay subscribed (they have no state to replay).
-        let (live, missing): (Vec<&String>, Vec<&String>) = subscriptions.iter().partition(|uri| {
-            core.store.has_channel(uri)
-                || (mcp_apps && uri.starts_with("mcp://") && core.channel_server(uri).is_some())
+        let (live, missing): (Vec<&Named>, Vec<&Named>) = subscriptions.iter().partition(|n| {
+            core.store.has_channel(&n.uri)
+                || (mcp_apps
+                    && n.uri.starts_with("mcp://")
+                    && core.channel_server(&n.uri).is_some())
         });
-        let channels: HashSet<&str> = live.iter().map(|uri| uri.as_str()).collect();
+        for named in &live {
+            core.fanout.subscribe_as(id, &named.uri, &named.name);
+        }
+        let channels: HashSet<&str> = live.iter().map(|n| n.uri.as_str()).collect();
         let result = match core.store.replay(last_seen, &channels) {
             Some(actions) => ReconnectResult::Replay(ReconnectReplayResult {
                 actions: actions
                     .iter()
-                    .filter_map(|e| audience.envelope(e).map(Cow::into_owned))
+                    .filter_map(|e| {
+                        let name = core.fanout.name_of(id, &e.channel);
+                        audience.envelope_as(e, name).map(Cow::into_owned)
+                    })
                     .collect(),
-                missing: missing.into_iter().cloned().collect(),
+                missing: missing.into_iter().map(|n| n.name.clone()).collect(),
             }),
             None => ReconnectResult::Snapshot(ReconnectSnapshotResult {
                 snapshots: live
                     .iter()
-                    .filter_map(|uri| core.snapshot_for(id, uri))
+                    .filter_map(|named| core.snapshot_for(id, named))
                     .collect(),
             }),
         };
-        for uri in &live {
-            core.fanout.subscribe(id, uri);
-        }
         core.fanout.send(id, jsonrpc::success(request_id, &result));
         // A session the client was active in and no longer follows: it has left, at once.
         core.leave_unfollowed(client_id, subscriptions);
         Ok(())
     }
 
-    /// Handle `subscribe` for a state-bearing channel.
-    pub fn subscribe(&self, id: ConnId, request_id: u64, uri: &str) -> Result<(), RpcError> {
+    /// Handle `subscribe` for a state-bearing channel, asked for by `channel.name`.
+    pub fn subscribe(&self, id: ConnId, request_id: u64, channel: &Named) -> Result<(), RpcError> {
+        let uri = channel.uri.as_str();
         if uri.starts_with("mcp://") {
             // Stateless: no snapshot, just the list-change notifications from now on.
             self.resolve_channel(id, uri)?;
@@ -136,9 +142,9 @@ impl Host {
         }
         let mut core = self.core();
         let snapshot = core
-            .snapshot_for(id, uri)
-            .ok_or_else(|| unknown_channel(uri))?;
-        core.fanout.subscribe(id, uri);
+            .snapshot_for(id, channel)
+            .ok_or_else(|| unknown_channel(&channel.name))?;
+        core.fanout.subscribe_as(id, uri, &channel.name);
         let result = SubscribeResult {
             snapshot: Some(snapshot),
         };
@@ -169,11 +175,12 @@ impl Host {
 }
 
 impl Core {
-    /// A snapshot of `uri` as connection `id` is shown it (without channels and `mcpApp`s
-    /// unless it declared `mcpApps`, without what its protocol version does not know).
-    fn snapshot_for(&self, id: ConnId, uri: &str) -> Option<Snapshot> {
-        let snapshot = self.store.snapshot(uri)?;
-        Some(self.fanout.audience(id).snapshot(snapshot))
+    /// A snapshot of `channel` as connection `id` is shown it (without channels and
+    /// `mcpApp`s unless it is shown MCP Apps, without what its protocol version does not
+    /// know, by the name it asked for).
+    fn snapshot_for(&self, id: ConnId, channel: &Named) -> Option<Snapshot> {
+        let snapshot = self.store.snapshot(&channel.uri)?;
+        Some(self.fanout.audience(id).snapshot(snapshot, &channel.name))
     }
 
     fn remember(&mut self, client_id: &str, record: ClientRecord) {
@@ -189,11 +196,11 @@ impl Core {
 
     /// Client `client_id` now follows only `subscriptions`: every session it was active in
     /// and does not follow loses it as an active client.
-    fn leave_unfollowed(&mut self, client_id: &str, subscriptions: &[String]) {
+    fn leave_unfollowed(&mut self, client_id: &str, subscriptions: &[Named]) {
         let left: Vec<String> = self
             .store
             .session_uris()
-            .filter(|uri| !subscriptions.iter().any(|s| s == uri))
+            .filter(|uri| !subscriptions.iter().any(|s| s.uri == *uri))
             .filter(|uri| {
                 self.store
                     .session(uri)

@@ -100,6 +100,9 @@ struct Peer {
     outbox: Queue,
     kick: CancellationToken,
     subscriptions: HashSet<String>,
+    /// The names it subscribed under where they are not the host's own (VS Code's other
+    /// names of a session or chat): what it is sent on those channels is sent by that name.
+    names: HashMap<String, String>,
     client_id: Option<String>,
     /// What it is shown (MCP Apps or not, its protocol version).
     audience: Audience,
@@ -121,6 +124,7 @@ impl Fanout {
                 outbox,
                 kick,
                 subscriptions: HashSet::new(),
+                names: HashMap::new(),
                 client_id: None,
                 audience: Audience::default(),
             },
@@ -159,19 +163,39 @@ impl Fanout {
 
     /// Subscribe a connection to `uri` (idempotent: never doubles deliveries).
     pub fn subscribe(&mut self, id: ConnId, uri: &str) {
+        self.subscribe_as(id, uri, uri);
+    }
+
+    /// Subscribe a connection to `uri`, which it knows as `name`: what it is sent on `uri`
+    /// from now on goes by that name (the last name it subscribed under wins).
+    pub fn subscribe_as(&mut self, id: ConnId, uri: &str, name: &str) {
         if let Some(peer) = self.peers.get_mut(&id) {
+            if name == uri {
+                peer.names.remove(uri);
+            } else {
+                peer.names.insert(uri.to_string(), name.to_string());
+            }
             if peer.subscriptions.insert(uri.to_string()) {
                 self.channels.entry(uri.to_string()).or_default().insert(id);
             }
         }
     }
 
+    /// The name connection `id` knows channel `uri` by (`uri` itself unless it subscribed
+    /// under another).
+    pub fn name_of<'a>(&'a self, id: ConnId, uri: &'a str) -> &'a str {
+        self.peers
+            .get(&id)
+            .and_then(|peer| peer.names.get(uri))
+            .map_or(uri, String::as_str)
+    }
+
     /// Unsubscribe a connection from `uri`; returns whether it was subscribed.
     pub fn unsubscribe(&mut self, id: ConnId, uri: &str) -> bool {
-        let was = self
-            .peers
-            .get_mut(&id)
-            .is_some_and(|peer| peer.subscriptions.remove(uri));
+        let was = self.peers.get_mut(&id).is_some_and(|peer| {
+            peer.names.remove(uri);
+            peer.subscriptions.remove(uri)
+        });
         if was {
             self.drop_subscriber(uri, id);
         }
@@ -183,6 +207,7 @@ impl Fanout {
         for id in self.channels.remove(uri).unwrap_or_default() {
             if let Some(peer) = self.peers.get_mut(&id) {
                 peer.subscriptions.remove(uri);
+                peer.names.remove(uri);
             }
         }
     }
@@ -223,27 +248,37 @@ impl Fanout {
 
     /// Queue `frame` for every subscriber of `uri`.
     pub fn broadcast(&mut self, uri: &str, frame: &Frame) {
-        self.broadcast_each(uri, |_| Some(frame.clone()));
+        self.broadcast_each(uri, |_, _| Some(frame.clone()));
     }
 
-    /// Queue for every subscriber of `uri` what `render` makes for its audience (`None`:
-    /// nothing). Each audience is rendered once, however many subscribers share it.
-    pub fn broadcast_each(&mut self, uri: &str, mut render: impl FnMut(Audience) -> Option<Frame>) {
+    /// Queue for every subscriber of `uri` what `render` makes for its audience and the name
+    /// it knows `uri` by (`None`: nothing). Each audience and name is rendered once, however
+    /// many subscribers share it.
+    pub fn broadcast_each(
+        &mut self,
+        uri: &str,
+        mut render: impl FnMut(Audience, &str) -> Option<Frame>,
+    ) {
         let Some(ids) = self.channels.get(uri) else {
             return;
         };
         let ids: Vec<ConnId> = ids.iter().copied().collect();
-        let mut rendered: Vec<(Audience, Option<Frame>)> = Vec::new();
+        let mut rendered: Vec<(Audience, String, Option<Frame>)> = Vec::new();
         for id in ids {
             let audience = self.audience(id);
-            let at = match rendered.iter().position(|(a, _)| *a == audience) {
+            let name = self.name_of(id, uri);
+            let at = match rendered
+                .iter()
+                .position(|(a, n, _)| *a == audience && n == name)
+            {
                 Some(at) => at,
                 None => {
-                    rendered.push((audience, render(audience)));
+                    let frame = render(audience, name);
+                    rendered.push((audience, name.to_string(), frame));
                     rendered.len() - 1
                 }
             };
-            if let Some(frame) = &rendered[at].1 {
+            if let Some(frame) = &rendered[at].2 {
                 self.send(id, frame.clone());
             }
         }
@@ -313,6 +348,25 @@ mod tests {
         }
         assert_eq!(received, 3);
         assert!(!fanout.send(1, Frame::from("late")));
+    }
+
+    #[test]
+    fn a_subscriber_is_sent_a_channel_by_the_name_it_subscribed_under() {
+        let mut fanout = Fanout::default();
+        let (mut own, _) = peer(&mut fanout, 1, 8);
+        let (mut other, _) = peer(&mut fanout, 2, 8);
+        fanout.subscribe(1, "x");
+        fanout.subscribe_as(2, "x", "alias-of-x");
+        assert_eq!(fanout.name_of(2, "x"), "alias-of-x");
+        fanout.broadcast_each("x", |_, name| Some(Frame::from(name)));
+        assert_eq!(own.try_recv().ok(), Some(Frame::from("x")));
+        assert_eq!(other.try_recv().ok(), Some(Frame::from("alias-of-x")));
+        // Subscribing by the host's own name again: that name from now on.
+        fanout.subscribe(2, "x");
+        assert_eq!(fanout.name_of(2, "x"), "x");
+        fanout.subscribe_as(2, "x", "alias-of-x");
+        assert!(fanout.unsubscribe(2, "x"));
+        assert_eq!(fanout.name_of(2, "x"), "x");
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod dispatch;
 pub mod fanout;
 pub mod input_needed;
 pub mod live;
+pub mod malformed;
 pub mod paused;
 pub mod replay;
 mod servers;
@@ -224,13 +225,15 @@ impl Core {
     fn publish(&mut self, commit: Commit) {
         let envelope = &commit.envelope;
         let encoded = commit.json.as_deref();
-        self.fanout.broadcast_each(&envelope.channel, |audience| {
-            audience.action(envelope, encoded)
-        });
-        if let Some(changes) = &commit.summary_changes {
-            self.fanout.broadcast_each(ROOT_RESOURCE_URI, |audience| {
-                Some(audience.summary_changed(&envelope.channel, changes))
+        self.fanout
+            .broadcast_each(&envelope.channel, |audience, name| {
+                audience.action(envelope, encoded, name)
             });
+        if let Some(changes) = &commit.summary_changes {
+            self.fanout
+                .broadcast_each(ROOT_RESOURCE_URI, |audience, _| {
+                    Some(audience.summary_changed(&envelope.channel, changes))
+                });
         }
     }
 }

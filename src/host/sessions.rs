@@ -1,5 +1,6 @@
 //! The session list: `listSessions` paging, `createSession` (a new session showing the host's
-//! customizations) and `disposeSession`, each announced on the root channel.
+//! customizations) and `disposeSession`, each announced on the root channel; which sessions
+//! and default chats there are, for the edge resolving VS Code's names of them.
 
 use ahp_types::commands::{CreateSessionParams, ListSessionsResult};
 use ahp_types::notifications::{SessionAddedParams, SessionRemovedParams};
@@ -80,6 +81,7 @@ impl Host {
         }
         let customizations = core.customizations_for(&uri);
         if let Some(active) = &params.active_client {
+            super::admission::client_tools(&active.tools).map_err(RpcError::invalid_params)?;
             super::admission::client_plugins(
                 &customizations,
                 std::iter::empty(),
@@ -113,13 +115,14 @@ impl Host {
             core.refresh_client_plugins();
         }
         if let Some(summary) = core.store.summary(&uri) {
-            core.fanout.broadcast_each(ROOT_RESOURCE_URI, |audience| {
-                let added = SessionAddedParams {
-                    channel: ROOT_RESOURCE_URI.to_string(),
-                    summary: audience.summary(summary.clone()),
-                };
-                Some(jsonrpc::notification("root/sessionAdded", &added))
-            });
+            core.fanout
+                .broadcast_each(ROOT_RESOURCE_URI, |audience, _| {
+                    let added = SessionAddedParams {
+                        channel: ROOT_RESOURCE_URI.to_string(),
+                        summary: audience.summary(summary.clone()),
+                    };
+                    Some(jsonrpc::notification("root/sessionAdded", &added))
+                });
         }
         Ok(())
     }
@@ -155,6 +158,29 @@ impl Host {
             &jsonrpc::notification("root/sessionRemoved", &removed),
         );
         Ok(())
+    }
+}
+
+/// What the connection's edge asks to resolve the names VS Code gives sessions and chats.
+impl Host {
+    /// The agent provider id every session carries.
+    pub fn provider(&self) -> String {
+        self.core().store.provider().to_string()
+    }
+
+    /// Whether `uri` is one of the host's sessions.
+    pub fn is_session(&self, uri: &str) -> bool {
+        self.core().store.session(uri).is_some()
+    }
+
+    /// The default chat of session `session`, if it has one.
+    pub fn default_chat(&self, session: &str) -> Option<String> {
+        self.core().store.session(session)?.default_chat.clone()
+    }
+
+    /// The session that owns chat `chat`.
+    pub fn session_of_chat(&self, chat: &str) -> Option<String> {
+        self.core().store.chat_session(chat).map(str::to_string)
     }
 }
 
