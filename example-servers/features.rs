@@ -25,6 +25,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
 const HELLO_URI: &str = "features://static/hello.txt";
 const DATA_URI: &str = "features://static/data.bin";
@@ -54,15 +55,19 @@ struct State {
     subscriptions: Mutex<BTreeSet<String>>,
     /// Tools added by `add_tool`, in order.
     dynamic_tools: Mutex<Vec<String>>,
+    /// `slow` calls running now (`ask_llm` with `after_slow` waits for one).
+    slow_running: watch::Sender<usize>,
+    /// Sampling answers received so far (`slow` with `until_sampled` waits for the next).
+    sampled: watch::Sender<u64>,
     /// Tool calls being answered now (`ask_llm`'s `wait_for_calls` waits on it).
-    calls: tokio::sync::watch::Sender<usize>,
+    calls: watch::Sender<usize>,
 }
 
-/// One tool call being answered, counted in `State::calls` while it lives.
-struct Counted<'a>(&'a tokio::sync::watch::Sender<usize>);
+/// One call of a kind being answered (a tool call, a `slow` call), counted while it lives.
+struct Counted<'a>(&'a watch::Sender<usize>);
 
 impl<'a> Counted<'a> {
-    fn new(calls: &'a tokio::sync::watch::Sender<usize>) -> Self {
+    fn new(calls: &'a watch::Sender<usize>) -> Self {
         calls.send_modify(|n| *n += 1);
         Self(calls)
     }
@@ -136,11 +141,12 @@ fn static_tools() -> Vec<Value> {
         json!({"name": "add", "description": "Add two numbers (also as structured content).",
                "inputSchema": object_schema(json!({"a": {"type": "number"}, "b": {"type": "number"}}), &["a", "b"]),
                "outputSchema": object_schema(json!({"sum": {"type": "number"}}), &["sum"])}),
-        json!({"name": "slow", "description": "Wait ms milliseconds, with progress every 50 ms; cancellable.", "inputSchema": ms()}),
+        json!({"name": "slow", "description": "Wait ms milliseconds (with until_sampled: until the next sampling answer, at most ms), with progress every 50 ms; cancellable.",
+               "inputSchema": object_schema(json!({"ms": {"type": "integer", "minimum": 0, "maximum": MAX_MS}, "until_sampled": {"type": "boolean"}}), &["ms"])}),
         json!({"name": "cancellations", "description": "How many slow calls were cancelled.", "inputSchema": none()}),
         json!({"name": "die", "description": "Exit the server (status 7) after ms milliseconds, without answering.", "inputSchema": ms()}),
-        json!({"name": "ask_llm", "description": "Ask the client's model (sampling/createMessage), optionally after delay_ms, or once wait_for_calls tool calls (this one included) are being answered.",
-               "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}, "delay_ms": {"type": "integer", "minimum": 0},
+        json!({"name": "ask_llm", "description": "Ask the client's model (sampling/createMessage); with after_slow, once a slow call runs; with wait_for_calls, once that many tool calls (this one included) are being answered.",
+               "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}, "after_slow": {"type": "boolean"},
                    "wait_for_calls": {"type": "integer", "minimum": 1}}, "required": ["prompt"]}}),
         json!({"name": "roots", "description": "The client's roots (roots/list), one URI a line.", "inputSchema": none()}),
         json!({"name": "ask_user", "description": "Ask the user a question (elicitation/create).", "inputSchema": string("question")}),
@@ -196,6 +202,9 @@ impl Features {
         let start = tokio::time::Instant::now();
         let done = tokio::time::sleep(Duration::from_millis(ms));
         tokio::pin!(done);
+        let _running = Counted::new(&self.state.slow_running);
+        let mut answers = self.state.sampled.subscribe();
+        let until_sampled = args.get("until_sampled").and_then(Value::as_bool) == Some(true);
         let mut ticks = tokio::time::interval_at(start + TICK, TICK);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -206,6 +215,7 @@ impl Features {
                     return Err("cancelled".into());
                 }
                 () = &mut done => return text(format!("slept {ms} ms")),
+                _ = answers.changed(), if until_sampled => return text("held until a sampling answer"),
                 _ = ticks.tick(), if token.is_some() => {
                     let elapsed = u64::try_from(start.elapsed().as_millis()).unwrap_or(ms).min(ms);
                     if let Some(token) = &token {
@@ -293,20 +303,17 @@ async fn die(args: &JsonObject) -> Outcome {
     std::process::exit(7);
 }
 
-async fn ask_llm(
-    args: &JsonObject,
-    peer: &Peer<RoleServer>,
-    calls: &tokio::sync::watch::Sender<usize>,
-) -> Outcome {
+async fn ask_llm(args: &JsonObject, peer: &Peer<RoleServer>, state: &State) -> Outcome {
     let prompt = str_arg(args, "prompt")?;
-    // Optional: think a while before asking (lets tests overlap other calls).
-    if let Some(ms) = args.get("delay_ms").and_then(Value::as_u64) {
-        tokio::time::sleep(Duration::from_millis(ms.min(60_000))).await;
+    // Optional: ask only once a `slow` call runs (lets tests overlap another call, in order).
+    if args.get("after_slow").and_then(Value::as_bool) == Some(true) {
+        let mut running = state.slow_running.subscribe();
+        let _ = running.wait_for(|n| *n > 0).await;
     }
     // Optional: ask only once other calls are in flight too (a test's overlap, by event).
     if let Some(wanted) = args.get("wait_for_calls").and_then(Value::as_u64) {
         let wanted = usize::try_from(wanted).unwrap_or(usize::MAX);
-        let mut calls = calls.subscribe();
+        let mut calls = state.calls.subscribe();
         let _ = calls.wait_for(|n| *n >= wanted).await;
     }
     let params = CreateMessageRequestParams::new(vec![SamplingMessage::user_text(prompt)], 100);
@@ -314,6 +321,7 @@ async fn ask_llm(
         .create_message(params)
         .await
         .map_err(|e| format!("sampling/createMessage failed: {e}"))?;
+    state.sampled.send_modify(|n| *n += 1);
     let texts: Vec<String> = (result.message.content.into_vec().into_iter())
         .filter_map(|block| match block {
             SamplingMessageContentBlock::Text(t) => Some(t.text),
@@ -407,7 +415,7 @@ impl ServerHandler for Features {
             "slow" => self.slow(&args, &context).await,
             "cancellations" => text(self.state.cancellations.load(Ordering::SeqCst).to_string()),
             "die" => die(&args).await,
-            "ask_llm" => ask_llm(&args, peer, &self.state.calls).await,
+            "ask_llm" => ask_llm(&args, peer, &self.state).await,
             "roots" => roots(peer).await,
             "ask_user" => ask_user(&args, peer).await,
             "log" => self.log(&args, peer).await,

@@ -1,5 +1,6 @@
 //! `ahp-proxy-example-server <kind>`: the small real MCP servers the bundled examples, the
-//! tests and the benchmarks launch. Not part of the proxy; built next to it by cargo.
+//! tests and the benchmarks launch. Not part of the proxy: a crate of its own in the workspace,
+//! built next to the proxy by `cargo build` at the root.
 //!
 //! The kinds: notes, clock, an MCP App, an echo for benchmarks and two that fail on purpose
 //! (`small`), every MCP feature a proxy must forward (`features`); any of them can also

@@ -420,7 +420,8 @@ fn serve(
         None => {}
     }
     // The harness's stdin is watched for the whole run (when spinning, below).
-    let _stdin_watched = stdio.then(|| ahp_proxy::park_spin::Watched::new(0));
+    let _stdin_watched = stdio
+        .then(|| ahp_proxy::park_spin::Watched::new(std::os::fd::AsFd::as_fd(&std::io::stdin())));
     let park_spin_us = park_spin_us.unwrap_or(DEFAULT_PARK_SPIN_US);
     if stdio && park_spin_us > 0 {
         ahp_proxy::park_spin::set_budget(std::time::Duration::from_micros(u64::from(park_spin_us)));

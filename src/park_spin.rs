@@ -2,19 +2,25 @@
 //! on (the harness's stdin, the servers' stdouts) for a short, bounded time.
 //!
 //! On a VM, waking an idle vCPU costs tens of µs, and a call through the stdio front wakes
-//! the proxy twice (the harness's request, the server's answer). Spinning on `poll(2)`
-//! (zero timeout) keeps the vCPU busy while an answer is due; when a watched pipe becomes
-//! readable the worker parks and finds it at once. Off (zero budget) unless configured.
+//! the proxy twice (the harness's request, the server's answer). Spinning on `epoll_wait(2)`
+//! (zero timeout, over the watched pipes) keeps the vCPU busy while an answer is due; when a
+//! watched pipe becomes readable the worker parks and finds it at once. Off (zero budget)
+//! unless configured.
 
-use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use rustix::event::{epoll, Timespec};
 
 /// The spin budget in ns; 0: off.
 static BUDGET_NS: AtomicU64 = AtomicU64::new(0);
-/// The watched descriptors (a descriptor may be listed more than once).
-static WATCHED: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
+/// The interest list of the watched descriptors (made with the first; `None` if it could not
+/// be), and how many it holds. Every worker asks it at once, without a lock.
+static INTEREST: OnceLock<Option<OwnedFd>> = OnceLock::new();
+static WATCHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Spin at most `budget` before each park (zero: never).
 pub fn set_budget(budget: Duration) {
@@ -22,77 +28,78 @@ pub fn set_budget(budget: Duration) {
     BUDGET_NS.store(ns, Ordering::Relaxed);
 }
 
-/// A descriptor watched while this lives.
+fn interest() -> Option<&'static OwnedFd> {
+    INTEREST
+        .get_or_init(|| epoll::create(epoll::CreateFlags::CLOEXEC).ok())
+        .as_ref()
+}
+
+/// A descriptor watched while this lives (through a copy of it, registered in the interest
+/// list, so the watch ends with this and never outlives the copy).
 #[derive(Debug)]
-pub struct Watched(RawFd);
+pub struct Watched(Option<OwnedFd>);
 
 impl Watched {
-    /// Watch `fd` (a pipe or socket the proxy reads).
-    pub fn new(fd: RawFd) -> Self {
-        WATCHED.lock().unwrap_or_else(|p| p.into_inner()).push(fd);
-        Watched(fd)
+    /// Watch `fd` (a pipe or socket the proxy reads). Best effort: a descriptor that cannot
+    /// be watched is not (the worker then parks at once, as without the spin).
+    pub fn new(fd: BorrowedFd<'_>) -> Self {
+        let copy = interest().and_then(|interest| {
+            let copy = fd.try_clone_to_owned().ok()?;
+            let flags = epoll::EventFlags::IN;
+            epoll::add(interest, &copy, epoll::EventData::new_u64(0), flags).ok()?;
+            Some(copy)
+        });
+        if copy.is_some() {
+            WATCHED.fetch_add(1, Ordering::Relaxed);
+        }
+        Watched(copy)
     }
 }
 
 impl Drop for Watched {
     fn drop(&mut self) {
-        let mut watched = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(at) = watched.iter().position(|fd| *fd == self.0) {
-            watched.swap_remove(at);
+        if let (Some(copy), Some(interest)) = (self.0.take(), interest()) {
+            let _ = epoll::delete(interest, &copy);
+            WATCHED.fetch_sub(1, Ordering::Relaxed);
         }
     }
-}
-
-thread_local! {
-    static POLLED: std::cell::RefCell<Vec<libc::pollfd>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The runtime's park hook: return when a watched descriptor is readable (or hung up), or
 /// when the budget is spent.
 pub fn before_park() {
     let budget = BUDGET_NS.load(Ordering::Relaxed);
-    if budget == 0 {
+    if budget == 0 || WATCHED.load(Ordering::Relaxed) == 0 {
         return;
     }
-    POLLED.with_borrow_mut(|polled| {
-        polled.clear();
-        polled.extend(
-            WATCHED
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .map(|fd| libc::pollfd {
-                    fd: *fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                }),
-        );
-        if polled.is_empty() {
+    let Some(interest) = interest() else {
+        return;
+    };
+    let budget = Duration::from_nanos(budget);
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let mut ready = [MaybeUninit::<epoll::Event>::uninit(); 1];
+    let start = Instant::now();
+    loop {
+        let found = epoll::wait(interest, &mut ready, Some(&now)).map_or(1, |(r, _)| r.len());
+        if found != 0 || start.elapsed() >= budget {
             return;
         }
-        let budget = Duration::from_nanos(budget);
-        let start = Instant::now();
-        loop {
-            // SAFETY: `polled` is a valid array of `polled.len()` pollfd structs.
-            #[allow(unsafe_code)]
-            let ready = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, 0) };
-            if ready != 0 || start.elapsed() >= budget {
-                return;
-            }
-            std::hint::spin_loop();
-        }
-    });
+        std::hint::spin_loop();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
 
     #[test]
     fn an_idle_pipe_waits_out_the_budget_and_a_readable_one_ends_the_spin() {
         let (reader, mut writer) = std::io::pipe().unwrap();
-        let _watched = Watched::new(reader.as_raw_fd());
+        let _watched = Watched::new(reader.as_fd());
         set_budget(Duration::from_millis(20));
         let start = Instant::now();
         before_park();

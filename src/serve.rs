@@ -359,9 +359,7 @@ async fn within<F: std::future::Future>(limit: Duration, work: F) {
 /// Raise the descriptor limit to the hard one and derive each listener's connection limit
 /// from it (at most `configured`); says both.
 fn descriptor_budget(configured: usize) -> usize {
-    let Some(limit) = crate::descriptors::raise() else {
-        return configured;
-    };
+    let limit = crate::descriptors::raise();
     let each = crate::descriptors::connections_per_listener(limit.now, configured);
     tracing::info!(
         was = limit.was,

@@ -16,7 +16,7 @@ use ahp_types::state::{
 use ahp_types::ROOT_RESOURCE_URI;
 use common::{
     client, error_code, initialized_client, next_action, padded_action, rss_kib, Ending, Proxy,
-    Raw, DEFAULT_SESSION, PATIENCE,
+    Raw, Watcher, DEFAULT_SESSION, PATIENCE,
 };
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -149,19 +149,19 @@ async fn version_negotiation_picks_the_highest_supported_and_refuses_the_rest() 
 #[tokio::test]
 async fn an_action_from_one_client_reaches_both_with_one_server_seq_and_mirrors_match_the_host() {
     let proxy = Proxy::start(CONFIG);
-    let a = client(&proxy).await;
-    let b = client(&proxy).await;
-    a.initialize("a".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("init a");
-    b.initialize("b".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("init b");
-    let (snap_a, mut sub_a) = a.subscribe(DEFAULT_SESSION.into()).await.expect("sub a");
-    let (snap_b, mut sub_b) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
+    let (
+        Watcher {
+            client: a,
+            sub: mut sub_a,
+            mirror: mut mirror_a,
+        },
+        Watcher {
+            client: b,
+            sub: mut sub_b,
+            mirror: mut mirror_b,
+        },
+    ) = Watcher::pair(&proxy).await;
     let (root_a, mut root_sub_a) = a.subscribe(ROOT_RESOURCE_URI.into()).await.expect("root a");
-    let mut mirror_a = session_state(snap_a.snapshot.expect("snapshot").state);
-    let mut mirror_b = session_state(snap_b.snapshot.expect("snapshot").state);
     let mut root_mirror_a = root_state(root_a.snapshot.expect("snapshot").state);
 
     let handle = a
@@ -199,9 +199,11 @@ async fn an_action_from_one_client_reaches_both_with_one_server_seq_and_mirrors_
     }
 
     // A third connection's fresh snapshot is the host's state.
-    let c = initialized_client(&proxy, "c").await;
-    let (host_view, _) = c.subscribe(DEFAULT_SESSION.into()).await.expect("sub c");
-    let host_session = session_state(host_view.snapshot.expect("snapshot").state);
+    let Watcher {
+        client: c,
+        mirror: host_session,
+        ..
+    } = Watcher::open_as(&proxy, "c").await;
     assert_eq!(host_session.title, "Renamed");
     assert_eq!(mirror_a, host_session);
     assert_eq!(mirror_b, host_session);
@@ -224,17 +226,18 @@ async fn an_action_from_one_client_reaches_both_with_one_server_seq_and_mirrors_
 #[tokio::test]
 async fn rejected_actions_are_echoed_to_the_sender_only_and_change_nothing() {
     let proxy = Proxy::start(CONFIG);
-    let a = client(&proxy).await;
-    let b = client(&proxy).await;
-    a.initialize("a".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("init a");
-    b.initialize("b".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("init b");
-    let (before, mut sub_a) = a.subscribe(DEFAULT_SESSION.into()).await.expect("sub a");
-    let (_, mut sub_b) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
-    let before = session_state(before.snapshot.expect("snapshot").state);
+    let (
+        Watcher {
+            client: a,
+            sub: mut sub_a,
+            mirror: before,
+        },
+        Watcher {
+            client: b,
+            sub: mut sub_b,
+            ..
+        },
+    ) = Watcher::pair(&proxy).await;
 
     let toggle = StateAction::SessionCustomizationToggled(SessionCustomizationToggledAction {
         id: "no-such-customization".into(),
@@ -294,8 +297,11 @@ async fn reconnect_replays_exactly_the_missed_actions() {
     a.shutdown().await;
     drop(a);
 
-    let b = initialized_client(&proxy, "b").await;
-    let (_, mut sub_b) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
+    let Watcher {
+        client: b,
+        sub: mut sub_b,
+        ..
+    } = Watcher::open_as(&proxy, "b").await;
     for n in 0..3 {
         b.dispatch(DEFAULT_SESSION.into(), title(&format!("t{n}")))
             .await
@@ -344,8 +350,11 @@ async fn reconnect_past_the_replay_log_falls_back_to_snapshots() {
         .expect("init");
     a.shutdown().await;
 
-    let b = initialized_client(&proxy, "b").await;
-    let (_, mut sub_b) = b.subscribe(DEFAULT_SESSION.into()).await.expect("sub b");
+    let Watcher {
+        client: b,
+        sub: mut sub_b,
+        ..
+    } = Watcher::open_as(&proxy, "b").await;
     for n in 0..5 {
         b.dispatch(DEFAULT_SESSION.into(), title(&format!("t{n}")))
             .await

@@ -78,7 +78,7 @@ fn listening_beyond_loopback_without_a_token_is_refused_at_start() {
     let dir = common::ScratchDir::new("no-token");
     let config = dir.path().join("proxy.toml");
     std::fs::write(&config, "[servers.clock]\ncommand = \"/bin/true\"\n").unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let output = std::process::Command::new(common::proxy())
         .arg("--config")
         .arg(&config)
         .args([
@@ -98,7 +98,7 @@ fn listening_beyond_loopback_without_a_token_is_refused_at_start() {
         "{stderr}"
     );
     // A token too short to be one is refused too.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let output = std::process::Command::new(common::proxy())
         .arg("--config")
         .arg(&config)
         .args([
@@ -196,11 +196,14 @@ async fn connections_beyond_the_limit_are_refused_until_one_closes() {
     drop(second);
     drop(first);
     // The slots come back once the closed connections are noticed.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
     let again = loop {
         match upgrade(&proxy.url, &[]).await {
             Ok(ws) => break ws,
-            Err((503, _)) => tokio::time::sleep(Duration::from_millis(20)).await,
-            Err(other) => panic!("{other:?}"),
+            Err((503, _)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Err(other) => panic!("the slots never came back: {other:?}"),
         }
     };
     let _client = official_client_works(again).await;
@@ -364,13 +367,18 @@ async fn silent_peers_are_dropped_and_live_ones_kept() {
     let (code, reason) = close_of(&frames);
     assert_eq!(code, 1001);
     assert!(reason.contains("nothing heard"), "{reason}");
-    // The official client answers pings: still there after many idle periods.
+    // The official client answers pings: still there after many idle periods. A second
+    // client, connected after it and as idle, counts them: the host pings a connection
+    // after each idle period without a frame from it, and closes one that does not answer
+    // within the next.
     let client = official_client_works(upgrade(&proxy.url, &[]).await.unwrap()).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut clock = common::Raw::connect(&proxy).await;
+    clock.initialize("clock", &[]).await;
+    clock.until_pinged(4).await;
     client
         .request::<_, Value>("ping", json!({"channel": "ahp-root://"}))
         .await
-        .expect("alive after 5 idle timeouts");
+        .expect("alive after 4 idle timeouts");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,12 +1,14 @@
 //! The front benchmark (`examples/bench_front`) runs once in `--quick` mode: it starts every
 //! path of ours, measures each a moment and prints its tables (the numbers are not judged).
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
 /// `target/<profile>/examples/bench_front`, built by `cargo test` with the examples.
 fn bench_front() -> PathBuf {
-    let proxy = PathBuf::from(env!("CARGO_BIN_EXE_ahp-proxy"));
+    let proxy = PathBuf::from(common::proxy());
     let examples = proxy.parent().expect("a target dir").join("examples");
     let binary = examples.join(format!("bench_front{}", std::env::consts::EXE_SUFFIX));
     assert!(

@@ -7,7 +7,7 @@ use std::process::Command;
 use common::ScratchDir;
 
 fn proxy() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    Command::new(common::proxy())
 }
 
 /// An Open Plugins folder at `plugin` with `manifest` as its `.plugin/plugin.json`.
@@ -485,7 +485,7 @@ fn check_looks_up_each_command_without_starting_it() {
              [servers.gone]\ncommand = \"ahp-proxy-test-no-such-server\"\n\
              [servers.relative]\ncommand = \"bin/not-built\"\n\
              [servers.off]\ncommand = \"also-missing\"\nenabled = false\n",
-            common::EXAMPLES
+            common::examples()
         ),
     )
     .expect("write config");

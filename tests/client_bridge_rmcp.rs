@@ -18,7 +18,7 @@ async fn an_rmcp_harness_calls_an_ide_tool_and_a_server_of_an_ide_plugin() {
     let plugin = dir.path().join("ide-plugin");
     std::fs::create_dir_all(&plugin).unwrap();
     let servers =
-        json!({"mcpServers": {"notes": {"command": common::EXAMPLES, "args": ["notes"]}}});
+        json!({"mcpServers": {"notes": {"command": common::examples(), "args": ["notes"]}}});
     std::fs::write(plugin.join(".mcp.json"), servers.to_string()).unwrap();
     let proxy = Proxy::start("");
     let mut ide = Ide::join(&proxy, "ide-1").await;

@@ -12,7 +12,7 @@ use ahp::client::Client;
 use ahp_types::actions::StateAction;
 use ahp_types::state::SnapshotState;
 use common::raw::RawClient;
-use common::{initialized_client, Proxy, ScratchDir, Watcher, DEFAULT_SESSION, EXAMPLES, PATIENCE};
+use common::{examples, initialized_client, Proxy, ScratchDir, Watcher, DEFAULT_SESSION, PATIENCE};
 use serde_json::{json, Value};
 
 /// The first top-level customization of the watcher's mirror that `pick` accepts, as JSON.
@@ -95,7 +95,7 @@ fn plugin_folder(dir: &Path) -> PathBuf {
         "---\nname: review\ndescription: Review the change\n---\nLook closely.\n",
     )
     .unwrap();
-    let servers = json!({"mcpServers": {"notes": {"command": EXAMPLES, "args": ["notes"]}}});
+    let servers = json!({"mcpServers": {"notes": {"command": examples(), "args": ["notes"]}}});
     std::fs::write(plugin.join(".mcp.json"), servers.to_string()).unwrap();
     plugin
 }
@@ -187,7 +187,7 @@ async fn a_client_plugin_is_shown_served_kept_up_to_date_and_gone_with_its_clien
     let server = child(&shown, "notes").unwrap();
     assert!(server["range"].is_object(), "{server}");
     assert!(
-        !server.to_string().contains(EXAMPLES),
+        !server.to_string().contains(examples()),
         "no launch spec in AHP: {server}"
     );
 
@@ -601,12 +601,20 @@ async fn the_hosts_folder_by_another_path_runs_its_server_once() {
         json!([{"type": "plugin", "id": "detour", "uri": by_detour, "name": "detour"}]),
     )
     .await;
-    until(&mut ide, "the published plugin read", |w| {
-        customization(w, "detour").is_some_and(|c| c["load"]["kind"] == "loaded")
+    // The published plugin's server shown ready: the host's own (the same id, so one entry
+    // in the supervisor), or a second copy that has started by then.
+    until(&mut ide, "the published plugin's server ready", |w| {
+        customization(w, "detour")
+            .and_then(|c| child(&c, "notes"))
+            .is_some_and(|s| s["state"]["kind"] == "ready")
     })
     .await;
-    // Give a second copy every chance to start, then count.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let id = |c: Option<Value>| c.and_then(|c| child(&c, "notes")).map(|s| s["id"].clone());
+    assert_eq!(
+        id(customization(&ide, "detour")),
+        id(host_plugin(&ide, "ide-tools")),
+        "the folder's server is the host's by either path"
+    );
     assert_eq!(
         common::child_pids(proxy.pid()).len(),
         1,

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use browser::{screenshot_dir, Browser};
-use common::{alive, child_pids, server, Proxy, Raw, ScratchDir, Watcher, EXAMPLES, PATIENCE};
+use common::{alive, child_pids, examples, server, Proxy, Raw, ScratchDir, Watcher, PATIENCE};
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
@@ -650,7 +650,7 @@ async fn first_render_and_live_updates_with_1000_plugins_and_50_servers() {
         if i % 20 == 0 {
             std::fs::write(
                 plugin.join(".mcp.json"),
-                json!({"mcpServers": {format!("server-{i:04}"): {"command": EXAMPLES, "args": ["echo"]}}})
+                json!({"mcpServers": {format!("server-{i:04}"): {"command": examples(), "args": ["echo"]}}})
                     .to_string(),
             )
             .unwrap();

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use common::{Proxy, ScratchDir, Watcher, EXAMPLES, PATIENCE};
+use common::{examples, Proxy, ScratchDir, Watcher, PATIENCE};
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -18,8 +18,9 @@ fn write(path: &Path, text: &str) {
 
 /// A `.mcp.json` declaring one echo server `name`, marked by `marker` in its arguments.
 fn declaring(name: &str, marker: &str) -> String {
+    let examples = examples();
     format!(
-        "{{\"mcpServers\": {{\"{name}\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\", \"{marker}\"]}}}}}}"
+        "{{\"mcpServers\": {{\"{name}\": {{\"command\": {examples:?}, \"args\": [\"echo\", \"{marker}\"]}}}}}}"
     )
 }
 
@@ -67,6 +68,7 @@ async fn until_load(w: &mut Watcher, name: &str, kind: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_half_typed_save_keeps_the_servers_it_declared_running() {
+    let examples = examples();
     let dir = ScratchDir::new("edits");
     let plugin_file = dir.path().join("plugins/p/.mcp.json");
     let manifest = dir.path().join("project/.mcp.json");
@@ -114,7 +116,7 @@ async fn a_half_typed_save_keeps_the_servers_it_declared_running() {
     write(
         &plugin_file,
         &format!(
-            "{{\"mcpServers\": {{\"a\": {{\"command\": {EXAMPLES:?}, \"args\": \"not a list\"}}}}}}"
+            "{{\"mcpServers\": {{\"a\": {{\"command\": {examples:?}, \"args\": \"not a list\"}}}}}}"
         ),
     );
     let p = loop {

@@ -8,19 +8,15 @@
 mod common;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{alive, pids, server, stat, Proxy, ScratchDir, Watcher, EXAMPLES, PATIENCE};
+use common::tagged::{carrying, tag, tagged, Tagged, ALWAYS_PREFIX};
+use common::{alive, examples, pids, server, stat, Proxy, ScratchDir, Watcher, PATIENCE};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceError, ServiceExt};
 use serde_json::{json, Value};
-
-/// Every tool in `/mcp` is `<server>__<tool>`, whoever is up: names never shift under a
-/// test while servers crash and come back.
-const ALWAYS_PREFIX: &str = "[mcp]\nprefix = \"always\"\n";
 
 /// How many rounds the random loops run: 20 by default, `AHP_PROXY_FAULT_ROUNDS` by hand.
 fn rounds() -> usize {
@@ -29,25 +25,6 @@ fn rounds() -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|n| *n > 0)
         .unwrap_or(20)
-}
-
-/// A tag no other test (or test run) uses: every server of a test carries it in its
-/// environment, and so do its children, even after they are reparented.
-fn tag(test: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{test}-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// `[servers.<name>]` for an example server, tagged.
-fn tagged(name: &str, kind: &str, extra: &[&str], tag: &str) -> String {
-    format!(
-        "{}env = {{ AHP_FAULT_TAG = \"{tag}\" }}\n",
-        server(name, kind, extra)
-    )
 }
 
 /// Every live process below `root` (children, grandchildren, …), by parent links.
@@ -71,22 +48,6 @@ fn descendants(root: u32) -> Vec<u32> {
     }
     found.remove(0);
     found
-}
-
-/// Every live process whose environment carries a tag starting with `tag`, wherever it is
-/// in the process tree now.
-fn carrying(tag: &str) -> Vec<u32> {
-    let needle = format!("AHP_FAULT_TAG={tag}");
-    pids()
-        .into_iter()
-        .filter(|pid| alive(*pid))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|b| *b == 0)
-                    .any(|var| var.starts_with(needle.as_bytes()))
-            })
-        })
-        .collect()
 }
 
 /// The command line of `pid`, spaces between arguments.
@@ -235,17 +196,17 @@ async fn shut_down(proxy: Proxy, tag: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn servers_crashing_at_random_during_calls_fail_those_calls_restart_and_leak_nothing() {
-    let tag = tag("crash");
-    let config = format!(
-        "[supervisor]\nrestart_delay_ms = 10\nrestart_delay_max_ms = 50\ncrash_loop_limit = 1000\nhealthy_after_ms = 0\nstop_grace_ms = 500\n{ALWAYS_PREFIX}{}{}",
-        tagged("dice", "echo", &["--fault", "crash-random", "--fault-rate", "0.5"], &tag),
-        tagged("steady", "echo", &[], &tag),
-    );
-    assert!(carrying(&tag).is_empty());
-    let proxy = Proxy::start(&config);
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
-    w.until("steady", "ready", &mut seen).await;
+    let Tagged {
+        tag,
+        proxy,
+        mut w,
+        mut seen,
+    } = Tagged::start(
+        "crash",
+        "[supervisor]\nrestart_delay_ms = 10\nrestart_delay_max_ms = 50\ncrash_loop_limit = 1000\nhealthy_after_ms = 0\nstop_grace_ms = 500\n",
+        |tag| tagged("dice", "echo", &["--fault", "crash-random", "--fault-rate", "0.5"], tag),
+    )
+    .await;
     let h = harness(&proxy).await;
     let (mut answered, mut crashed, mut most) = (0, 0, 0);
     for round in 0..rounds() {
@@ -294,15 +255,17 @@ async fn servers_crashing_at_random_during_calls_fail_those_calls_restart_and_le
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_that_hangs_on_initialize_times_out_is_killed_and_gives_up() {
-    let tag = tag("hang");
-    let config = format!(
-        "[supervisor]\nstart_timeout_ms = 300\nrestart_delay_ms = 20\nrestart_delay_max_ms = 50\ncrash_loop_limit = 3\nstop_grace_ms = 500\n{ALWAYS_PREFIX}{}{}",
-        tagged("hang", "echo", &["--fault", "hang-initialize"], &tag),
-        tagged("steady", "echo", &[], &tag),
-    );
-    let proxy = Proxy::start(&config);
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
+    let Tagged {
+        tag,
+        proxy,
+        mut w,
+        mut seen,
+    } = Tagged::start(
+        "hang",
+        "[supervisor]\nstart_timeout_ms = 300\nrestart_delay_ms = 20\nrestart_delay_max_ms = 50\ncrash_loop_limit = 3\nstop_grace_ms = 500\n",
+        |tag| tagged("hang", "echo", &["--fault", "hang-initialize"], tag),
+    )
+    .await;
     let (kind, message) = error_of(&w.until("hang", "error", &mut seen).await);
     assert_eq!(kind, "timeout", "{message}");
     assert!(
@@ -342,16 +305,19 @@ async fn a_server_that_hangs_on_initialize_times_out_is_killed_and_gives_up() {
 #[tokio::test(flavor = "multi_thread")]
 #[allow(deprecated)] // logging/setLevel is deprecated by SEP-2577 but still served
 async fn floods_on_stdout_and_stderr_neither_grow_memory_nor_block_other_servers() {
-    let tag = tag("flood");
-    let config = format!(
-        "{ALWAYS_PREFIX}{}{}{}",
-        tagged("flood", "echo", &["--fault", "flood-stdout"], &tag),
-        tagged("chatty", "echo", &["--fault", "flood-stderr"], &tag),
-        tagged("steady", "echo", &[], &tag),
-    );
-    let proxy = Proxy::start(&config);
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
+    let Tagged {
+        tag,
+        proxy,
+        mut w,
+        mut seen,
+    } = Tagged::start("flood", "", |tag| {
+        [
+            tagged("flood", "echo", &["--fault", "flood-stdout"], tag),
+            tagged("chatty", "echo", &["--fault", "flood-stderr"], tag),
+        ]
+        .concat()
+    })
+    .await;
     for name in ["flood", "chatty", "steady"] {
         w.until(name, "ready", &mut seen).await;
     }
@@ -465,30 +431,37 @@ async fn a_log_flood_towards_a_harness_that_stopped_reading_stays_bounded() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn non_json_on_stdout_is_ignored_and_shown_when_the_server_fails() {
-    let tag = tag("noise");
     let dir = ScratchDir::new("noise");
     let marker = dir.path().join("crashed");
-    let config = format!(
-        "[supervisor]\nrestart_delay_ms = 20\nstop_grace_ms = 500\n{ALWAYS_PREFIX}{}{}{}",
-        tagged("noisy", "echo", &["--fault", "noise-stdout"], &tag),
-        tagged(
-            "dying",
-            "echo",
-            &[
-                "--fault",
-                "noise-stdout",
-                "--exit-after-ms",
-                "500",
-                "--once",
-                marker.to_str().unwrap()
-            ],
-            &tag
-        ),
-        tagged("steady", "echo", &[], &tag),
-    );
-    let proxy = Proxy::start(&config);
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
+    let Tagged {
+        tag,
+        proxy,
+        mut w,
+        mut seen,
+    } = Tagged::start(
+        "noise",
+        "[supervisor]\nrestart_delay_ms = 20\nstop_grace_ms = 500\n",
+        |tag| {
+            [
+                tagged("noisy", "echo", &["--fault", "noise-stdout"], tag),
+                tagged(
+                    "dying",
+                    "echo",
+                    &[
+                        "--fault",
+                        "noise-stdout",
+                        "--exit-after-ms",
+                        "500",
+                        "--once",
+                        marker.to_str().unwrap(),
+                    ],
+                    tag,
+                ),
+            ]
+            .concat()
+        },
+    )
+    .await;
     w.until("noisy", "ready", &mut seen).await;
     // Lines between messages change nothing: calls work, the server stays ready.
     let h = harness(&proxy).await;
@@ -527,15 +500,17 @@ async fn non_json_on_stdout_is_ignored_and_shown_when_the_server_fails() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stdout_line_that_never_ends_is_a_protocol_error_not_a_hang() {
-    let tag = tag("endless");
-    let config = format!(
-        "[supervisor]\nrestart_delay_ms = 20\nrestart_delay_max_ms = 50\ncrash_loop_limit = 2\nstop_grace_ms = 500\n{ALWAYS_PREFIX}{}{}",
-        tagged("endless", "echo", &["--fault", "endless-line"], &tag),
-        tagged("steady", "echo", &[], &tag),
-    );
-    let proxy = Proxy::start(&config);
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
+    let Tagged {
+        tag,
+        proxy,
+        mut w,
+        mut seen,
+    } = Tagged::start(
+        "endless",
+        "[supervisor]\nrestart_delay_ms = 20\nrestart_delay_max_ms = 50\ncrash_loop_limit = 2\nstop_grace_ms = 500\n",
+        |tag| tagged("endless", "echo", &["--fault", "endless-line"], tag),
+    )
+    .await;
     let (kind, message) = error_of(&w.until("endless", "error", &mut seen).await);
     assert_eq!(kind, "protocol", "{message}");
     assert!(message.contains("longer than 16 MiB"), "{message}");
@@ -555,23 +530,26 @@ async fn a_stdout_line_that_never_ends_is_a_protocol_error_not_a_hang() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn servers_that_resist_or_die_during_shutdown_are_stopped_and_leave_nothing() {
-    let tag = tag("shutdown");
-    let config = format!(
-        "[supervisor]\nstop_grace_ms = 1000\n{ALWAYS_PREFIX}{}{}{}{}{}",
-        tagged("stubborn", "echo", &["--fault", "ignore-sigterm"], &tag),
-        tagged(
-            "slow",
-            "echo",
-            &["--fault", "slow-exit", "--exit-delay-ms", "300"],
-            &tag
-        ),
-        tagged("toggled", "echo", &["--fault", "ignore-sigterm"], &tag),
-        tagged("hanging", "echo", &["--fault", "hang-initialize"], &tag),
-        tagged("steady", "echo", &[], &tag),
-    );
-    let proxy = Proxy::start(&config);
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
+    let Tagged {
+        tag,
+        proxy,
+        mut w,
+        mut seen,
+    } = Tagged::start("shutdown", "[supervisor]\nstop_grace_ms = 1000\n", |tag| {
+        [
+            tagged("stubborn", "echo", &["--fault", "ignore-sigterm"], tag),
+            tagged(
+                "slow",
+                "echo",
+                &["--fault", "slow-exit", "--exit-delay-ms", "300"],
+                tag,
+            ),
+            tagged("toggled", "echo", &["--fault", "ignore-sigterm"], tag),
+            tagged("hanging", "echo", &["--fault", "hang-initialize"], tag),
+        ]
+        .concat()
+    })
+    .await;
     for name in ["stubborn", "slow", "toggled", "steady"] {
         w.until(name, "ready", &mut seen).await;
     }
@@ -719,17 +697,17 @@ async fn stop_and_toggle_off(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn daemons_and_stubborn_grandchildren_go_with_their_server_and_the_sidecar() {
-    let tag = tag("daemons");
     let dir = ScratchDir::new("daemons");
     let pids = dir.path().join("pids");
-    let config = format!(
-        "[supervisor]\nstop_grace_ms = 300\n{ALWAYS_PREFIX}{}{}",
-        daemon_servers(&tag, &pids),
-        tagged("steady", "echo", &[], &tag),
-    );
-    let proxy = Proxy::start(&config);
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
+    let Tagged {
+        tag,
+        proxy,
+        mut w,
+        mut seen,
+    } = Tagged::start("daemons", "[supervisor]\nstop_grace_ms = 300\n", |tag| {
+        daemon_servers(tag, &pids)
+    })
+    .await;
     for name in ["daemon", "deaf", "steady"] {
         w.until(name, "ready", &mut seen).await;
     }
@@ -862,6 +840,7 @@ fn write(path: &Path, text: &str) {
 
 /// A plugin folder `name` with a manifest, a skill and one tagged server.
 fn make_plugin(root: &Path, name: &str, tag: &str) {
+    let examples = examples();
     let dir = root.join(name);
     write(
         &dir.join(".plugin/plugin.json"),
@@ -874,7 +853,7 @@ fn make_plugin(root: &Path, name: &str, tag: &str) {
     write(
         &dir.join(".mcp.json"),
         &format!(
-            "{{\"mcpServers\": {{\"{name}-srv\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\"], \"env\": {{\"AHP_FAULT_TAG\": \"{tag}\"}}}}}}}}"
+            "{{\"mcpServers\": {{\"{name}-srv\": {{\"command\": {examples:?}, \"args\": [\"echo\"], \"env\": {{\"AHP_FAULT_TAG\": \"{tag}\"}}}}}}}}"
         ),
     );
 }

@@ -51,8 +51,6 @@ struct Harness {
     tag: String,
     able: bool,
     apps: bool,
-    /// How long it takes to "sample" (to make calls overlap).
-    thinking: Duration,
     heard: mpsc::UnboundedSender<Heard>,
 }
 
@@ -81,7 +79,6 @@ impl ClientHandler for Harness {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        tokio::time::sleep(self.thinking).await;
         let asked = serde_json::to_value(&params.messages).unwrap();
         let prompt = asked[0]["content"]["text"]
             .as_str()
@@ -160,7 +157,6 @@ fn harness(tag: &str, able: bool, apps: bool) -> (Harness, mpsc::UnboundedReceiv
             tag: tag.into(),
             able,
             apps,
-            thinking: Duration::ZERO,
             heard,
         },
         rx,
@@ -954,20 +950,22 @@ async fn concurrent_server_requests_over_http_reach_exactly_their_callers() {
     let (first, _h1) = connect_http(&proxy.mcp_url, "first", true, false).await;
     let (second, _h2) = connect_http(&proxy.mcp_url, "second", true, false).await;
     tool_names(first.peer()).await;
-    // First's call asks for sampling only after second has started a newer call at the same
-    // server: "the latest call in flight" would pick second; the stream says first.
+    // First's call asks for sampling only once second's newer call runs at the same server,
+    // and second's call lasts until that sampling is answered (the server orders both): "the
+    // latest call in flight" would pick second; the stream says first.
     let asking = text(
         first.peer(),
         "ask_llm",
-        json!({"prompt": "mine", "delay_ms": 400}),
+        json!({"prompt": "mine", "after_slow": true}),
     );
-    let busy = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        text(second.peer(), "slow", json!({"ms": 800})).await
-    };
-    let (answer, slept) = tokio::join!(asking, busy);
+    let busy = text(
+        second.peer(),
+        "slow",
+        json!({"ms": 600_000, "until_sampled": true}),
+    );
+    let (answer, held) = tokio::join!(asking, busy);
     assert_eq!(answer, "first: mine");
-    assert_eq!(slept, "slept 800 ms");
+    assert_eq!(held, "held until a sampling answer");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 
 use common::raw::RawClient;
-use common::{server, Proxy, ScratchDir, Watcher, EXAMPLES};
+use common::{server, Proxy, ScratchDir, Watcher};
 use serde_json::Value;
 
 /// The longest wait the key allows: a stall cannot hide inside it.
@@ -53,7 +53,10 @@ async fn a_server_removed_from_its_manifest_stalls_nobody() {
     let dir = ScratchDir::new("front-waits");
     let manifest = dir.path().join("project/.mcp.json");
     let entry = |name: &str, kind: &str| {
-        format!("\"{name}\": {{\"command\": {EXAMPLES:?}, \"args\": [\"{kind}\"]}}")
+        format!(
+            "\"{name}\": {{\"command\": {:?}, \"args\": [\"{kind}\"]}}",
+            common::examples()
+        )
     };
     write(
         &manifest,

@@ -11,10 +11,9 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
 use serde_json::Value;
 
-use common::{Proxy, ScratchDir, EXAMPLES, PATIENCE};
+use common::{examples, Proxy, ScratchDir, PATIENCE};
 
 const README: &str = include_str!("../README.md");
-const PROXY: &str = env!("CARGO_BIN_EXE_ahp-proxy");
 
 /// What the snippets say instead of real paths.
 const BINARY_PLACEHOLDER: &str = "/path/to/ahp-proxy";
@@ -57,11 +56,12 @@ fn snippet(name: &str) -> String {
 
 /// A scratch folder holding a proxy.toml with one server whose tool is `echo`.
 fn workspace() -> ScratchDir {
+    let examples = examples();
     let dir = ScratchDir::new("snippet");
     std::fs::write(
         dir.path().join("proxy.toml"),
         format!(
-            "[ahp]\nlisten = \"127.0.0.1:0\"\n[servers.snippet-echo]\ncommand = {EXAMPLES:?}\nargs = [\"echo\"]\n"
+            "[ahp]\nlisten = \"127.0.0.1:0\"\n[servers.snippet-echo]\ncommand = {examples:?}\nargs = [\"echo\"]\n"
         ),
     )
     .expect("write proxy.toml");
@@ -73,7 +73,7 @@ fn workspace() -> ScratchDir {
 fn filled(text: &str, workspace: &Path) -> String {
     let config = workspace.join("proxy.toml");
     let text = text
-        .replace(BINARY_PLACEHOLDER, PROXY)
+        .replace(BINARY_PLACEHOLDER, common::proxy())
         .replace(CONFIG_PLACEHOLDER, &config.to_string_lossy())
         .replace("${workspaceFolder}", &workspace.to_string_lossy());
     assert!(
@@ -93,7 +93,7 @@ async fn served_over_stdio(command: &str, args: &[String], workspace: &Path) {
     let pid = child.id().expect("a running child");
     let argv = argv_of(pid).await;
     let expected = [
-        PROXY.to_string(),
+        common::proxy().to_string(),
         "--config".into(),
         config.to_string_lossy().into_owned(),
         "serve".into(),
@@ -377,9 +377,11 @@ async fn an_imported_claude_desktop_config_is_served_as_it_is() {
     let home = ScratchDir::new("snippet-home");
     let claude = home.path().join(".config/Claude");
     std::fs::create_dir_all(&claude).expect("mkdir");
-    let entry = serde_json::json!({"mcpServers": {"snippet-echo": {"command": EXAMPLES, "args": ["echo"]}}});
+    let entry = serde_json::json!({"mcpServers": {"snippet-echo": {"command": examples(), "args": ["echo"]}}});
     std::fs::write(claude.join("claude_desktop_config.json"), entry.to_string()).expect("write");
-    let bin = Path::new(PROXY).parent().expect("the binary's folder");
+    let bin = Path::new(common::proxy())
+        .parent()
+        .expect("the binary's folder");
     let path = format!(
         "{}:{}",
         bin.display(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use common::{Proxy, ScratchDir, EXAMPLES, PATIENCE};
+use common::{examples, Proxy, ScratchDir, PATIENCE};
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -41,7 +41,7 @@ fn stub(report: &Path, extra: &[&str]) -> Value {
         report.display().to_string(),
     ];
     args.extend(extra.iter().map(|a| a.to_string()));
-    json!({"command": EXAMPLES, "args": args})
+    json!({"command": examples(), "args": args})
 }
 
 fn args_after_report(report: &Value) -> Vec<String> {
@@ -154,7 +154,7 @@ fn each_hosts_config_launches_what_that_host_would() {
     );
 
     let desk = report(&proxy, &reports.join("desktop.json"));
-    assert_eq!(desk["argv"][0], EXAMPLES);
+    assert_eq!(desk["argv"][0], examples());
     assert_eq!(desk["argv"][1], "echo");
     assert_eq!(desk["env"]["DESKTOP_KEY"], "d-1");
     assert_eq!(desk["cwd"], root.join("claude").display().to_string());
@@ -204,7 +204,7 @@ fn an_unanswered_input_and_misspelt_keys_say_what_to_do() {
         &manifest,
         "{\n  \"servers\": {\n    \"asks\": {\"command\": \"x\", \"env\": {\"K\": \"${input:token}\"}},\n    \"typo\": {\"command\": \"x\", \"arg\": [\"a\"], \"disabled\": \"true\"}\n  }\n}\n",
     );
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let output = std::process::Command::new(common::proxy())
         .current_dir(&root)
         .arg("--manifest")
         .arg(&manifest)

@@ -1,6 +1,7 @@
 //! The shape of the code, checked: the crate's top-level modules import each other without
-//! a cycle (each layer only downwards), so do the files inside each of them, every source
-//! file says what it owns in a `//!` comment, and none grows past what one can hold in one's head.
+//! a cycle (each layer only downwards), so do the files and folders of every folder at any
+//! depth, every source file says what it owns in a `//!` comment, and none grows past what
+//! one can hold in one's head.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -23,41 +24,142 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file of `src/` belongs to (`src/front/hub.rs` → `front`).
-fn top_module(root: &Path, file: &Path) -> Option<String> {
-    let relative = file.strip_prefix(root).ok()?;
-    let first = relative.components().next()?.as_os_str().to_str()?;
-    let name = first.trim_end_matches(".rs");
-    (!matches!(name, "lib" | "main")).then(|| name.to_string())
+/// The module a file of `src/` is (`src/front/hub.rs` → `front::hub`, `src/front/mod.rs` →
+/// `front`); `None` for the crate roots (`lib.rs`, `main.rs`) and for files of unit tests
+/// (`tests.rs`: unit tests may reach anywhere).
+fn module_path(root: &Path, file: &Path) -> Option<Vec<String>> {
+    let relative = file.strip_prefix(root).ok()?.with_extension("");
+    let mut path: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_str().map(str::to_string))
+        .collect::<Option<_>>()?;
+    match path.last()?.as_str() {
+        "mod" => {
+            path.pop();
+        }
+        "tests" => return None,
+        _ => {}
+    }
+    if matches!(path.as_slice(), [only] if only == "lib" || only == "main") {
+        return None;
+    }
+    Some(path)
 }
 
-/// Top-level module → the other top-level modules it names as `crate::<module>`.
-fn imports(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut files = Vec::new();
-    sources(root, &mut files);
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| top_module(root, f)).collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in &files {
-        let Some(from) = top_module(root, file) else {
-            continue;
-        };
-        let text = std::fs::read_to_string(file).unwrap();
-        // Unit tests may reach anywhere.
-        let code = text
-            .split("#[cfg(test)]\nmod tests")
-            .next()
-            .unwrap_or_default();
-        for (at, _) in code.match_indices("crate::") {
-            let name: String = code[at + "crate::".len()..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if modules.contains(&name) && name != from {
-                graph.entry(from.clone()).or_default().insert(name);
+/// The code of a file without its inline unit tests (`#[cfg(test)] mod tests { … }`, at its
+/// end).
+fn code_of(text: &str) -> &str {
+    text.split("#[cfg(test)]\nmod tests {")
+        .next()
+        .unwrap_or_default()
+}
+
+/// Every path `code` names through `crate::`, `super::` or `self::` (in `use` trees too:
+/// `super::{a, b::{C, D}}`), made absolute for a file whose module is `module`.
+fn named_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    for keyword in ["crate::", "super::", "self::"] {
+        for (at, _) in code.match_indices(keyword) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut paths = Vec::new();
+            use_tree(&code[at..], Vec::new(), &mut paths);
+            for path in paths {
+                let mut absolute: Vec<String> = module.to_vec();
+                let mut segments = path.into_iter().peekable();
+                while let Some(first) = segments.peek() {
+                    match first.as_str() {
+                        "crate" => absolute.clear(),
+                        "super" => {
+                            absolute.pop();
+                        }
+                        "self" => {}
+                        _ => break,
+                    }
+                    segments.next();
+                }
+                absolute.extend(segments.filter(|s| s != "self"));
+                found.push(absolute);
             }
         }
     }
-    graph
+    found
+}
+
+/// Read one path or use tree at the start of `text` (`a::b`, `a::{b, c::{D, E}}`) below
+/// `prefix` into `out`; returns the text after it.
+fn use_tree<'a>(mut text: &'a str, mut prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> &'a str {
+    loop {
+        text = text.trim_start();
+        if let Some(mut group) = text.strip_prefix('{') {
+            loop {
+                group = use_tree(group, prefix.clone(), out).trim_start();
+                match group.strip_prefix(',') {
+                    Some(next) if !next.trim_start().starts_with('}') => group = next,
+                    Some(next) => return next.trim_start().strip_prefix('}').unwrap_or(next),
+                    None => return group.strip_prefix('}').unwrap_or(group),
+                }
+            }
+        }
+        let end = text
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(text.len());
+        if end == 0 {
+            out.push(prefix);
+            return text;
+        }
+        prefix.push(text[..end].to_string());
+        text = &text[end..];
+        match text.strip_prefix("::") {
+            Some(rest) => text = rest,
+            None => {
+                out.push(prefix);
+                return text;
+            }
+        }
+    }
+}
+
+/// A module graph per folder of `src/`: the crate root (`""`) and every folder below it at
+/// any depth (`"supervisor/process"`). Its nodes are the folder's files and subfolders; an
+/// edge `a → b` says a file of `a` (or below it) names `b` (or something in it).
+fn folder_graphs(root: &Path) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let mut files = Vec::new();
+    sources(root, &mut files);
+    let modules: Vec<(Vec<String>, String)> = files
+        .iter()
+        .filter_map(|file| {
+            Some((
+                module_path(root, file)?,
+                std::fs::read_to_string(file).ok()?,
+            ))
+        })
+        .collect();
+    let known: BTreeSet<&[String]> = modules.iter().map(|(m, _)| m.as_slice()).collect();
+    let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (module, text) in &modules {
+        let named = named_paths(code_of(text), module);
+        // In the folder `module[..depth]`, the file belongs to the node `module[depth]`.
+        for depth in 0..module.len() {
+            let (folder, from) = (&module[..depth], &module[depth]);
+            for path in &named {
+                if path.len() <= depth || path[..depth] != *folder || path[depth] == *from {
+                    continue;
+                }
+                if known.contains(&path[..=depth]) {
+                    graphs
+                        .entry(folder.join("/"))
+                        .or_default()
+                        .entry(from.clone())
+                        .or_default()
+                        .insert(path[depth].clone());
+                }
+            }
+        }
+    }
+    graphs
 }
 
 /// A cycle in `graph`, if there is one.
@@ -95,91 +197,21 @@ fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     None
 }
 
-/// Names of the siblings `code` imports: `super::name`, `super::{a, b::C}`, `crate::<component>::name`.
-fn sibling_names(code: &str, component: &str) -> BTreeSet<String> {
-    let ident = |text: &str| -> String {
-        text.trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
-    let mut names = BTreeSet::new();
-    for (at, _) in code.match_indices("super::") {
-        let rest = &code[at + "super::".len()..];
-        match rest.strip_prefix('{') {
-            Some(group) => {
-                let group = &group[..group.find('}').unwrap_or(group.len())];
-                names.extend(group.split(',').map(ident));
-            }
-            None => {
-                names.insert(ident(rest));
-            }
-        }
-    }
-    let full = format!("crate::{component}::");
-    for (at, _) in code.match_indices(&full) {
-        names.insert(ident(&code[at + full.len()..]));
-    }
-    names
-}
-
-/// For each folder module of `src/` (`front`, `host` …): its files → the sibling files they import.
-fn sibling_imports(root: &Path) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
-    let mut components = BTreeMap::new();
-    for entry in std::fs::read_dir(root).unwrap() {
-        let dir = entry.unwrap().path();
-        if !dir.is_dir() {
-            continue;
-        }
-        let component = dir.file_name().unwrap().to_str().unwrap().to_string();
-        let mut files = Vec::new();
-        sources(&dir, &mut files);
-        let sibling = |file: &Path| -> Option<String> {
-            let relative = file.strip_prefix(&dir).ok()?;
-            let first = relative.components().next()?.as_os_str().to_str()?;
-            let name = first.trim_end_matches(".rs");
-            (name != "mod").then(|| name.to_string())
-        };
-        let modules: BTreeSet<String> = files.iter().filter_map(|f| sibling(f)).collect();
-        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for file in &files {
-            let Some(from) = sibling(file) else { continue };
-            let text = std::fs::read_to_string(file).unwrap();
-            let code = text
-                .split("#[cfg(test)]\nmod tests")
-                .next()
-                .unwrap_or_default();
-            // `super::` names a sibling only from a file directly in the folder.
-            let direct = file.parent() == Some(dir.as_path());
-            let code_for_super = if direct { code } else { "" };
-            let mut names = sibling_names(code_for_super, &component);
-            if !direct {
-                names.extend(sibling_names(&code.replace("super::", ""), &component));
-            }
-            for name in names {
-                if modules.contains(&name) && name != from {
-                    graph.entry(from.clone()).or_default().insert(name);
-                }
-            }
-        }
-        components.insert(component, graph);
-    }
-    components
-}
-
 #[test]
-fn the_files_of_each_module_import_each_other_without_a_cycle() {
+fn the_modules_of_every_folder_import_each_other_without_a_cycle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let components = sibling_imports(&root);
-    assert!(
-        components.get("supervisor").is_some_and(|g| g.len() > 5),
-        "the graphs were read: {components:?}"
-    );
-    for (component, graph) in &components {
-        let found = cycle(graph);
-        if let Some(found) = found {
+    let graphs = folder_graphs(&root);
+    // Every depth was read: the crate root, a folder, a folder in a folder.
+    for folder in ["", "supervisor", "supervisor/process"] {
+        assert!(
+            graphs.get(folder).is_some_and(|g| !g.is_empty()),
+            "the graph of src/{folder} was read: {graphs:#?}"
+        );
+    }
+    for (folder, graph) in &graphs {
+        if let Some(found) = cycle(graph) {
             panic!(
-                "import cycle in {component}/: {}\n{graph:#?}",
+                "import cycle in src/{folder}: {}\n{graph:#?}",
                 found.join(" → ")
             );
         }
@@ -187,9 +219,32 @@ fn the_files_of_each_module_import_each_other_without_a_cycle() {
 }
 
 #[test]
+fn the_path_reader_resolves_use_trees_and_relative_paths() {
+    let module: Vec<String> = vec!["supervisor".into(), "process".into(), "watchdog".into()];
+    let code = "use super::{cgroup, sweep::{kill_all, Targets},};\nuse crate::spec::Launch;\n\
+                let _ = super::super::policy::next(self::inner::X);";
+    let named: BTreeSet<String> = named_paths(code, &module)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    let want: BTreeSet<String> = [
+        "supervisor::process::cgroup",
+        "supervisor::process::sweep::kill_all",
+        "supervisor::process::sweep::Targets",
+        "spec::Launch",
+        "supervisor::policy::next",
+        "supervisor::process::watchdog::inner::X",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(named, want);
+}
+
+#[test]
 fn top_level_modules_import_each_other_without_a_cycle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = imports(&root);
+    let graph = folder_graphs(&root).remove("").unwrap_or_default();
     assert!(graph.len() > 5, "the graph was read: {graph:?}");
     if let Some(found) = cycle(&graph) {
         panic!("import cycle: {}\n{graph:#?}", found.join(" → "));

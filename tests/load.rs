@@ -14,8 +14,8 @@ use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
 use ahp_types::state::{SessionState, SnapshotState};
 use ahp_types::{StateAction, ROOT_RESOURCE_URI};
 use common::{
-    padded_action, padding_marker, until_idle, Ending, Proxy, Raw, ScratchDir, Watcher,
-    DEFAULT_SESSION, EXAMPLES, PATIENCE,
+    examples, padded_action, padding_marker, until_idle, Ending, Proxy, Raw, ScratchDir, Watcher,
+    DEFAULT_SESSION, PATIENCE,
 };
 use futures_util::future::join_all;
 use serde_json::{json, Value};
@@ -58,7 +58,7 @@ fn write(path: &Path, text: &str) {
 fn server_entry(name: &str, round: usize, extra: &[&str]) -> Value {
     let mut args = vec!["echo"];
     args.extend(extra);
-    json!({"command": EXAMPLES, "args": args, "env": {"LOAD_SERVER": name, "ROUND": round.to_string()}})
+    json!({"command": examples(), "args": args, "env": {"LOAD_SERVER": name, "ROUND": round.to_string()}})
 }
 
 fn write_plugin(plugins: &Path, name: &str, version: &str, servers: Value) {

@@ -394,11 +394,7 @@ async fn unreadable_stdio_requests_are_answered_with_their_id_and_logged() {
     assert_eq!(pong["result"], json!({}), "{pong}");
     // The log is read from the proxy's stderr as it comes: wait for the lines, then count.
     proxy.wait_for_log("the harness sent a line longer than 16 MiB");
-    let deadline = std::time::Instant::now() + PATIENCE;
-    while proxy.log_count("the harness sent a message that cannot be read") < 2 {
-        assert!(std::time::Instant::now() < deadline, "{}", proxy.logs());
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    proxy.wait_for_log_count("the harness sent a message that cannot be read", 2);
     assert_eq!(
         proxy.log_count("the harness sent a line longer than 16 MiB"),
         1,

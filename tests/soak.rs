@@ -25,7 +25,7 @@ const TRAFFIC: Duration = Duration::from_secs(8);
 #[tokio::test(flavor = "multi_thread")]
 async fn mixed_traffic_on_both_faces_leaves_no_descriptor_behind() {
     let dir = ScratchDir::new("soak");
-    let (layout, config) = traffic::Layout::create(dir.path(), Path::new(common::EXAMPLES));
+    let (layout, config) = traffic::Layout::create(dir.path(), Path::new(common::examples()));
     let proxy = Proxy::start(&config);
     let pid = proxy.pid();
     let ids = traffic::wait_ready(&proxy.url, PATIENCE).await;

@@ -9,10 +9,10 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-use common::{Proxy, ScratchDir, Watcher, EXAMPLES, PATIENCE};
+use common::{examples, Proxy, ScratchDir, Watcher, PATIENCE};
 
 fn cli(args: &[&str], url: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    Command::new(common::proxy())
         .args(args)
         .args(["--url", url])
         .env_remove("AHP_PROXY_TOKEN")
@@ -30,16 +30,17 @@ fn text(output: &Output) -> String {
 
 /// An echo server, a server that cannot start, and a plugin with one server.
 fn setup() -> (ScratchDir, String) {
+    let examples = examples();
     let dir = ScratchDir::new("status");
     let plugin = dir.path().join("plugins/plug");
     std::fs::create_dir_all(&plugin).expect("mkdir");
     std::fs::write(
         plugin.join(".mcp.json"),
-        format!("{{\"mcpServers\": {{\"inside\": {{\"command\": {EXAMPLES:?}, \"args\": [\"echo\"]}}}}}}"),
+        format!("{{\"mcpServers\": {{\"inside\": {{\"command\": {examples:?}, \"args\": [\"echo\"]}}}}}}"),
     )
     .expect("write");
     let config = format!(
-        "plugin_roots = [{:?}]\n[supervisor]\ncrash_loop_limit = 1\n[servers.echo]\ncommand = {EXAMPLES:?}\nargs = [\"echo\"]\n[servers.broken]\ncommand = \"/nowhere/broken-mcp\"\n",
+        "plugin_roots = [{:?}]\n[supervisor]\ncrash_loop_limit = 1\n[servers.echo]\ncommand = {examples:?}\nargs = [\"echo\"]\n[servers.broken]\ncommand = \"/nowhere/broken-mcp\"\n",
         dir.path().join("plugins").display().to_string()
     );
     (dir, config)
@@ -162,7 +163,7 @@ async fn status_watch_follows_every_change() {
     let mut w = Watcher::open(&proxy).await;
     let mut seen = Vec::new();
     w.until("echo", "ready", &mut seen).await;
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let mut watch = Command::new(common::proxy())
         .args(["status", "--watch", "--json", "--url", &proxy.url])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -227,7 +228,7 @@ fn a_token_protected_proxy_needs_the_token() {
     let refused = cli(&["status"], &proxy.url);
     assert_eq!(refused.status.code(), Some(2));
     assert!(text(&refused).contains("401"), "{}", text(&refused));
-    let allowed = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let allowed = Command::new(common::proxy())
         .args(["status", "--url", &proxy.url])
         .env("AHP_PROXY_TOKEN", "status-test-token-0123456789")
         .output()
@@ -250,16 +251,17 @@ fn a_token_protected_proxy_needs_the_token() {
 
 #[test]
 fn check_start_runs_every_server_once_and_lists_its_tools() {
+    let examples = examples();
     let dir = ScratchDir::new("check-start");
     let config = dir.path().join("proxy.toml");
     std::fs::write(
         &config,
         format!(
-            "[servers.echo]\ncommand = {EXAMPLES:?}\nargs = [\"echo\"]\n[servers.fail]\ncommand = {EXAMPLES:?}\nargs = [\"fail\"]\n[servers.off]\ncommand = \"x\"\nenabled = false\n"
+            "[servers.echo]\ncommand = {examples:?}\nargs = [\"echo\"]\n[servers.fail]\ncommand = {examples:?}\nargs = [\"fail\"]\n[servers.off]\ncommand = \"x\"\nenabled = false\n"
         ),
     )
     .expect("write");
-    let output = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let output = Command::new(common::proxy())
         .arg("--config")
         .arg(&config)
         .args(["check", "--start"])
@@ -279,7 +281,7 @@ fn check_start_runs_every_server_once_and_lists_its_tools() {
         "{shown}"
     );
 
-    let output = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let output = Command::new(common::proxy())
         .arg("--config")
         .arg(&config)
         .args(["check", "--start", "--json"])

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 
-use common::{Proxy, ScratchDir, EXAMPLES, PATIENCE};
+use common::{examples, Proxy, ScratchDir, PATIENCE};
 
 /// WARN lines (JSON logs) whose message starts with `server <name> `.
 fn warnings_about(proxy: &Proxy, name: &str) -> Vec<String> {
@@ -97,7 +97,7 @@ env = {{ LEAKY_TOKEN = "sup3rsecretenv" }}
 /// Run `ahp-proxy` with text logs into a pipe until a stderr line contains `until`; returns
 /// every line read by then. The proxy is killed afterwards.
 fn text_logs_until(dir: &std::path::Path, args: &[&str], until: &str) -> Vec<String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let mut child = Command::new(common::proxy())
         .current_dir(dir)
         .args(args)
         .args([
@@ -146,10 +146,11 @@ fn text_logs_until(dir: &std::path::Path, args: &[&str], until: &str) -> Vec<Str
 
 #[test]
 fn text_logs_in_a_pipe_are_plain_and_the_banner_says_where_everything_is() {
+    let examples = examples();
     let dir = ScratchDir::new("banner");
     std::fs::write(
         dir.path().join("proxy.toml"),
-        format!("[servers.echo]\ncommand = {EXAMPLES:?}\nargs = [\"echo\"]\n"),
+        format!("[servers.echo]\ncommand = {examples:?}\nargs = [\"echo\"]\n"),
     )
     .expect("write config");
     let lines = text_logs_until(dir.path(), &[], "  found    ");

@@ -14,7 +14,7 @@
 mod common;
 
 use common::raw::{normalize, wait_listening, Exchange, RawClient, Seen};
-use common::{server, HttpExampleServer, Proxy, Watcher, EXAMPLES};
+use common::{examples, server, HttpExampleServer, Proxy, Watcher};
 
 /// The committed transcript of the direct runs.
 const GOLDEN: &str = concat!(
@@ -307,7 +307,7 @@ fn check_direct(steps: &[Step], what: &str) {
 
 #[tokio::test]
 async fn direct_stdio_matches_the_golden_transcript() {
-    let mut client = RawClient::spawn(EXAMPLES, &["transparency"]);
+    let mut client = RawClient::spawn(examples(), &["transparency"]);
     let steps = run_script(&mut client).await;
     check_direct(&steps, "direct stdio");
 }
@@ -574,7 +574,7 @@ async fn initialized(client: &mut RawClient) {
 
 #[tokio::test]
 async fn direct_stdio_progress_comes_before_the_response() {
-    let mut client = RawClient::spawn(EXAMPLES, &["transparency"]);
+    let mut client = RawClient::spawn(examples(), &["transparency"]);
     initialized(&mut client).await;
     progress_in_order(&mut client, "direct stdio").await;
 }

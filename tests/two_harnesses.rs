@@ -8,7 +8,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::ServiceExt;
 use serde_json::json;
 
-use common::{Proxy, ScratchDir, EXAMPLES, PATIENCE};
+use common::{examples, Proxy, ScratchDir, PATIENCE};
 
 /// A free loopback port (free when asked; the first proxy takes it).
 fn free_port() -> u16 {
@@ -39,9 +39,10 @@ async fn echo_through(pipes: common::StdioPipes, text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_stdio_copy_takes_another_ahp_port_and_both_harnesses_work() {
+    let examples = examples();
     let port = free_port();
     let config = format!(
-        "[ahp]\nlisten = \"127.0.0.1:{port}\"\n[servers.echo]\ncommand = {EXAMPLES:?}\nargs = [\"echo\"]\n"
+        "[ahp]\nlisten = \"127.0.0.1:{port}\"\n[servers.echo]\ncommand = {examples:?}\nargs = [\"echo\"]\n"
     );
     let (first, first_pipes) = Proxy::start_stdio_as_configured(&config);
     assert_eq!(
@@ -72,7 +73,7 @@ fn a_proxy_started_by_hand_on_a_taken_port_says_how_to_pick_another() {
     let dir = ScratchDir::new("taken");
     let config = dir.path().join("proxy.toml");
     std::fs::write(&config, format!("[ahp]\nlisten = \"{addr}\"\n")).expect("write");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let output = std::process::Command::new(common::proxy())
         .arg("--config")
         .arg(&config)
         .args(["serve", "--mcp-listen", "127.0.0.1:0"])

@@ -12,9 +12,9 @@ use ahp_types::commands::{
     ContentEncoding, ResourceDeleteParams, ResourceListParams, ResourceReadParams,
     ResourceWriteParams,
 };
-use ahp_types::state::{Customization, SessionState, SnapshotState};
+use ahp_types::state::{Customization, SessionState};
 use ahp_types::StateAction;
-use common::{initialized_client, next_action, Proxy, ScratchDir, DEFAULT_SESSION};
+use common::{next_action, Proxy, ScratchDir, Watcher};
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -28,13 +28,6 @@ fn config(plugins: &Path, extra: &str) -> String {
         "plugin_roots = [{:?}]\n{extra}\n[limits]\nwatch_debounce_ms = 250\n",
         plugins.display().to_string()
     )
-}
-
-fn session(state: SnapshotState) -> SessionState {
-    match state {
-        SnapshotState::Session(s) => *s,
-        other => panic!("expected a session, got {other:?}"),
-    }
 }
 
 /// `updated <name>` / `removed <last path segment of the id>`.
@@ -82,12 +75,11 @@ async fn edits_on_disk_become_the_minimal_actions_and_the_mirror_never_drifts() 
         &plugin_json("beta", "1.0.0"),
     );
     let proxy = Proxy::start(&config(&plugins, ""));
-    let client = initialized_client(&proxy, "watcher").await;
-    let (result, mut sub) = client
-        .subscribe(DEFAULT_SESSION.into())
-        .await
-        .expect("subscribe");
-    let mut mirror = session(result.snapshot.expect("snapshot").state);
+    let Watcher {
+        client,
+        mut sub,
+        mut mirror,
+    } = Watcher::open_as(&proxy, "watcher").await;
     assert_eq!(names(&mirror), ["alpha", "beta"]);
     let mut seen = Vec::new();
     let mut expect = |envelope: ActionEnvelope, mirror: &mut SessionState| {
@@ -160,12 +152,11 @@ async fn edits_on_disk_become_the_minimal_actions_and_the_mirror_never_drifts() 
     );
 
     // The mirror built from actions with the official reducers equals a fresh snapshot.
-    let other = initialized_client(&proxy, "late-joiner").await;
-    let (fresh, _sub2) = other
-        .subscribe(DEFAULT_SESSION.into())
-        .await
-        .expect("subscribe");
-    let fresh = session(fresh.snapshot.expect("snapshot").state);
+    let Watcher {
+        client: other,
+        mirror: fresh,
+        ..
+    } = Watcher::open_as(&proxy, "late-joiner").await;
     assert_eq!(mirror.customizations, fresh.customizations);
     assert_eq!(names(&fresh), ["alpha", "gamma"]);
     let alpha = match &fresh.customizations.as_ref().unwrap()[0] {
@@ -191,11 +182,9 @@ async fn a_broken_manifest_degrades_its_plugin_and_fixing_it_recovers() {
         &plugin_json("q", "1.0.0"),
     );
     let proxy = Proxy::start(&config(&plugins, ""));
-    let client = initialized_client(&proxy, "broken").await;
-    let (_, mut sub) = client
-        .subscribe(DEFAULT_SESSION.into())
-        .await
-        .expect("subscribe");
+    let Watcher {
+        client, mut sub, ..
+    } = Watcher::open_as(&proxy, "broken").await;
 
     write(
         &plugins.join("p/.mcp.json"),
@@ -253,12 +242,11 @@ async fn writable_directories_accept_resource_commands_only_inside() {
         readonly.display().to_string()
     );
     let proxy = Proxy::start(&format!("{extra}\n[limits]\nwatch_debounce_ms = 50\n"));
-    let client = initialized_client(&proxy, "writer").await;
-    let (result, mut sub) = client
-        .subscribe(DEFAULT_SESSION.into())
-        .await
-        .expect("subscribe");
-    let state = session(result.snapshot.unwrap().state);
+    let Watcher {
+        client,
+        mut sub,
+        mirror: state,
+    } = Watcher::open_as(&proxy, "writer").await;
     let dirs: Vec<serde_json::Value> = state
         .customizations
         .iter()
@@ -391,15 +379,12 @@ async fn a_root_created_after_start_up_or_replaced_is_picked_up() {
     let dir = ScratchDir::new("watch-late-root");
     let plugins = dir.path().join("plugins");
     let proxy = Proxy::start(&config(&plugins, ""));
-    let client = initialized_client(&proxy, "late").await;
-    let (result, mut sub) = client
-        .subscribe(DEFAULT_SESSION.into())
-        .await
-        .expect("subscribe");
-    assert_eq!(
-        names(&session(result.snapshot.unwrap().state)),
-        Vec::<String>::new()
-    );
+    let Watcher {
+        client,
+        mut sub,
+        mirror,
+    } = Watcher::open_as(&proxy, "late").await;
+    assert_eq!(names(&mirror), Vec::<String>::new());
 
     // The root did not exist at start-up: creating it (and a plugin in it) is noticed.
     write(
@@ -434,11 +419,9 @@ async fn link_loops_made_while_watched_are_reported_not_passed_over() {
         &plugin_json("p", "1.0.0"),
     );
     let proxy = Proxy::start(&config(&plugins, ""));
-    let client = initialized_client(&proxy, "loops").await;
-    let (_, mut sub) = client
-        .subscribe(DEFAULT_SESSION.into())
-        .await
-        .expect("subscribe");
+    let Watcher {
+        client, mut sub, ..
+    } = Watcher::open_as(&proxy, "loops").await;
     let updated = |envelope: ActionEnvelope| {
         let StateAction::SessionCustomizationUpdated(update) = &envelope.action else {
             panic!("{envelope:?}")

@@ -12,7 +12,8 @@ pub fn proxy_binary() -> PathBuf {
     built_binary("ahp-proxy")
 }
 
-/// The `ahp-proxy-example-server` binary next to this example (built with the proxy).
+/// The `ahp-proxy-example-server` binary next to this example (`cargo build --release` at the
+/// root builds it with the proxy).
 pub fn examples_binary() -> PathBuf {
     built_binary("ahp-proxy-example-server")
 }

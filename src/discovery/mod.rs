@@ -149,7 +149,7 @@ pub struct Context {
     pub env: EnvLookup,
 }
 
-/// The example-server binary's name (built by cargo next to the proxy's).
+/// The example-server binary's name (its crate, `example-servers/`, is built next to the proxy).
 pub const EXAMPLES_BINARY: &str = "ahp-proxy-example-server";
 
 impl Context {

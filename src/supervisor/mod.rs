@@ -11,7 +11,7 @@ mod failure;
 pub mod https;
 pub mod policy;
 #[allow(unsafe_code)]
-// pre_exec (parent-death signal, cgroup), kill/killpg, prctl, waitpid, the watchdog's fork: the only unsafe in the crate
+// pre_exec (parent-death signal, cgroup) and the watchdog's fork; the only other unsafe is heap's mi_collect
 pub mod process;
 mod running;
 pub mod server;

@@ -149,7 +149,7 @@ impl Task {
     async fn no_handshake(&self, child: &mut tokio::process::Child, error: ConnectError) -> String {
         match tokio::time::timeout(EXIT_STATUS_WAIT, child.wait()).await {
             Ok(Ok(status)) => {
-                process::kill_group(child, libc::SIGKILL);
+                process::kill_group(child, rustix::process::Signal::KILL);
                 format!(
                     "{} before the MCP handshake completed",
                     process::describe_exit(&status)

@@ -112,8 +112,8 @@ pub fn connect_child(
     stdout: tokio::process::ChildStdout,
     watch: Arc<dyn Watch>,
 ) -> Session {
-    use std::os::fd::AsRawFd;
-    let watched = crate::park_spin::Watched::new(stdout.as_raw_fd());
+    use std::os::fd::AsFd;
+    let watched = crate::park_spin::Watched::new(stdout.as_fd());
     open(stdin, stdout, watch, Some(watched))
 }
 

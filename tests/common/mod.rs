@@ -2,8 +2,12 @@
 //! real sockets, with the official `ahp` client or a raw WebSocket for malformed input.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod binaries;
 pub mod ide;
 pub mod raw;
+pub mod tagged;
+
+pub use binaries::{examples, proxy};
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -29,9 +33,6 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The default session every proxy starts with.
 pub const DEFAULT_SESSION: &str = "ahp-session:/default";
-
-/// The bundled example MCP servers (`ahp-proxy-example-server <kind>`).
-pub const EXAMPLES: &str = env!("CARGO_BIN_EXE_ahp-proxy-example-server");
 
 /// A scratch folder removed on drop.
 pub struct ScratchDir(pub PathBuf);
@@ -162,7 +163,7 @@ impl Proxy {
         let dir = ScratchDir::new("proxy");
         let config_path = dir.path().join("proxy.toml");
         std::fs::write(&config_path, config).expect("write config");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ahp-proxy"));
+        let mut command = Command::new(proxy());
         command
             .args(["--log-format", log_format.flag(), "--config"])
             .arg(&config_path)
@@ -297,6 +298,36 @@ impl Proxy {
         }
     }
 
+    /// The stderr lines up to and including the `count`-th line `want` accepts, waiting (at
+    /// most [`PATIENCE`]) for it. What comes before a line in the log was written before it,
+    /// so this is a fence: what one task logged before that line is all there.
+    pub fn log_until(&self, count: usize, want: impl Fn(&str) -> bool) -> Vec<String> {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            {
+                let logs = self.logs.lock().expect("log lock");
+                let mut matched = 0;
+                if let Some(at) = logs.iter().position(|line| {
+                    matched += usize::from(want(line));
+                    matched == count
+                }) {
+                    return logs[..=at].to_vec();
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "fewer than {count} log lines of the kind asked for; stderr:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Wait (at most [`PATIENCE`]) until `count` stderr lines contain `needle`.
+    pub fn wait_for_log_count(&self, needle: &str, count: usize) {
+        self.log_until(count, |line| line.contains(needle));
+    }
+
     /// A handle on the captured stderr that outlives `self` (for tests that terminate it).
     pub fn log_sink(&self) -> Arc<Mutex<Vec<String>>> {
         self.logs.clone()
@@ -383,7 +414,7 @@ impl HttpExampleServer {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
             listener.local_addr().expect("local addr").port()
         };
-        let child = Command::new(EXAMPLES)
+        let child = Command::new(examples())
             .args([kind, transport, &format!("127.0.0.1:{port}")])
             .args(extra)
             .stdin(Stdio::null())
@@ -531,15 +562,19 @@ impl Raw {
             .expect("send binary frame");
     }
 
+    /// Next frame of any kind.
+    async fn frame(&mut self) -> Message {
+        tokio::time::timeout(PATIENCE, self.ws.next())
+            .await
+            .expect("a frame within the patience window")
+            .expect("connection open")
+            .expect("valid frame")
+    }
+
     /// Next JSON text frame.
     pub async fn recv(&mut self) -> Value {
         loop {
-            let message = tokio::time::timeout(PATIENCE, self.ws.next())
-                .await
-                .expect("a frame within the patience window")
-                .expect("connection open")
-                .expect("valid frame");
-            match message {
+            match self.frame().await {
                 Message::Text(text) => {
                     return serde_json::from_str(text.as_str()).expect("JSON frame")
                 }
@@ -552,6 +587,20 @@ impl Raw {
     /// Skip frames until one whose text contains `needle`.
     pub async fn until_text(&mut self, needle: &str) {
         while !self.recv().await.to_string().contains(needle) {}
+    }
+
+    /// Read until the host has pinged this connection `count` times (each after an idle
+    /// period without a frame from it), answering each ping; other frames are dropped.
+    pub async fn until_pinged(&mut self, count: usize) {
+        let mut pings = 0;
+        while pings < count {
+            match self.frame().await {
+                // tungstenite queues the pong; the next read sends it.
+                Message::Ping(_) => pings += 1,
+                Message::Close(frame) => panic!("connection closed: {frame:?}"),
+                _ => {}
+            }
+        }
     }
 
     /// Next frame that is a response (has an `id` and no `method`).
@@ -720,10 +769,11 @@ pub fn error_code(response: &Value) -> i64 {
 
 /// A `[servers.<name>]` table running an example server with extra arguments.
 pub fn server(name: &str, kind: &str, extra: &[&str]) -> String {
+    let examples = examples();
     let mut args = vec![kind.to_string()];
     args.extend(extra.iter().map(|a| a.to_string()));
     format!(
-        "[servers.{name}]\ncommand = {EXAMPLES:?}\nargs = {}\n",
+        "[servers.{name}]\ncommand = {examples:?}\nargs = {}\n",
         serde_json::to_string(&args).unwrap()
     )
 }
@@ -738,8 +788,20 @@ pub struct Watcher {
 
 impl Watcher {
     pub async fn open(proxy: &Proxy) -> Self {
-        let client = initialized_client(proxy, "supervisor-test").await;
+        Self::open_as(proxy, "supervisor-test").await
+    }
+
+    /// An official client initialized as `client_id`, subscribed to the default session.
+    pub async fn open_as(proxy: &Proxy, client_id: &str) -> Self {
+        let client = initialized_client(proxy, client_id).await;
         Self::subscribed(client).await
+    }
+
+    /// Two clients, `a` then `b`, each initialized and subscribed to the default session.
+    pub async fn pair(proxy: &Proxy) -> (Self, Self) {
+        let a = Self::open_as(proxy, "a").await;
+        let b = Self::open_as(proxy, "b").await;
+        (a, b)
     }
 
     /// Like `open`, as `client_id`, declaring `capabilities.mcpApps` (through the official
@@ -867,8 +929,8 @@ pub fn alive(pid: u32) -> bool {
     stat(pid).is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
 }
 
-/// Wait until `pid` has used no CPU for half a second (at most [`PATIENCE`]): what it holds
-/// then is what it keeps, not what it is busy with.
+/// Wait until `pid` has used no CPU for half a second: what it holds then is what it keeps,
+/// not what it is busy with. Still busy after [`PATIENCE`] fails the test.
 pub async fn until_idle(pid: u32) {
     let ticks = || -> u64 {
         stat(pid).map_or(0, |f| {
@@ -879,12 +941,16 @@ pub async fn until_idle(pid: u32) {
     };
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let mut last = ticks();
-    while tokio::time::Instant::now() < deadline {
+    loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let now = ticks();
         if now == last {
             return;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "process {pid} was never idle for half a second"
+        );
         last = now;
     }
 }

@@ -6,11 +6,15 @@ use std::process::Command;
 
 use serde_json::Value;
 
+#[path = "../common/binaries.rs"]
+#[allow(dead_code)]
+mod binaries;
+
 /// `scripts/conformance.sh ARGS --quiet [-- SUITE-ARGS]`, with the project's binaries of this
-/// build; its summary (a panic with the script's output when it printed none).
+/// build (the example servers built first); its summary (a panic with the script's output when it printed none).
 pub fn run(args: &[&str], suite_args: &[&str]) -> Value {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+    let bin_dir = Path::new(binaries::proxy())
         .parent()
         .expect("the binaries' folder");
     let mut command = Command::new(manifest.join("scripts/conformance.sh"));

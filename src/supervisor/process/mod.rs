@@ -1,12 +1,14 @@
 //! Child processes for stdio servers: each in its own process group (and cgroup, where the
 //! machine allows), carrying the proxy's marker, killed by the kernel if the sidecar dies;
 //! stopped with SIGTERM to the whole group and SIGKILL after a grace period, and then
-//! everything it left behind (`ownership`). The only module with `unsafe`: `pre_exec`,
-//! signals, `prctl`, `waitpid`, `fork`.
+//! everything it left behind (`ownership`). Its `unsafe`: `pre_exec` and the watchdog's
+//! `fork` (the system calls themselves go through rustix, safely); the crate's only other
+//! is `heap`'s.
 
 pub mod cgroup;
 pub mod ownership;
 pub mod program;
+pub mod sweep;
 pub mod tree;
 pub mod watchdog;
 
@@ -14,6 +16,7 @@ use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use rustix::process::{Pid, Signal};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 pub use ownership::{Owned, Ownership};
@@ -80,7 +83,7 @@ pub fn spawn(
     }
     #[cfg(target_os = "linux")]
     {
-        let parent = std::process::id() as libc::pid_t;
+        let parent = rustix::process::getpid();
         // Built before the fork: the child may not allocate.
         let cgroup_procs = plan
             .as_ref()
@@ -93,25 +96,27 @@ pub fn spawn(
                 )
                 .ok()
             });
-        // SAFETY: the closure runs in the forked child before exec and only calls
-        // async-signal-safe functions (prctl, getppid, open, write, close, _exit) on data
-        // prepared before the fork.
+        // SAFETY: the closure runs in the forked child before exec and only makes system
+        // calls (prctl, getppid, open, write, close), which are async-signal-safe, on data
+        // prepared before the fork; it allocates nothing (an error from an errno does not).
         unsafe {
             cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The sidecar may have died between fork and prctl: then nobody will signal us.
-                if libc::getppid() != parent {
-                    libc::_exit(1);
+                rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+                // The sidecar may have died between fork and prctl: then nobody will signal
+                // us. The error ends the child (and nobody waits for its spawn).
+                if rustix::process::getppid() != Some(parent) {
+                    return Err(rustix::io::Errno::SRCH.into());
                 }
                 // Into the server's own cgroup ("0": the writing process). Best effort: a
                 // server that cannot join still carries the marker.
                 if let Some(path) = &cgroup_procs {
-                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                    if fd >= 0 {
-                        libc::write(fd, b"0".as_ptr().cast(), 1);
-                        libc::close(fd);
+                    use rustix::fs::{Mode, OFlags};
+                    if let Ok(fd) = rustix::fs::open(
+                        path.as_c_str(),
+                        OFlags::WRONLY | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    ) {
+                        let _ = rustix::io::write(&fd, b"0");
                     }
                 }
                 Ok(())
@@ -172,24 +177,24 @@ pub async fn terminate(child: &mut Child, grace: Duration) -> Option<ExitStatus>
     let group = child.id();
     let ownership = Ownership::get();
     if let Ok(Some(status)) = child.try_wait() {
-        signal_group(group, libc::SIGKILL);
+        signal_group(group, Signal::KILL);
         if let (Some(ownership), Some(pid)) = (ownership, group) {
             ownership.clear(pid, true).await;
         }
         return Some(status);
     }
-    signal_group(group, libc::SIGTERM);
+    signal_group(group, Signal::TERM);
     if let (Some(ownership), Some(pid)) = (ownership, group) {
         ownership.ask_to_stop(pid);
     }
     let status = match tokio::time::timeout(grace, child.wait()).await {
         // Grandchildren that ignored SIGTERM go too.
         Ok(status) => {
-            signal_group(group, libc::SIGKILL);
+            signal_group(group, Signal::KILL);
             status.ok()
         }
         Err(_) => {
-            signal_group(group, libc::SIGKILL);
+            signal_group(group, Signal::KILL);
             child.wait().await.ok()
         }
     };
@@ -200,26 +205,21 @@ pub async fn terminate(child: &mut Child, grace: Duration) -> Option<ExitStatus>
 }
 
 /// Send `signal` to the group of a child that may already have exited.
-pub fn kill_group(child: &Child, signal: libc::c_int) {
+pub fn kill_group(child: &Child, signal: Signal) {
     signal_group(child.id(), signal);
 }
 
 /// Send `signal` to process `pid` (a stale pid fails with ESRCH, harmlessly).
-fn signal(pid: i32, signal: libc::c_int) {
-    if pid > 0 {
-        // SAFETY: kill has no memory effects.
-        unsafe {
-            libc::kill(pid, signal);
-        }
+fn signal(pid: i32, signal: Signal) {
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(pid, signal);
     }
 }
 
 /// Reap child `pid` if it has exited (an orphan the proxy adopted as subreaper).
 fn reap(pid: i32) {
-    let mut status = 0;
-    // SAFETY: waitpid on one pid with WNOHANG writes only `status`.
-    unsafe {
-        libc::waitpid(pid, &mut status, libc::WNOHANG);
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
     }
 }
 
@@ -227,10 +227,7 @@ fn reap(pid: i32) {
 /// server's daemon whose parent exited) becomes its child instead of init's.
 fn become_subreaper() {
     #[cfg(target_os = "linux")]
-    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) only sets a flag on this process.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong);
-    }
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
 }
 
 /// The watchdog's start: fork (the process is single-threaded: `main` has not started
@@ -238,26 +235,22 @@ fn become_subreaper() {
 /// it a session of its own (no terminal signals). Whether this process is the watchdog.
 fn detach() -> bool {
     // SAFETY: called first thing in `main`, with one thread; the parent only calls _exit.
-    unsafe {
+    // (rustix has no safe fork: none can be, with threads about.)
+    let child = unsafe {
         match libc::fork() {
-            -1 => false,
-            0 => {
-                libc::setsid();
-                true
-            }
+            -1 => return false,
+            0 => true,
             _ => libc::_exit(0),
         }
-    }
+    };
+    let _ = rustix::process::setsid();
+    child
 }
 
-fn signal_group(pid: Option<u32>, signal: libc::c_int) {
-    if let Some(pid) = pid.and_then(|p| libc::pid_t::try_from(p).ok()) {
-        if pid > 0 {
-            // SAFETY: killpg has no memory effects; a stale group id fails with ESRCH.
-            unsafe {
-                libc::killpg(pid, signal);
-            }
-        }
+/// Send `signal` to process group `pid` (a stale group id fails with ESRCH, harmlessly).
+fn signal_group(pid: Option<u32>, signal: Signal) {
+    if let Some(pid) = pid.and_then(|p| Pid::from_raw(i32::try_from(p).ok()?)) {
+        let _ = rustix::process::kill_process_group(pid, signal);
     }
 }
 
@@ -274,20 +267,23 @@ pub fn describe_exit(status: &ExitStatus) -> String {
 }
 
 fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        _ => "signal",
-    }
+    const NAMES: [(Signal, &str); 11] = [
+        (Signal::HUP, "SIGHUP"),
+        (Signal::INT, "SIGINT"),
+        (Signal::QUIT, "SIGQUIT"),
+        (Signal::ILL, "SIGILL"),
+        (Signal::ABORT, "SIGABRT"),
+        (Signal::BUS, "SIGBUS"),
+        (Signal::FPE, "SIGFPE"),
+        (Signal::KILL, "SIGKILL"),
+        (Signal::SEGV, "SIGSEGV"),
+        (Signal::PIPE, "SIGPIPE"),
+        (Signal::TERM, "SIGTERM"),
+    ];
+    NAMES
+        .iter()
+        .find(|(known, _)| known.as_raw() == signal)
+        .map_or("signal", |(_, name)| name)
 }
 
 #[cfg(test)]

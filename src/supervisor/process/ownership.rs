@@ -5,7 +5,7 @@
 //! server stops or dies, when the proxy shuts down, and by the watchdog when the proxy is
 //! killed outright.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -13,11 +13,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::sweep::{kill_all, Targets, MARKER};
 use super::{cgroup, tree};
-
-/// The environment variable every server (and so everything it starts) carries:
-/// `<proxy token>/<server serial>`.
-pub const MARKER: &str = "AHP_PROXY_OWNER";
 
 static OWNERSHIP: OnceLock<Ownership> = OnceLock::new();
 
@@ -183,7 +180,7 @@ impl Ownership {
         };
         for target in targets.find(&tree::snapshot()) {
             if target != pid as i32 {
-                super::signal(target, libc::SIGTERM);
+                super::signal(target, rustix::process::Signal::TERM);
             }
         }
     }
@@ -284,62 +281,9 @@ async fn janitor(ownership: &'static Ownership, stop: CancellationToken) {
     }
 }
 
-/// What to kill: processes whose environment holds `entry` (exactly, or as a prefix), the
-/// live processes below `root`, and the members of `cgroup`. Never the proxy itself.
-pub struct Targets {
-    /// `NAME=value` (or its start, with `prefix`).
-    pub entry: Vec<u8>,
-    /// Match `entry` as a prefix.
-    pub prefix: bool,
-    /// A process whose whole tree goes (not itself).
-    pub root: Option<i32>,
-    /// A cgroup whose members go.
-    pub cgroup: Option<PathBuf>,
-}
-
-impl Targets {
-    /// The live targets among `procs` now.
-    pub fn find(&self, procs: &[tree::Proc]) -> BTreeSet<i32> {
-        let me = std::process::id() as i32;
-        let mut found: BTreeSet<i32> = BTreeSet::new();
-        if let Some(root) = self.root {
-            found.extend(tree::below(procs, root));
-        }
-        for p in procs {
-            if !p.zombie && p.pid != me && tree::environment_has(p.pid, &self.entry, self.prefix) {
-                found.insert(p.pid);
-            }
-        }
-        if let Some(path) = &self.cgroup {
-            found.extend(cgroup::members(path));
-        }
-        found.remove(&me);
-        found.retain(|pid| procs.iter().any(|p| p.pid == *pid && !p.zombie));
-        found
-    }
-}
-
 /// [`kill_all`] on a blocking thread: it reads `/proc` and sleeps between rounds.
 async fn kill_all_off_runtime(targets: Targets) {
     let _ = tokio::task::spawn_blocking(move || kill_all(&targets)).await;
-}
-
-/// SIGKILL every target until none is left (a process may fork while its siblings die;
-/// at most 50 rounds, 10 ms apart). Blocking: it reads `/proc` and sleeps.
-pub fn kill_all(targets: &Targets) {
-    if let Some(path) = &targets.cgroup {
-        cgroup::kill(path);
-    }
-    for _ in 0..50 {
-        let found = targets.find(&tree::snapshot());
-        if found.is_empty() {
-            return;
-        }
-        for pid in found {
-            super::signal(pid, libc::SIGKILL);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// This process's start time in clock ticks since boot (`/proc/self/stat` field 22), so

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, ExitCode, Stdio};
 
 use super::cgroup;
-use super::ownership::{kill_all, Targets, MARKER};
+use super::sweep::{kill_all, Targets, MARKER};
 
 /// Set (to the proxy's token) in the environment of a watchdog; nowhere else.
 pub const TOKEN_ENV: &str = "AHP_PROXY_WATCHDOG";
