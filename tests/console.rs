@@ -127,7 +127,7 @@ async fn the_bundled_tree_renders_with_the_right_states() {
     browser
         .until(
             "notes' tool count",
-            "const c = document.querySelector('.server[data-server=\"notes\"] .tool-count'); return c && c.textContent === '3 tools'",
+            "const c = document.querySelector('.server[data-server=\"notes\"] .tool-count'); return c && c.textContent === '4 tools'",
         )
         .await;
     // Children by kind, with descriptions, once opened (with the keyboard).
