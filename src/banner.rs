@@ -19,7 +19,7 @@ pub struct Banner {
     pub mcp_url: Option<String>,
     /// Whether MCP is also served on stdin/stdout.
     pub stdio: bool,
-    /// The web console's URL, once there is one.
+    /// The web console's URL (`http://` at the AHP address).
     pub console_url: Option<String>,
     /// Plugin containers found (plugin folders, manifests, inline plugins).
     pub plugins: usize,
@@ -39,7 +39,8 @@ impl Banner {
         let mut lines = vec![format!("ahp-proxy {}", env!("CARGO_PKG_VERSION"))];
         let config = match &self.config {
             Some(path) => path.display().to_string(),
-            None => "none found (./proxy.toml); every key has its default".into(),
+            None => "none found (proxy.toml here or in a folder above); every key has its default"
+                .into(),
         };
         lines.push(format!("  config   {config}"));
         let note = self
@@ -60,7 +61,6 @@ impl Banner {
             mcp.push("off ([mcp] http = false)".into());
         }
         lines.push(format!("  MCP      {}", mcp.join(", ")));
-        // The console line goes here once the web console exists.
         if let Some(console) = &self.console_url {
             lines.push(format!("  console  {console}"));
         }

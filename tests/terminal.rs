@@ -172,6 +172,19 @@ fn text_logs_in_a_pipe_are_plain_and_the_banner_says_where_everything_is() {
     );
     assert!(text.contains("  MCP      http://127.0.0.1:"), "{text}");
     assert!(text.contains("  found    0 plugins, 1 server"), "{text}");
+    // The README's first step: open the console.
+    assert!(text.contains("  console  http://127.0.0.1:"), "{text}");
+
+    // Started in a sub-folder of the project: the proxy.toml above is found, and named.
+    let sub = dir.path().join("src/deep");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    let lines = text_logs_until(&sub, &[], "  found    ");
+    let text = lines.join("\n");
+    assert!(
+        text.contains(&format!("  config   {}", config.display())),
+        "{text}"
+    );
+    assert!(text.contains("  found    0 plugins, 1 server"), "{text}");
 
     // No proxy.toml here: defaults, and said so.
     let empty = ScratchDir::new("banner-empty");

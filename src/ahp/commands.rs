@@ -12,7 +12,7 @@ use ahp_types::commands::{
     UnsubscribeParams,
 };
 use ahp_types::errors::UnsupportedProtocolVersionErrorData;
-use ahp_types::state::SessionConfigSchema;
+use ahp_types::state::{CustomizationEnablement, SessionConfigSchema};
 use ahp_types::ROOT_RESOURCE_URI;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -429,6 +429,7 @@ impl ConnectionProtocol {
                     }
                     _ => {
                         self.last_client_seq = Some(params.client_seq);
+                        log_steering(self.id, client_id, &params.action);
                         let channel = self.action_channel(&params);
                         self.services
                             .host
@@ -519,6 +520,38 @@ fn on_root(channel: &str) -> Result<(), RpcError> {
             "this command goes on channel {ROOT_RESOURCE_URI:?}, not {channel:?}"
         )))
     }
+}
+
+/// Say on the proxy's terminal when a client asks to start, stop or toggle something (the
+/// web console, `ahp-proxy stop`, an IDE): the action and who asked. Other actions are not
+/// worth a line.
+fn log_steering(conn: ConnId, client_id: &str, action: &StateAction) {
+    let (kind, target, enabled) = match action {
+        StateAction::SessionMcpServerStartRequested(a) => {
+            ("session/mcpServerStartRequested", &a.id, None)
+        }
+        StateAction::SessionMcpServerStopRequested(a) => {
+            ("session/mcpServerStopRequested", &a.id, None)
+        }
+        StateAction::SessionCustomizationToggled(a) => {
+            let enabled = a.enablement.iter().find_map(|e| match e {
+                CustomizationEnablement::Session { enabled }
+                | CustomizationEnablement::Global { enabled }
+                | CustomizationEnablement::Workspace { enabled, .. } => Some(*enabled),
+                CustomizationEnablement::Unknown(_) => None,
+            });
+            ("session/customizationToggled", &a.id, enabled)
+        }
+        _ => return,
+    };
+    tracing::info!(
+        conn,
+        client = %Untrusted(client_id),
+        action = kind,
+        target = %Untrusted(target),
+        enabled,
+        "steering requested"
+    );
 }
 
 /// A `clientId` the host will remember and log: not empty, at most

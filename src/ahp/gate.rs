@@ -5,6 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::HeaderMap;
 
+use crate::authority::{host_name, well_formed_host};
 use crate::config::{normalize_origin, AhpConfig};
 use crate::untrusted::Untrusted;
 
@@ -28,6 +29,8 @@ pub enum Refusal {
     Origin(String),
     /// A `Host` that is not this server's (HTTP 403).
     Host(String),
+    /// More than one `Origin` header, however the first reads (HTTP 403).
+    Origins(usize),
     /// No `Host`, more than one, or one that is not `name[:port]` (HTTP 400).
     BadHost(String),
 }
@@ -37,7 +40,7 @@ impl Refusal {
     pub fn status(&self) -> u16 {
         match self {
             Refusal::Token => 401,
-            Refusal::Origin(_) | Refusal::Host(_) => 403,
+            Refusal::Origin(_) | Refusal::Host(_) | Refusal::Origins(_) => 403,
             Refusal::BadHost(_) => 400,
         }
     }
@@ -54,6 +57,9 @@ impl Refusal {
                 "host {:?} is not this AHP endpoint (add it to ahp.allowed_hosts)",
                 Untrusted(host)
             ),
+            Refusal::Origins(count) => {
+                format!("{count} Origin headers; a browser sends one")
+            }
             Refusal::BadHost(why) => format!("bad Host header: {why}"),
         }
     }
@@ -104,6 +110,11 @@ impl Gate {
             if !hosts.contains(&name) {
                 return Err(Refusal::Host(host.to_string()));
             }
+        }
+        // One page, one origin: a second header is not a choice between two.
+        let origins = headers.get_all(http::header::ORIGIN).iter().count();
+        if origins > 1 {
+            return Err(Refusal::Origins(origins));
         }
         if let Some(origin) = headers.get(http::header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("<not text>");
@@ -156,42 +167,6 @@ fn single_host(headers: &HeaderMap) -> Result<&str, Refusal> {
     }
 }
 
-/// `name[:port]` or `[IPv6][:port]`: a DNS name or IPv4 address (letters, digits, `-`, `.`,
-/// `_`; at most 253), and a port of 1 to 5 digits up to 65535.
-pub fn well_formed_host(text: &str) -> bool {
-    let (name_ok, port) = if let Some(rest) = text.strip_prefix('[') {
-        let Some((inner, after)) = rest.split_once(']') else {
-            return false;
-        };
-        let port = match after {
-            "" => None,
-            after => match after.strip_prefix(':') {
-                Some(port) => Some(port),
-                None => return false,
-            },
-        };
-        (inner.parse::<std::net::Ipv6Addr>().is_ok(), port)
-    } else {
-        let (name, port) = match text.split_once(':') {
-            Some((name, port)) => (name, Some(port)),
-            None => (text, None),
-        };
-        let ok = !name.is_empty()
-            && name.len() <= 253
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
-        (ok, port)
-    };
-    let port_ok = port.is_none_or(|port| {
-        !port.is_empty()
-            && port.len() <= 5
-            && port.bytes().all(|b| b.is_ascii_digit())
-            && port.parse::<u32>().is_ok_and(|p| p <= 65535)
-    });
-    name_ok && port_ok
-}
-
 /// An origin served from this machine (`http://localhost:3000`, `http://127.0.0.1`, …).
 fn is_loopback_origin(origin: &str) -> bool {
     let Some((scheme, rest)) = origin.split_once("://") else {
@@ -201,15 +176,8 @@ fn is_loopback_origin(origin: &str) -> bool {
         return false;
     }
     let name = host_name(rest);
-    name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The name in a `host[:port]` (IPv6 in brackets), without port or brackets.
-fn host_name(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or_default();
-    }
-    host.split(':').next().unwrap_or_default()
+    well_formed_host(rest)
+        && (name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()))
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -292,6 +260,7 @@ mod tests {
     fn config(origins: &[&str], hosts: &[&str]) -> AhpConfig {
         AhpConfig {
             listen: "127.0.0.1:8765".parse().unwrap(),
+            views_port: 0,
             token: None,
             allowed_origins: origins
                 .iter()

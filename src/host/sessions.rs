@@ -81,6 +81,7 @@ impl Host {
         }
         let customizations = core.customizations_for(&uri);
         if let Some(active) = &params.active_client {
+            super::admission::client_tools(&active.tools).map_err(RpcError::invalid_params)?;
             super::admission::client_plugins(
                 &customizations,
                 std::iter::empty(),
