@@ -1,8 +1,13 @@
-// Harness activity: the turns of `ahp-chat:/harness` and their tool calls, live — name,
-// server, arguments, status, duration, result or error. A call paused for authorization can
-// be resumed (authenticate) or given up; a call whose tool has a View can open it.
+// The activity: the turns of `ahp-chat:/harness` and their tool calls, live — name, server,
+// status, the host's timing, who made the call (a harness, this console, another AHP client),
+// its arguments and result as formatted JSON. A call paused for authorization can be resumed
+// (authenticate) or given up; a call whose tool has a View can open it. Calls are drawn once
+// and redrawn only when they change, so what is expanded stays expanded.
 
-import { h, fill, badge } from "./dom.js";
+import { h, fill, badge, jsonDetails, pretty, replaceKeepingFocus } from "./dom.js";
+
+/** The `_meta` key the host stamps every call with (startedAt, durationMs, clientId). */
+export const CALL_META = "ahp-proxy/call";
 
 const STATUS_LABEL = {
   streaming: "starting",
@@ -22,16 +27,6 @@ function text(value) {
   return JSON.stringify(value);
 }
 
-function prettyInput(input) {
-  if (input === undefined || input === null) return "";
-  if (typeof input !== "string") return JSON.stringify(input, null, 2);
-  try {
-    return JSON.stringify(JSON.parse(input), null, 2);
-  } catch {
-    return input;
-  }
-}
-
 /** The text of a tool call's result contents. */
 export function resultText(tc) {
   return (tc.content || [])
@@ -39,65 +34,117 @@ export function resultText(tc) {
     .join("\n");
 }
 
+/** What the host says about a call: `{startedAt, durationMs, clientId}` (each may be absent). */
+export function hostTiming(tc) {
+  const own = tc && tc._meta && tc._meta[CALL_META];
+  return own && typeof own === "object" ? own : {};
+}
+
+/** A call's result as JSON to read: content, structured content, error, as the chat has it. */
+function resultJson(tc) {
+  const out = { success: tc.success };
+  for (const key of ["content", "structuredContent", "error", "pastTenseMessage"]) if (tc[key] !== undefined) out[key] = tc[key];
+  return out;
+}
+
 export class Activity {
   /**
    * @param element where the turns go
    * @param actions {server(customizationId) → {name}, giveUp(turnId, toolCallId),
-   *                 authenticate(resource, token, scopes), openView(tc)}
+   *                 authenticate(resource, token, scopes), openView(tc), clientId}
    */
   constructor(element, actions) {
     this.element = element;
     this.actions = actions;
-    this.seen = new Map(); // toolCallId → {started, ended} as seen here (ms)
+    this.turns = new Map(); // turn id → {element, calls: Map toolCallId → {tc, element}}
   }
 
+  /** Draw `chat`: new turns and changed calls only. */
   render(chat) {
-    const now = performance.now();
     const turns = [...(chat.turns || [])];
     if (chat.activeTurn) turns.push({ ...chat.activeTurn, active: true });
-    for (const turn of turns) {
-      for (const part of turn.responseParts || []) {
-        if (part.kind !== "toolCall") continue;
-        const tc = part.toolCall;
-        const seen = this.seen.get(tc.toolCallId) || {};
-        if (seen.started === undefined) seen.started = now;
-        if (seen.ended === undefined && ["completed", "cancelled"].includes(tc.status)) seen.ended = now;
-        this.seen.set(tc.toolCallId, seen);
+    turns.reverse();
+    const keep = new Set(turns.map((t) => t.id));
+    for (const [id, entry] of this.turns) {
+      if (!keep.has(id)) {
+        entry.element.remove();
+        this.turns.delete(id);
       }
     }
-    const list = turns.reverse().map((turn) => this.turn(turn));
-    fill(this.element, list.length ? list : h("p", { class: "empty" }, "No harness tool calls yet."));
+    if (!turns.length) {
+      this.element.replaceChildren(h("p", { class: "empty" }, "No tool calls yet."));
+      return;
+    }
+    this.element.querySelector(":scope > .empty")?.remove();
+    let previous = null;
+    for (const turn of turns) {
+      const entry = this.turn(turn);
+      const expected = previous ? previous.nextSibling : this.element.firstChild;
+      if (entry.element !== expected) this.element.insertBefore(entry.element, expected);
+      previous = entry.element;
+    }
   }
 
+  /** Turn `turn`'s element, brought up to date. */
   turn(turn) {
-    const calls = (turn.responseParts || []).filter((p) => p.kind === "toolCall").map((p) => this.call(turn, p.toolCall));
-    const notes = (turn.responseParts || []).filter((p) => p.kind === "markdown").map((p) => h("p", { class: "muted" }, p.content));
-    return h(
-      "article",
-      { class: "turn", "data-turn": turn.id },
-      h(
-        "header",
-        { class: "turn-head" },
-        h("span", {}, turn.active ? "In progress" : `Turn ${turn.state || ""}`),
+    let entry = this.turns.get(turn.id);
+    if (!entry) {
+      entry = { element: h("article", { class: "turn", "data-turn": turn.id }), head: null, calls: new Map(), list: h("div", { class: "calls" }) };
+      entry.element.append(h("header", { class: "turn-head" }), entry.list);
+      this.turns.set(turn.id, entry);
+    }
+    const state = turn.active ? "In progress" : `Turn ${turn.state || ""}`;
+    const head = entry.element.firstChild;
+    const headText = `${state}|${turn.startedAt}|${turn.duration}`;
+    if (head.dataset.shown !== headText) {
+      head.dataset.shown = headText;
+      fill(head,
+        h("span", {}, state),
         turn.startedAt ? h("time", { class: "muted", datetime: turn.startedAt }, new Date(turn.startedAt).toLocaleTimeString()) : null,
-        turn.duration !== undefined ? h("span", { class: "muted" }, `${turn.duration} ms`) : null,
-      ),
-      notes,
-      calls,
-    );
+        typeof turn.duration === "number" ? h("span", { class: "muted" }, `${turn.duration} ms`) : null,
+      );
+    }
+    let previous = null;
+    for (const part of turn.responseParts || []) {
+      let element;
+      if (part.kind === "toolCall") {
+        const tc = part.toolCall;
+        const known = entry.calls.get(tc.toolCallId);
+        if (known && known.tc === tc && known.turnId === turn.id) element = known.element;
+        else {
+          element = this.call(turn, tc);
+          if (known && known.element.isConnected) replaceKeepingFocus(known.element, element);
+          entry.calls.set(tc.toolCallId, { tc, element, turnId: turn.id });
+        }
+      } else if (part.kind === "markdown") {
+        const key = part.id || part.content;
+        element = entry.calls.get(key)?.element || h("p", { class: "muted" }, part.content);
+        entry.calls.set(key, { element });
+      } else continue;
+      const expected = previous ? previous.nextSibling : entry.list.firstChild;
+      if (element !== expected) entry.list.insertBefore(element, expected);
+      previous = element;
+    }
+    return entry;
   }
 
   call(turn, tc) {
     const server = tc.contributor && tc.contributor.kind === "mcp" ? this.actions.server(tc.contributor.customizationId) : undefined;
-    const seen = this.seen.get(tc.toolCallId) || {};
-    const duration = seen.ended !== undefined ? Math.round(seen.ended - seen.started) : undefined;
+    const timing = hostTiming(tc);
     const status = tc.status === "completed" ? (tc.success ? "done" : "failed") : STATUS_LABEL[tc.status] || tc.status;
     const statusKind = tc.status === "completed" ? (tc.success ? "ok" : "failed") : tc.status;
     const ui = tc._meta && tc._meta.ui;
     const result = tc.status === "completed" ? resultText(tc) : "";
+    const by = timing.clientId === undefined ? null : timing.clientId === this.actions.clientId ? "from this console" : "from an AHP client";
     return h(
       "div",
-      { class: `call call-${statusKind}`, "data-tool": tc.toolName, "data-status": tc.status, "data-call": tc.toolCallId },
+      {
+        class: `call call-${statusKind}`,
+        "data-tool": tc.toolName,
+        "data-status": tc.status,
+        "data-call": tc.toolCallId,
+        "data-by": timing.clientId === undefined ? "harness" : timing.clientId === this.actions.clientId ? "console" : "client",
+      },
       h(
         "div",
         { class: "call-head" },
@@ -105,13 +152,16 @@ export class Activity {
         tc.displayName && tc.displayName !== tc.toolName ? h("code", { class: "muted" }, tc.toolName) : null,
         server ? h("span", { class: "muted" }, `on ${server.name}`) : null,
         badge(status, `call-${statusKind}`),
-        duration !== undefined ? h("span", { class: "muted" }, `${duration} ms`) : null,
+        typeof timing.durationMs === "number" ? h("span", { class: "muted call-duration", title: "measured by the proxy" }, `${timing.durationMs} ms`) : null,
+        by ? h("span", { class: "badge badge-by", title: `clientId ${timing.clientId}` }, by) : null,
         ui && ui.resourceUri && server ? h("button", { type: "button", onclick: () => this.actions.openView(tc) }, "Open view") : null,
       ),
-      tc.toolInput !== undefined ? h("details", { class: "call-input" }, h("summary", {}, "Arguments"), h("pre", {}, prettyInput(tc.toolInput))) : null,
+      timing.startedAt ? h("time", { class: "muted call-time", datetime: timing.startedAt }, new Date(timing.startedAt).toLocaleTimeString()) : null,
+      tc.toolInput !== undefined ? h("details", { class: "call-input json" }, h("summary", {}, "Arguments"), h("pre", { class: "json-text" }, pretty(tc.toolInput))) : null,
       result ? h("pre", { class: "call-result" }, result) : null,
       tc.status === "completed" && !tc.success && tc.error ? h("pre", { class: "call-error" }, text(tc.error.message || tc.error)) : null,
       tc.status === "completed" && !tc.success && !tc.error && tc.pastTenseMessage ? h("div", { class: "call-error" }, text(tc.pastTenseMessage)) : null,
+      tc.status === "completed" ? jsonDetails("Result as JSON", resultJson(tc), { class: "call-output json" }) : null,
       tc.status === "auth-required" ? this.paused(turn, tc) : null,
     );
   }

@@ -5,7 +5,8 @@
 // speaks `ui/*` with it. The View's tools/call, resources/*, logging and sampling go over
 // the same channel; nothing else is offered (the host capabilities are exactly `mcpApp`).
 
-import { h, fill } from "./dom.js";
+import { h } from "./dom.js";
+import { schemaForm } from "./form.js";
 
 let library;
 /** The vendored App host library, loaded the first time a View opens. */
@@ -16,13 +17,15 @@ function bridgeLibrary() {
 
 const HOST_INFO = { name: "ahp-proxy console", version: "1" };
 
-function uiResourceUri(tool) {
+/** The `ui://` resource of a tool's View, if it has one. */
+export function uiResourceUri(tool) {
   const meta = tool && tool._meta;
   const uri = (meta && meta.ui && meta.ui.resourceUri) || (meta && meta["ui/resourceUri"]);
   return typeof uri === "string" && uri.startsWith("ui://") ? uri : undefined;
 }
 
-function visibility(tool) {
+/** Who may call a tool with a View: `model`, `app` or both. */
+export function visibility(tool) {
   const v = tool && tool._meta && tool._meta.ui && tool._meta.ui.visibility;
   return Array.isArray(v) ? v : ["model", "app"];
 }
@@ -45,116 +48,42 @@ export function callToolResult(tc) {
 export class Apps {
   /**
    * @param element where open Views go
-   * @param host {request(method, params), notify(method, params), viewOrigin, theme()}
+   * @param host {request(method, params), notify(method, params), tools(server) → tools[]
+   *              (the server's, as read through its channel), viewOrigin, theme()}
    */
   constructor(element, host) {
     this.element = element;
     this.host = host;
-    this.toolLists = new Map(); // channel → Promise<tools[]>
     this.open = new Set();
   }
 
-  /** The server's tools, from `tools/list` on its channel (every page). */
-  tools(server) {
-    if (!server.channel || !server.mcpApp || !server.mcpApp.capabilities.serverTools) return Promise.resolve([]);
-    let list = this.toolLists.get(server.channel);
-    if (!list) {
-      list = (async () => {
-        const tools = [];
-        let cursor;
-        do {
-          const page = await this.host.request("tools/list", { channel: server.channel, ...(cursor ? { cursor } : {}) });
-          tools.push(...(page.tools || []));
-          cursor = page.nextCursor;
-        } while (cursor);
-        return tools;
-      })();
-      list.catch(() => this.toolLists.delete(server.channel));
-      this.toolLists.set(server.channel, list);
-    }
-    return list;
-  }
-
-  /** Forget a channel's tools (list changed, or the server left `ready`). */
-  forget(channel) {
-    this.toolLists.delete(channel);
-  }
-
-  /** The "Apps" of a ready server: each App tool the user may call, with a form ("try it"). */
-  section(server) {
-    const box = h("div", { class: "apps" });
-    this.tools(server).then(
-      (tools) => {
-        const apps = tools.filter((t) => uiResourceUri(t) && visibility(t).includes("model"));
-        if (!apps.length) return;
-        fill(box, h("span", { class: "muted" }, "MCP Apps:"), apps.map((tool) => this.tryIt(server, tool)));
-      },
-      () => {},
-    );
-    return box;
-  }
-
+  /** A form to call App tool `tool` of `server` and open its View ("Try it"). */
   tryIt(server, tool) {
-    const fields = [];
-    const schema = tool.inputSchema || {};
-    const required = new Set(schema.required || []);
-    for (const [name, prop] of Object.entries(schema.properties || {})) {
-      let input;
-      if (Array.isArray(prop.enum)) {
-        input = h("select", { name }, prop.enum.map((v) => h("option", { value: JSON.stringify(v) }, String(v))));
-      } else if (prop.type === "boolean") {
-        input = h("input", { type: "checkbox", name });
-      } else if (prop.type === "number" || prop.type === "integer") {
-        input = h("input", { type: "number", name, step: prop.type === "integer" ? "1" : "any", required: required.has(name) });
-      } else if (prop.type === "string") {
-        input = h("input", { type: "text", name, required: required.has(name) });
-      } else {
-        input = h("textarea", { name, rows: 2, placeholder: "JSON" });
-      }
-      fields.push({ name, prop, input });
-    }
-    const read = () => {
-      const args = {};
-      for (const { name, prop, input } of fields) {
-        if (input.tagName === "SELECT") args[name] = JSON.parse(input.value);
-        else if (prop.type === "boolean") args[name] = input.checked;
-        else if (input.value === "") continue;
-        else if (prop.type === "number" || prop.type === "integer") args[name] = Number(input.value);
-        else if (prop.type === "string") args[name] = input.value;
-        else args[name] = JSON.parse(input.value);
-      }
-      return args;
-    };
-    const form = h(
+    const form = schemaForm(tool.inputSchema, tool.name);
+    const element = h(
       "form",
       {
         class: "try-it",
         "data-tool": tool.name,
         onsubmit: (event) => {
           event.preventDefault();
-          let args;
-          try {
-            args = read();
-          } catch (error) {
-            form.querySelector(".form-error").textContent = `Invalid JSON: ${error.message}`;
-            return;
-          }
+          const args = form.submit();
+          if (args === undefined) return;
           const result = this.host.request("tools/call", { channel: server.channel, name: tool.name, arguments: args });
           this.show({ server, tool, args, result });
         },
       },
       h("strong", {}, tool.title || tool.name),
       tool.description ? h("span", { class: "muted" }, ` ${tool.description}`) : null,
-      fields.map(({ name, input }) => h("label", {}, `${name}${required.has(name) ? " *" : ""} `, input)),
+      form.element,
       h("button", { type: "submit", "aria-label": `Try ${tool.name} on ${server.name}` }, "Try it"),
-      h("span", { class: "form-error", role: "alert" }),
     );
-    return form;
+    return element;
   }
 
   /** Open a harness call's View (input and result from the AHP tool call). */
   async showCall(server, tc) {
-    const tools = await this.tools(server).catch(() => []);
+    const tools = this.host.tools(server) || [];
     const tool = tools.find((t) => t.name === tc.toolName) || { name: tc.toolName, inputSchema: { type: "object" }, _meta: tc._meta };
     let args = {};
     try {
@@ -193,6 +122,9 @@ export class Apps {
     const view = { panel, close: async () => panel.remove() };
     this.element.prepend(panel);
     this.open.add(view);
+    // Brought into sight below the sticky header (the style's scroll margin).
+    panel.scrollIntoView({ block: "start", behavior: "instant" });
+    panel.querySelector("button.close").focus({ preventScroll: true });
     const note = (text) => log.append(h("li", {}, text));
     try {
       const { AppBridge, PostMessageTransport } = await bridgeLibrary();
@@ -219,7 +151,7 @@ export class Apps {
       const channel = server.channel;
       const on = (method) => (params) => this.host.request(method, { ...(params || {}), channel });
       bridge.oncalltool = async (params) => {
-        const tools = await this.tools(server).catch(() => []);
+        const tools = this.host.tools(server) || [];
         const called = tools.find((t) => t.name === params.name);
         if (called && !visibility(called).includes("app")) {
           throw new Error(`tool ${params.name} is not callable from a View`);

@@ -1,15 +1,20 @@
 // The console: an AHP client in the page. It initializes with `capabilities.mcpApps`,
 // subscribes to the root, the default session and the harness chat, keeps a mirror by
 // applying the actions it receives (mirror.js), and renders it. Steering goes out as
-// `dispatchAction` and `authenticate`, MCP Apps over `mcp://` channels: only what any AHP
-// client can do.
+// `dispatchAction` and `authenticate`; every server's offer, the workbench's calls and MCP
+// Apps go over `mcp://` channels: only what any AHP client can do.
 
 import { Connection } from "./connection.js";
 import { applyRoot, applySession, applyChat, findServer } from "./mirror.js";
 import { Tree } from "./tree.js";
 import { Activity } from "./activity.js";
 import { Apps } from "./apps.js";
-import { h, fill } from "./dom.js";
+import { Offers } from "./offers.js";
+import { Workbench } from "./workbench.js";
+import { Summary } from "./summary.js";
+import { Filter } from "./filter.js";
+import { Charts } from "./chart.js";
+import { h, fill, announce } from "./dom.js";
 
 const ROOT = "ahp-root://";
 const SESSION = "ahp-session:/default";
@@ -19,7 +24,7 @@ const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.content;
 const viewPort = meta("ahp-console-view-port");
 const tokenRequired = meta("ahp-console-token-required") === "true";
 
-const stats = { firstRenderMs: undefined, updates: [], lastUpdateMs: undefined, actions: 0, resyncs: 0 };
+const stats = { firstRenderMs: undefined, updates: [], lastUpdateMs: undefined, actions: 0, resyncs: 0, filters: [] };
 const mirror = { root: undefined, session: undefined, chat: undefined, serverSeq: 0 };
 const clientId = `console-${crypto.randomUUID ? crypto.randomUUID() : Math.random().toString(36).slice(2)}`;
 
@@ -27,16 +32,33 @@ let connection;
 let clientSeq = 0;
 
 const status = document.getElementById("status");
+const request = (method, params) => connection.request(method, params);
+/** Server `id` as the mirror has it now. */
+const current = (id) => mirror.session && findServer(mirror.session, id);
+
+const offers = new Offers({ request, changed: (id) => offerChanged(id) });
+const apps = new Apps(document.getElementById("views"), {
+  request,
+  notify: (method, params) => connection.notify(method, params),
+  tools: (server) => (offers.of(server) || {}).tools,
+  viewOrigin: `${location.protocol}//${location.hostname.includes(":") ? `[${location.hostname}]` : location.hostname}:${viewPort}`,
+  theme: () => currentTheme(),
+});
+const workbench = new Workbench({ offers, request, current, apps });
 const tree = new Tree(document.getElementById("tree"), {
   toggle: (c, enabled) => dispatch({ type: "session/customizationToggled", id: c.id, enablement: [{ kind: "session", enabled }] }),
   start: (id) => dispatch({ type: "session/mcpServerStartRequested", id }),
   stop: (id) => dispatch({ type: "session/mcpServerStopRequested", id }),
   restart: (id) => restart(id),
   authenticate: (resource, token, scopes) => authenticate(resource, token, scopes),
-  apps: (server) => apps.section(server),
-  toolCount: (server) => toolCounts.get(server.channel),
+  offer: (server) => workbench.section(server),
+  toolCount: (server) => {
+    const tools = (offers.of(server) || {}).tools;
+    return tools && tools.length;
+  },
 });
 const activity = new Activity(document.getElementById("activity"), {
+  clientId,
   server: (id) => tree.describe(id),
   giveUp: (turnId, toolCallId) =>
     dispatch(
@@ -49,13 +71,29 @@ const activity = new Activity(document.getElementById("activity"), {
     if (entry) apps.showCall(entry.server, tc);
   },
 });
-const apps = new Apps(document.getElementById("views"), {
-  request: (method, params) => connection.request(method, params),
-  notify: (method, params) => connection.notify(method, params),
-  viewOrigin: `${location.protocol}//${location.hostname.includes(":") ? `[${location.hostname}]` : location.hostname}:${viewPort}`,
-  theme: () => currentTheme(),
+const charts = new Charts(document.getElementById("charts"), { server: (id) => tree.describe(id), jump: (id) => jump(id) });
+const filter = new Filter(document.getElementById("filter"), {
+  customizations: () => (mirror.session && mirror.session.customizations) || [],
+  tools: (server) => ((offers.of(server) || {}).tools || []).map((t) => t.name),
+  tree,
+  workbench,
+  stats,
 });
-const toolCounts = new Map(); // channel → number of tools
+const summary = new Summary(document.getElementById("summary"), document.getElementById("attention"), {
+  filter: (query) => {
+    filter.set(query);
+    const first = document.querySelector(query.startsWith("state:") ? "#tree .card:not([hidden]) .server:not([hidden])" : "#tree .card:not([hidden])");
+    if (first) tree.reveal(first.dataset.id);
+  },
+  jump: (id) => jump(id),
+});
+
+/** Bring server or container `id` into sight, clearing a filter that hides it. */
+function jump(id) {
+  const target = tree.rows.get(id) || tree.cards.get(id);
+  if (target && (target.hidden || target.closest("[hidden]"))) filter.set("");
+  tree.reveal(id);
+}
 
 // ─── theme ──────────────────────────────────────────────────────────────────
 
@@ -95,6 +133,7 @@ function askForToken(message) {
       onsubmit: (event) => {
         event.preventDefault();
         sessionStorage.setItem("ahp-console-token", input.value);
+        fill(document.getElementById("login"));
         start();
       },
     },
@@ -102,7 +141,8 @@ function askForToken(message) {
     h("label", {}, "Access token ", input),
     h("button", { type: "submit" }, "Connect"),
   );
-  fill(status, form);
+  fill(document.getElementById("login"), form);
+  say("Not connected", "error");
   input.focus();
 }
 
@@ -141,6 +181,8 @@ async function start() {
     });
     mirror.serverSeq = result.serverSeq;
     for (const snapshot of result.snapshots || []) take(snapshot);
+    offers.reset();
+    workbench.reset();
     say("Connected", "ok");
     renderAll();
   } catch (error) {
@@ -168,6 +210,10 @@ async function resync(channel) {
 }
 
 function onNotification(method, params, arrived) {
+  if (/^notifications\/(tools|resources|prompts)\/list_changed$/.test(method)) {
+    offers.listChanged(params.channel, method);
+    return;
+  }
   if (method !== "action") return;
   const envelope = params;
   if (envelope.rejectionReason) {
@@ -198,9 +244,18 @@ function onNotification(method, params, arrived) {
 
 function renderAll() {
   renderHeader();
-  if (mirror.session) tree.render(mirror.session.customizations);
-  if (mirror.chat) activity.render(mirror.chat);
-  refreshToolCounts();
+  if (mirror.session) {
+    tree.render(mirror.session.customizations);
+    for (const { server } of allServers()) {
+      announced.set(server.id, server.state && server.state.kind);
+      if (server.state && server.state.kind === "ready") offers.load(server);
+    }
+    sessionChanged();
+  }
+  if (mirror.chat) {
+    activity.render(mirror.chat);
+    charts.render(mirror.chat);
+  }
   if (stats.firstRenderMs === undefined) {
     requestAnimationFrame(() => {
       stats.firstRenderMs = performance.now();
@@ -209,15 +264,25 @@ function renderAll() {
   }
 }
 
+/** After the tree changed: the summary, the attention list, the filter. */
+function sessionChanged() {
+  summary.render(mirror.session.customizations);
+  filter.apply();
+}
+
 function renderHeader() {
   const agent = mirror.root && mirror.root.agents && mirror.root.agents[0];
-  document.getElementById("agent").textContent = agent ? agent.displayName : "";
-  document.getElementById("session").textContent = mirror.session ? mirror.session.title : "";
+  document.getElementById("where").textContent = [agent && agent.displayName, mirror.session && mirror.session.title].filter(Boolean).join(" · ");
 }
+
+const STATE_WORDS = { ready: "ready", starting: "starting", stopped: "stopped", error: "error", authRequired: "needs a token" };
+/** The state last announced for each server (a stop's request and its report say it once). */
+const announced = new Map();
 
 function render(channel, action) {
   if (channel === CHAT) {
     activity.render(mirror.chat);
+    charts.render(mirror.chat);
     return;
   }
   if (channel === ROOT) {
@@ -228,12 +293,11 @@ function render(channel, action) {
   switch (action.type) {
     case "session/customizationsChanged":
       tree.render(session.customizations);
-      refreshToolCounts();
+      for (const { server } of allServers()) if (server.state.kind === "ready") offers.load(server);
       break;
     case "session/customizationUpdated": {
       const c = session.customizations.find((x) => x.id === action.customization.id);
       if (c) tree.container(c);
-      refreshToolCounts();
       break;
     }
     case "session/customizationRemoved":
@@ -256,10 +320,14 @@ function render(channel, action) {
     case "session/mcpServerBackgroundRequested": {
       const server = findServer(session, action.id);
       if (!server) break;
-      const container = session.customizations.find((x) => x === server || (x.children || []).includes(server));
-      if (container === server) tree.container(server);
-      else tree.server(server, container);
-      if (server.state.kind === "ready") countTools(server);
+      if (server.state.kind === "ready") offers.load(server);
+      else offers.drop(server.id);
+      redrawServer(server);
+      if (announced.get(server.id) !== server.state.kind) {
+        announced.set(server.id, server.state.kind);
+        const error = server.state.kind === "error" && server.state.error ? ` (${server.state.error.errorType || "error"})` : "";
+        announce(`${server.name}: ${STATE_WORDS[server.state.kind] || server.state.kind}${error}`);
+      }
       break;
     }
     case "session/titleChanged":
@@ -268,6 +336,22 @@ function render(channel, action) {
     default:
       break;
   }
+  sessionChanged();
+}
+
+/** Redraw server `server`'s row (or its card, when it stands alone). */
+function redrawServer(server) {
+  const container = mirror.session.customizations.find((x) => x === server || (x.children || []).includes(server));
+  if (container === server) tree.container(server);
+  else if (container) tree.server(server, container);
+}
+
+/** A list of server `id` was read: its row (tool count), its offer, the filter follow. */
+function offerChanged(id) {
+  const server = current(id);
+  if (!server || server.state.kind !== "ready") return;
+  redrawServer(server);
+  filter.apply();
 }
 
 // ─── steering ───────────────────────────────────────────────────────────────
@@ -282,7 +366,7 @@ function restart(id) {
   dispatch({ type: "session/mcpServerStopRequested", id });
   const started = Date.now();
   const poll = () => {
-    const server = mirror.session && findServer(mirror.session, id);
+    const server = current(id);
     if (server && server.state.kind === "stopped") dispatch({ type: "session/mcpServerStartRequested", id });
     else if (Date.now() - started < 30000) setTimeout(poll, 50);
   };
@@ -298,8 +382,6 @@ async function authenticate(resource, token, scopes) {
   }
 }
 
-// ─── tool counts (tools/list on each ready server's channel) ────────────────
-
 function allServers() {
   const out = [];
   for (const c of (mirror.session && mirror.session.customizations) || []) {
@@ -307,27 +389,6 @@ function allServers() {
     for (const child of c.children || []) if (child.type === "mcpServer") out.push({ server: child, container: c });
   }
   return out;
-}
-
-function refreshToolCounts() {
-  for (const { server } of allServers()) if (server.state && server.state.kind === "ready") countTools(server);
-}
-
-function countTools(server) {
-  const channel = server.channel;
-  if (!channel || toolCounts.has(channel)) return;
-  apps.tools(server).then(
-    (tools) => {
-      toolCounts.set(channel, tools.length);
-      const current = mirror.session && findServer(mirror.session, server.id);
-      if (current && current.channel === channel) {
-        const container = mirror.session.customizations.find((x) => x === current || (x.children || []).includes(current));
-        if (container === current) tree.container(current);
-        else tree.server(current, container);
-      }
-    },
-    () => {},
-  );
 }
 
 // For tests and the curious: the mirror, and how fast the page was.

@@ -2,11 +2,19 @@
 
 /** `h("button", {class: "x", onclick}, "Stop")`: an element with attributes and children. */
 export function h(tag, attributes = {}, ...children) {
-  const element = document.createElement(tag);
+  return build(document.createElement(tag), attributes, children);
+}
+
+/** An SVG element, like `h`. */
+export function svg(tag, attributes = {}, ...children) {
+  return build(document.createElementNS("http://www.w3.org/2000/svg", tag), attributes, children);
+}
+
+function build(element, attributes, children) {
   for (const [key, value] of Object.entries(attributes)) {
     if (value === undefined || value === null || value === false) continue;
     if (key.startsWith("on")) element.addEventListener(key.slice(2), value);
-    else if (key === "class") element.className = value;
+    else if (key === "class") element.setAttribute("class", value);
     else if (value === true) element.setAttribute(key, "");
     else element.setAttribute(key, String(value));
   }
@@ -32,4 +40,50 @@ export function fill(element, ...children) {
 /** A short, human label for a tool call or server state badge. */
 export function badge(text, kind) {
   return h("span", { class: `badge badge-${kind}` }, text);
+}
+
+/** `1 skill`, `2 skills`. */
+export function plural(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/** `value` as indented JSON (text that is JSON is parsed first). */
+export function pretty(value) {
+  if (value === undefined) return "";
+  if (typeof value === "string") {
+    try {
+      return JSON.stringify(JSON.parse(value), null, 2);
+    } catch {
+      return value;
+    }
+  }
+  return JSON.stringify(value, null, 2);
+}
+
+/** A collapsed `<details>` with a summary and a JSON block. */
+export function jsonDetails(summary, value, attributes = {}) {
+  return h("details", { class: "json", ...attributes }, h("summary", {}, summary), h("pre", { class: "json-text" }, pretty(value)));
+}
+
+/**
+ * Put `fresh` where `old` is, keeping the keyboard focus: on the same element when it moved
+ * into `fresh`, else on the element of `fresh` with the same `data-key` (a Stop button
+ * stays focused after its row is redrawn for the new state).
+ */
+export function replaceKeepingFocus(old, fresh) {
+  const active = document.activeElement;
+  const inside = active && active !== document.body && old.contains(active);
+  const key = inside ? active.closest("[data-key]")?.dataset.key : undefined;
+  old.replaceWith(fresh);
+  if (!inside) return;
+  if (fresh.contains(active)) active.focus({ preventScroll: true });
+  else if (key) fresh.querySelector(`[data-key="${CSS.escape(key)}"]`)?.focus({ preventScroll: true });
+}
+
+/** Polite screen-reader announcements (one live region for the page). */
+export function announce(text) {
+  const region = document.getElementById("announcer");
+  if (!region) return;
+  // The same text twice in a row is announced again only if the region changes.
+  region.textContent = region.textContent === text ? `${text}\u00a0` : text;
 }

@@ -1,10 +1,11 @@
 // The customization tree: plugins, directories and bare servers with their load state and
-// problems, children by kind, and every MCP server with its live state and controls.
-// Keyed by id, so a live change re-renders one card or one server row, not the page.
+// problems (those with problems or failing servers first), children by kind, and every MCP
+// server with its live state, controls and offer. Keyed by id, so a live change redraws one
+// card or one server row, not the page, and the keyboard focus stays where it was.
 
-import { h, fill, badge } from "./dom.js";
+import { h, fill, badge, plural, replaceKeepingFocus } from "./dom.js";
 
-const KIND_LABEL = { skill: "Skills", agent: "Agents", prompt: "Prompts", rule: "Rules", hook: "Hooks" };
+const KIND_LABEL = { skill: ["skill", "Skills"], agent: ["agent", "Agents"], prompt: ["prompt", "Prompts"], rule: ["rule", "Rules"], hook: ["hook", "Hooks"] };
 
 /** Effective enablement of a plugin or server: the client's decision, else the declaration. */
 function enabledOf(c) {
@@ -13,19 +14,34 @@ function enabledOf(c) {
   return undefined;
 }
 
-function shortName(uri) {
-  try {
-    return decodeURIComponent(uri.replace(/^file:\/\//, ""));
-  } catch {
-    return uri;
-  }
+/** Whether a container has problems or a failing server (it is listed first). */
+export function troubled(c) {
+  const servers = c.type === "mcpServer" ? [c] : (c.children || []).filter((x) => x.type === "mcpServer");
+  return !!(c.load && c.load.message) || servers.some((s) => s.state && (s.state.kind === "error" || s.state.kind === "authRequired"));
+}
+
+/** A button that stays focusable when it cannot act (`aria-disabled`), so the keyboard focus
+ *  survives the state change it caused. */
+function control(label, key, enabled, onclick, name) {
+  return h(
+    "button",
+    {
+      type: "button",
+      "data-key": key,
+      "aria-disabled": enabled ? undefined : "true",
+      "aria-label": name,
+      onclick: () => enabled && onclick(),
+    },
+    label,
+  );
 }
 
 export class Tree {
   /**
    * @param element where the tree goes
    * @param actions {toggle(c, enabled), start(id), stop(id), restart(id),
-   *                 authenticate(resource, token, scopes), apps(server, element), toolCount(server)}
+   *                 authenticate(resource, token, scopes), offer(server) → element,
+   *                 toolCount(server)}
    */
   constructor(element, actions) {
     this.element = element;
@@ -35,14 +51,16 @@ export class Tree {
     this.servers = new Map(); // server id → {server, container}
   }
 
-  /** Everything anew (a snapshot or `customizationsChanged`). */
+  /** Everything anew (a snapshot or `customizationsChanged`); troubled containers first. */
   render(customizations) {
     this.cards.clear();
     this.rows.clear();
     this.servers.clear();
+    const list = customizations || [];
+    const ordered = [...list.filter(troubled), ...list.filter((c) => !troubled(c))];
     const fragment = document.createDocumentFragment();
-    for (const c of customizations || []) fragment.append(this.card(c));
-    fill(this.element, customizations && customizations.length ? fragment : h("p", { class: "empty" }, "No plugins, directories or servers found."));
+    for (const c of ordered) fragment.append(this.card(c));
+    fill(this.element, list.length ? fragment : h("p", { class: "empty" }, "No plugins, directories or servers found."));
   }
 
   /** One container anew (updated, toggled, or its child removed); appended when new. */
@@ -55,8 +73,11 @@ export class Tree {
       }
     }
     const card = this.card(c);
-    if (old) old.replaceWith(card);
-    else this.element.append(card);
+    if (old) replaceKeepingFocus(old, card);
+    else {
+      this.element.querySelector(":scope > .empty")?.remove();
+      this.element.append(card);
+    }
   }
 
   remove(id) {
@@ -71,23 +92,22 @@ export class Tree {
   server(server, container) {
     const old = this.rows.get(server.id);
     const row = this.serverRow(server, container);
-    if (old) old.replaceWith(row);
+    if (old) replaceKeepingFocus(old, row);
   }
 
   card(c) {
     let card;
     if (c.type === "mcpServer") {
-      card = h("section", { class: "card card-server", "data-id": c.id }, this.serverRow(c, undefined));
+      card = h("section", { class: "card card-server", "data-id": c.id, tabindex: "-1", "aria-label": c.name }, this.serverRow(c, c));
     } else {
       const load = c.load || { kind: "loaded" };
       const problems = (load.message || "").split("\n").filter(Boolean);
       const children = Array.isArray(c.children) ? c.children : [];
       const servers = children.filter((x) => x.type === "mcpServer");
       const others = children.filter((x) => x.type !== "mcpServer");
-      const enabled = enabledOf(c);
       card = h(
         "section",
-        { class: `card card-${c.type}`, "data-id": c.id, "aria-label": c.name },
+        { class: `card card-${c.type}`, "data-id": c.id, tabindex: "-1", "aria-label": c.name },
         h(
           "header",
           { class: "card-head" },
@@ -95,7 +115,7 @@ export class Tree {
           c.version ? h("span", { class: "muted" }, `v${c.version}`) : null,
           c.type === "directory" ? h("span", { class: "muted" }, `${c.contents || ""} directory${c.writable ? ", writable" : ""}`) : null,
           badge(load.kind, `load-${load.kind}`),
-          this.toggleButton(c, enabled),
+          this.toggleButton(c, enabledOf(c)),
         ),
         problems.length
           ? h("ul", { class: "problems", "aria-label": "problems" }, problems.map((p) => h("li", { class: "problem" }, p)))
@@ -113,38 +133,37 @@ export class Tree {
     const counts = {};
     for (const child of children) counts[child.type] = (counts[child.type] || 0) + 1;
     const summary = Object.entries(counts)
-      .map(([kind, n]) => `${n} ${(KIND_LABEL[kind] || kind).toLowerCase()}`)
+      .map(([kind, n]) => (KIND_LABEL[kind] ? plural(n, KIND_LABEL[kind][0]) : `${n} ${kind}`))
       .join(", ");
     const details = h("details", { class: "children" }, h("summary", {}, summary));
-    details.addEventListener(
-      "toggle",
-      () => {
-        if (!details.open || details.dataset.built) return;
-        details.dataset.built = "1";
-        for (const kind of Object.keys(counts)) {
-          details.append(
-            h("h4", {}, KIND_LABEL[kind] || kind),
-            h(
-              "ul",
-              { class: "child-list" },
-              children
-                .filter((x) => x.type === kind)
-                .map((x) =>
-                  h(
-                    "li",
-                    { class: x.enabled === false ? "disabled" : undefined },
-                    h("span", { class: "child-name" }, x.name),
-                    x.description ? h("span", { class: "muted" }, ` — ${x.description}`) : null,
-                  ),
+    details.addEventListener("toggle", () => {
+      if (!details.open || details.dataset.built) return;
+      details.dataset.built = "1";
+      for (const kind of Object.keys(counts)) {
+        details.append(
+          h("h4", {}, KIND_LABEL[kind] ? KIND_LABEL[kind][1] : kind),
+          h(
+            "ul",
+            { class: "child-list" },
+            children
+              .filter((x) => x.type === kind)
+              .map((x) =>
+                h(
+                  "li",
+                  { class: x.enabled === false ? "disabled" : undefined },
+                  h("span", { class: "child-name" }, x.name),
+                  x.description ? h("span", { class: "muted" }, ` — ${x.description}`) : null,
                 ),
-            ),
-          );
-        }
-      },
-    );
+              ),
+          ),
+        );
+      }
+    });
     return details;
   }
 
+  /** The enable switch: its name is its visible label ("Enabled") and whose it is; its
+   *  state is `aria-checked`, drawn as the switch's knob. */
   toggleButton(c, enabled) {
     const on = enabled !== false;
     return h(
@@ -153,12 +172,14 @@ export class Tree {
         class: "toggle",
         type: "button",
         role: "switch",
+        "data-key": `toggle:${c.id}`,
         "aria-checked": String(on),
-        "aria-label": `${on ? "Disable" : "Enable"} ${c.name}`,
+        "aria-label": `Enabled: ${c.name}`,
         title: enabled === undefined ? "as declared" : "set in this session",
         onclick: () => this.actions.toggle(c, !on),
       },
-      on ? "Enabled" : "Disabled",
+      h("span", { class: "knob", "aria-hidden": "true" }),
+      "Enabled",
     );
   }
 
@@ -170,32 +191,33 @@ export class Tree {
     const tools = this.actions.toolCount(s);
     const row = h(
       "div",
-      { class: `server server-${kind}`, "data-server": s.name, "data-id": s.id, "data-state": kind },
+      { class: `server server-${kind}`, "data-server": s.name, "data-id": s.id, "data-state": kind, tabindex: "-1" },
       h(
         "div",
         { class: "server-head" },
         h("span", { class: "server-name" }, s.name),
         badge(kind, `state-${kind}`),
-        tools !== undefined ? h("span", { class: "muted tool-count" }, `${tools} tool${tools === 1 ? "" : "s"}`) : null,
+        tools !== undefined ? h("span", { class: "muted tool-count" }, plural(tools, "tool")) : null,
         h(
           "span",
           { class: "controls" },
+          // A bare server's card carries no head of its own: the switch is here.
           this.toggleButton(s, enabledOf(s)),
-          h("button", { type: "button", onclick: () => this.actions.start(s.id), disabled: kind === "ready" || busy, "aria-label": `Start ${s.name}` }, "Start"),
-          h("button", { type: "button", onclick: () => this.actions.stop(s.id), disabled: kind === "stopped", "aria-label": `Stop ${s.name}` }, "Stop"),
-          h("button", { type: "button", onclick: () => this.actions.restart(s.id), disabled: kind === "stopped" || busy, "aria-label": `Restart ${s.name}` }, "Restart"),
+          control("Start", `start:${s.id}`, kind !== "ready" && !busy, () => this.actions.start(s.id), `Start ${s.name}`),
+          control("Stop", `stop:${s.id}`, kind !== "stopped", () => this.actions.stop(s.id), `Stop ${s.name}`),
+          control("Restart", `restart:${s.id}`, kind !== "stopped" && !busy, () => this.actions.restart(s.id), `Restart ${s.name}`),
         ),
       ),
       kind === "error" && state.error
         ? h(
             "div",
-            { class: "server-error", role: "status" },
+            { class: "server-error" },
             h("strong", {}, state.error.errorType || "error"),
             h("pre", { class: "error-message" }, state.error.message || ""),
           )
         : null,
       kind === "authRequired" ? this.authForm(s, state) : null,
-      kind === "ready" && s.mcpApp ? this.actions.apps(s) : null,
+      kind === "ready" && s.channel ? this.actions.offer(s) : null,
     );
     this.rows.set(s.id, row);
     return row;
@@ -225,8 +247,15 @@ export class Tree {
   /** Name and container of server `id`, for the activity pane. */
   describe(id) {
     const entry = this.servers.get(id);
-    return entry ? { name: entry.server.name, server: entry.server } : undefined;
+    return entry ? { name: entry.server.name, server: entry.server, container: entry.container } : undefined;
+  }
+
+  /** Bring what `id` names (a server or a container) into sight and give it the focus. */
+  reveal(id) {
+    const target = this.rows.get(id) || this.cards.get(id);
+    if (!target) return false;
+    target.scrollIntoView({ block: "start", behavior: "instant" });
+    target.focus({ preventScroll: true });
+    return true;
   }
 }
-
-export { shortName };

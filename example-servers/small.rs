@@ -1,14 +1,17 @@
-//! The small example servers `plugins-examples/` launches: notes, clock, an MCP App, the
-//! echo benchmarks use, and one that crashes on demand. One handler, switched on the kind.
+//! The small example servers `plugins-examples/` launches: notes (with a tool whose schema
+//! nests objects and uses `$ref`, a prompt, a template and an image, for the console's
+//! workbench), clock, an MCP App, the echo benchmarks use, and one that crashes on demand.
+//! One handler, switched on the kind.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -21,6 +24,8 @@ const APP_URI: &str = "ui://release-dashboard/view.html";
 const APP_MIME: &str = "text/html;profile=mcp-app";
 /// The notes server's icon: a small note, as an SVG `data:` URI.
 const NOTES_ICON: &str = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAxNiAxNiI+PHJlY3QgeD0iMiIgeT0iMSIgd2lkdGg9IjEyIiBoZWlnaHQ9IjE0IiByeD0iMiIgZmlsbD0iI2Y1ZDc2ZSIvPjxwYXRoIGQ9Ik01IDVoNk01IDhoNk01IDExaDQiIHN0cm9rZT0iIzU1NSIvPjwvc3ZnPg==";
+/// The same icon as a resource (`image/svg+xml`, read as a blob).
+const NOTES_ICON_URI: &str = "notes://icon.svg";
 const DASHBOARD: &str = "Release 1.4.0: 12 merged, 2 open, CI green.";
 /// The dashboard View: a real MCP App without an SDK (the spec's `ui/initialize` handshake
 /// by hand), showing the tool result, with a Refresh button that calls the app-only
@@ -147,9 +152,12 @@ impl Example {
                  "inputSchema": {"type": "object", "properties": {
                      "title": {"type": "string"}, "text": {"type": "string"}}, "required": ["title", "text"]}},
                 {"name": "list_notes", "description": "Titles of every saved note.",
-                 "inputSchema": {"type": "object", "properties": {}}},
+                 "inputSchema": {"type": "object", "properties": {}},
+                 "annotations": {"readOnlyHint": true}},
                 {"name": "read_note", "description": "The text of one note.",
-                 "inputSchema": text_arg("title", "the note's title")},
+                 "inputSchema": text_arg("title", "the note's title"),
+                 "annotations": {"readOnlyHint": true}},
+                file_note_tool(),
             ]),
             Kind::Clock => json!([
                 {"name": "now", "description": "The current time (UTC, RFC 3339).",
@@ -239,6 +247,75 @@ impl Example {
     }
 }
 
+/// `file_note`: an input schema with nested objects, arrays, an enum with a default and
+/// `$ref`s to `$defs`, and an output schema its structured result follows.
+fn file_note_tool() -> Value {
+    json!({"name": "file_note", "title": "File a note",
+     "description": "Save a note with tags, a priority, its author and reviewers.",
+     "inputSchema": {"type": "object",
+        "$defs": {"person": {"type": "object", "properties": {
+            "name": {"type": "string"}, "email": {"type": "string", "format": "email"}},
+            "required": ["name"]}},
+        "properties": {
+            "title": {"type": "string", "description": "A plain name (no slashes)."},
+            "text": {"type": "string"},
+            "meta": {"type": "object", "properties": {
+                "priority": {"type": "string", "enum": ["low", "normal", "high"], "default": "normal"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "author": {"$ref": "#/$defs/person"},
+                "reviewers": {"type": "array", "items": {"$ref": "#/$defs/person"}}}}},
+        "required": ["title", "text"]},
+     "outputSchema": {"type": "object", "properties": {
+        "title": {"type": "string"}, "words": {"type": "integer"},
+        "priority": {"type": "string"}, "people": {"type": "integer"}},
+        "required": ["title", "words", "priority", "people"]},
+     "annotations": {"destructiveHint": false, "idempotentHint": true}})
+}
+
+impl Example {
+    /// `file_note`: saved like `add_note`, answered as text and as structured content.
+    fn file_note(&self, args: &serde_json::Map<String, Value>) -> CallToolResult {
+        let meta = args.get("meta").cloned().unwrap_or_default();
+        let saved = self.call("add_note", args);
+        let Ok(_) = saved else {
+            return text_result(saved);
+        };
+        let title = args
+            .get("title")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let words = args
+            .get("text")
+            .and_then(Value::as_str)
+            .map_or(0, |t| t.split_whitespace().count());
+        let priority = meta["priority"].as_str().unwrap_or("normal");
+        let people = usize::from(meta["author"].is_object())
+            + meta["reviewers"].as_array().map_or(0, Vec::len);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(format!(
+            "filed {title:?}: {words} words, {priority} priority, {people} people"
+        ))]);
+        result.structured_content =
+            Some(json!({"title": title, "words": words, "priority": priority, "people": people}));
+        result
+    }
+
+    /// `summarize_note`'s messages: the note's text with what to do with it.
+    fn summarize_note(&self, args: &serde_json::Map<String, Value>) -> Result<Value, String> {
+        let title = args
+            .get("title")
+            .and_then(Value::as_str)
+            .ok_or("missing argument \"title\"")?;
+        let text = self
+            .lock_notes()
+            .get(title)
+            .cloned()
+            .ok_or_else(|| format!("no note titled {title:?}"))?;
+        let style = args.get("style").and_then(Value::as_str).unwrap_or("prose");
+        let ask = format!("Summarize the note {title:?} in {style}:\n\n{text}");
+        Ok(json!([{"role": "user", "content": {"type": "text", "text": ask}}]))
+    }
+}
+
 fn text_result(result: Result<String, String>) -> CallToolResult {
     match result {
         Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
@@ -251,6 +328,9 @@ impl ServerHandler for Example {
         let mut capabilities = json!({"tools": {"listChanged": false}});
         if matches!(self.kind, Kind::Notes | Kind::App) {
             capabilities["resources"] = json!({"listChanged": false});
+        }
+        if self.kind == Kind::Notes {
+            capabilities["prompts"] = json!({"listChanged": false});
         }
         let capabilities: ServerCapabilities =
             serde_json::from_value(capabilities).unwrap_or_default();
@@ -285,6 +365,9 @@ impl ServerHandler for Example {
         if let Some(dice) = &self.dice {
             dice.maybe_crash(self.exit_code);
         }
+        if self.kind == Kind::Notes && request.name == "file_note" {
+            return Ok(self.file_note(&args).into());
+        }
         if self.kind == Kind::Clock && request.name == "sleep" {
             let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
             tokio::select! {
@@ -308,6 +391,54 @@ impl ServerHandler for Example {
         Ok(text_result(self.call(&request.name, &args)).into())
     }
 
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        if self.kind != Kind::Notes {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::ListPromptsRequestMethod,
+            >());
+        }
+        serde_json::from_value(json!({"prompts": [{"name": "summarize_note",
+            "description": "Ask for a summary of one note.",
+            "arguments": [{"name": "title", "description": "The note's title.", "required": true},
+                          {"name": "style", "description": "bullets or prose (default prose)."}]}]}))
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if self.kind != Kind::Notes || request.name != "summarize_note" {
+            let message = format!("unknown prompt {:?}", request.name);
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        let messages = self
+            .summarize_note(&request.arguments.unwrap_or_default())
+            .map_err(|e| ErrorData::invalid_params(e, None))?;
+        let result: GetPromptResult = serde_json::from_value(json!({ "messages": messages }))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(result.into())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = match self.kind {
+            Kind::Notes => json!([{"uriTemplate": "notes:///{title}", "name": "note",
+                "description": "One note, by its title.", "mimeType": "text/plain"}]),
+            _ => json!([]),
+        };
+        serde_json::from_value(json!({ "resourceTemplates": templates }))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -319,6 +450,7 @@ impl ServerHandler for Example {
                 self.lock_notes()
                     .keys()
                     .map(|t| json!({"uri": format!("notes:///{t}"), "name": t, "mimeType": "text/plain"}))
+                    .chain([json!({"uri": NOTES_ICON_URI, "name": "icon.svg", "mimeType": "image/svg+xml"})])
                     .collect(),
             ),
             _ => json!([]),
@@ -336,6 +468,10 @@ impl ServerHandler for Example {
             Kind::App if request.uri == APP_URI => json!([{
                 "uri": APP_URI, "mimeType": APP_MIME, "text": APP_HTML,
                 "_meta": {"ui": {"prefersBorder": true}}
+            }]),
+            Kind::Notes if request.uri == NOTES_ICON_URI => json!([{
+                "uri": NOTES_ICON_URI, "mimeType": "image/svg+xml",
+                "blob": NOTES_ICON.rsplit(',').next().unwrap_or_default()
             }]),
             Kind::Notes => {
                 let title = request.uri.strip_prefix("notes:///").unwrap_or_default();

@@ -2,8 +2,11 @@
 //! with its states, steering from the page, a crash shown live, an MCP App View in its
 //! sandbox calling a tool through the `mcp://` channel, the page's mirror equal to a fresh
 //! snapshot, a call paused for authorization resumed with a pasted token or given up, a
-//! foreign origin refused, and render times with 1,000 plugins and 50 servers.
-//! Screenshots go to `target/tmp/console-screenshots/`.
+//! foreign origin refused, render times with 1,000 plugins and 50 servers and the filter
+//! over them; the workbench (every server's offer, a tool called from its schema form, a
+//! resource read, a prompt got), the summary and what needs attention, the activity's JSON,
+//! timing and charts; focus, announcements and names for assistive technology, and the page
+//! on a phone. Screenshots go to `target/tmp/console-screenshots/`.
 
 mod browser;
 mod common;
@@ -78,17 +81,24 @@ async fn server_error(browser: &Browser, name: &str) -> String {
     shown.as_str().unwrap_or_default().to_string()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_bundled_tree_renders_with_the_right_states() {
-    let _one = ONE_BROWSER.lock().await;
+/// The bundled examples (what `proxy.toml` serves), their data in a scratch folder; `extra`
+/// is more configuration.
+fn bundled(tag: &str, extra: &str) -> (Proxy, ScratchDir) {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins-examples");
-    let data = ScratchDir::new("console-bundled");
+    let data = ScratchDir::new(tag);
     let proxy = Proxy::start(&format!(
-        "plugin_roots = [{:?}]\nmanifests = [{:?}]\ndata_dir = {:?}\n",
+        "plugin_roots = [{:?}]\nmanifests = [{:?}]\ndata_dir = {:?}\n{extra}",
         examples.display().to_string(),
         examples.join("plugins.json").display().to_string(),
         data.path().display().to_string(),
     ));
+    (proxy, data)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bundled_tree_renders_with_the_right_states() {
+    let _one = ONE_BROWSER.lock().await;
+    let (proxy, _data) = bundled("console-bundled", "");
     let browser = Browser::start().await;
     open_console(&browser, &proxy).await;
     for name in [
@@ -127,7 +137,7 @@ async fn the_bundled_tree_renders_with_the_right_states() {
     browser
         .until(
             "notes' tool count",
-            "const c = document.querySelector('.server[data-server=\"notes\"] .tool-count'); return c && c.textContent === '3 tools'",
+            "const c = document.querySelector('.server[data-server=\"notes\"] .tool-count'); return c && c.textContent === '4 tools'",
         )
         .await;
     // Children by kind, with descriptions, once opened (with the keyboard).
@@ -361,13 +371,8 @@ async fn a_crash_shows_its_error_live() {
     browser.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_app_view_renders_in_its_sandbox_and_calls_a_tool_through_the_channel() {
-    let _one = ONE_BROWSER.lock().await;
-    let proxy = Proxy::start(&server("dashboard", "app", &[]));
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
-    server_state(&browser, "dashboard", "ready").await;
+/// Call the `app` example's `show_dashboard` from its *Try it* form and wait for its View.
+async fn open_dashboard_view(browser: &Browser) {
     browser
         .until(
             "the Try it form",
@@ -383,6 +388,16 @@ async fn an_app_view_renders_in_its_sandbox_and_calls_a_tool_through_the_channel
             "const v = document.querySelector('.view[data-tool=\"show_dashboard\"]'); return v && v.dataset.ready === '1'",
         )
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_app_view_renders_in_its_sandbox_and_calls_a_tool_through_the_channel() {
+    let _one = ONE_BROWSER.lock().await;
+    let proxy = Proxy::start(&server("dashboard", "app", &[]));
+    let browser = Browser::start().await;
+    open_console(&browser, &proxy).await;
+    server_state(&browser, "dashboard", "ready").await;
+    open_dashboard_view(&browser).await;
     // The relay runs on the View origin, another port, with the spec's default CSP.
     let frame = browser
         .eval("const f = document.querySelector('.view-frame'); return {src: f.src, origin: location.origin, sandbox: f.getAttribute('sandbox')}")
@@ -712,6 +727,65 @@ async fn first_render_and_live_updates_with_1000_plugins_and_50_servers() {
         .await;
     let edit = last_update(&browser, "session/customizationUpdated").await;
     browser.screenshot("load-1000-plugins").await;
+    // The filter, typed: each keystroke narrows the 1,000 plugins (input → next frame, style
+    // and layout included); by a plugin's name, then by a tool's name (every server's
+    // `echo`, read through its channel).
+    let mut typed = Vec::new();
+    for (query, cards) in [("plugin-0999", 1), ("echo", 50)] {
+        browser
+            .until(
+                "the 50 servers' tools, read",
+                "return document.querySelectorAll('.server .tool-count').length === 50",
+            )
+            .await;
+        browser
+            .eval("const f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input')); f.focus(); window.ahpConsole.stats.filters.length = 0; return true")
+            .await;
+        // One key at a time, each measured alone (keys sent at once share a frame).
+        for end in 1..=query.len() {
+            browser
+                .client
+                .active_element()
+                .await
+                .unwrap()
+                .send_keys(&query[end - 1..end])
+                .await
+                .unwrap();
+            browser
+                .until(
+                    &format!("the filter on screen for {:?}", &query[..end]),
+                    &format!(
+                        "const f = window.ahpConsole.stats.filters; return f.length && f[f.length - 1].query === '{}'",
+                        &query[..end]
+                    ),
+                )
+                .await;
+        }
+        browser
+            .until(
+                &format!("{cards} plugin(s) left for {query:?}"),
+                &format!("return document.querySelectorAll('#tree > .card:not([hidden])').length === {cards}"),
+            )
+            .await;
+        let times = browser
+            .eval(&format!(
+                "return window.ahpConsole.stats.filters.slice(-{}).map(f => f.ms)",
+                query.len()
+            ))
+            .await;
+        typed.extend(
+            times
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_f64().unwrap()),
+        );
+    }
+    let shown = browser
+        .eval("return [...document.querySelectorAll('#tree > .card:not([hidden]) .tool[data-tool=\"echo\"]')].filter(t => t.offsetParent).length")
+        .await;
+    assert_eq!(shown, 50, "each server's echo tool, shown");
+    browser.screenshot("filter-1000-plugins").await;
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
@@ -720,7 +794,8 @@ async fn first_render_and_live_updates_with_1000_plugins_and_50_servers() {
         "console with 1,000 plugins (5,000 children) and 50 servers, headless Chromium:\n\
          first render (navigation start → tree on screen), 3 loads: {} ms (median {:.0} ms)\n\
          live server state change → on screen, 10 updates: median {:.1} ms, max {:.1} ms\n\
-         plugin edit on disk → customizationUpdated → on screen: {:.1} ms\n",
+         plugin edit on disk → customizationUpdated → on screen: {:.1} ms\n\
+         filter, each of {} keystrokes → the narrowed tree on screen: median {:.1} ms, max {:.1} ms\n",
         firsts
             .iter()
             .map(|f| format!("{f:.0}"))
@@ -730,6 +805,9 @@ async fn first_render_and_live_updates_with_1000_plugins_and_50_servers() {
         median(updates.clone()),
         updates.iter().copied().fold(0.0, f64::max),
         edit,
+        typed.len(),
+        median(typed.clone()),
+        typed.iter().copied().fold(0.0, f64::max),
     );
     eprintln!("{report}");
     std::fs::write(screenshot_dir().join("render-figures.txt"), &report).unwrap();
@@ -839,5 +917,729 @@ async fn a_paused_call_is_marked_and_resumed_with_a_pasted_token_or_given_up() {
     );
     let page = browser.eval("return document.body.innerText").await;
     assert!(!page.to_string().contains("SENTINEL"), "{page}");
+    browser.close().await;
+}
+
+/// A harness session on the proxy's MCP front.
+async fn harness(proxy: &Proxy) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    ().serve(StreamableHttpClientTransport::from_uri(
+        proxy.mcp_url.clone(),
+    ))
+    .await
+    .expect("harness session")
+}
+
+/// The harness calls `name` with `args`.
+async fn harness_calls(
+    harness: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    name: &str,
+    args: Value,
+) {
+    let params: CallToolRequestParams =
+        serde_json::from_value(json!({"name": name, "arguments": args})).unwrap();
+    harness.peer().call_tool(params).await.expect(name);
+}
+
+/// The workbench on the bundled examples: every server's tools, resources, templates and
+/// prompts listed through its channel; `file_note` (nested objects, arrays, an enum with a
+/// default, `$ref`s) called from its form and as raw JSON, its structured result checked
+/// against its output schema; an image resource read, a template filled in and read, a
+/// prompt got with its arguments; the console's own call in the activity, marked as its.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_workbench_lists_every_offer_and_calls_reads_and_gets_through_the_channel() {
+    let _one = ONE_BROWSER.lock().await;
+    let (proxy, _data) = bundled("console-workbench", "");
+    let browser = Browser::start().await;
+    open_console(&browser, &proxy).await;
+    for name in ["notes", "release-dashboard"] {
+        server_state(&browser, name, "ready").await;
+    }
+    let notes = ".server[data-server=\"notes\"]";
+    browser
+        .until(
+            "notes' offer, read",
+            &format!("const s = document.querySelector('{notes} details.offer > summary'); return s && s.textContent.includes('4 tools, 1 resource, 1 template, 1 prompt')"),
+        )
+        .await;
+    browser
+        .click(&format!("{notes} details.offer > summary"))
+        .await;
+    let listed = browser
+        .until(
+            "the notes offer, open",
+            &format!(
+                "const o = document.querySelector('{notes} details.offer'); const all = (sel, key) => [...o.querySelectorAll(sel)].map(e => e.dataset[key]);\
+                 const tools = all('li.tool', 'tool'); return tools.length && {{tools, resources: all('li.resource', 'uri'), templates: all('li.template', 'template'), prompts: all('li.prompt', 'prompt')}}"
+            ),
+        )
+        .await;
+    assert_eq!(
+        listed,
+        json!({"tools": ["add_note", "list_notes", "read_note", "file_note"],
+               "resources": ["notes://icon.svg"], "templates": ["notes:///{title}"],
+               "prompts": ["summarize_note"]})
+    );
+    // Annotations, title and description are shown; the App server's View resource and
+    // app-only tool too.
+    let file_note = format!("{notes} li.tool[data-tool=\"file_note\"]");
+    let summary = browser
+        .eval(&format!(
+            "return document.querySelector('{file_note} summary').textContent"
+        ))
+        .await;
+    assert_eq!(summary, "file_note File a note idempotent");
+    browser
+        .click(".server[data-server=\"release-dashboard\"] details.offer > summary")
+        .await;
+    let dashboard = browser
+        .until(
+            "the dashboard's offer",
+            "const o = document.querySelector('.server[data-server=\"release-dashboard\"] details.offer'); const r = o.querySelector('li.resource'); return r && [r.dataset.uri, o.querySelector('li.tool[data-tool=\"refresh_dashboard\"] summary').textContent, o.innerText.includes('null')]",
+        )
+        .await;
+    assert_eq!(
+        dashboard,
+        json!([
+            "ui://release-dashboard/view.html",
+            "refresh_dashboard App only",
+            false
+        ])
+    );
+
+    // file_note from its form: the `$ref`s resolved into fields, the enum's default chosen.
+    browser.click(&format!("{file_note} summary")).await;
+    let form = format!("{file_note} form.call-tool");
+    let fields = browser
+        .until(
+            "file_note's form",
+            &format!("const f = document.querySelector('{form}'); return f && [...f.querySelectorAll('[data-path]')].map(e => e.tagName.toLowerCase() + ' ' + e.dataset.path + (e.tagName === 'SELECT' ? ' = ' + e.value : ''))"),
+        )
+        .await;
+    assert_eq!(
+        fields,
+        json!([
+            "textarea text",
+            "input title",
+            "fieldset meta",
+            "fieldset meta.author",
+            "input meta.author.name",
+            "input meta.author.email",
+            "select meta.priority = \"normal\"",
+            "fieldset meta.reviewers",
+            "button meta.reviewers",
+            "fieldset meta.tags",
+            "button meta.tags"
+        ])
+    );
+    // Nothing typed yet: checked against the schema, not sent.
+    browser
+        .click(&format!("{form} button[type=\"submit\"]"))
+        .await;
+    let refused = browser
+        .until(
+            "the form's refusal",
+            &format!(
+                "const p = document.querySelector('{form} .form-error'); return p && p.textContent"
+            ),
+        )
+        .await;
+    assert!(
+        refused.as_str().unwrap().starts_with("Not sent: ")
+            && refused.as_str().unwrap().contains("text is required")
+            && refused.as_str().unwrap().contains("title is required"),
+        "{refused}"
+    );
+    browser
+        .eval(&format!(
+            "const f = document.querySelector('{form}'); const set = (p, v) => f.querySelector(`[data-path=\"${{p}}\"]:not(button)`).value = v;\
+             set('title', 'plan'); set('text', 'ship the workbench'); set('meta.priority', '\"high\"'); set('meta.author.name', 'Ada');\
+             f.querySelector('button.add-item[data-path=\"meta.tags\"]').click(); set('meta.tags[0]', 'console');\
+             f.querySelector('button.add-item[data-path=\"meta.reviewers\"]').click(); set('meta.reviewers[0].name', 'Bo'); return true"
+        ))
+        .await;
+    browser.screenshot("workbench-form").await;
+    browser
+        .click(&format!("{form} button[type=\"submit\"]"))
+        .await;
+    let result = browser
+        .until(
+            "file_note's result",
+            &format!(
+                "const r = document.querySelector('{file_note} .result'); return r && r.innerText"
+            ),
+        )
+        .await;
+    let result = result.as_str().unwrap();
+    assert!(
+        result.contains("filed \"plan\": 3 words, high priority, 2 people"),
+        "{result}"
+    );
+    assert!(
+        result.contains("structuredContent matches the output schema"),
+        "{result}"
+    );
+    // The picture in the README and docs/console.md.
+    browser
+        .until(
+            "the call in the activity",
+            "return document.querySelector('.call[data-tool=\"file_note\"][data-status=\"completed\"]') && document.querySelector('.chart-row')",
+        )
+        .await;
+    // A turn's head says what is known, never "null" for a duration not measured yet.
+    let heads = browser
+        .eval("return [...document.querySelectorAll('.turn-head')].map(h => h.innerText)")
+        .await;
+    assert!(!heads.to_string().contains("null"), "{heads}");
+    browser
+        .eval(&format!(
+            "document.querySelector('{file_note}').scrollIntoView(); return true"
+        ))
+        .await;
+    browser.screenshot("workbench").await;
+    // The same tool as raw JSON, and back to the form with what was typed there.
+    browser.click(&format!("{form} .form-tools button")).await;
+    let raw: Value = serde_json::from_str(
+        browser
+            .eval(&format!(
+                "return document.querySelector('{form} textarea.raw-json').value"
+            ))
+            .await
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        raw,
+        json!({"title": "plan", "text": "ship the workbench",
+               "meta": {"priority": "high", "tags": ["console"], "author": {"name": "Ada"},
+                        "reviewers": [{"name": "Bo"}]}})
+    );
+    browser
+        .eval(&format!(
+            "document.querySelector('{form} textarea.raw-json').value = '{{\"title\": \"raw\", \"text\": \"typed as JSON\"}}'; return true"
+        ))
+        .await;
+    browser
+        .click(&format!("{form} button[type=\"submit\"]"))
+        .await;
+    browser
+        .until(
+            "the raw call's result",
+            &format!("const r = document.querySelector('{file_note} .result'); return r && r.innerText.includes('filed \"raw\": 3 words, normal priority, 0 people')"),
+        )
+        .await;
+    browser.click(&format!("{form} .form-tools button")).await;
+    assert_eq!(
+        browser
+            .eval(&format!(
+                "return document.querySelector('{form} input[data-path=\"title\"]').value"
+            ))
+            .await,
+        "raw"
+    );
+
+    // An image resource, read: shown, and offered as a download.
+    browser
+        .click(&format!(
+            "{notes} li.resource[data-uri=\"notes://icon.svg\"] button"
+        ))
+        .await;
+    let image = browser
+        .until(
+            "the icon, read",
+            &format!("const r = document.querySelector('{notes} li.resource .result'); const i = r && r.querySelector('img'); return i && i.complete && i.naturalWidth > 0 && [i.naturalWidth, r.querySelector('a.download').textContent]"),
+        )
+        .await;
+    assert_eq!(image[1], "Download icon.svg", "{image}");
+    // A template filled in and read.
+    browser
+        .eval(&format!("document.querySelector('{notes} li.template input[data-variable=\"title\"]').value = 'plan'; return true"))
+        .await;
+    browser
+        .click(&format!("{notes} li.template button[type=\"submit\"]"))
+        .await;
+    let note = browser
+        .until(
+            "the note, read",
+            &format!("const r = document.querySelector('{notes} li.template .result'); return r && r.innerText"),
+        )
+        .await;
+    assert!(
+        note.as_str()
+            .unwrap()
+            .contains("notes:///plan text/plain\nship the workbench"),
+        "{note}"
+    );
+    // A prompt with its arguments.
+    browser
+        .eval(&format!("const f = document.querySelector('{notes} form.get-prompt[data-prompt=\"summarize_note\"]'); f.querySelector('[data-argument=\"title\"]').value = 'plan'; f.querySelector('[data-argument=\"style\"]').value = 'bullets'; return true"))
+        .await;
+    browser
+        .click(&format!(
+            "{notes} form.get-prompt[data-prompt=\"summarize_note\"] button"
+        ))
+        .await;
+    let prompt = browser
+        .until(
+            "the prompt, got",
+            &format!("const r = document.querySelector('{notes} li.prompt .result'); return r && r.innerText"),
+        )
+        .await;
+    assert!(
+        prompt
+            .as_str()
+            .unwrap()
+            .contains("user\nSummarize the note \"plan\" in bullets:\n\nship the workbench"),
+        "{prompt}"
+    );
+    // The console's calls are in the activity, marked as its own.
+    let ours = browser
+        .until(
+            "the console's calls in the activity",
+            "const c = [...document.querySelectorAll('.call[data-tool=\"file_note\"][data-status=\"completed\"]')]; return c.length === 2 && c.map(x => [x.dataset.by, x.querySelector('.badge-by').textContent])",
+        )
+        .await;
+    assert_eq!(
+        ours,
+        json!([
+            ["console", "from this console"],
+            ["console", "from this console"]
+        ])
+    );
+    browser.screenshot("workbench-results").await;
+    // Filtered by a tool's name: the servers that have it, their offer narrowed to it.
+    browser
+        .eval("const f = document.getElementById('filter'); f.value = 'file_note'; f.dispatchEvent(new Event('input')); return true")
+        .await;
+    let narrowed = browser
+        .until(
+            "the servers with file_note",
+            "const rows = [...document.querySelectorAll('#tree .server')].filter(r => r.offsetParent); return rows.length && rows.every(r => r.querySelector('details.offer').open) && rows.map(r => [r.dataset.server, [...r.querySelectorAll('li.tool')].filter(t => t.offsetParent).map(t => t.dataset.tool)])",
+        )
+        .await;
+    assert_eq!(
+        narrowed,
+        json!([
+            ["lint", ["file_note"]],
+            ["notes", ["file_note"]],
+            ["scratch-notes", ["file_note"]]
+        ])
+    );
+    browser.close().await;
+}
+
+/// The header's counts equal the host's state and jump to what they count; what needs
+/// attention comes first; a harness call's arguments and result are there as JSON with the
+/// proxy's timing; each server's chart of calls and latency follows new calls.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_summary_attention_activity_json_and_charts() {
+    let _one = ONE_BROWSER.lock().await;
+    // Fast retries: `misconfigured` reaches its crash loop (and stays there) at once.
+    let (proxy, _data) = bundled("console-glance", "[supervisor]\nrestart_delay_ms = 20\n");
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in [
+        "notes",
+        "lint",
+        "clock",
+        "release-dashboard",
+        "scratch-notes",
+        "flaky",
+    ] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    loop {
+        let state = w.until("misconfigured", "error", &mut seen).await;
+        if state["error"]["errorType"] == "crashLoop" {
+            break;
+        }
+        w.until("misconfigured", "starting", &mut seen).await;
+    }
+    // The host's figures, from its state.
+    let mut counts = json!({"ready": 0, "starting": 0, "error": 0, "stopped": 0});
+    for server in w.servers() {
+        let kind = server["state"]["kind"].as_str().unwrap().to_string();
+        counts[&kind] = json!(counts[&kind].as_u64().unwrap_or(0) + 1);
+    }
+    let problems: usize = serde_json::to_value(&w.mirror.customizations)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["load"]["message"].as_str())
+        .map(|m| m.lines().filter(|l| !l.is_empty()).count())
+        .sum();
+    counts["problem"] = json!(problems);
+    assert_eq!(
+        counts,
+        json!({"ready": 6, "starting": 0, "error": 1, "stopped": 0, "problem": 2})
+    );
+    let browser = Browser::start().await;
+    open_console(&browser, &proxy).await;
+    browser
+        .until(
+            "the summary, as the host counts",
+            &format!(
+                "const n = (k) => Number(document.querySelector(`#summary [data-key=\"${{k}}\"]`).dataset.count);\
+                 const want = {counts}; return Object.keys(want).every(k => n(k === 'problem' ? 'is:problem' : `state:${{k}}`) === want[k])"
+            ),
+        )
+        .await;
+    // What needs attention is first: above the tree, and the tree's first cards.
+    let first = browser
+        .eval("return {attention: [...document.querySelectorAll('#attention li')].map(l => l.innerText), cards: [...document.querySelectorAll('#tree > .card')].slice(0, 2).map(c => c.getAttribute('aria-label'))}")
+        .await;
+    let attention: Vec<&str> = first["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        attention
+            .iter()
+            .any(|a| a.starts_with("misconfigured (ops-tools) crashLoop: failed")),
+        "{attention:?}"
+    );
+    assert!(
+        attention
+            .iter()
+            .any(|a| a.starts_with("broken-plugin broken-plugin/.mcp.json:4:41: invalid JSON")),
+        "{attention:?}"
+    );
+    assert_eq!(first["cards"], json!(["broken-plugin", "ops-tools"]));
+    // A part of the summary shows exactly what it counts and takes the focus there.
+    browser.click("#summary [data-key=\"state:error\"]").await;
+    let jumped = browser
+        .until(
+            "the failing server, alone",
+            "const rows = [...document.querySelectorAll('#tree .server')].filter(r => r.offsetParent); return rows.length === 1 && [document.getElementById('filter').value, rows[0].dataset.server, document.activeElement === rows[0]]",
+        )
+        .await;
+    assert_eq!(jumped, json!(["state:error", "misconfigured", true]));
+    browser.click("#summary [data-key=\"state:ready\"]").await;
+    browser
+        .until(
+            "the ready servers",
+            "return [...document.querySelectorAll('#tree .server')].filter(r => r.offsetParent).length === 6",
+        )
+        .await;
+    browser.screenshot("summary").await;
+    // The problems: the containers with problems or a failing server, and Escape clears it.
+    browser.click("#summary [data-key=\"is:problem\"]").await;
+    browser
+        .until(
+            "what needs attention, alone",
+            "const shown = [...document.querySelectorAll('#tree > .card')].filter(c => !c.hidden).map(c => c.getAttribute('aria-label'));\
+             const want = window.ahpConsole.mirror.session.customizations.filter(c => (c.load && c.load.message) || (c.children || []).some(s => s.state && s.state.kind === 'error')).map(c => c.name);\
+             return document.getElementById('filter').value === 'is:problem' && JSON.stringify(shown.sort()) === JSON.stringify(want.sort())",
+        )
+        .await;
+    browser
+        .eval("document.getElementById('filter').focus(); return true")
+        .await;
+    browser
+        .client
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys("\u{E00C}") // Escape
+        .await
+        .unwrap();
+    browser
+        .until(
+            "every card again",
+            "return document.getElementById('filter').value === '' && [...document.querySelectorAll('#tree > .card')].every(c => !c.hidden)",
+        )
+        .await;
+
+    // A harness call: its arguments and result as JSON, the proxy's timing, its server.
+    let harness = harness(&proxy).await;
+    harness_calls(&harness, "sleep", json!({"ms": 40})).await;
+    let call = ".call[data-tool=\"sleep\"][data-status=\"completed\"]";
+    browser
+        .until(
+            "the harness call",
+            &format!("return document.querySelector('{call}')"),
+        )
+        .await;
+    browser
+        .click(&format!("{call} details.call-input > summary"))
+        .await;
+    browser
+        .click(&format!("{call} details.call-output > summary"))
+        .await;
+    let shown = browser
+        .eval(&format!(
+            "const c = document.querySelector('{call}'); const tc = window.ahpConsole.mirror.chat.turns.concat(window.ahpConsole.mirror.chat.activeTurn || []).flatMap(t => t.responseParts).find(p => p.kind === 'toolCall' && p.toolCall.toolName === 'sleep').toolCall;\
+             return {{input: c.querySelector('details.call-input pre').textContent, output: JSON.parse(c.querySelector('details.call-output pre').textContent), duration: c.querySelector('.call-duration').textContent, host: tc._meta['ahp-proxy/call'].durationMs, server: c.querySelector('.call-head').innerText, by: c.dataset.by}}"
+        ))
+        .await;
+    assert_eq!(shown["input"], "{\n  \"ms\": 40\n}", "{shown}");
+    assert_eq!(
+        shown["output"]["content"],
+        json!([{"type": "text", "text": "slept 40 ms"}]),
+        "{shown}"
+    );
+    assert_eq!(
+        shown["duration"],
+        format!("{} ms", shown["host"]),
+        "{shown}"
+    );
+    assert!(shown["host"].as_u64().unwrap() >= 40, "{shown}");
+    assert!(
+        shown["server"].as_str().unwrap().contains("on clock"),
+        "{shown}"
+    );
+    assert_eq!(shown["by"], "harness");
+    // The clock's chart: drawn, and following the next calls.
+    let chart = ".chart-row[data-server=\"clock\"]";
+    let drawn = browser
+        .until(
+            "the clock's chart",
+            &format!("const r = document.querySelector('{chart}'); return r && r.dataset.calls === '1' && [r.querySelectorAll('svg rect.bar').length, r.querySelector('.chart-figures').textContent]"),
+        )
+        .await;
+    assert_eq!(drawn[0], 1, "{drawn}");
+    assert!(
+        drawn[1].as_str().unwrap().starts_with("1 call · p50 "),
+        "{drawn}"
+    );
+    harness_calls(&harness, "sleep", json!({"ms": 10})).await;
+    harness_calls(&harness, "now", json!({})).await;
+    let updated = browser
+        .until(
+            "the chart after two more calls",
+            &format!("const r = document.querySelector('{chart}'); return r && r.dataset.calls === '3' && [Number(r.dataset.p50), Number(r.dataset.p95)]"),
+        )
+        .await;
+    assert!(
+        updated[1].as_u64().unwrap() >= 40 && updated[0].as_u64() <= updated[1].as_u64(),
+        "p50 and p95 of 40, 10 and a few ms: {updated}"
+    );
+    // The first call, redrawn around by the later ones, is still expanded.
+    let open = browser
+        .eval("const c = [...document.querySelectorAll('.call[data-tool=\"sleep\"]')].find(c => c.querySelector('details.call-input pre').textContent.includes('40')); return [c.querySelector('details.call-input').open, c.querySelector('details.call-output').open]")
+        .await;
+    assert_eq!(open, json!([true, true]));
+    browser.screenshot("activity-charts").await;
+    browser.close().await;
+}
+
+/// The element with the keyboard focus, described (`aria-label`, else its text).
+const FOCUSED: &str = "const a = document.activeElement; return a === document.body ? 'the page' : (a.getAttribute('aria-label') || a.textContent)";
+
+/// Press Enter on the focused element.
+async fn press_enter(browser: &Browser) {
+    browser
+        .client
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys("\u{E007}")
+        .await
+        .unwrap();
+}
+
+/// Issue 29, item 20: Stop and Start by keyboard keep the focus on the button pressed (its
+/// row is redrawn for the new state), and each state change is said to screen readers.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_focus_stays_after_stop_and_start_and_state_changes_are_announced() {
+    let _one = ONE_BROWSER.lock().await;
+    let proxy = Proxy::start(&server("a", "echo", &[]));
+    let browser = Browser::start().await;
+    open_console(&browser, &proxy).await;
+    server_state(&browser, "a", "ready").await;
+    let announced = |words: &str| {
+        format!("return [...document.querySelectorAll('[aria-live]')].some(r => r.textContent.includes('{words}'))")
+    };
+    for (button, state) in [("Stop a", "stopped"), ("Start a", "ready")] {
+        browser
+            .eval(&format!(
+                "document.querySelector('.server[data-server=\"a\"] button[aria-label=\"{button}\"]').focus(); return true"
+            ))
+            .await;
+        press_enter(&browser).await;
+        server_state(&browser, "a", state).await;
+        browser
+            .until(
+                &format!("\"a: {state}\" announced"),
+                &announced(&format!("a: {state}")),
+            )
+            .await;
+        assert_eq!(browser.eval(FOCUSED).await, button, "after {button}");
+    }
+    browser.close().await;
+}
+
+/// Issue 29, item 20: a switch's accessible name holds its visible label (it used to be named
+/// by the action, "Disable a", while showing the state, "Enabled"), and its state is
+/// `aria-checked`, in both states.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_switch_is_named_by_its_visible_label() {
+    let _one = ONE_BROWSER.lock().await;
+    let proxy = Proxy::start(&server("a", "echo", &[]));
+    let browser = Browser::start().await;
+    open_console(&browser, &proxy).await;
+    server_state(&browser, "a", "ready").await;
+    let switch = ".server[data-server=\"a\"] button[role=\"switch\"]";
+    let named = format!(
+        "const s = document.querySelector('{switch}'); const name = (s.getAttribute('aria-label') || s.textContent).toLowerCase();\
+         return [s.textContent.trim(), name.includes(s.textContent.trim().toLowerCase()), s.getAttribute('aria-checked')]"
+    );
+    assert_eq!(browser.eval(&named).await, json!(["Enabled", true, "true"]));
+    browser.click(switch).await;
+    server_state(&browser, "a", "stopped").await;
+    let off = browser
+        .until(
+            "the switch off",
+            &format!("return document.querySelector('{switch}').getAttribute('aria-checked') === 'false'"),
+        )
+        .await;
+    assert_eq!(off, true);
+    let shown = browser.eval(&named).await;
+    assert_eq!(shown[1], true, "{shown}");
+    assert_eq!(shown[2], "false", "{shown}");
+    browser.close().await;
+}
+
+/// Issue 29, item 21: a call the page did not see live shows the proxy's timing (it showed
+/// "0 ms").
+#[tokio::test(flavor = "multi_thread")]
+async fn a_calls_duration_is_the_proxys_measure_even_when_the_page_came_later() {
+    let _one = ONE_BROWSER.lock().await;
+    let proxy = Proxy::start(&server("clock", "clock", &[]));
+    let mut w = Watcher::open(&proxy).await;
+    w.until("clock", "ready", &mut Vec::new()).await;
+    let harness = harness(&proxy).await;
+    harness_calls(&harness, "sleep", json!({"ms": 80})).await;
+    let browser = Browser::start().await;
+    open_console(&browser, &proxy).await;
+    let head = browser
+        .until(
+            "the earlier call",
+            "const c = document.querySelector('.call[data-tool=\"sleep\"][data-status=\"completed\"]'); return c && c.querySelector('.call-head').innerText",
+        )
+        .await;
+    let head = head.as_str().unwrap().to_string();
+    assert!(!head.contains("0 ms"), "{head}");
+    // What the proxy measured, as any AHP client reads it.
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("reader", &[]).await;
+    let chat = raw
+        .request("subscribe", json!({"channel": "ahp-chat:/harness"}))
+        .await;
+    let text = chat.to_string();
+    let at = text
+        .find("\"durationMs\":")
+        .unwrap_or_else(|| panic!("the proxy's timing of the call: {chat}"));
+    let ms: String = text[at + 13..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    assert!(ms.parse::<u64>().unwrap() >= 80, "{ms}");
+    assert!(head.contains(&format!("{ms} ms")), "{head} shows {ms} ms");
+    browser.close().await;
+}
+
+/// Issue 29, item 22: "1 skill", not "1 skills"; the favicon is served.
+#[tokio::test(flavor = "multi_thread")]
+async fn children_are_counted_in_the_singular_and_the_favicon_is_served() {
+    let _one = ONE_BROWSER.lock().await;
+    let root = ScratchDir::new("console-plurals");
+    for (plugin, skills) in [("one-each", 1), ("two-skills", 2)] {
+        let dir = root.path().join(plugin);
+        std::fs::create_dir_all(dir.join(".claude-plugin")).unwrap();
+        std::fs::write(
+            dir.join(".claude-plugin/plugin.json"),
+            format!("{{\"name\": \"{plugin}\"}}"),
+        )
+        .unwrap();
+        for n in 0..skills {
+            let skill = dir.join(format!("skills/s{n}"));
+            std::fs::create_dir_all(&skill).unwrap();
+            std::fs::write(
+                skill.join("SKILL.md"),
+                format!("---\nname: s{n}\ndescription: A skill\n---\nbody\n"),
+            )
+            .unwrap();
+        }
+        std::fs::create_dir_all(dir.join("agents")).unwrap();
+        std::fs::write(
+            dir.join("agents/helper.md"),
+            "---\ndescription: An agent\n---\nbody\n",
+        )
+        .unwrap();
+    }
+    let proxy = Proxy::start(&format!(
+        "plugin_roots = [{:?}]\n",
+        root.path().display().to_string()
+    ));
+    let authority = proxy.addr.to_string();
+    let icon = http_get(&authority, "/favicon.ico", &[("host", &authority)]).await;
+    assert!(
+        icon.starts_with("HTTP/1.1 200") && icon.contains("image/svg+xml"),
+        "{icon}"
+    );
+    let browser = Browser::start().await;
+    open_console(&browser, &proxy).await;
+    let counts = browser
+        .until(
+            "the children's counts",
+            "const s = [...document.querySelectorAll('.card')].map(c => c.getAttribute('aria-label') + ': ' + c.querySelector('details.children summary').textContent).sort(); return s.length === 2 && s",
+        )
+        .await;
+    assert_eq!(
+        counts,
+        json!([
+            "one-each: 1 agent, 1 skill",
+            "two-skills: 1 agent, 2 skills"
+        ])
+    );
+    let linked = browser
+        .eval("const l = document.querySelector('link[rel=\"icon\"]'); return l && new URL(l.href).pathname")
+        .await;
+    let path = linked.as_str().expect("the page names its icon");
+    let served = http_get(&authority, path, &[("host", &authority)]).await;
+    assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+    browser.close().await;
+}
+
+/// Issue 29, item 22: on a phone the header is one row ("ahp-proxy" used to break in two and
+/// the header took 100 px), nothing is wider than the screen, and a View scrolled to lands
+/// below the sticky header, not under it.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_phone_the_header_is_one_row_and_a_view_scrolled_to_is_below_it() {
+    let _one = ONE_BROWSER.lock().await;
+    let servers: String = (0..8)
+        .map(|i| server(&format!("echo-{i}"), "echo", &[]))
+        .collect();
+    let proxy = Proxy::start(&format!("{servers}{}", server("dashboard", "app", &[])));
+    let browser = Browser::start().await;
+    browser.client.set_window_size(375, 740).await.unwrap();
+    open_console(&browser, &proxy).await;
+    server_state(&browser, "dashboard", "ready").await;
+    let layout = browser
+        .eval("const h1 = document.querySelector('h1'); return {width: innerWidth, h1: h1.getBoundingClientRect().height / parseFloat(getComputedStyle(h1).lineHeight), header: document.querySelector('header').getBoundingClientRect().height, overflow: document.documentElement.scrollWidth - innerWidth}")
+        .await;
+    assert!(layout["width"].as_f64().unwrap() <= 400.0, "{layout}");
+    assert!(
+        layout["h1"].as_f64().unwrap() < 1.5,
+        "the title on one line: {layout}"
+    );
+    assert!(layout["header"].as_f64().unwrap() <= 60.0, "{layout}");
+    assert!(layout["overflow"].as_f64().unwrap() <= 0.0, "{layout}");
+    browser.screenshot("phone").await;
+    // A View opened, the page scrolled away and back to it.
+    open_dashboard_view(&browser).await;
+    let place = browser
+        .eval("window.scrollTo(0, document.body.scrollHeight); const v = document.querySelector('.view'); v.scrollIntoView(); return {scrolled: scrollY, view: v.getBoundingClientRect().top, header: document.querySelector('header').getBoundingClientRect().bottom}")
+        .await;
+    assert!(place["scrolled"].as_f64().unwrap() > 0.0, "{place}");
+    assert!(
+        place["view"].as_f64().unwrap() >= place["header"].as_f64().unwrap(),
+        "the View's top is under the header: {place}"
+    );
+    browser.screenshot("phone-view").await;
     browser.close().await;
 }

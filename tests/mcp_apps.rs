@@ -346,3 +346,133 @@ async fn list_changes_reach_channel_subscribers_and_logging_is_served() {
         "an unsubscribed channel stays quiet"
     );
 }
+
+/// Prompts are no MCP Apps host capability: a server's channel serves them when the
+/// server's `_meta["ahp-proxy/channel"]` says so. A `tools/call` made on a channel is
+/// mirrored into the harness chat like a harness's call, marked with the client that made
+/// it; every mirrored call carries the host's timing.
+#[tokio::test(flavor = "multi_thread")]
+async fn prompts_are_served_where_advertised_and_channel_calls_are_mirrored_as_the_clients() {
+    let proxy = Proxy::start(&format!(
+        "{}{}",
+        server("notes", "notes", &[]),
+        server("clock", "clock", &[])
+    ));
+    let mut apps = Watcher::open_with_apps(&proxy, "workbench").await;
+    let mut plain = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    apps.until("notes", "ready", &mut seen).await;
+    apps.until("clock", "ready", &mut seen).await;
+    plain.until("notes", "ready", &mut seen).await;
+    let notes = apps.server("notes");
+    assert_eq!(
+        notes["_meta"],
+        json!({"ahp-proxy/channel": {"prompts": {}}}),
+        "{notes}"
+    );
+    assert!(apps.server("clock").get("_meta").is_none());
+    assert!(
+        plain.server("notes").get("_meta").is_none(),
+        "a client without mcpApps has no channel, so nothing about it"
+    );
+    let channel = notes["channel"].as_str().unwrap().to_string();
+    let clock = apps.server("clock")["channel"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The same client, raw, follows the harness chat.
+    let mut raw = Raw::connect(&proxy).await;
+    let init = raw
+        .request(
+            "initialize",
+            json!({"channel": "ahp-root://", "clientId": "workbench", "protocolVersions": ["1.0.0"],
+                   "capabilities": {"mcpApps": {}}, "initialSubscriptions": ["ahp-chat:/harness"]}),
+        )
+        .await;
+    assert!(init.get("result").is_some(), "{init}");
+    let added = raw
+        .request(
+            "tools/call",
+            json!({"channel": channel, "name": "add_note",
+                   "arguments": {"title": "plan", "text": "ship it"}}),
+        )
+        .await;
+    assert_eq!(added["result"]["isError"], json!(false), "{added}");
+    let start = raw
+        .notification(|n| n["params"]["action"]["type"] == "chat/toolCallStart")
+        .await;
+    let start = &start["params"]["action"];
+    assert_eq!(start["toolName"], "add_note", "{start}");
+    assert_eq!(
+        start["contributor"]["customizationId"],
+        json!(apps.id("notes"))
+    );
+    assert_eq!(
+        start["_meta"]["ahp-proxy/call"]["clientId"], "workbench",
+        "{start}"
+    );
+    assert!(
+        start["_meta"]["ahp-proxy/call"]["startedAt"].is_string(),
+        "{start}"
+    );
+    let done = raw
+        .notification(|n| n["params"]["action"]["type"] == "chat/toolCallComplete")
+        .await;
+    let done = &done["params"]["action"];
+    assert_eq!(done["result"]["success"], json!(true), "{done}");
+    let call = &done["_meta"]["ahp-proxy/call"];
+    assert_eq!(call["clientId"], "workbench", "{done}");
+    assert_eq!(
+        call["startedAt"],
+        start["_meta"]["ahp-proxy/call"]["startedAt"]
+    );
+    assert!(call["durationMs"].is_u64(), "{done}");
+
+    // Prompts on the notes channel, none on the clock's.
+    let prompts = raw
+        .request("prompts/list", json!({"channel": channel}))
+        .await;
+    assert_eq!(
+        prompts["result"]["prompts"][0]["name"], "summarize_note",
+        "{prompts}"
+    );
+    let got = raw
+        .request(
+            "prompts/get",
+            json!({"channel": channel, "name": "summarize_note",
+                   "arguments": {"title": "plan", "style": "bullets"}}),
+        )
+        .await;
+    let text = got["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{got}"));
+    assert!(
+        text.contains("ship it") && text.contains("bullets"),
+        "{text}"
+    );
+    let refused = raw.request("prompts/list", json!({"channel": clock})).await;
+    assert_eq!(refused["error"]["code"], -32601, "{refused}");
+
+    // A harness's call carries the host's timing and no client.
+    let harness = rmcp::ServiceExt::serve(
+        (),
+        rmcp::transport::StreamableHttpClientTransport::from_uri(proxy.mcp_url.clone()),
+    )
+    .await
+    .expect("harness session");
+    let params: rmcp::model::CallToolRequestParams =
+        serde_json::from_value(json!({"name": "sleep", "arguments": {"ms": 30}})).unwrap();
+    harness.peer().call_tool(params).await.expect("sleep");
+    let done = raw
+        .notification(|n| {
+            n["params"]["action"]["type"] == "chat/toolCallComplete"
+                && n["params"]["action"]["_meta"]["ahp-proxy/call"]["clientId"].is_null()
+        })
+        .await;
+    let call = &done["params"]["action"]["_meta"]["ahp-proxy/call"];
+    assert!(
+        call["durationMs"].as_u64().is_some_and(|ms| ms >= 30),
+        "the proxy measured the 30 ms sleep: {done}"
+    );
+}

@@ -215,7 +215,7 @@ async fn a_per_server_endpoint_is_its_server() {
     let config = format!(
         "{}{}",
         server("feat", "features", &[]),
-        server("notes", "notes", &[])
+        server("clock", "clock", &[])
     );
     let proxy = Proxy::start(&config);
     let base = proxy.mcp_url.clone();
@@ -239,8 +239,8 @@ async fn a_per_server_endpoint_is_its_server() {
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
 
     // A server without prompts or logging refuses them itself.
-    let mut notes = Raw::new(&format!("{base}/notes"));
-    let init = notes.initialize(json!({}), "2025-11-25").await;
+    let mut clock = Raw::new(&format!("{base}/clock"));
+    let init = clock.initialize(json!({}), "2025-11-25").await;
     assert!(
         init["result"]["capabilities"].get("prompts").is_none(),
         "{init}"
@@ -249,7 +249,7 @@ async fn a_per_server_endpoint_is_its_server() {
         init["result"]["capabilities"].get("logging").is_none(),
         "{init}"
     );
-    let (_, level) = notes
+    let (_, level) = clock
         .post(
             json!({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel",
             "params": {"level": "debug"}}),

@@ -127,14 +127,18 @@ impl ConnectionProtocol {
     fn on_request(&mut self, id: u64, method: &str, params: Value) -> After {
         let outcome = match (&self.phase, method) {
             // MCP on an `mcp://` channel (even `ping`: only the advertised methods are served).
-            (Phase::Ready { .. }, m)
+            (Phase::Ready { client_id }, m)
                 if m != "subscribe" && super::mcp_channel::is_channel_request(&params) =>
             {
+                let asker = super::mcp_channel::Asker {
+                    conn: self.id,
+                    client_id,
+                };
                 super::mcp_channel::request(
                     &self.services.host,
                     &self.services.channels,
                     &self.channel_requests,
-                    self.id,
+                    asker,
                     id,
                     method,
                     params,

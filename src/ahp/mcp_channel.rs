@@ -1,9 +1,10 @@
 //! The `mcp://` side-channel: plain MCP requests from AHP clients that declared `mcpApps`,
 //! served on the upstream server's live connection (it never sees a second `initialize`).
 //!
-//! Only the methods of the capability sets advertised in the server's `mcpApp` are served;
-//! results and MCP errors pass through as the server sent them. List changes reach the
-//! connections subscribed to the channel.
+//! Only the methods the server's customization advertises are served (its `mcpApp`'s
+//! capability sets, and prompts in its `_meta`); results and MCP errors pass through as the
+//! server sent them. A `tools/call` is mirrored into the activity chat, marked with the
+//! client that made it. List changes reach the connections subscribed to the channel.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -16,14 +17,16 @@ use crate::host::fanout::ConnId;
 use crate::host::{apps, Host};
 use crate::jsonrpc::{self, RpcError};
 use crate::mcp::message::{Kind, Message};
-use crate::supervisor::connections::{ChangeEvent, Connections};
+use crate::mirror::{self, CallStart, Outcome};
+use crate::supervisor::connections::{ChangeEvent, Connected, Connections};
 
 /// What serving channels needs besides the host.
 #[derive(Clone)]
 pub struct McpChannels {
     /// Ready servers' connections.
     pub connections: Arc<Connections>,
-    /// The MCP front, for `sampling/createMessage` (held weakly: it outlives no one).
+    /// The MCP front, for `sampling/createMessage` and the mirror of tool calls (held
+    /// weakly: it outlives no one).
     pub hub: Weak<Hub>,
     /// How long one request may take.
     pub timeout: Duration,
@@ -62,25 +65,35 @@ pub fn is_channel_request(params: &Value) -> bool {
         .is_some_and(|c| c.starts_with("mcp://"))
 }
 
-/// Serve request `id` (`method`, `params`) from connection `conn`: checked here, answered
-/// later from a task of its own, so a slow server never holds up the connection.
+/// Who asks on a channel: the connection, and the client it initialized as.
+#[derive(Debug, Clone, Copy)]
+pub struct Asker<'a> {
+    /// The connection.
+    pub conn: ConnId,
+    /// Its `clientId`.
+    pub client_id: &'a str,
+}
+
+/// Serve request `id` (`method`, `params`) from `asker`: checked here, answered later from a
+/// task of its own, so a slow server never holds up the connection.
 pub fn request(
     host: &Arc<Host>,
     channels: &McpChannels,
     in_flight: &InFlight,
-    conn: ConnId,
+    asker: Asker<'_>,
     id: u64,
     method: &str,
     mut params: Value,
 ) {
+    let conn = asker.conn;
     let outcome = (|| {
         let channel = params
             .get("channel")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let (server, capabilities) = host.resolve_channel(conn, &channel)?;
-        if !apps::serves(&capabilities, method) {
+        let (server, offer) = host.resolve_channel(conn, &channel)?;
+        if !apps::serves(&offer, method) {
             return Err(RpcError::method_not_found(format!(
                 "{method} is not served on {channel}"
             )));
@@ -99,9 +112,16 @@ pub fn request(
         let channels = channels.clone();
         let method = method.to_string();
         let ended = in_flight.ended.clone();
+        let client_id = asker.client_id.to_string();
         tokio::spawn(async move {
             let _permit = permit;
-            let answer = forward(&channels, &server, &channel, &method, params, &ended).await;
+            let asked = Asked {
+                server: &server,
+                channel: &channel,
+                method: &method,
+                client_id: &client_id,
+            };
+            let answer = forward(&channels, asked, params, &ended).await;
             if ended.is_cancelled() {
                 return;
             }
@@ -126,8 +146,8 @@ pub fn notification(host: &Host, conn: ConnId, method: &str, params: &Value) {
         .and_then(Value::as_str)
         .unwrap_or_default();
     match host.resolve_channel(conn, channel) {
-        Ok((server, capabilities))
-            if method == "notifications/message" && capabilities.logging.is_some() =>
+        Ok((server, offer))
+            if method == "notifications/message" && offer.apps.logging.is_some() =>
         {
             let level = params
                 .get("level")
@@ -142,17 +162,30 @@ pub fn notification(host: &Host, conn: ConnId, method: &str, params: &Value) {
         _ => tracing::debug!(conn, method, "mcp:// notification ignored"),
     }
 }
+/// One `mcp://` request, as asked.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    server: &'a str,
+    channel: &'a str,
+    method: &'a str,
+    client_id: &'a str,
+}
+
 /// One `mcp://` request answered: by the server's session (its result or MCP error as it
 /// was), or, for `sampling/createMessage`, by a harness. Cancelled with the connection,
-/// upstream or at the harness too.
+/// upstream or at the harness too. A `tools/call` is mirrored, marked as the client's.
 async fn forward(
     channels: &McpChannels,
-    server: &str,
-    channel: &str,
-    method: &str,
+    asked: Asked<'_>,
     params: Value,
     ended: &CancellationToken,
 ) -> Result<Value, RpcError> {
+    let Asked {
+        server,
+        channel,
+        method,
+        ..
+    } = asked;
     if method == "sampling/createMessage" {
         let Some(hub) = channels.hub.upgrade() else {
             return Err(not_ready(channel));
@@ -166,6 +199,9 @@ async fn forward(
     let Some(connected) = channels.connections.get(server) else {
         return Err(not_ready(channel));
     };
+    let ticket = (method == "tools/call")
+        .then(|| mirrored(channels, &connected, asked, &params))
+        .flatten();
     let text = json!({"jsonrpc": "2.0", "id": 0, "method": method, "params": params}).to_string();
     let request =
         Message::parse(text).map_err(|invalid| RpcError::invalid_params(invalid.message))?;
@@ -174,13 +210,50 @@ async fn forward(
         .ask(request, channels.timeout, ended)
         .await
     {
-        Ok(answer) => result_of(&answer),
+        Ok(answer) => {
+            let result = result_of(&answer);
+            if let Some(ticket) = ticket {
+                ticket.finish(Outcome::Raw(answer.into_text()));
+            }
+            result
+        }
         Err(failure) => {
             let (code, message) =
                 crate::front::exchange::describe(&failure, &connected.name, method);
+            if let Some(ticket) = ticket.filter(|_| !ended.is_cancelled()) {
+                ticket.finish(Outcome::Failed(message.clone()));
+            }
             Err(RpcError::new(code as i32, message))
         }
     }
+}
+
+/// Begin mirroring a `tools/call` made on a channel, marked as made by its client (lossy,
+/// like a harness's call: `None` when the mirror is busy or gone).
+fn mirrored(
+    channels: &McpChannels,
+    connected: &Connected,
+    asked: Asked<'_>,
+    params: &Value,
+) -> Option<mirror::Ticket> {
+    let hub = channels.hub.upgrade()?;
+    let name = params.get("name").and_then(Value::as_str)?.to_string();
+    let offer = connected.offer();
+    let tool = offer.tool(&name);
+    hub.mirror.begin_for(asked.client_id, |call| CallStart {
+        call,
+        runner: mirror::Runner::Server {
+            id: asked.server.to_string(),
+            name: connected.name.clone(),
+        },
+        display_name: tool.map(|t| t.title()).unwrap_or_else(|| name.clone()),
+        ui: tool.and_then(|t| t.ui()),
+        tool: name,
+        input: params
+            .get("arguments")
+            .map(Value::to_string)
+            .unwrap_or_else(|| "{}".into()),
+    })
 }
 
 /// An MCP answer as the AHP answer: its result, or its error as it was.
@@ -223,11 +296,14 @@ pub async fn relay_list_changes(connections: Arc<Connections>, host: Weak<Host>)
             if change.lists.resources {
                 announce_list_changed(&host, &change.server, "resources");
             }
+            if change.lists.prompts {
+                announce_list_changed(&host, &change.server, "prompts");
+            }
         }
     }
 }
 
-/// Server `server` changed its `list` (`tools` or `resources`): send
+/// Server `server` changed its `list` (`tools`, `resources` or `prompts`): send
 /// `notifications/<list>/list_changed` on each of its channels that advertise `listChanged`
 /// for it, to their subscribers.
 pub fn announce_list_changed(host: &Host, server: &str, list: &str) {

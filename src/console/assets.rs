@@ -24,6 +24,8 @@ macro_rules! asset {
     };
 }
 
+const SVG: &str = "image/svg+xml";
+
 /// What the AHP listener serves besides the page.
 pub const CONSOLE: &[Asset] = &[
     asset!("/console.js", "console.js", JS),
@@ -33,7 +35,18 @@ pub const CONSOLE: &[Asset] = &[
     asset!("/activity.js", "activity.js", JS),
     asset!("/apps.js", "apps.js", JS),
     asset!("/dom.js", "dom.js", JS),
+    asset!("/offers.js", "offers.js", JS),
+    asset!("/workbench.js", "workbench.js", JS),
+    asset!("/schema.js", "schema.js", JS),
+    asset!("/form.js", "form.js", JS),
+    asset!("/results.js", "results.js", JS),
+    asset!("/summary.js", "summary.js", JS),
+    asset!("/filter.js", "filter.js", JS),
+    asset!("/chart.js", "chart.js", JS),
     asset!("/style.css", "style.css", "text/css; charset=utf-8"),
+    // The page names the SVG; browsers and tools that ask for `/favicon.ico` get it too.
+    asset!("/favicon.svg", "favicon.svg", SVG),
+    asset!("/favicon.ico", "favicon.svg", SVG),
     asset!("/vendor/app-bridge.js", "vendor/app-bridge.js", JS),
     asset!(
         "/vendor/LICENSES.txt",

@@ -451,6 +451,7 @@ fn app_event(name: &str) -> ServerEvent {
             served: Served {
                 tools: Some(true),
                 resources: Some(true),
+                prompts: Some(false),
                 logging: true,
             },
             icons: Some(json!([{"src": "https://fuzz.example/icon.png", "sizes": ["any"]}])),

@@ -1,5 +1,6 @@
 //! MCP Apps as AHP shows them: each ready server's `mcp://` channel URI, the `mcpApp`
-//! capabilities it really serves, and the view without both for clients without `mcpApps`.
+//! capabilities it really serves, what else its channel serves (prompts, in the server's
+//! `_meta`), and the view without them for clients without `mcpApps`.
 //!
 //! Host state carries the full view. A connection that did not declare `mcpApps` gets
 //! every snapshot and action through [`plain_snapshot`] / [`plain_action`]; the reducers
@@ -10,9 +11,70 @@ use ahp_types::state::{
     AhpMcpUiHostCapabilities, ChildCustomization, Customization, McpServerCustomization,
     McpServerCustomizationApps, Snapshot, SnapshotState,
 };
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::supervisor::Served;
+
+/// The server customization's `_meta` key that lists what its channel serves beyond the
+/// MCP Apps host capabilities `mcpApp` carries: `{"prompts": {"listChanged": true}}`.
+/// Prompts are no MCP Apps host capability (clients pass `mcpApp.capabilities` straight to
+/// a View), so they are advertised here.
+pub const CHANNEL_META: &str = "ahp-proxy/channel";
+
+/// What one `mcp://` channel serves, as its server's customization advertises it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChannelOffer {
+    /// The MCP Apps host capabilities of its `mcpApp`.
+    pub apps: AhpMcpUiHostCapabilities,
+    /// `prompts/list` and `prompts/get`, with whether changes are announced.
+    pub prompts: Option<bool>,
+}
+
+impl ChannelOffer {
+    /// What server `m`'s channel serves, read from what it advertises; `None` without
+    /// `mcpApp` (a server that was never ready).
+    pub fn of(m: &McpServerCustomization) -> Option<Self> {
+        let apps = m.mcp_app.as_ref()?.capabilities.clone();
+        let prompts = m
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get(CHANNEL_META))
+            .and_then(|channel| channel.get("prompts"))
+            .map(|p| p.get("listChanged") == Some(&json!(true)));
+        Some(Self { apps, prompts })
+    }
+}
+
+/// Advertise what server `m`'s channel serves, from what it `served` when last ready
+/// (`None`: never ready): its `mcpApp`, and prompts under [`CHANNEL_META`] in its `_meta`
+/// (other `_meta` keys are kept).
+pub fn advertise(m: &mut McpServerCustomization, served: Option<&Served>, sampling: bool) {
+    m.mcp_app = served.map(|served| capabilities(served, sampling));
+    let channel = served
+        .and_then(|s| s.prompts)
+        .map(|changes| json!({"prompts": list_capability(changes)}));
+    set_channel_meta(m, channel);
+}
+
+/// Put `value` under [`CHANNEL_META`] in `m`'s `_meta` (or take the key out); whether
+/// anything changed.
+fn set_channel_meta(m: &mut McpServerCustomization, value: Option<Value>) -> bool {
+    let mut meta = m.meta.take().unwrap_or_default();
+    let changed = match value {
+        Some(value) => meta.insert(CHANNEL_META.into(), value.clone()) != Some(value),
+        None => meta.remove(CHANNEL_META).is_some(),
+    };
+    m.meta = (!meta.is_empty()).then_some(meta);
+    changed
+}
+
+fn list_capability(changes: bool) -> Value {
+    if changes {
+        json!({"listChanged": true})
+    } else {
+        json!({})
+    }
+}
 
 /// The `mcp://` channel of server `id` in session `session`: one per customization per
 /// session, the same for the whole life of the proxy (and across restarts of the server).
@@ -28,25 +90,19 @@ pub fn channel_uri(session: &str, id: &str) -> String {
 /// The `mcpApp` a ready server gets: exactly the method sets the channel serves for it.
 /// `sampling` only while some harness declared sampling (the channel forwards it there).
 pub fn capabilities(served: &Served, sampling: bool) -> McpServerCustomizationApps {
-    let list = |changes: bool| {
-        if changes {
-            json!({"listChanged": true})
-        } else {
-            json!({})
-        }
-    };
     McpServerCustomizationApps {
         capabilities: AhpMcpUiHostCapabilities {
-            server_tools: served.tools.map(list),
-            server_resources: served.resources.map(list),
+            server_tools: served.tools.map(list_capability),
+            server_resources: served.resources.map(list_capability),
             logging: served.logging.then(Default::default),
             sampling: sampling.then(|| json!({})),
         },
     }
 }
 
-/// The MCP methods a channel with these capabilities serves (requests only).
-pub fn serves(apps: &AhpMcpUiHostCapabilities, method: &str) -> bool {
+/// The MCP methods a channel with this offer serves (requests only).
+pub fn serves(offer: &ChannelOffer, method: &str) -> bool {
+    let apps = &offer.apps;
     match method {
         "tools/list" | "tools/call" => apps.server_tools.is_some(),
         "resources/list" | "resources/templates/list" | "resources/read" => {
@@ -54,15 +110,18 @@ pub fn serves(apps: &AhpMcpUiHostCapabilities, method: &str) -> bool {
         }
         "logging/setLevel" => apps.logging.is_some(),
         "sampling/createMessage" => apps.sampling.is_some(),
+        "prompts/list" | "prompts/get" => offer.prompts.is_some(),
         _ => false,
     }
 }
 
-/// Whether `list` (`"tools"` or `"resources"`) changes are announced on the channel.
-pub fn announces(apps: &AhpMcpUiHostCapabilities, list: &str) -> bool {
+/// Whether `list` (`"tools"`, `"resources"` or `"prompts"`) changes are announced on the
+/// channel.
+pub fn announces(offer: &ChannelOffer, list: &str) -> bool {
     let set = match list {
-        "tools" => &apps.server_tools,
-        "resources" => &apps.server_resources,
+        "tools" => &offer.apps.server_tools,
+        "resources" => &offer.apps.server_resources,
+        "prompts" => return offer.prompts == Some(true),
         _ => return false,
     };
     set.as_ref()
@@ -134,7 +193,8 @@ fn strip_children(children: Option<&mut Vec<ChildCustomization>>) -> bool {
 fn strip_server(server: &mut McpServerCustomization) -> bool {
     let channel = server.channel.take().is_some();
     let app = server.mcp_app.take().is_some();
-    channel | app
+    let meta = set_channel_meta(server, None);
+    channel | app | meta
 }
 
 fn slug(text: &str) -> String {
@@ -184,43 +244,79 @@ mod tests {
         );
     }
 
+    /// A ready server customization advertising what `served` says.
+    fn advertised(served: &Served, sampling: bool) -> McpServerCustomization {
+        let mut m: McpServerCustomization = serde_json::from_value(json!({
+            "type": "mcpServer", "id": "m", "uri": "file:///m.json", "name": "m",
+            "state": {"kind": "ready"}, "_meta": {"other": 1}
+        }))
+        .unwrap();
+        advertise(&mut m, Some(served), sampling);
+        m
+    }
+
     #[test]
     fn capabilities_advertise_only_what_is_served() {
         let served = Served {
             tools: Some(true),
             resources: None,
+            prompts: None,
             logging: false,
         };
-        let apps = capabilities(&served, false).capabilities;
+        let m = advertised(&served, false);
+        let offer = ChannelOffer::of(&m).unwrap();
+        let apps = &offer.apps;
         assert_eq!(apps.server_tools, Some(json!({"listChanged": true})));
         assert_eq!(apps.server_resources, None);
         assert!(apps.logging.is_none() && apps.sampling.is_none());
-        assert!(serves(&apps, "tools/call") && serves(&apps, "tools/list"));
+        assert_eq!(
+            m.meta,
+            Some(json!({"other": 1}).as_object().unwrap().clone())
+        );
+        assert!(serves(&offer, "tools/call") && serves(&offer, "tools/list"));
         for method in [
             "resources/read",
             "logging/setLevel",
             "sampling/createMessage",
             "prompts/list",
+            "prompts/get",
             "initialize",
             "ping",
         ] {
-            assert!(!serves(&apps, method), "{method}");
+            assert!(!serves(&offer, method), "{method}");
         }
-        assert!(announces(&apps, "tools") && !announces(&apps, "resources"));
+        assert!(announces(&offer, "tools") && !announces(&offer, "resources"));
+        assert!(!announces(&offer, "prompts"));
         let all = Served {
             tools: Some(false),
             resources: Some(false),
+            prompts: Some(true),
             logging: true,
         };
-        let apps = capabilities(&all, true).capabilities;
-        assert!(!announces(&apps, "tools"));
+        let m = advertised(&all, true);
+        assert_eq!(
+            m.meta.as_ref().unwrap()[CHANNEL_META],
+            json!({"prompts": {"listChanged": true}})
+        );
+        let offer = ChannelOffer::of(&m).unwrap();
+        assert!(!announces(&offer, "tools") && announces(&offer, "prompts"));
         for method in [
             "resources/templates/list",
             "logging/setLevel",
             "sampling/createMessage",
+            "prompts/list",
+            "prompts/get",
         ] {
-            assert!(serves(&apps, method), "{method}");
+            assert!(serves(&offer, method), "{method}");
         }
+        // Never ready: nothing advertised, the server's own `_meta` kept.
+        let mut m = m;
+        advertise(&mut m, None, true);
+        assert!(m.mcp_app.is_none() && ChannelOffer::of(&m).is_none());
+        assert_eq!(
+            m.meta,
+            Some(json!({"other": 1}).as_object().unwrap().clone())
+        );
     }
 
     #[test]
@@ -244,7 +340,8 @@ mod tests {
             "loadState": {"kind": "loaded"},
             "children": [{"type": "mcpServer", "id": "m", "uri": "file:///p", "name": "m",
                 "state": {"kind": "ready"}, "channel": "mcp://default/1",
-                "mcpApp": {"capabilities": {"serverTools": {}}}}]
+                "mcpApp": {"capabilities": {"serverTools": {}}},
+                "_meta": {"ahp-proxy/channel": {"prompts": {}}}}]
         }))
         .unwrap();
         let updated = StateAction::SessionCustomizationUpdated(Box::new(
@@ -256,7 +353,9 @@ mod tests {
         let child = &plain["customization"]["children"][0];
         assert_eq!(child["state"]["kind"], "ready");
         assert!(
-            child.get("channel").is_none() && child.get("mcpApp").is_none(),
+            child.get("channel").is_none()
+                && child.get("mcpApp").is_none()
+                && child.get("_meta").is_none(),
             "{child}"
         );
         // Nothing to strip: the shared frame goes out.

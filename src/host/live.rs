@@ -1,5 +1,6 @@
 //! Facts that outlast a rescan: each supervised server's live state, its `mcp://` channel,
-//! `mcpApp` and icons, and every client enablement decision, laid over scanned customizations.
+//! what the channel serves (`mcpApp`, `_meta`) and icons, and every client enablement
+//! decision, laid over scanned customizations.
 
 use std::collections::HashMap;
 
@@ -47,19 +48,17 @@ impl Live {
             .then(|| apps::channel_uri(session, id))
     }
 
-    /// Lay live facts (state, channel, `mcpApp`, enablement) over one server as `session`
+    /// Lay live facts (state, channel, what it serves, enablement) over one server as `session`
     /// shows it.
     pub fn patch_one(&self, session: &str, server: &mut McpServerCustomization) {
         self.lay_over_server(session, server);
     }
 
-    /// Refresh the `mcpApp` of every server inside `customization` (sampling came or went).
+    /// Refresh what the channel of every server inside `customization` serves (sampling came
+    /// or went).
     pub fn patch_apps(&self, customization: &mut Customization) {
         let apply = |m: &mut ahp_types::state::McpServerCustomization| {
-            m.mcp_app = self
-                .served
-                .get(&m.id)
-                .map(|served| apps::capabilities(served, self.sampling));
+            apps::advertise(m, self.served.get(&m.id), self.sampling);
         };
         match customization {
             Customization::McpServer(m) => apply(m),
@@ -88,10 +87,7 @@ impl Live {
             m.icons = Some(icons.clone());
         }
         m.channel = self.channel(session, &m.id);
-        m.mcp_app = self
-            .served
-            .get(&m.id)
-            .map(|served| apps::capabilities(served, self.sampling));
+        apps::advertise(m, self.served.get(&m.id), self.sampling);
     }
 
     /// The protected resources of the servers asking for authorization, one per resource,

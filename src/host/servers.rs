@@ -74,7 +74,7 @@ impl Host {
         &self,
         conn: ConnId,
         uri: &str,
-    ) -> Result<(String, ahp_types::state::AhpMcpUiHostCapabilities), RpcError> {
+    ) -> Result<(String, apps::ChannelOffer), RpcError> {
         let core = self.core();
         let unknown = || {
             RpcError::invalid_params(format!(
@@ -89,7 +89,7 @@ impl Host {
         core.channel_server(uri).ok_or_else(unknown)
     }
 
-    /// Server `id` changed its `list` (`tools` or `resources`): queue `frame_for(channel)` to
+    /// Server `id` changed its `list` (`tools`, `resources` or `prompts`): queue `frame_for(channel)` to
     /// the subscribers of each of its channels that advertise `listChanged` for it.
     pub fn announce_list_changed(&self, id: &str, list: &str, frame_for: impl Fn(&str) -> Frame) {
         let mut core = self.core();
@@ -100,11 +100,7 @@ impl Host {
             .filter_map(|session| core.store.session(session))
             .flat_map(|s| s.customizations.iter().flatten())
             .filter_map(|c| live::server_of(c, id))
-            .filter(|m| {
-                m.mcp_app
-                    .as_ref()
-                    .is_some_and(|a| apps::announces(&a.capabilities, list))
-            })
+            .filter(|m| apps::ChannelOffer::of(m).is_some_and(|o| apps::announces(&o, list)))
             .filter_map(|m| m.channel.clone())
             .collect();
         for channel in channels {
@@ -250,15 +246,12 @@ impl Core {
     }
 
     /// The server behind open `mcp://` channel `uri`, and what the channel serves.
-    pub(super) fn channel_server(
-        &self,
-        uri: &str,
-    ) -> Option<(String, ahp_types::state::AhpMcpUiHostCapabilities)> {
+    pub(super) fn channel_server(&self, uri: &str) -> Option<(String, apps::ChannelOffer)> {
         self.store
             .session_uris()
             .filter_map(|session| self.store.session(session))
             .flat_map(|s| s.customizations.iter().flatten())
             .find_map(|c| live::server_with_channel(c, uri))
-            .and_then(|m| Some((m.id.clone(), m.mcp_app.as_ref()?.capabilities.clone())))
+            .and_then(|m| Some((m.id.clone(), apps::ChannelOffer::of(m)?)))
     }
 }

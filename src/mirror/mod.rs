@@ -3,9 +3,11 @@
 //!
 //! Calls join one open turn (started when the first call arrives, completed once no call
 //! has been in flight for a moment); each is `chat/toolCallStart` + `chat/toolCallReady`,
-//! then `chat/toolCallComplete`. The call path only ever `try_send`s: when the queue is
-//! full the call is not mirrored, and the next turn says how many were skipped. It sits
-//! between the MCP front (which reports calls) and the host (which it emits into).
+//! then `chat/toolCallComplete`, each with `_meta["ahp-proxy/call"]` (when it began, how long
+//! it took, and which AHP client made it when one did on an `mcp://` channel). The call path
+//! only ever `try_send`s: when the queue is full the call is not mirrored, and the next turn
+//! says how many were skipped. It sits between the MCP front and the `mcp://` channels
+//! (which report calls) and the host (which it emits into).
 
 mod result;
 mod task;
@@ -13,7 +15,7 @@ mod turns;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -36,6 +38,47 @@ pub const MAX_WAITING: usize = 4 * MAX_CALLS_PER_TURN;
 pub const MAX_TURNS: usize = 50;
 /// How long a turn stays open after its last call finished.
 pub const LINGER: Duration = Duration::from_millis(500);
+/// The `_meta` key of every mirrored call: `startedAt` (ISO 8601), `durationMs` once it
+/// ended (measured on the call's path, from its start to its answer), and `clientId` when an
+/// AHP client made it on an `mcp://` channel.
+pub const CALL_META: &str = "ahp-proxy/call";
+
+/// When a mirrored call began and who made it, as its `_meta[CALL_META]` says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallStamp {
+    /// ISO 8601, in milliseconds.
+    pub started_at: String,
+    /// The AHP client that made it on an `mcp://` channel (`None`: a harness).
+    pub client_id: Option<String>,
+}
+
+/// A tool call's `_meta`.
+pub(crate) type Meta = serde_json::Map<String, Value>;
+
+impl CallStamp {
+    /// A call's `_meta` as it starts: the tool's `ui` (MCP Apps), and [`CALL_META`] with when
+    /// it began and, for a call an AHP client made on an `mcp://` channel, that client's id.
+    pub(crate) fn meta(&self, ui: Option<&Value>) -> Meta {
+        let mut meta = Meta::new();
+        if let Some(ui) = ui {
+            meta.insert("ui".into(), ui.clone());
+        }
+        let mut own = Meta::new();
+        own.insert("startedAt".into(), self.started_at.clone().into());
+        if let Some(client) = &self.client_id {
+            own.insert("clientId".into(), client.clone().into());
+        }
+        meta.insert(CALL_META.into(), own.into());
+        meta
+    }
+}
+
+/// `meta` of a call that ended, with how long it took (`durationMs`, measured on its path).
+pub(crate) fn with_duration(meta: &mut Meta, duration_ms: u64) {
+    if let Some(Value::Object(own)) = meta.get_mut(CALL_META) {
+        own.insert("durationMs".into(), duration_ms.into());
+    }
+}
 
 /// A harness tool call as it begins.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,8 +151,10 @@ pub enum Outcome {
 
 /// What the call path tells the mirror task.
 pub(crate) enum Event {
-    Start(CallStart),
-    Finish(u64, Outcome),
+    /// A call began at this time, made by this AHP client (`None`: a harness).
+    Start(CallStart, SystemTime, Option<String>),
+    /// A call ended, this long after it began.
+    Finish(u64, Outcome, Duration),
     /// The call is paused until its server gets a token with more scope.
     AuthRequired(u64, Box<ahp_types::state::McpAuthRequirement>),
     /// The server has its token again: the call resumes.
@@ -137,6 +182,7 @@ struct GivenUp {
 /// `Cancelled`).
 pub struct Ticket {
     call: u64,
+    started: Instant,
     permit: Option<mpsc::OwnedPermit<Event>>,
     tx: mpsc::Sender<Event>,
     given_up: Arc<GivenUp>,
@@ -212,7 +258,7 @@ impl Ticket {
     /// Report how the call ended.
     pub fn finish(mut self, outcome: Outcome) {
         if let Some(permit) = self.permit.take() {
-            permit.send(Event::Finish(self.call, outcome));
+            permit.send(Event::Finish(self.call, outcome, self.started.elapsed()));
         }
     }
 }
@@ -221,7 +267,11 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         self.release();
         if let Some(permit) = self.permit.take() {
-            permit.send(Event::Finish(self.call, Outcome::Cancelled));
+            permit.send(Event::Finish(
+                self.call,
+                Outcome::Cancelled,
+                self.started.elapsed(),
+            ));
         }
     }
 }
@@ -258,11 +308,30 @@ impl Mirror {
     pub async fn begin_client(&self, start: impl FnOnce(u64) -> CallStart) -> Option<Ticket> {
         let first = self.tx.clone().reserve_owned().await.ok()?;
         let second = self.tx.clone().reserve_owned().await.ok()?;
-        Some(self.issue(first, second, start))
+        Some(self.issue(first, second, None, start))
     }
 
-    /// Begin mirroring a call; `None` (and one more skipped call) when the queue is full.
+    /// Begin mirroring a harness's call; `None` (and one more skipped call) when the queue
+    /// is full.
     pub fn begin(&self, start: impl FnOnce(u64) -> CallStart) -> Option<Ticket> {
+        self.begin_as(None, start)
+    }
+
+    /// Begin mirroring a call AHP client `client_id` made on an `mcp://` channel, marked as
+    /// its; lossy like [`Mirror::begin`].
+    pub fn begin_for(
+        &self,
+        client_id: &str,
+        start: impl FnOnce(u64) -> CallStart,
+    ) -> Option<Ticket> {
+        self.begin_as(Some(client_id.to_string()), start)
+    }
+
+    fn begin_as(
+        &self,
+        client_id: Option<String>,
+        start: impl FnOnce(u64) -> CallStart,
+    ) -> Option<Ticket> {
         let (Ok(first), Ok(second)) = (
             self.tx.clone().try_reserve_owned(),
             self.tx.clone().try_reserve_owned(),
@@ -272,7 +341,7 @@ impl Mirror {
             }
             return None;
         };
-        Some(self.issue(first, second, start))
+        Some(self.issue(first, second, client_id, start))
     }
 
     /// Number the call, send its start on `first` and keep `second` for its end.
@@ -280,12 +349,15 @@ impl Mirror {
         &self,
         first: mpsc::OwnedPermit<Event>,
         second: mpsc::OwnedPermit<Event>,
+        client_id: Option<String>,
         start: impl FnOnce(u64) -> CallStart,
     ) -> Ticket {
         let call = self.next.fetch_add(1, Ordering::Relaxed);
-        first.send(Event::Start(start(call)));
+        let started = Instant::now();
+        first.send(Event::Start(start(call), SystemTime::now(), client_id));
         Ticket {
             call,
+            started,
             permit: Some(second),
             tx: self.tx.clone(),
             given_up: self.given_up.clone(),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::{call_id, Event, Turns, LINGER};
+use super::{call_id, CallStamp, Event, Turns, LINGER};
 use crate::host::Host;
 
 /// How long the task lets events gather once it handled some (with several worker threads):
@@ -57,14 +57,31 @@ pub(super) async fn run(
             linger = None;
         }
         let actions = match event {
-            Some(Event::Start(start)) => {
+            Some(Event::Start(start, at, client_id)) => {
                 let missed = skipped.swap(0, Ordering::Relaxed);
-                turns.start(start, missed, now, &crate::host::store::now_iso8601())
+                let stamp = CallStamp {
+                    started_at: iso8601(at),
+                    client_id,
+                };
+                turns.start_stamped(
+                    start,
+                    &stamp,
+                    missed,
+                    now,
+                    &crate::host::store::now_iso8601(),
+                )
             }
-            Some(Event::Finish(call, outcome)) => {
+            Some(Event::Finish(call, outcome, took)) => {
                 let outcome = outcome.read();
+                let took = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
                 // A paused call that ends (given up) fails from `auth-required`.
-                let actions = turns.finish(call, &outcome, now, &crate::host::store::now_iso8601());
+                let actions = turns.finish(
+                    call,
+                    &outcome,
+                    took,
+                    now,
+                    &crate::host::store::now_iso8601(),
+                );
                 host.withdraw_paused(&chat, &call_id(call));
                 actions
             }
@@ -100,5 +117,13 @@ pub(super) async fn run(
     let now = epoch.elapsed().as_millis() as u64;
     for action in turns.shutdown(now) {
         let _ = host.emit(&chat, action);
+    }
+}
+
+/// `at` as ISO 8601 in milliseconds, like every timestamp the host writes.
+fn iso8601(at: std::time::SystemTime) -> String {
+    match jiff::Timestamp::try_from(at) {
+        Ok(at) => format!("{at:.3}"),
+        Err(_) => crate::host::store::now_iso8601(),
     }
 }

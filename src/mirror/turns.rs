@@ -1,7 +1,7 @@
 //! Turn bookkeeping for the mirrored chat, pure: call events in, `chat/*` actions out.
 //! Bounded: calls per turn, calls waiting for the next turn, turns kept in the history.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use ahp_types::actions::{
     ChatResponsePartAction, ChatToolCallCompleteAction, ChatToolCallReadyAction,
@@ -15,7 +15,7 @@ use ahp_types::state::{
     ToolCallMcpContributor, ToolInput,
 };
 
-use super::{call_id, cut, tool_call_result, CallStart, Outcome, Runner};
+use super::{call_id, cut, tool_call_result, CallStamp, CallStart, Meta, Outcome, Runner};
 use super::{MAX_CALLS_PER_TURN, MAX_TEXT, MAX_TURNS, MAX_WAITING};
 
 /// The open turn.
@@ -24,15 +24,20 @@ struct Open {
     id: String,
     started_ms: u64,
     calls: usize,
-    in_flight: HashSet<u64>,
+    /// The calls in flight, with the `_meta` each started with (completed with its timing).
+    in_flight: HashMap<u64, Meta>,
 }
+
+/// A call waiting for the next turn: its start, its `_meta`, and its outcome and duration
+/// (ms) once known.
+type Waiting = (CallStart, Meta, Option<(Outcome, u64)>);
 
 /// Turn bookkeeping for one chat, pure: events in, actions out.
 #[derive(Debug, Default)]
 pub struct Turns {
     open: Option<Open>,
     /// Calls that arrived while the open turn was full, with their outcome once known.
-    waiting: Vec<(CallStart, Option<Outcome>)>,
+    waiting: Vec<Waiting>,
     next_turn: u64,
     kept: usize,
     missed: u64,
@@ -55,7 +60,8 @@ impl Turns {
         self.open.as_ref().is_some_and(|t| t.in_flight.is_empty())
     }
 
-    /// A call began; `missed` calls were not mirrored since the last start.
+    /// A harness's call began at `now_iso`; `missed` calls were not mirrored since the last
+    /// start.
     pub fn start(
         &mut self,
         call: CallStart,
@@ -63,36 +69,55 @@ impl Turns {
         now_ms: u64,
         now_iso: &str,
     ) -> Vec<StateAction> {
+        let stamp = CallStamp {
+            started_at: now_iso.to_string(),
+            client_id: None,
+        };
+        self.start_stamped(call, &stamp, missed, now_ms, now_iso)
+    }
+
+    /// A call began (when, and for whom, `stamp` says); `missed` calls were not mirrored
+    /// since the last start.
+    pub fn start_stamped(
+        &mut self,
+        call: CallStart,
+        stamp: &CallStamp,
+        missed: u64,
+        now_ms: u64,
+        now_iso: &str,
+    ) -> Vec<StateAction> {
         self.missed += missed;
         let mut out = Vec::new();
+        let meta = stamp.meta(call.ui.as_ref());
         // A call a client runs never waits: the client acts on what the chat shows.
         let client_runs = matches!(call.runner, Runner::Client { .. });
         if self.full() && !client_runs {
             if self.waiting.len() >= MAX_WAITING {
                 self.missed += 1;
             } else {
-                self.waiting.push((call, None));
+                self.waiting.push((call, meta, None));
             }
             return out;
         }
         if self.open.is_none() {
             self.open_turn(now_ms, now_iso, &mut out);
         }
-        self.start_in_turn(&call, &mut out);
+        self.start_in_turn(&call, meta, &mut out);
         out
     }
 
-    /// A call ended. When it was the last one running in a full turn, that turn completes at
-    /// once and the calls that waited start the next one (under steady traffic the turn
-    /// would otherwise never be idle long enough to close).
+    /// A call ended, `duration_ms` after it began. When it was the last one running in a
+    /// full turn, that turn completes at once and the calls that waited start the next one
+    /// (under steady traffic the turn would otherwise never be idle long enough to close).
     pub fn finish(
         &mut self,
         call: u64,
         outcome: &Outcome,
+        duration_ms: u64,
         now_ms: u64,
         now_iso: &str,
     ) -> Vec<StateAction> {
-        let mut out = self.finish_call(call, outcome);
+        let mut out = self.finish_call(call, outcome, duration_ms);
         if self.full() && self.idle() && !self.waiting.is_empty() {
             out.extend(self.close(now_ms, now_iso));
         }
@@ -118,18 +143,18 @@ impl Turns {
             .is_some_and(|t| t.calls >= MAX_CALLS_PER_TURN)
     }
 
-    fn finish_call(&mut self, call: u64, outcome: &Outcome) -> Vec<StateAction> {
-        if let Some((_, slot)) = self.waiting.iter_mut().find(|(c, _)| c.call == call) {
-            *slot = Some(outcome.clone());
+    fn finish_call(&mut self, call: u64, outcome: &Outcome, duration_ms: u64) -> Vec<StateAction> {
+        if let Some((_, _, slot)) = self.waiting.iter_mut().find(|(c, _, _)| c.call == call) {
+            *slot = Some((outcome.clone(), duration_ms));
             return Vec::new();
         }
         let Some(open) = self.open.as_mut() else {
             return Vec::new();
         };
-        if !open.in_flight.remove(&call) {
+        let Some(meta) = open.in_flight.remove(&call) else {
             return Vec::new();
-        }
-        vec![complete(&open.id, call, outcome)]
+        };
+        vec![complete(&open.id, call, outcome, meta, duration_ms)]
     }
 
     /// Call `call` is paused for authorization: the turn it is in and the action, when it
@@ -139,7 +164,10 @@ impl Turns {
         call: u64,
         auth: ahp_types::state::McpAuthRequirement,
     ) -> Option<(String, StateAction)> {
-        let open = self.open.as_ref().filter(|o| o.in_flight.contains(&call))?;
+        let open = self
+            .open
+            .as_ref()
+            .filter(|o| o.in_flight.contains_key(&call))?;
         Some((
             open.id.clone(),
             StateAction::ChatToolCallAuthRequired(
@@ -157,7 +185,7 @@ impl Turns {
     pub fn auth_resolved(&self, call: u64) -> Vec<StateAction> {
         self.open
             .as_ref()
-            .filter(|o| o.in_flight.contains(&call))
+            .filter(|o| o.in_flight.contains_key(&call))
             .map(|open| {
                 StateAction::ChatToolCallAuthResolved(
                     ahp_types::actions::ChatToolCallAuthResolvedAction {
@@ -195,10 +223,10 @@ impl Turns {
             self.open_turn(now_ms, now_iso, &mut out);
             let batch = self.waiting.len().min(MAX_CALLS_PER_TURN);
             let batch: Vec<_> = self.waiting.drain(..batch).collect();
-            for (call, outcome) in batch {
-                self.start_in_turn(&call, &mut out);
-                if let Some(outcome) = outcome {
-                    out.extend(self.finish_call(call.call, &outcome));
+            for (call, meta, outcome) in batch {
+                self.start_in_turn(&call, meta, &mut out);
+                if let Some((outcome, duration_ms)) = outcome {
+                    out.extend(self.finish_call(call.call, &outcome, duration_ms));
                 }
             }
             if !self.idle() || self.waiting.is_empty() {
@@ -266,25 +294,20 @@ impl Turns {
             id,
             started_ms: now_ms,
             calls: 0,
-            in_flight: HashSet::new(),
+            in_flight: HashMap::new(),
         });
     }
 
-    fn start_in_turn(&mut self, call: &CallStart, out: &mut Vec<StateAction>) {
+    fn start_in_turn(&mut self, call: &CallStart, meta: Meta, out: &mut Vec<StateAction>) {
         let Some(open) = self.open.as_mut() else {
             return;
         };
         open.calls += 1;
-        open.in_flight.insert(call.call);
-        let meta = call.ui.as_ref().map(|ui| {
-            let mut meta = serde_json::Map::new();
-            meta.insert("ui".into(), ui.clone());
-            meta
-        });
+        open.in_flight.insert(call.call, meta.clone());
         out.push(StateAction::ChatToolCallStart(ChatToolCallStartAction {
             turn_id: open.id.clone(),
             tool_call_id: call_id(call.call),
-            meta,
+            meta: Some(meta),
             tool_name: call.tool.clone(),
             display_name: call.display_name.clone(),
             intention: None,
@@ -322,11 +345,20 @@ impl Turns {
     }
 }
 
-fn complete(turn: &str, call: u64, outcome: &Outcome) -> StateAction {
+/// The completion of `call`: its result, and its `_meta` with how long it took (`durationMs`,
+/// measured on the call's path), since a completion's `_meta` replaces the call's.
+fn complete(
+    turn: &str,
+    call: u64,
+    outcome: &Outcome,
+    mut meta: Meta,
+    duration_ms: u64,
+) -> StateAction {
+    super::with_duration(&mut meta, duration_ms);
     StateAction::ChatToolCallComplete(ChatToolCallCompleteAction {
         turn_id: turn.to_string(),
         tool_call_id: call_id(call),
-        meta: None,
+        meta: Some(meta),
         result: tool_call_result(outcome),
         requires_result_confirmation: None,
     })
@@ -337,7 +369,7 @@ mod tests {
     use super::*;
     use ahp::reducers::{apply_action_to_chat, ReduceOutcome};
     use ahp_types::state::{ChatState, ToolCallState};
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn chat() -> ChatState {
         serde_json::from_value(json!({
@@ -390,7 +422,7 @@ mod tests {
         assert_eq!(status(&state), "running");
         apply(
             &mut state,
-            turns.finish(1, &Outcome::Result(json!({"content": []})), 0, T0),
+            turns.finish(1, &Outcome::Result(json!({"content": []})), 7, 0, T0),
         );
         assert_eq!(status(&state), "completed");
         assert!(turns
@@ -408,7 +440,14 @@ mod tests {
         let mut state = chat();
         let mut turns = Turns::new();
         apply(&mut state, turns.start(call(1), 0, 0, T0));
-        apply(&mut state, turns.start(call(2), 0, 1, T0));
+        let by_a_client = CallStamp {
+            started_at: "2026-01-01T00:00:01.000Z".into(),
+            client_id: Some("console-1".into()),
+        };
+        apply(
+            &mut state,
+            turns.start_stamped(call(2), &by_a_client, 0, 1, T0),
+        );
         assert!(!turns.idle());
         assert!(turns.close(2, T0).is_empty(), "a busy turn stays open");
         let active = state.active_turn.as_ref().expect("turn open");
@@ -423,7 +462,8 @@ mod tests {
                     );
                     assert_eq!(
                         serde_json::to_value(&r.meta).unwrap(),
-                        json!({"ui": {"resourceUri": "ui://v"}})
+                        json!({"ui": {"resourceUri": "ui://v"},
+                               "ahp-proxy/call": {"startedAt": T0}})
                     );
                 }
                 other => panic!("expected running, got {other:?}"),
@@ -435,15 +475,42 @@ mod tests {
             turns.finish(
                 2,
                 &Outcome::Result(json!({"content": [{"type": "text", "text": "hi"}]})),
+                12,
                 3,
                 T0,
             ),
         );
         apply(
             &mut state,
-            turns.finish(1, &Outcome::Failed("boom".into()), 4, T0),
+            turns.finish(1, &Outcome::Failed("boom".into()), 7, 4, T0),
         );
         assert!(turns.idle());
+        // Each completed call carries its `ui`, when it began, how long it took, and, for the
+        // call an AHP client made, that client.
+        let metas: Vec<Value> = state
+            .active_turn
+            .as_ref()
+            .unwrap()
+            .response_parts
+            .iter()
+            .map(|part| match part {
+                ResponsePart::ToolCall(tc) => match &tc.tool_call {
+                    ToolCallState::Completed(c) => serde_json::to_value(&c.meta).unwrap(),
+                    other => panic!("expected completed, got {other:?}"),
+                },
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            metas,
+            [
+                json!({"ui": {"resourceUri": "ui://v"},
+                       "ahp-proxy/call": {"startedAt": T0, "durationMs": 7}}),
+                json!({"ui": {"resourceUri": "ui://v"},
+                       "ahp-proxy/call": {"startedAt": "2026-01-01T00:00:01.000Z",
+                                          "clientId": "console-1", "durationMs": 12}}),
+            ]
+        );
         apply(&mut state, turns.close(40, T0));
         assert!(state.active_turn.is_none());
         assert_eq!(state.turns.len(), 1);
@@ -459,9 +526,9 @@ mod tests {
         }
         assert!(turns.start(call(999), 3, 0, T0).is_empty());
         // The deferred call finishes before its turn exists: it appears complete.
-        assert!(turns.finish(999, &Outcome::Cancelled, 1, T0).is_empty());
+        assert!(turns.finish(999, &Outcome::Cancelled, 7, 1, T0).is_empty());
         for n in 0..MAX_CALLS_PER_TURN as u64 {
-            apply(&mut state, turns.finish(n, &Outcome::Cancelled, n, T0));
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, 7, n, T0));
         }
         // The last call of the full turn ended: that turn completed at once, without waiting
         // for the mirror's linger, and the deferred call opened the next one.
@@ -491,7 +558,10 @@ mod tests {
         apply(&mut state, turns.start(call(0), 0, 0, T0));
         for n in 1..10_000u64 {
             apply(&mut state, turns.start(call(n), 0, n, T0));
-            apply(&mut state, turns.finish(n - 1, &Outcome::Cancelled, n, T0));
+            apply(
+                &mut state,
+                turns.finish(n - 1, &Outcome::Cancelled, 7, n, T0),
+            );
             assert!(
                 turns.waiting.len() <= 1,
                 "call {n}: {} waiting",
@@ -512,18 +582,18 @@ mod tests {
         }
         // Every call but the first ends; thousands more come and go meanwhile.
         for n in 1..MAX_CALLS_PER_TURN as u64 {
-            apply(&mut state, turns.finish(n, &Outcome::Cancelled, 1, T0));
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, 7, 1, T0));
         }
         let more = 5_000u64;
         for n in 1_000..1_000 + more {
             apply(&mut state, turns.start(call(n), 0, 2, T0));
-            apply(&mut state, turns.finish(n, &Outcome::Cancelled, 2, T0));
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, 7, 2, T0));
         }
         assert_eq!(turns.waiting.len(), MAX_WAITING);
         assert_eq!(turns.missed, more - MAX_WAITING as u64);
         // The slow call ends: the waiting calls fill the next turns at once, the last of
         // them stays open (it lingers like any turn), and it says how many were not shown.
-        apply(&mut state, turns.finish(0, &Outcome::Cancelled, 3, T0));
+        apply(&mut state, turns.finish(0, &Outcome::Cancelled, 7, 3, T0));
         assert_eq!(turns.waiting.len(), 0);
         assert_eq!(
             state.turns.len(),
@@ -547,7 +617,7 @@ mod tests {
         let mut turns = Turns::new();
         for n in 0..(MAX_TURNS as u64 + 3) {
             apply(&mut state, turns.start(call(n), 0, n, T0));
-            apply(&mut state, turns.finish(n, &Outcome::Cancelled, n, T0));
+            apply(&mut state, turns.finish(n, &Outcome::Cancelled, 7, n, T0));
             apply(&mut state, turns.close(n + 1, T0));
         }
         assert!(state.turns.len() <= MAX_TURNS);

@@ -102,6 +102,8 @@ pub struct Served {
     pub tools: Option<bool>,
     /// `resources`, with `listChanged`.
     pub resources: Option<bool>,
+    /// `prompts`, with `listChanged`.
+    pub prompts: Option<bool>,
     /// `logging`.
     pub logging: bool,
 }
@@ -118,6 +120,7 @@ impl Served {
         Self {
             tools: list("tools"),
             resources: list("resources"),
+            prompts: list("prompts"),
             logging: capabilities.get("logging").is_some_and(|c| !c.is_null()),
         }
     }
