@@ -238,7 +238,11 @@ struct Pump {
     level: Option<Level>,
     cancel: Cancel,
     /// The held call's id and its retries, once input was asked for.
-    call: Option<(u64, mpsc::UnboundedReceiver<Resume>)>,
+    call: Option<(
+        u64,
+        mpsc::UnboundedSender<Resume>,
+        mpsc::UnboundedReceiver<Resume>,
+    )>,
     round: u32,
     /// Frames that came while the call was held.
     buffered: Vec<Outgoing>,
@@ -391,19 +395,11 @@ impl Pump {
     async fn hold(&mut self, mut requests: Map<String, Value>) -> bool {
         let ttl = held_for(&self.hub);
         loop {
-            let (call, resumes) = match self.call.take() {
+            let (call, tx, resumes) = match self.call.take() {
                 Some(held) => held,
                 None => {
                     let (tx, rx) = mpsc::unbounded_channel();
-                    let call = state::next_call();
-                    held().lock().unwrap_or_else(|p| p.into_inner()).insert(
-                        call,
-                        Held {
-                            round: 0,
-                            resume: tx,
-                        },
-                    );
-                    (call, rx)
+                    (state::next_call(), tx, rx)
                 }
             };
             self.round += 1;
@@ -411,13 +407,15 @@ impl Pump {
                 call,
                 round: self.round,
             };
-            if let Some(entry) = held()
+            // Each round's state answers once: the entry goes when a retry takes it.
+            let entry = Held {
+                round: self.round,
+                resume: tx.clone(),
+            };
+            held()
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .get_mut(&call)
-            {
-                entry.round = self.round;
-            }
+                .insert(call, entry);
             let result = json!({
                 "resultType": "input_required",
                 "inputRequests": Value::Object(requests.clone()),
@@ -425,7 +423,7 @@ impl Pump {
             });
             let answer = super::super::answers::result_answer(&self.id, &result.to_string());
             self.out.finish(answer);
-            self.call = Some((call, resumes));
+            self.call = Some((call, tx, resumes));
             let Some(resume) = self.wait(ttl).await else {
                 held()
                     .lock()
@@ -460,7 +458,7 @@ impl Pump {
     /// The retry, while frames that come meanwhile are kept; `None` when [`held_for`] passes.
     async fn wait(&mut self, ttl: Duration) -> Option<Resume> {
         let deadline = tokio::time::Instant::now() + ttl;
-        let (_, resumes) = self.call.as_mut()?;
+        let (_, _, resumes) = self.call.as_mut()?;
         loop {
             tokio::select! {
                 resume = resumes.recv() => return resume,
@@ -482,6 +480,18 @@ impl Pump {
         );
         if let Ok(answer) = Message::parse(text) {
             self.harness.handle(answer, Stream::channel().0);
+        }
+    }
+}
+
+impl Drop for Pump {
+    /// A call that ends (answered, cancelled, given up) takes its pending state with it.
+    fn drop(&mut self) {
+        if let Some((call, _, _)) = &self.call {
+            held()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(call);
         }
     }
 }
