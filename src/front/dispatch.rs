@@ -13,7 +13,8 @@ use super::harness_state::Asker;
 use super::lock::assert_free;
 use super::outbox::Stream;
 use super::registry::{Level, Scope};
-use super::{initialize, lists, routes, steps, tool_call};
+use super::{initialize, lists, modern, routes, steps, tool_call};
+use crate::mcp::era::{self, Era};
 use crate::mcp::message::{Kind, Message};
 
 impl Harness {
@@ -32,6 +33,10 @@ impl Harness {
 
     fn request(self: &Arc<Self>, message: Message, stream: Stream) {
         let id = message.id().unwrap_or("null").to_string();
+        let stand_in = self.stand_in.load(Ordering::Relaxed);
+        if !stand_in && era::classify(&message, None) == Era::Modern {
+            return modern::from_stdio(self, message, stream);
+        }
         let method = message.method().unwrap_or_default().to_string();
         if method != "initialize" && !self.is_initialized() && method != "ping" {
             // Servers refuse requests before initialize; so does the proxy.
@@ -72,9 +77,11 @@ impl Harness {
                 // Its owner (the exchange, or a client call's task) drops it on cancellation,
                 // which takes it out of the in-flight table.
                 let found = (self.hub.tables().registry.in_flight)
-                    .by_request(self.id, message.slice(span))
+                    .by_request(self.id, message.slice(span.clone()))
                     .map(|(tag, entry)| (tag, entry.server.clone(), entry.cancelled.clone()));
                 let Some((tag, server, cancelled)) = found else {
+                    // A modern request (or listen) of the stdio harness, if it is one.
+                    modern::cancel(self.id, message.slice(span));
                     return;
                 };
                 cancelled.cancel();

@@ -101,6 +101,11 @@ pub struct HarnessState {
     live: AtomicBool,
     /// Whether it sent `notifications/initialized` (no request goes to it before).
     handshake_done: AtomicBool,
+    /// Whether it sent a modern (2026-07-28) request (the first gives servers its identity).
+    pub(super) spoke_modern: AtomicBool,
+    /// Whether it stands in for one modern request (or listen): what it is sent is already
+    /// served as modern, and goes the legacy way from here.
+    pub(super) stand_in: AtomicBool,
 }
 
 impl HarnessState {
@@ -124,6 +129,8 @@ impl HarnessState {
             listed: AtomicBool::new(false),
             live: AtomicBool::new(false),
             handshake_done: AtomicBool::new(false),
+            spoke_modern: AtomicBool::new(false),
+            stand_in: AtomicBool::new(false),
         })
     }
 

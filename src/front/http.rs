@@ -15,8 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use http_body_util::{BodyExt, Limited, StreamBody};
 use hyper::body::{Frame as BodyFrame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
@@ -25,14 +24,14 @@ use tokio_util::task::TaskTracker;
 
 use super::answers::error_answer;
 use super::harness::Harness;
+use super::http_reply::{empty, json, json_error, plain, sse_response, Body};
 use super::hub::Hub;
 use super::outbox::{Outgoing, Stream};
 use super::registry::Scope;
+use crate::mcp::era::{self, Era};
 use crate::mcp::message::{Kind, Message};
 use crate::mcp::{sse, version};
 use crate::upstream::stdio::MAX_MESSAGE_BYTES;
-
-type Body = BoxBody<Bytes, Infallible>;
 
 /// The session header.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -184,8 +183,20 @@ impl Front {
                 format!("no MCP endpoint at {path}: use /mcp (every server) or /mcp/<server> (one declared server)\n"),
             );
         };
+        let sessionless = !request.headers().contains_key(SESSION_HEADER);
         match *request.method() {
             Method::POST => self.post(request, scope).await,
+            // No session to stream or end: what a modern client meets (2026-07-28).
+            Method::GET | Method::DELETE if sessionless => {
+                let mut response = plain(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "no session: GET and DELETE need an Mcp-Session-Id (from initialize); modern requests are POSTs\n".into(),
+                );
+                response
+                    .headers_mut()
+                    .insert(http::header::ALLOW, HeaderValue::from_static("POST"));
+                response
+            }
             Method::GET => self.get(&request, &scope),
             Method::DELETE => self.delete(&request, &scope),
             _ => {
@@ -299,8 +310,12 @@ impl Front {
                 return json(StatusCode::BAD_REQUEST, body);
             }
         };
+        let claimed = parts.headers.get("mcp-protocol-version");
+        if era::classify(&message, claimed.and_then(|v| v.to_str().ok())) == Era::Modern {
+            return super::http_modern::post(&self.hub, &parts.headers, scope, message).await;
+        }
         // Checked once the body is read: the refusal carries the request's own id.
-        if let Some(version) = parts.headers.get("mcp-protocol-version") {
+        if let Some(version) = claimed {
             if !version.to_str().is_ok_and(version::is_known) {
                 let id = message.id().unwrap_or("null");
                 return json_error(
@@ -583,49 +598,4 @@ fn event_stream(
         .read_from(0)
         .map(|event| Ok::<_, Infallible>(BodyFrame::data(event)));
     sse_response(BodyExt::boxed(StreamBody::new(body)))
-}
-
-fn sse_response(body: Body) -> Response<Body> {
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(
-        http::header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache"),
-    );
-    response
-}
-
-fn json(status: StatusCode, text: String) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-fn json_error(status: StatusCode, id: &str, text: &str) -> Response<Body> {
-    let code = if status == StatusCode::NOT_FOUND {
-        -32001
-    } else {
-        -32600
-    };
-    json(status, error_answer(id, code, text))
-}
-
-fn plain(status: StatusCode, text: String) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
-    *response.status_mut() = status;
-    response
-}
-
-fn empty(status: StatusCode) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::new()).boxed());
-    *response.status_mut() = status;
-    response
 }

@@ -77,10 +77,19 @@ fn server_result(hub: &Hub, server: &str, requested: &str) -> Option<String> {
     Some(handshake::result_for(&initialized, version))
 }
 
-/// The aggregated endpoint's result: the proxy's `serverInfo`, the union of every ready
-/// server's capabilities (with the list changes the proxy itself announces), and their
-/// instructions, each under its server's name.
-fn union_result(hub: &Hub, requested: &str) -> String {
+/// The proxy's own `serverInfo` (the aggregated endpoint's identity).
+pub fn proxy_info() -> Value {
+    serde_json::json!({
+        "name": "ahp-proxy",
+        "title": "ahp-proxy",
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// What the aggregated endpoint offers: the union of every ready server's capabilities
+/// (with the list changes the proxy itself announces), and their instructions, each under
+/// its server's name (`None` when none has any).
+pub fn union(hub: &Hub) -> (Value, Option<String>) {
     let mut capabilities = Value::Object(Map::new());
     let mut instructions = Vec::new();
     for (id, server) in hub.connections.snapshot() {
@@ -108,25 +117,22 @@ fn union_result(hub: &Hub, requested: &str) -> String {
             }
         }
     }
+    let instructions = (!instructions.is_empty()).then(|| instructions.join("\n\n"));
+    (capabilities, instructions)
+}
+
+/// The aggregated endpoint's result: the proxy's `serverInfo` and [`union`].
+fn union_result(hub: &Hub, requested: &str) -> String {
+    let (capabilities, instructions) = union(hub);
     let mut result = Map::new();
     result.insert(
         "protocolVersion".into(),
         Value::String(version::answer(requested, version::LATEST).to_string()),
     );
     result.insert("capabilities".into(), capabilities);
-    result.insert(
-        "serverInfo".into(),
-        serde_json::json!({
-            "name": "ahp-proxy",
-            "title": "ahp-proxy",
-            "version": env!("CARGO_PKG_VERSION"),
-        }),
-    );
-    if !instructions.is_empty() {
-        result.insert(
-            "instructions".into(),
-            Value::String(instructions.join("\n\n")),
-        );
+    result.insert("serverInfo".into(), proxy_info());
+    if let Some(instructions) = instructions {
+        result.insert("instructions".into(), Value::String(instructions));
     }
     Value::Object(result).to_string()
 }

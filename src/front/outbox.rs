@@ -58,6 +58,11 @@ impl Stream {
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }
+
+    /// Wait until nobody reads the stream any more (an HTTP client closed its response).
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
 }
 
 /// One harness's budget for unsolicited notifications in flight.

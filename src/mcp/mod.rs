@@ -3,6 +3,7 @@
 //! a task's status.
 //! Both the upstream clients and the harness-facing front speak through this.
 
+pub mod era;
 pub mod message;
 pub mod sse;
 pub mod task;

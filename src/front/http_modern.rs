@@ -1,0 +1,100 @@
+//! A modern (2026-07-28) POST to the MCP HTTP front: no session, its standard headers checked,
+//! refusals with the spec's statuses (400, 404), a notification `202`, a request answered as
+//! plain JSON when its answer is the first thing to send, else as an event stream without ids
+//! (no resumption in this revision) that ends with the answer; the client closing it cancels
+//! the request.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{HeaderMap, StatusCode};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame as BodyFrame;
+
+use super::http_reply::{empty, json, sse_response, Body};
+use super::hub::Hub;
+use super::modern::{self, Arrival, Served};
+use super::outbox::{Outgoing, Stream};
+use super::registry::Scope;
+use crate::mcp::era::{self, Headers};
+use crate::mcp::message::Message;
+use crate::mcp::sse;
+
+/// Serve modern `message`, POSTed with `headers` to the endpoint of `scope`.
+pub async fn post(hub: &Arc<Hub>, headers: &HeaderMap, scope: Scope, message: Message) -> Response {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let standard = Headers {
+        version: header("mcp-protocol-version"),
+        method: header("mcp-method"),
+        name: header("mcp-name"),
+    };
+    let id = message.id().unwrap_or("null").to_string();
+    let arrival = Arrival {
+        scope,
+        headers: Some(standard),
+        stdio: None,
+    };
+    let (out, mut frames) = Stream::channel();
+    match modern::serve(hub, arrival, message, out) {
+        Err(problem) => {
+            let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::BAD_REQUEST);
+            json(status, problem.answer(&id))
+        }
+        Ok(Served::Accepted) => empty(StatusCode::ACCEPTED),
+        Ok(Served::Answering) => match frames.recv().await {
+            Some(frame) if frame.last => json(status_of(&frame.text), frame.text),
+            Some(frame) => event_stream(frame, frames),
+            None => json(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                era::error_answer(&id, -32603, "the request was dropped", None),
+            ),
+        },
+    }
+}
+
+type Response = http::Response<Body>;
+
+/// A validation error found once the request ran (a capability it lacked) is a `400`.
+fn status_of(text: &str) -> StatusCode {
+    let refused = Message::parse(text.to_string())
+        .ok()
+        .and_then(|m| m.find(&["code"]).map(|span| m.slice(span).to_string()));
+    let validation = [
+        era::HEADER_MISMATCH,
+        era::MISSING_CAPABILITY,
+        era::UNSUPPORTED_VERSION,
+    ];
+    match refused.and_then(|code| code.parse::<i64>().ok()) {
+        Some(code) if validation.contains(&code) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+/// `first`, then the rest of `frames`, as server-sent events, ending after the answer.
+fn event_stream(
+    first: Outgoing,
+    frames: tokio::sync::mpsc::UnboundedReceiver<Outgoing>,
+) -> Response {
+    let rest = futures_util::stream::unfold((frames, false), |(mut frames, done)| async move {
+        if done {
+            return None;
+        }
+        let frame = frames.recv().await?;
+        let last = frame.last;
+        Some((frame, (frames, last)))
+    });
+    let ended = first.last;
+    let all = futures_util::stream::once(async { first })
+        .chain(rest.take_while(move |_| std::future::ready(!ended)))
+        .map(|frame: Outgoing| {
+            let text = sse::encode(None, None, &frame.text);
+            Ok::<_, Infallible>(BodyFrame::data(Bytes::from(text)))
+        });
+    let mut response = sse_response(BodyExt::boxed(StreamBody::new(all)));
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", http::HeaderValue::from_static("no"));
+    response
+}
