@@ -10,7 +10,6 @@ pub mod http;
 pub mod http1;
 pub mod legacy_sse;
 pub mod modern;
-pub mod mrtr;
 pub mod offer;
 pub mod session;
 pub mod stateless;

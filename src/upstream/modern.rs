@@ -9,7 +9,6 @@ use tokio::sync::watch;
 
 use super::envelope::Envelope;
 use super::era::Discovered;
-use super::mrtr;
 use super::session::{Modernity, Options, Reply, Session};
 use crate::mcp::message::Message;
 
@@ -53,10 +52,10 @@ impl Modernity for Modern {
 
     fn outgoing(
         &self,
-        session: &Session,
+        _session: &Session,
         request: Message,
         reply: Box<dyn Reply>,
-        options: Options,
+        _options: Options,
         envelope: Option<&Envelope>,
     ) -> Option<(Message, Box<dyn Reply>)> {
         let envelope = envelope.unwrap_or(&self.envelope);
@@ -81,10 +80,7 @@ impl Modernity for Modern {
                 answer_here(&request, reply);
                 None
             }
-            _ => {
-                let reply = mrtr::bridge(session, &request, reply, options, envelope);
-                Some((envelope.wrap(request), reply))
-            }
+            _ => Some((envelope.wrap(request), reply)),
         }
     }
 }
