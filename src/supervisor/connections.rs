@@ -14,6 +14,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::discovery::DeclaredServer;
 use crate::mcp::message::Message;
+use crate::upstream::era::Era;
 use crate::upstream::handshake::{Identity, Initialized};
 use crate::upstream::offer::{Lists, Offer};
 use crate::upstream::session::{Cause, Session};
@@ -35,6 +36,12 @@ impl Connected {
     /// What it offers now.
     pub fn offer(&self) -> Arc<Offer> {
         self.offer.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The era the proxy speaks to it in (a modern server has no legacy session: the
+    /// front's `initialized` was built from its `server/discover` answer).
+    pub fn era(&self) -> Era {
+        self.session.era()
     }
 
     /// Whether it declared capability `name` (`tools`, `logging`, …).
@@ -137,6 +144,9 @@ pub struct Connections {
     http: OnceLock<reqwest::Client>,
     /// What each server answered to its latest `initialize` (kept while it restarts).
     last_initialized: RwLock<HashMap<String, Arc<Initialized>>>,
+    /// The era each launch spec / endpoint turned out to speak (by a hash of it): a start
+    /// that knows it skips the probe; a start that fails forgets it.
+    eras: RwLock<HashMap<u64, Era>>,
 }
 
 impl Default for Connections {
@@ -153,6 +163,7 @@ impl Default for Connections {
             identity: watch::channel(Some(Arc::new(Identity::proxy()))).0,
             http: OnceLock::new(),
             last_initialized: RwLock::default(),
+            eras: RwLock::default(),
         }
     }
 }
@@ -171,6 +182,24 @@ impl Connections {
     /// The receiver of server-originated traffic, while there is one.
     pub fn downstream(&self) -> Option<Arc<dyn Downstream>> {
         self.downstream.get().and_then(Weak::upgrade)
+    }
+
+    /// The era the server launched as `key` last spoke, if known.
+    pub fn era_of(&self, key: u64) -> Option<Era> {
+        self.eras
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .copied()
+    }
+
+    /// Remember (`Some`) or forget (`None`) the era of the server launched as `key`.
+    pub fn set_era(&self, key: u64, era: Option<Era>) {
+        let mut eras = self.eras.write().unwrap_or_else(|p| p.into_inner());
+        match era {
+            Some(era) => eras.insert(key, era),
+            None => eras.remove(&key),
+        };
     }
 
     /// The identity servers are initialized with from now on (`None`: wait for one).

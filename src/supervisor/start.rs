@@ -1,7 +1,9 @@
-//! Bringing a server up: spawn a stdio child or dial a streamable HTTP URL, then the MCP
-//! handshake within the start timeout; a change of the desired state interrupts it.
+//! Bringing a server up: spawn a stdio child or dial a streamable HTTP URL, probe its era
+//! (`server/discover`, cached per launch spec), then the MCP handshake (legacy) or the
+//! modern link, within the start timeout; a change of the desired state interrupts it.
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,12 +17,17 @@ use super::task::{Task, Wake};
 use super::upstream::{self, ConnectError, Connection};
 use super::{AuthReason, Bearer, Desired, Failure, Status};
 use crate::spec::Launch;
+use crate::upstream::era::{self, Discovered, Era, Verdict};
 use crate::upstream::handshake::Identity;
-use crate::upstream::session::Session;
+use crate::upstream::session::{Session, Unanswered};
+use crate::upstream::stateless::ProbeFailure;
 
 /// Why a server that wrote an overlong stdout line is stopped.
 pub(super) const TOO_LONG: &str =
     "wrote a stdout line longer than 16 MiB, which cannot be read as an MCP message; stopped";
+/// How long a stdio server may take to answer the `server/discover` probe before it is
+/// taken for a legacy server that ignores requests before `initialize`.
+const PROBE_WAIT: Duration = Duration::from_secs(3);
 /// After a failed handshake, how long to wait for the child's exit status.
 const EXIT_STATUS_WAIT: Duration = Duration::from_secs(1);
 
@@ -86,12 +93,55 @@ impl Task {
         identity: &Identity,
         desired: &mut watch::Receiver<Desired>,
     ) -> Result<Running, Interrupted> {
+        let key = era_key(&(command, args, env, cwd));
+        let deadline = tokio::time::Instant::now() + self.config.start_timeout;
+        // Probe unless the launch spec is known to be legacy; a child that exits on the
+        // probe (or never answers it) is legacy, and a fresh one is started for it.
+        let mut probe = self.connections.era_of(key) != Some(Era::Legacy);
+        loop {
+            let child = Child {
+                command,
+                args,
+                env,
+                cwd,
+            };
+            match self
+                .spawn_stdio(child, identity, probe, deadline, desired)
+                .await
+            {
+                Ok(Attempt::Up(running)) => {
+                    let era = running.connection.session.era();
+                    self.connections.set_era(key, Some(era));
+                    return Ok(*running);
+                }
+                Ok(Attempt::Respawn) if probe => probe = false,
+                Ok(Attempt::Respawn) => {
+                    let why = ConnectError::ProbeUnanswered.to_string();
+                    return Err(Interrupted::Failed(Failure::StartFailed(why)));
+                }
+                Err(interrupted) => {
+                    self.connections.set_era(key, None);
+                    return Err(interrupted);
+                }
+            }
+        }
+    }
+
+    /// Spawn the child and, within `deadline`, probe its era (when `probe`) and handshake.
+    async fn spawn_stdio(
+        &self,
+        launch: Child<'_>,
+        identity: &Identity,
+        probe: bool,
+        deadline: tokio::time::Instant,
+        desired: &mut watch::Receiver<Desired>,
+    ) -> Result<Attempt, Interrupted> {
         let Spawned {
             mut child,
             stdin,
             stdout,
             stderr: pipe,
-        } = process::spawn(command, args, env, cwd)
+        } = process::spawn(launch.command, launch.args, launch.env, launch.cwd)
             .map_err(|e| Interrupted::Failed(Failure::Spawn(e.to_string())))?;
         let tail = SharedTail::default();
         let mut drained = tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
@@ -107,8 +157,13 @@ impl Task {
             }
         };
         let session = crate::upstream::stdio::connect_child(stdin, stdout, report.clone());
-        let handshake =
-            tokio::time::timeout(self.config.start_timeout, self.establish(session, identity));
+        let handshake = tokio::time::timeout_at(deadline, async {
+            let discovered = match probe {
+                true => probe_stdio(&session, identity).await?,
+                false => None,
+            };
+            self.establish(session, identity, discovered).await
+        });
         let grace = self.config.stop_grace;
         // What kind of failure, and how it happened (before the stdout noise and stderr tail).
         let (failure, how): (fn(String) -> Failure, String) = tokio::select! {
@@ -120,13 +175,19 @@ impl Task {
             }
             outcome = handshake => match outcome {
                 Ok(Ok(connection)) => {
-                    return Ok(Running {
+                    return Ok(Attempt::Up(Box::new(Running {
                         connection,
                         child: Some(child),
                         tail,
                         drained: Some(drained),
                         stdout: report,
-                    })
+                    })))
+                }
+                Ok(Err(ConnectError::ProbeUnanswered)) => {
+                    // Reaped here: no process outlives the probe.
+                    process::terminate(&mut child, grace).await;
+                    drained.abort();
+                    return Ok(Attempt::Respawn);
                 }
                 Ok(Err(error)) => (Failure::StartFailed, self.no_handshake(&mut child, error).await),
                 Err(_) => {
@@ -195,18 +256,31 @@ impl Task {
         };
         let client = self.connections.http_client();
         let patience = self.config.start_timeout;
+        let key = era_key(&url);
+        let probe = !sse && self.connections.era_of(key) != Some(Era::Legacy);
         let handshake = tokio::time::timeout(patience, async {
-            let session = if sse {
+            let discovered = match probe {
+                true => probe_http(client.clone(), &target, identity, patience).await?,
+                false => None,
+            };
+            let session = if discovered.is_some() {
+                crate::upstream::stateless::connect(client, target)
+            } else if sse {
                 crate::upstream::legacy_sse::connect(client, target, patience).await?
             } else {
                 crate::upstream::http::connect(client, target)
             };
-            self.establish(session, identity).await
+            self.establish(session, identity, discovered).await
         });
         let outcome = tokio::select! {
             outcome = handshake => outcome,
             wake = self.wait(desired) => return Err(Interrupted::Woke(wake)),
         };
+        let era = match &outcome {
+            Ok(Ok(connection)) => Some(connection.session.era()),
+            _ => None,
+        };
+        self.connections.set_era(key, era);
         let failure = match outcome {
             Ok(Ok(connection)) => {
                 return Ok(Running {
@@ -233,20 +307,26 @@ impl Task {
                 return Err(Interrupted::AuthRequired(status));
             }
             Ok(Err(ConnectError::Failed(message))) => Failure::StartFailed(message),
+            Ok(Err(ConnectError::ProbeUnanswered)) => {
+                Failure::StartFailed(ConnectError::ProbeUnanswered.to_string())
+            }
             Err(_) => Failure::Timeout(self.too_slow()),
         };
         Err(Interrupted::Failed(failure))
     }
 
-    /// Handshake on `session` as `identity` and read what the server offers.
+    /// Handshake on `session` as `identity` (or, for a server that answered `discovered`,
+    /// speak modern to it) and read what the server offers.
     async fn establish(
         &self,
         session: Session,
         identity: &Identity,
+        discovered: Option<Discovered>,
     ) -> Result<Connection, ConnectError> {
         let established = upstream::establish(
             session.clone(),
             identity,
+            discovered,
             &self.id,
             &self.name,
             &self.connections,
@@ -265,5 +345,77 @@ impl Task {
             "did not finish initialize and tools/list within {} ms",
             self.config.start_timeout.as_millis()
         )
+    }
+}
+
+/// What a stdio start attempt came to.
+enum Attempt {
+    Up(Box<Running>),
+    /// The child exited on the probe or never answered it: start a fresh one, legacy.
+    Respawn,
+}
+
+/// A stdio launch spec, borrowed.
+struct Child<'a> {
+    command: &'a str,
+    args: &'a [String],
+    env: &'a BTreeMap<String, String>,
+    cwd: Option<&'a Path>,
+}
+
+/// The era cache's key for a launch spec (a hash: the spec itself is secret).
+fn era_key(launch: &impl Hash) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    launch.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Ask a stdio server `server/discover`: its answer if it speaks modern (and lists no
+/// legacy version), `None` to go on with `initialize` on the same child. A child that
+/// exits on the probe or stays silent asks for a fresh one.
+async fn probe_stdio(
+    session: &Session,
+    identity: &Identity,
+) -> Result<Option<Discovered>, ConnectError> {
+    let params = era::discover_params(&identity.capabilities, &identity.client_info);
+    match session
+        .call("server/discover", Some(&params), PROBE_WAIT)
+        .await
+    {
+        Ok(answer) => spoken(era::classify(&answer)),
+        Err(Unanswered::Stopped | Unanswered::Timeout(_)) => Err(ConnectError::ProbeUnanswered),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// POST `server/discover` to an HTTP server: its answer if it speaks modern, `None` to
+/// go on with `initialize`. 401/403 stay a question of credentials, 5xx an outage.
+async fn probe_http(
+    client: reqwest::Client,
+    target: &crate::upstream::http::Target,
+    identity: &Identity,
+    patience: Duration,
+) -> Result<Option<Discovered>, ConnectError> {
+    let params = era::discover_params(&identity.capabilities, &identity.client_info);
+    match crate::upstream::stateless::probe(client, target, &params, patience).await {
+        Ok(verdict) => spoken(verdict),
+        Err(ProbeFailure::Refused(refusal)) => Err(ConnectError::AuthRequired {
+            challenge: refusal.challenge,
+            insufficient_scope: refusal.insufficient_scope,
+        }),
+        Err(ProbeFailure::Outage(why)) => Err(ConnectError::Failed(why)),
+    }
+}
+
+/// What a probe's verdict makes of the start.
+fn spoken(verdict: Verdict) -> Result<Option<Discovered>, ConnectError> {
+    match verdict {
+        Verdict::Discovered(discovered) if discovered.spoken() == Era::Modern => {
+            Ok(Some(discovered))
+        }
+        Verdict::Discovered(_) | Verdict::Legacy => Ok(None),
+        Verdict::ModernRefusal(error) => Err(ConnectError::Failed(format!(
+            "the server refused server/discover: {error}"
+        ))),
     }
 }

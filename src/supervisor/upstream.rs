@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use super::connections::Connections;
 use crate::mcp::message::Message;
+use crate::upstream::era::Discovered;
 use crate::upstream::handshake::{self, HandshakeError, Identity, Initialized};
+use crate::upstream::modern::Modern;
 use crate::upstream::offer::{self, ListError, Lists, Offer};
 use crate::upstream::session::{self, Cause, Session, Unanswered};
 
@@ -61,6 +63,10 @@ pub enum ConnectError {
     /// Anything else, as a message safe to show (no launch spec inside).
     #[error("{0}")]
     Failed(String),
+    /// A stdio server exited on (or never answered) the `server/discover` probe: a legacy
+    /// server that wants `initialize` first, from a fresh process.
+    #[error("the server did not answer server/discover")]
+    ProbeUnanswered,
 }
 
 impl From<Unanswered> for ConnectError {
@@ -84,11 +90,13 @@ impl From<Unanswered> for ConnectError {
     }
 }
 
-/// Initialize `session` as `identity` and read what it offers; from then on its own
+/// Initialize `session` as `identity` (a legacy server) or, when it answered `discovered`
+/// (a modern one), speak 2026-07-28 to it; then read what it offers. From then on its own
 /// traffic is handled for server `id` (declared `name`).
 pub async fn establish(
     session: Session,
     identity: &Identity,
+    discovered: Option<Discovered>,
     id: &str,
     name: &str,
     connections: &Arc<Connections>,
@@ -113,11 +121,23 @@ pub async fn establish(
     });
     let as_unsolicited: Arc<dyn session::Unsolicited> = traffic.clone();
     session.set_unsolicited(Arc::downgrade(&as_unsolicited));
-    let initialized = match handshake::initialize(&session, identity, timeout).await {
-        Ok(initialized) => initialized,
-        Err(HandshakeError::Failed(failure)) => return Err(failure.into()),
-        Err(refused) => return Err(ConnectError::Failed(refused.to_string())),
+    let initialized = match discovered {
+        Some(discovered) => {
+            let initialized = Initialized::discovered(&discovered, name);
+            session.go_modern(Arc::new(Modern::new(identity.envelope(), discovered)));
+            initialized
+        }
+        None => match handshake::initialize(&session, identity, timeout).await {
+            Ok(initialized) => initialized,
+            Err(HandshakeError::Failed(failure)) => return Err(failure.into()),
+            Err(refused) => return Err(ConnectError::Failed(refused.to_string())),
+        },
     };
+    let version = match session.era() {
+        crate::upstream::era::Era::Modern => crate::upstream::era::MODERN,
+        crate::upstream::era::Era::Legacy => initialized.protocol_version.as_str(),
+    };
+    tracing::info!(server = %name, %version, "the server speaks MCP {version}");
     *refresher
         .capabilities
         .write()

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::envelope::{self, Envelope};
+use super::era::{Discovered, Era};
 use super::session::{Session, Unanswered};
 use crate::mcp::message::{self, Kind};
 use crate::mcp::version;
@@ -58,36 +60,29 @@ impl Identity {
             .and_then(Value::as_str)
             .filter(|v| version::is_known(v))
             .unwrap_or(version::LATEST);
-        let mut client_info = params
-            .get("clientInfo")
-            .filter(|c| c.is_object())
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({"name": "harness", "version": "0"}));
-        if let Some(info) = client_info.as_object_mut() {
-            let name = info
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("harness")
-                .to_string();
-            info.insert(
-                "name".into(),
-                Value::String(format!("{name} via ahp-proxy")),
-            );
-            if let Some(title) = info
-                .get("title")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-            {
-                info.insert(
-                    "title".into(),
-                    Value::String(format!("{title} via ahp-proxy")),
-                );
-            }
-        }
+        let client_info = envelope::named_via(
+            params
+                .get("clientInfo")
+                .filter(|c| c.is_object())
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({"name": "harness", "version": "0"})),
+        );
         Self {
             protocol_version: asked.to_string(),
             capabilities: with_apps(capabilities),
             client_info,
+        }
+    }
+}
+
+impl Identity {
+    /// The envelope of this identity for a modern server (a legacy harness, or the proxy).
+    pub fn envelope(&self) -> Envelope {
+        Envelope {
+            era: Era::Legacy,
+            capabilities: self.capabilities.clone(),
+            client_info: self.client_info.clone(),
+            log_level: None,
         }
     }
 }
@@ -120,6 +115,32 @@ pub struct Initialized {
     pub instructions: Option<String>,
     /// Its `serverInfo`, if any.
     pub server_info: Option<Value>,
+}
+
+impl Initialized {
+    /// The legacy `initialize` result the front hands legacy harnesses for this server:
+    /// its capabilities, identity and instructions at the newest legacy version.
+    pub fn discovered(discovered: &Discovered, name: &str) -> Self {
+        let server_info = discovered
+            .server_info
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({"name": name, "version": "0"}));
+        let mut result = serde_json::json!({
+            "protocolVersion": version::LATEST,
+            "capabilities": discovered.capabilities,
+            "serverInfo": server_info,
+        });
+        if let (Some(text), Some(object)) = (&discovered.instructions, result.as_object_mut()) {
+            object.insert("instructions".into(), Value::String(text.clone()));
+        }
+        Self {
+            result: result.to_string(),
+            protocol_version: version::LATEST.to_string(),
+            capabilities: discovered.capabilities.clone(),
+            instructions: discovered.instructions.clone(),
+            server_info: Some(server_info),
+        }
+    }
 }
 
 /// Why a handshake failed.
@@ -235,6 +256,23 @@ mod tests {
         );
         let odd = Identity::of_harness(&serde_json::json!({"protocolVersion": "3000-01-01"}));
         assert_eq!(odd.protocol_version, version::LATEST);
+    }
+
+    #[test]
+    fn a_modern_server_gets_a_legacy_initialize_result_from_its_discover_answer() {
+        let d = Discovered::read(
+            r#"{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"instructions":"hi","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"2"}}}"#,
+        )
+        .unwrap();
+        let init = Initialized::discovered(&d, "fallback");
+        let result: Value = serde_json::from_str(&init.result).unwrap();
+        assert_eq!(result["protocolVersion"], version::LATEST);
+        assert_eq!(result["serverInfo"]["name"], "m");
+        assert_eq!(result["instructions"], "hi");
+        assert_eq!(result["capabilities"], serde_json::json!({"tools": {}}));
+        let bare = Discovered::read(r#"{"supportedVersions":[],"capabilities":{}}"#).unwrap();
+        let init = Initialized::discovered(&bare, "fallback");
+        assert_eq!(init.server_info.unwrap()["name"], "fallback");
     }
 
     #[test]

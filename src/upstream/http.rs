@@ -374,7 +374,7 @@ async fn post_request(shared: Arc<Shared>, text: String, id: u64, after: u64) {
 }
 
 /// Whether `headers` say the body is an event stream.
-fn is_event_stream(headers: &HeaderMap) -> bool {
+pub(super) fn is_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -382,7 +382,7 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("text/event-stream"))
 }
 
-async fn read_body(mut response: Answer) -> Result<String, Unanswered> {
+pub(super) async fn read_body(mut response: Answer) -> Result<String, Unanswered> {
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await {
         let chunk =

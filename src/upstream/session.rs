@@ -7,14 +7,17 @@
 //! that read it: a request's notifications reach its [`Reply`] before its response does.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::envelope::Envelope;
+use super::era::Era;
 use crate::mcp::message::{self, Kind, Message};
+pub use roles::{Cause, Modernity, Reply, Unsolicited};
 
 /// A way to send messages to a server (a child's stdin, HTTP POSTs…). Never waits.
 pub trait Link: Send + Sync + 'static {
@@ -54,39 +57,6 @@ pub enum Unanswered {
     /// The request could not be delivered (the message says why, without the server's URL).
     #[error("{0}")]
     Undelivered(String),
-}
-
-/// Where the outcome of one request goes.
-pub trait Reply: Send + 'static {
-    /// A notification about this request (its progress, or anything the server sent on the
-    /// request's own stream), with the caller's progress token put back.
-    fn related(&mut self, message: Message);
-    /// The response, with the caller's id put back.
-    fn respond(self: Box<Self>, message: Message);
-    /// No response will come.
-    fn fail(self: Box<Self>, failure: Unanswered);
-}
-
-/// What the session hands to its owner: what the server sends that no request of the
-/// proxy's is waiting for. Called in arrival order, by the reading task: must not wait.
-pub trait Unsolicited: Send + Sync + 'static {
-    /// A notification from the server. `origin` is the tag of the request it is related to,
-    /// when that is known.
-    fn notify(&self, message: Message, origin: Option<u64>);
-    /// A request from the server (never `ping`, answered here). Answer it with
-    /// [`Session::answer`]. `cause` is what ties it to a request in flight.
-    fn request(&self, session: &Session, message: Message, cause: Cause);
-}
-
-/// What ties a server's request to a request of the proxy's in flight.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cause {
-    /// The request (by its tag) whose own stream carried it: it is about that one.
-    Request(u64),
-    /// Nothing on the wire says: the tags of every tagged request in flight, any of which
-    /// may have caused it (none: it is the server's own). A progress token in the server's
-    /// request is no link: it is the server's own token, in the server's own numbering.
-    InFlight(Vec<u64>),
 }
 
 /// One request's options.
@@ -129,6 +99,8 @@ struct Inner {
     link: Box<dyn Link>,
     state: Mutex<State>,
     unsolicited: Mutex<Option<Weak<dyn Unsolicited>>>,
+    /// Set once the server turned out to be modern.
+    modern: OnceLock<Arc<dyn Modernity>>,
     earlier_deadline: Arc<Notify>,
     ended: CancellationToken,
 }
@@ -168,6 +140,7 @@ impl Session {
                     ..State::default()
                 }),
                 unsolicited: Mutex::new(None),
+                modern: OnceLock::new(),
                 earlier_deadline: Arc::new(Notify::new()),
                 ended: CancellationToken::new(),
             }),
@@ -207,14 +180,52 @@ impl Session {
             .and_then(Weak::upgrade)
     }
 
-    /// Send `request` (a caller's request message) with a fresh id; its outcome goes to
-    /// `reply`. Returns the id the server knows it by (for [`Session::cancel`]).
+    /// Speak 2026-07-28 to this server from now on (once), as `modern` says.
+    pub fn go_modern(&self, modern: Arc<dyn Modernity>) {
+        let _ = self.inner.modern.set(modern);
+    }
+
+    /// The era this session speaks.
+    pub fn era(&self) -> Era {
+        match self.inner.modern.get() {
+            Some(_) => Era::Modern,
+            None => Era::Legacy,
+        }
+    }
+
+    /// What a modern server answered to `server/discover` (its `result`), when it is one.
+    pub fn discovered(&self) -> Option<&str> {
+        self.inner.modern.get().map(|m| m.discovered())
+    }
+
+    /// [`Session::request_as`] for whoever the session stands for by default.
     pub fn request(
         &self,
         request: Message,
         reply: Box<dyn Reply>,
         options: Options,
     ) -> Result<u64, (Box<dyn Reply>, Unanswered)> {
+        self.request_as(request, reply, options, None)
+    }
+
+    /// Send `request` (a caller's request message) with a fresh id, for the harness
+    /// `envelope` describes (a modern server gets it in `_meta`); its outcome goes to
+    /// `reply`. Returns the id the server knows it by (for [`Session::cancel`]; 0 when
+    /// it was answered without the server).
+    pub fn request_as(
+        &self,
+        request: Message,
+        reply: Box<dyn Reply>,
+        options: Options,
+        envelope: Option<&Envelope>,
+    ) -> Result<u64, (Box<dyn Reply>, Unanswered)> {
+        let (request, reply) = match self.inner.modern.get() {
+            Some(modern) => match modern.outgoing(self, request, reply, options, envelope) {
+                Some(going) => going,
+                None => return Ok(0),
+            },
+            None => (request, reply),
+        };
         let caller_token = request
             .find(&["_meta", "progressToken"])
             .map(|span| (span.clone(), request.slice(span).to_string()));
@@ -326,6 +337,9 @@ impl Session {
 
     /// Send a notification (e.g. `notifications/initialized`).
     pub fn notify(&self, text: String) -> Result<(), Unanswered> {
+        if self.inner.modern.get().is_some_and(|m| !m.forwards(&text)) {
+            return Ok(());
+        }
         self.inner.link.send(text, None)
     }
 
@@ -612,5 +626,6 @@ impl Reply for Answer {
     }
 }
 
+mod roles;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,186 @@
+//! The per-request `_meta` envelope of 2026-07-28 that every request to a modern server
+//! carries: who the proxy stands for (era, capabilities, clientInfo, log level) and how it
+//! is written into a request's text without touching the rest of it.
+
+use std::ops::Range;
+
+use serde_json::Value;
+
+use super::era::{Era, META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, MODERN};
+use crate::mcp::message::{self, Message};
+
+/// Whom a request to a server is sent for: the seam between the front and the upstream.
+/// A legacy harness's comes from its `initialize`; a modern harness's from its request's
+/// own `_meta` (then the keys already in the request win, except `clientInfo`, which is
+/// always named "via ahp-proxy").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    /// The harness's era (a modern harness gets `input_required` results as they are).
+    pub era: Era,
+    /// Its client capabilities: what the server may ask it for.
+    pub capabilities: Value,
+    /// Its `clientInfo`, named "via ahp-proxy".
+    pub client_info: Value,
+    /// The log level it asked for, if any.
+    pub log_level: Option<String>,
+}
+
+impl Envelope {
+    /// Whether it declared client capability `name` (`elicitation`, `sampling`, `roots`).
+    pub fn declares(&self, name: &str) -> bool {
+        self.capabilities.get(name).is_some_and(|c| !c.is_null())
+    }
+
+    /// `request` with the envelope in its `params._meta`: keys it lacks are added, a
+    /// `clientInfo` it has is named "via ahp-proxy"; everything else is kept as written.
+    pub fn wrap(&self, request: Message) -> Message {
+        let edits = self.edits(&request);
+        if edits.is_empty() {
+            return request;
+        }
+        request.rewrite(None, edits)
+    }
+
+    fn edits(&self, request: &Message) -> Vec<(Range<usize>, String)> {
+        let text = request.text();
+        let params = request.body().filter(|s| text[s.clone()].starts_with('{'));
+        let Some(params) = params else {
+            if request.body().is_some() {
+                return Vec::new(); // array params: not ours to change
+            }
+            // First in the message: an insertion at the end would join the span before it.
+            let meta = self.members(&[]).join(",");
+            return vec![(1..1, format!(r#""params":{{"_meta":{{{meta}}}}},"#))];
+        };
+        let meta = request
+            .find(&["_meta"])
+            .filter(|s| text[s.clone()].starts_with('{'));
+        let Some(meta) = meta else {
+            let members = self.members(&[]).join(",");
+            let comma = if is_empty(text, &params) { "" } else { "," };
+            let at = params.start + 1;
+            return vec![(at..at, format!(r#""_meta":{{{members}}}{comma}"#))];
+        };
+        let mut edits = Vec::new();
+        let present: Vec<&str> = [META_VERSION, META_CAPABILITIES, META_CLIENT_INFO]
+            .into_iter()
+            .chain(self.log_level.as_ref().map(|_| META_LOG_LEVEL))
+            .filter(|key| message::find(text, meta.clone(), &[key]).is_some())
+            .collect();
+        if let Some(info) = message::find(text, meta.clone(), &[META_CLIENT_INFO]) {
+            let theirs: Value = serde_json::from_str(&text[info.clone()]).unwrap_or(Value::Null);
+            let named = named_via(theirs);
+            edits.push((info, named.to_string()));
+        }
+        let members = self.members(&present);
+        if !members.is_empty() {
+            let comma = if is_empty(text, &meta) { "" } else { "," };
+            let at = meta.start + 1;
+            edits.push((at..at, format!("{}{comma}", members.join(","))));
+        }
+        edits
+    }
+
+    /// `"key":value` for each envelope key not in `present`.
+    fn members(&self, present: &[&str]) -> Vec<String> {
+        let mut all = vec![
+            (META_VERSION, Value::String(MODERN.into())),
+            (META_CAPABILITIES, self.capabilities.clone()),
+            (META_CLIENT_INFO, self.client_info.clone()),
+        ];
+        if let Some(level) = &self.log_level {
+            all.push((META_LOG_LEVEL, Value::String(level.clone())));
+        }
+        all.into_iter()
+            .filter(|(key, _)| !present.contains(key))
+            .map(|(key, value)| format!("{}:{value}", message::quote(key)))
+            .collect()
+    }
+}
+
+/// A harness's `clientInfo` naming it (and its title) "via ahp-proxy", once.
+pub fn named_via(mut client_info: Value) -> Value {
+    const VIA: &str = " via ahp-proxy";
+    if let Some(info) = client_info.as_object_mut() {
+        for key in ["name", "title"] {
+            let Some(now) = info.get(key).and_then(Value::as_str) else {
+                if key == "name" {
+                    info.insert(key.into(), Value::String(format!("harness{VIA}")));
+                }
+                continue;
+            };
+            if !now.ends_with(VIA) {
+                info.insert(key.into(), Value::String(format!("{now}{VIA}")));
+            }
+        }
+    }
+    client_info
+}
+
+/// Whether the object at `span` of `text` has no members.
+fn is_empty(text: &str, span: &Range<usize>) -> bool {
+    text[span.start + 1..span.end - 1].trim().is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope() -> Envelope {
+        Envelope {
+            era: Era::Legacy,
+            capabilities: serde_json::json!({"elicitation": {}}),
+            client_info: serde_json::json!({"name": "h via ahp-proxy", "version": "1"}),
+            log_level: None,
+        }
+    }
+
+    fn wrapped(text: &str) -> Value {
+        let message = Message::parse(text.to_string()).unwrap();
+        // The session gives it its own id afterwards.
+        let out = envelope().wrap(message).rewrite(Some("\"up\""), Vec::new());
+        serde_json::from_str(out.text()).unwrap()
+    }
+
+    #[test]
+    fn every_shape_of_params_gets_the_whole_envelope() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"method":"tools/list","jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{ "cursor":"c"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"progressToken":7}}}"#,
+        ] {
+            let value = wrapped(text);
+            let meta = &value["params"]["_meta"];
+            assert_eq!(meta[META_VERSION], MODERN, "{text}");
+            assert_eq!(
+                meta[META_CAPABILITIES]["elicitation"],
+                serde_json::json!({})
+            );
+            assert_eq!(meta[META_CLIENT_INFO]["name"], "h via ahp-proxy");
+            assert_eq!(value["id"], "up");
+        }
+        assert_eq!(
+            wrapped(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"cursor":"c"}}"#)["params"]
+                ["cursor"],
+            "c"
+        );
+        assert_eq!(
+            wrapped(
+                r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":7}}}"#
+            )["params"]["_meta"]["progressToken"],
+            7
+        );
+    }
+
+    #[test]
+    fn a_modern_harness_keeps_its_own_keys_but_is_named_via_the_proxy() {
+        let text = r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/clientInfo":{"name":"cli","version":"9"}}}}"#;
+        let meta = wrapped(text)["params"]["_meta"].clone();
+        assert_eq!(meta[META_CAPABILITIES], serde_json::json!({"sampling": {}}));
+        assert_eq!(meta[META_CLIENT_INFO]["name"], "cli via ahp-proxy");
+        assert_eq!(meta[META_CLIENT_INFO]["version"], "9");
+    }
+}

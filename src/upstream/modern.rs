@@ -1,0 +1,95 @@
+//! What a session with a modern (2026-07-28) server keeps and does to each request on its
+//! way: the server's discover answer, the default envelope (who the proxy stands for when
+//! the front names nobody), and the legacy requests that have no modern counterpart,
+//! answered here (`resources/subscribe` folds into the listen stream's filter).
+
+use std::collections::BTreeSet;
+
+use tokio::sync::watch;
+
+use super::envelope::Envelope;
+use super::era::Discovered;
+use super::session::{Modernity, Options, Reply, Session};
+use crate::mcp::message::Message;
+
+/// A modern server's session state.
+pub struct Modern {
+    /// Who requests are sent for when the front names nobody.
+    pub envelope: Envelope,
+    /// What the server answered to `server/discover`.
+    pub discovered: Discovered,
+    /// Resource URIs harnesses subscribed to (the listen stream's filter).
+    subscriptions: watch::Sender<BTreeSet<String>>,
+}
+
+impl Modern {
+    /// The state of a server that answered `discovered`, spoken to as `envelope`.
+    pub fn new(envelope: Envelope, discovered: Discovered) -> Self {
+        Self {
+            envelope,
+            discovered,
+            subscriptions: watch::channel(BTreeSet::new()).0,
+        }
+    }
+
+    /// Follows the resource URIs harnesses subscribed to.
+    pub fn subscriptions(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.subscriptions.subscribe()
+    }
+}
+
+impl Modernity for Modern {
+    /// Only a cancellation has a modern counterpart (`initialized`, roots changes and the
+    /// like have none).
+    fn forwards(&self, notification: &str) -> bool {
+        Message::parse(notification.to_string())
+            .is_ok_and(|n| n.method() == Some("notifications/cancelled"))
+    }
+
+    fn discovered(&self) -> &str {
+        &self.discovered.result
+    }
+
+    fn outgoing(
+        &self,
+        _session: &Session,
+        request: Message,
+        reply: Box<dyn Reply>,
+        _options: Options,
+        envelope: Option<&Envelope>,
+    ) -> Option<(Message, Box<dyn Reply>)> {
+        let envelope = envelope.unwrap_or(&self.envelope);
+        match request.method() {
+            Some(method @ ("resources/subscribe" | "resources/unsubscribe")) => {
+                if let Some(uri) = request.string(&["uri"]) {
+                    let uri = uri.into_owned();
+                    let subscribe = method == "resources/subscribe";
+                    self.subscriptions.send_if_modified(|set| {
+                        if subscribe {
+                            set.insert(uri)
+                        } else {
+                            set.remove(&uri)
+                        }
+                    });
+                }
+                answer_here(&request, reply);
+                None
+            }
+            // No modern counterpart: the level travels per request, pings are the proxy's.
+            Some("logging/setLevel" | "ping") => {
+                answer_here(&request, reply);
+                None
+            }
+            _ => Some((envelope.wrap(request), reply)),
+        }
+    }
+}
+
+/// Answer `request` with an empty result, here.
+fn answer_here(request: &Message, reply: Box<dyn Reply>) {
+    let id = request.id().unwrap_or("null");
+    let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+    if let Ok(message) = Message::parse(text) {
+        reply.respond(message);
+    }
+}

@@ -1,0 +1,304 @@
+//! The link to a modern (2026-07-28) streamable HTTP server: no session, no GET stream, no
+//! resumption. Each request is its own POST carrying the standard headers
+//! (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`); its answer comes back as JSON or as
+//! an event stream read in order. Cancelling a request closes its POST.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use http::Method;
+use tokio_util::sync::CancellationToken;
+
+use super::era::{self, Verdict, MODERN};
+use super::exchange::{Answer, Client};
+use super::http::{authority, is_event_stream, read_body, refusal, Refusal, Target};
+use super::session::{Link, Session, Unanswered, WeakSession};
+use super::stdio::MAX_MESSAGE_BYTES;
+use crate::mcp::message::Message;
+use crate::mcp::sse;
+
+const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
+const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
+
+struct Shared {
+    client: Client,
+    /// `host:port`, safe to show.
+    at: String,
+    /// Configured headers plus what every POST carries.
+    headers: HeaderMap,
+    session: OnceLock<WeakSession>,
+    on_refusal: Arc<dyn Fn(Refusal) + Send + Sync>,
+    closed: CancellationToken,
+    /// Requests in flight by id: cancelling one closes its POST.
+    posts: Mutex<HashMap<u64, CancellationToken>>,
+}
+
+struct Stateless(Arc<Shared>);
+
+/// The headers every modern POST carries besides the per-request ones.
+fn base_headers(mut headers: HeaderMap) -> HeaderMap {
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(VERSION_HEADER, HeaderValue::from_static(MODERN));
+    headers
+}
+
+/// A session with the modern HTTP server at `target`.
+pub fn connect(client: reqwest::Client, target: Target) -> Session {
+    let shared = Arc::new(Shared {
+        at: authority(&target.url),
+        client: Client::new(client, target.url),
+        headers: base_headers(target.headers),
+        session: OnceLock::new(),
+        on_refusal: target.on_refusal,
+        closed: CancellationToken::new(),
+        posts: Mutex::default(),
+    });
+    let session = Session::new(Box::new(Stateless(shared.clone())));
+    let _ = shared.session.set(session.downgrade());
+    session
+}
+
+impl Link for Stateless {
+    fn send(&self, text: String, request: Option<u64>) -> Result<(), Unanswered> {
+        let shared = &self.0;
+        if shared.closed.is_cancelled() {
+            return Err(Unanswered::Stopped);
+        }
+        let Some(id) = request else {
+            // Over HTTP a modern client sends no notifications; a cancellation closes the
+            // request's POST.
+            if let Some(id) = cancelled_request(&text) {
+                let posts = shared.posts.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(cancel) = posts.get(&id) {
+                    cancel.cancel();
+                }
+            }
+            return Ok(());
+        };
+        let cancel = shared.closed.child_token();
+        shared
+            .posts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, cancel.clone());
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = post(&shared, text, id) => {}
+                _ = cancel.cancelled() => {}
+            }
+            shared
+                .posts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+        });
+        Ok(())
+    }
+
+    fn close(&self) {
+        self.0.closed.cancel();
+    }
+}
+
+/// The request id a `notifications/cancelled` names.
+fn cancelled_request(text: &str) -> Option<u64> {
+    let message = Message::parse(text.to_string()).ok()?;
+    if message.method() != Some("notifications/cancelled") {
+        return None;
+    }
+    message.slice(message.find(&["requestId"])?).parse().ok()
+}
+
+/// The standard headers of one request: `Mcp-Method`, and `Mcp-Name` for the methods
+/// that name something.
+fn request_headers(base: &HeaderMap, request: &Message) -> HeaderMap {
+    let mut headers = base.clone();
+    let method = request.method().unwrap_or_default();
+    if let Ok(value) = HeaderValue::from_str(method) {
+        headers.insert(METHOD_HEADER, value);
+    }
+    let name = match method {
+        "tools/call" | "prompts/get" => request.string(&["name"]),
+        "resources/read" => request.string(&["uri"]),
+        _ => None,
+    };
+    if let Some(value) = name.and_then(|n| HeaderValue::from_str(&header_value(&n)).ok()) {
+        headers.insert(NAME_HEADER, value);
+    }
+    headers
+}
+
+/// A header value as 2026-07-28 writes one: as is when it is plain visible ASCII, else
+/// `=?base64?…?=`.
+pub fn header_value(value: &str) -> String {
+    let sentinel = value.starts_with("=?base64?") && value.ends_with("?=");
+    let visible = value.bytes().all(|b| (0x20..0x7f).contains(&b));
+    let padded = value.starts_with(' ') || value.ends_with(' ');
+    let plain = !value.is_empty() && visible && !padded && !sentinel;
+    if plain {
+        value.to_string()
+    } else {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(value.as_bytes());
+        format!("=?base64?{encoded}?=")
+    }
+}
+
+/// POST request `id` and hand what comes back to the session.
+async fn post(shared: &Shared, text: String, id: u64) {
+    let fail = |failure: Unanswered| {
+        if let Some(session) = shared.session.get().and_then(WeakSession::upgrade) {
+            session.failed(id, failure);
+        }
+    };
+    let headers = match Message::parse(text.clone()) {
+        Ok(request) => request_headers(&shared.headers, &request),
+        Err(_) => shared.headers.clone(),
+    };
+    let answer = match shared
+        .client
+        .send(Method::POST, headers, Some(Bytes::from(text)))
+        .await
+    {
+        Ok(answer) => answer,
+        Err(error) => return fail(Unanswered::Undelivered(error.describe(&shared.at))),
+    };
+    if let Some(refused) = refusal(answer.status(), answer.headers()) {
+        (shared.on_refusal)(refused.clone());
+        return fail(refused.into());
+    }
+    let status = answer.status();
+    let Some(session) = shared.session.get().and_then(WeakSession::upgrade) else {
+        return;
+    };
+    let read = read_reply(answer, |message| session.receive(message, Some(id))).await;
+    if !session.is_pending(id) {
+        return;
+    }
+    fail(match read {
+        Err(failure) => failure,
+        Ok(()) if status.is_success() => Unanswered::Undelivered(format!(
+            "{} closed the response stream before answering",
+            shared.at
+        )),
+        Ok(()) => Unanswered::Undelivered(format!("{} answered HTTP {status}", shared.at)),
+    })
+}
+
+/// Read one reply, JSON or an event stream, handing each message on in order.
+async fn read_reply(mut answer: Answer, mut each: impl FnMut(Message)) -> Result<(), Unanswered> {
+    if !is_event_stream(answer.headers()) {
+        let body = read_body(answer).await?;
+        if let Ok(message) = Message::parse(body) {
+            each(message);
+        }
+        return Ok(());
+    }
+    let mut reader = sse::Reader::new(MAX_MESSAGE_BYTES);
+    let mut events = Vec::new();
+    while let Some(chunk) = answer.chunk().await {
+        let chunk =
+            chunk.map_err(|_| Unanswered::Undelivered("the response was cut short".into()))?;
+        reader.feed(&chunk, &mut events).map_err(|_| {
+            Unanswered::Undelivered("an event of the response is larger than 16 MiB".into())
+        })?;
+        for event in events.drain(..) {
+            if (event.event.is_empty() || event.event == "message") && !event.data.is_empty() {
+                if let Ok(message) = Message::parse(event.data) {
+                    each(message);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why an HTTP probe found no era.
+#[derive(Debug)]
+pub enum ProbeFailure {
+    /// 401/403: a question of credentials, not of era.
+    Refused(Refusal),
+    /// A 5xx, a timeout, an unreachable server: an outage, not an era.
+    Outage(String),
+}
+
+/// POST `server/discover` with the modern headers and read what the answer says: a
+/// result or a modern error body ⇒ modern; a 4xx without one ⇒ legacy.
+pub async fn probe(
+    client: reqwest::Client,
+    target: &Target,
+    params: &str,
+    timeout: Duration,
+) -> Result<Verdict, ProbeFailure> {
+    let at = authority(&target.url);
+    let client = Client::new(client, target.url.clone());
+    let mut headers = base_headers(target.headers.clone());
+    headers.insert(METHOD_HEADER, HeaderValue::from_static("server/discover"));
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":"ahp-proxy-probe","method":"server/discover","params":{params}}}"#
+    );
+    let exchange = async {
+        let answer = client
+            .send(Method::POST, headers, Some(Bytes::from(body)))
+            .await
+            .map_err(|e| ProbeFailure::Outage(e.describe(&at)))?;
+        let status = answer.status();
+        if let Some(refused) = refusal(status, answer.headers()) {
+            return Err(ProbeFailure::Refused(refused));
+        }
+        if status.is_server_error() {
+            return Err(ProbeFailure::Outage(format!(
+                "{at} answered server/discover with HTTP {status}"
+            )));
+        }
+        let mut found = None;
+        let _ = read_reply(answer, |message| {
+            // A refusal of the request as a whole may come with a null id.
+            if matches!(message.id(), Some("\"ahp-proxy-probe\"" | "null")) {
+                found = Some(era::classify(&message));
+            }
+        })
+        .await;
+        Ok(found.unwrap_or(Verdict::Legacy))
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ProbeFailure::Outage(format!(
+                "{at} did not answer server/discover within {} ms",
+                timeout.as_millis()
+            )))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_are_plain_or_base64() {
+        assert_eq!(header_value("echo"), "echo");
+        assert_eq!(header_value("file:///a b"), "file:///a b");
+        assert_eq!(header_value(" lead"), "=?base64?IGxlYWQ=?=");
+        assert_eq!(header_value("café"), "=?base64?Y2Fmw6k=?=");
+    }
+
+    #[test]
+    fn a_cancellation_names_its_request() {
+        let text = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":12,"reason":"x"}}"#;
+        assert_eq!(cancelled_request(text), Some(12));
+        assert_eq!(
+            cancelled_request(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#),
+            None
+        );
+    }
+}

@@ -1,0 +1,153 @@
+//! The dual-era upstream through the real binary: modern-only and dual-era servers on the
+//! official SDK v2 (stdio and stateless HTTP) come up `ready` and serve a legacy harness (the
+//! official SDK v1 client, through `/mcp/<server>`) like any server; the rmcp example
+//! server stays legacy; a server that exits on the probe is started afresh; a crashing
+//! modern server is an `error` with its exit status and stderr.
+
+mod common;
+#[allow(dead_code)] // the toolkit serves several test files
+mod era;
+
+use common::{child_pids, server, Proxy, Watcher};
+use era::{HttpServer, Outcome, Target, Toolkit, Transport, V1};
+
+const FAST: &str = "[supervisor]\nrestart_delay_ms = 50\nrestart_delay_max_ms = 200\ncrash_loop_limit = 3\nstop_grace_ms = 500\n";
+
+/// A `[servers.<name>]` table for era server `kind` over `transport` (an HTTP one is
+/// started here and returned).
+fn era_server(
+    toolkit: &Toolkit,
+    name: &str,
+    kind: &str,
+    transport: Transport,
+) -> (String, Option<HttpServer>) {
+    match transport {
+        Transport::Stdio => {
+            let argv = toolkit.server(kind, transport);
+            let table = format!(
+                "[servers.{name}]\ncommand = {:?}\nargs = {}\n",
+                argv[0],
+                serde_json::to_string(&argv[1..]).unwrap()
+            );
+            (table, None)
+        }
+        Transport::Http => {
+            let http = toolkit.start_http(kind);
+            (
+                format!("[servers.{name}]\nurl = \"{}\"\n", http.url),
+                Some(http),
+            )
+        }
+    }
+}
+
+/// The outcomes of SDK v1 through `/mcp/<name>`, once the server is ready.
+async fn through_proxy(toolkit: &Toolkit, config: &str, name: &str) -> (Proxy, Vec<Outcome>) {
+    let proxy = Proxy::start(&format!("{FAST}{config}"));
+    let mut w = Watcher::open(&proxy).await;
+    w.until(name, "ready", &mut Vec::new()).await;
+    let target = Target::Url(format!("{}/{name}", proxy.mcp_url));
+    let outcomes = tokio::task::block_in_place(|| toolkit.drive(V1, &target));
+    (proxy, outcomes)
+}
+
+/// Whether every scenario in `names` passed.
+fn passed(outcomes: &[Outcome], names: &[&str]) -> Vec<String> {
+    outcomes
+        .iter()
+        .filter(|o| names.contains(&o.scenario.as_str()) && !o.ok)
+        .map(|o| format!("{}: {}", o.scenario, o.line))
+        .collect()
+}
+
+async fn a_modern_only_server_serves_a_legacy_harness(transport: Transport) {
+    let toolkit = Toolkit::load();
+    let (table, _http) = era_server(&toolkit, "modern", "modern", transport);
+    let (proxy, outcomes) = through_proxy(&toolkit, &table, "modern").await;
+    let failed = passed(&outcomes, &["list", "call", "progress"]);
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(outcomes.iter().all(|o| o.era.as_deref() == Some("legacy")));
+    proxy.wait_for_log("the server speaks MCP 2026-07-28");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_modern_only_stdio_server_is_ready_and_lists_and_calls_for_a_legacy_harness() {
+    a_modern_only_server_serves_a_legacy_harness(Transport::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_modern_only_http_server_is_ready_and_lists_and_calls_for_a_legacy_harness() {
+    a_modern_only_server_serves_a_legacy_harness(Transport::Http).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dual_era_sdk_server_is_spoken_to_in_modern() {
+    let toolkit = Toolkit::load();
+    for transport in [Transport::Stdio, Transport::Http] {
+        let (table, _http) = era_server(&toolkit, "dual", "dual", transport);
+        let (proxy, outcomes) = through_proxy(&toolkit, &table, "dual").await;
+        let failed = passed(&outcomes, &["list", "call", "progress"]);
+        assert!(failed.is_empty(), "{transport:?}: {failed:#?}");
+        proxy.wait_for_log("the server speaks MCP 2026-07-28");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rmcp_example_server_stays_legacy_on_one_process() {
+    let proxy = Proxy::start(&format!("{FAST}{}", server("echo", "echo", &[])));
+    let mut w = Watcher::open(&proxy).await;
+    w.until("echo", "ready", &mut Vec::new()).await;
+    proxy.wait_for_log("the server speaks MCP 2025-11-25");
+    assert_eq!(proxy.log_count("the server speaks MCP 2026-07-28"), 0);
+    // The probe was answered on the child that serves: one process, nothing left behind.
+    assert_eq!(
+        child_pids(proxy.pid()).len(),
+        1,
+        "{:?}",
+        child_pids(proxy.pid())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_exits_on_the_probe_is_started_afresh_in_legacy() {
+    // A legacy server that exits on anything but `initialize` first (as some rmcp builds do).
+    let script = format!(
+        "read -r line; case \"$line\" in *server/discover*) exit 0;; esac; \
+         {{ printf '%s\\n' \"$line\"; cat; }} | exec {:?} echo",
+        common::examples()
+    );
+    let config = format!(
+        "{FAST}[servers.picky]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        serde_json::to_string(&script).unwrap()
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("picky", "ready", &mut seen).await;
+    assert!(!seen.iter().any(|s| s.ends_with("error")), "{seen:?}");
+    proxy.wait_for_log("the server speaks MCP 2025-11-25");
+    // The probed child was reaped: only the serving one (sh, its pipeline) is left.
+    let children = child_pids(proxy.pid());
+    assert_eq!(children.len(), 1, "{children:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crashing_modern_server_is_an_error_with_its_exit_status_and_stderr() {
+    // Answers the probe as a modern-only server, then dies.
+    let discover = r#"{"jsonrpc":"2.0","id":ID,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"private"}}"#;
+    let script = format!(
+        "read -r line; id=$(printf '%s' \"$line\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/'); \
+         printf '%s\\n' '{discover}' | sed \"s/ID/$id/\"; \
+         read -r line; echo 'modern: out of luck' >&2; exit 5"
+    );
+    let config = format!(
+        "{FAST}[servers.doomed]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        serde_json::to_string(&script).unwrap()
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let error = w.until("doomed", "error", &mut Vec::new()).await;
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("status 5"), "{message}");
+    assert!(message.contains("modern: out of luck"), "{message}");
+}
