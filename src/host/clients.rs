@@ -9,7 +9,6 @@ use ahp_types::commands::{
     Implementation, InitializeResult, ReconnectReplayResult, ReconnectResult,
     ReconnectSnapshotResult, SubscribeResult,
 };
-use ahp_types::state::Snapshot;
 use ahp_types::ROOT_RESOURCE_URI;
 
 use super::audience::Audience;
@@ -44,24 +43,30 @@ impl Host {
         core.fanout.set_client(id, client_id, Audience::of(&record));
         let mut snapshots = Vec::new();
         for uri in initial_subscriptions {
-            if let Some(snapshot) = core.snapshot_for(id, uri) {
+            if let Some(snapshot) = core.store.snapshot(uri) {
                 core.fanout.subscribe(id, uri);
                 snapshots.push(snapshot);
             }
         }
-        let result = InitializeResult {
-            protocol_version: record.protocol_version,
-            server_seq: seq_i64(core.store.seq()),
-            server_info: Some(server_info()),
-            meta: None,
-            snapshots,
-            default_directory: None,
-            completion_trigger_characters: None,
-            terminal_command_prefix: None,
-            telemetry: None,
-            automations: None,
-        };
-        core.fanout.send(id, jsonrpc::success(request_id, &result));
+        let server_seq = seq_i64(core.store.seq());
+        core.reply(id, move |audience| {
+            let result = InitializeResult {
+                protocol_version: record.protocol_version,
+                server_seq,
+                server_info: Some(server_info()),
+                meta: None,
+                snapshots: snapshots
+                    .into_iter()
+                    .map(|s| audience.snapshot(s))
+                    .collect(),
+                default_directory: None,
+                completion_trigger_characters: None,
+                terminal_command_prefix: None,
+                telemetry: None,
+                automations: None,
+            };
+            jsonrpc::success(request_id, &result)
+        });
         if !elsewhere {
             core.leave_unfollowed(client_id, initial_subscriptions);
         }
@@ -99,25 +104,35 @@ impl Host {
                 || (mcp_apps && uri.starts_with("mcp://") && core.channel_server(uri).is_some())
         });
         let channels: HashSet<&str> = live.iter().map(|uri| uri.as_str()).collect();
-        let result = match core.store.replay(last_seen, &channels) {
-            Some(actions) => ReconnectResult::Replay(ReconnectReplayResult {
-                actions: actions
-                    .iter()
-                    .filter_map(|e| audience.envelope(e).map(Cow::into_owned))
-                    .collect(),
-                missing: missing.into_iter().cloned().collect(),
-            }),
-            None => ReconnectResult::Snapshot(ReconnectSnapshotResult {
-                snapshots: live
-                    .iter()
-                    .filter_map(|uri| core.snapshot_for(id, uri))
-                    .collect(),
-            }),
+        // Taken now, shown as the client is shown them once the lock is let go.
+        let taken = match core.store.replay(last_seen, &channels) {
+            Some(actions) => Ok((actions, missing.into_iter().cloned().collect::<Vec<_>>())),
+            None => Err(live
+                .iter()
+                .filter_map(|uri| core.store.snapshot(uri))
+                .collect::<Vec<_>>()),
         };
         for uri in &live {
             core.fanout.subscribe(id, uri);
         }
-        core.fanout.send(id, jsonrpc::success(request_id, &result));
+        core.reply(id, move |audience| {
+            let result = match taken {
+                Ok((actions, missing)) => ReconnectResult::Replay(ReconnectReplayResult {
+                    actions: actions
+                        .iter()
+                        .filter_map(|e| audience.envelope(e).map(Cow::into_owned))
+                        .collect(),
+                    missing,
+                }),
+                Err(snapshots) => ReconnectResult::Snapshot(ReconnectSnapshotResult {
+                    snapshots: snapshots
+                        .into_iter()
+                        .map(|s| audience.snapshot(s))
+                        .collect(),
+                }),
+            };
+            jsonrpc::success(request_id, &result)
+        });
         // A session the client was active in and no longer follows: it has left, at once.
         core.leave_unfollowed(client_id, subscriptions);
         Ok(())
@@ -131,18 +146,21 @@ impl Host {
             let mut core = self.core();
             core.fanout.subscribe(id, uri);
             let result = SubscribeResult { snapshot: None };
-            core.fanout.send(id, jsonrpc::success(request_id, &result));
+            core.send(id, jsonrpc::success(request_id, &result));
             return Ok(());
         }
         let mut core = self.core();
         let snapshot = core
-            .snapshot_for(id, uri)
+            .store
+            .snapshot(uri)
             .ok_or_else(|| unknown_channel(uri))?;
         core.fanout.subscribe(id, uri);
-        let result = SubscribeResult {
-            snapshot: Some(snapshot),
-        };
-        core.fanout.send(id, jsonrpc::success(request_id, &result));
+        core.reply(id, move |audience| {
+            let result = SubscribeResult {
+                snapshot: Some(audience.snapshot(snapshot)),
+            };
+            jsonrpc::success(request_id, &result)
+        });
         Ok(())
     }
 
@@ -169,13 +187,6 @@ impl Host {
 }
 
 impl Core {
-    /// A snapshot of `uri` as connection `id` is shown it (without channels and `mcpApp`s
-    /// unless it declared `mcpApps`, without what its protocol version does not know).
-    fn snapshot_for(&self, id: ConnId, uri: &str) -> Option<Snapshot> {
-        let snapshot = self.store.snapshot(uri)?;
-        Some(self.fanout.audience(id).snapshot(snapshot))
-    }
-
     fn remember(&mut self, client_id: &str, record: ClientRecord) {
         if self.clients.insert(client_id.to_string(), record).is_none() {
             self.client_order.push_back(client_id.to_string());
@@ -217,11 +228,8 @@ impl Core {
         let action = StateAction::SessionActiveClientRemoved(SessionActiveClientRemovedAction {
             client_id: client_id.to_string(),
         });
-        if let Ok(commit) = self.store.commit(uri, action.clone(), None) {
-            self.publish(commit);
-            self.follow_client_tools(uri, &action);
-            self.follow_client_plugins(&action);
-        }
+        // Its follow-ups: the client's tools and plugins leave with it.
+        let _ = self.commit_and_publish(uri, action, None);
     }
 }
 

@@ -48,20 +48,17 @@ impl Host {
             client_seq: params.client_seq,
         };
         let refusal = match verdict {
-            Ok(()) => match core.store.commit(
-                &params.channel,
-                params.action.clone(),
-                Some(origin.clone()),
-            ) {
-                Ok(commit) => {
-                    core.publish(commit);
-                    core.sync_chat(&params.channel);
-                    core.carry_out(&params.channel, &params.action);
-                    return;
+            Ok(()) => {
+                let action = params.action.clone();
+                match core.commit_and_publish(&params.channel, action, Some(origin.clone())) {
+                    Ok(_) => {
+                        core.carry_out(&params.channel, &params.action);
+                        return;
+                    }
+                    Err(CommitError::Refused(reason)) => reason,
+                    Err(CommitError::UnknownChannel) => return,
                 }
-                Err(CommitError::Refused(reason)) => reason,
-                Err(CommitError::UnknownChannel) => return,
-            },
+            }
             Err(reason) => reason,
         };
         core.refuse(id, params, origin, refusal);
@@ -102,16 +99,15 @@ impl Core {
             origin: Some(origin),
             rejection_reason: Some(reason),
         };
-        self.fanout.send(id, jsonrpc::notification("action", &echo));
+        self.send(id, jsonrpc::notification("action", &echo));
     }
 
-    /// Side effects of an accepted client action: toggles are remembered (and mirrored to
-    /// the other sessions, since servers are shared), start/stop go to the supervisor.
+    /// Side effects of an accepted client action: toggles are
+    /// remembered (and mirrored to the other sessions, since servers are shared); toggles
+    /// and start/stop are asked of the supervisor.
     fn carry_out(&mut self, channel: &str, action: &StateAction) {
-        use crate::supervisor::Command;
-        self.follow_client_tools(channel, action);
-        self.follow_client_plugins(action);
-        let command = match action {
+        use crate::supervisor::Request;
+        let request = match action {
             StateAction::SessionCustomizationToggled(a) => {
                 self.live.record_toggle(&a.id, &a.enablement);
                 let others: Vec<String> = self
@@ -121,17 +117,22 @@ impl Core {
                     .map(str::to_string)
                     .collect();
                 for uri in others {
-                    if let Ok(commit) = self.store.commit(&uri, action.clone(), None) {
-                        self.publish(commit);
-                    }
+                    // A session that does not show it takes it as a no-op.
+                    let _ = self.commit_and_publish(&uri, action.clone(), None);
                 }
-                Command::Toggle {
+                Request::Toggle {
                     id: a.id.clone(),
                     enabled: live::effective(&a.enablement),
                 }
             }
-            StateAction::SessionMcpServerStartRequested(a) => Command::Start(a.id.clone()),
-            StateAction::SessionMcpServerStopRequested(a) => Command::Stop(a.id.clone()),
+            StateAction::SessionMcpServerStartRequested(a) => Request::Run {
+                id: a.id.clone(),
+                run: true,
+            },
+            StateAction::SessionMcpServerStopRequested(a) => Request::Run {
+                id: a.id.clone(),
+                run: false,
+            },
             StateAction::ChatToolCallComplete(a) => {
                 // A client gave up on a call waiting for authorization: its harness request
                 // ends with an error now.
@@ -140,10 +141,6 @@ impl Core {
             }
             _ => return,
         };
-        if let Some(control) = &self.control {
-            if let Err(error) = control.try_send(command) {
-                tracing::warn!(%error, "supervisor busy; client request dropped");
-            }
-        }
+        self.ask(request);
     }
 }

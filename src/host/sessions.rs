@@ -107,13 +107,13 @@ impl Host {
                 customizations,
             )
             .map_err(|e| RpcError::new(jsonrpc::codes::INTERNAL_ERROR, format!("{e:?}")))?;
-        core.fanout.send(id, jsonrpc::success(request_id, &()));
+        core.send(id, jsonrpc::success(request_id, &()));
         core.publish(commit);
         if publishes {
             core.refresh_client_plugins();
         }
         if let Some(summary) = core.store.summary(&uri) {
-            core.fanout.broadcast_each(ROOT_RESOURCE_URI, |audience| {
+            core.broadcast_each(ROOT_RESOURCE_URI, move |audience| {
                 let added = SessionAddedParams {
                     channel: ROOT_RESOURCE_URI.to_string(),
                     summary: audience.summary(summary.clone()),
@@ -143,17 +143,15 @@ impl Host {
         for chat in &chats {
             core.fanout.forget_channel(chat);
         }
-        core.fanout.send(id, jsonrpc::success(request_id, &()));
+        core.send(id, jsonrpc::success(request_id, &()));
         core.publish(commit);
         core.refresh_client_plugins();
         let removed = SessionRemovedParams {
             channel: ROOT_RESOURCE_URI.to_string(),
             session: uri.to_string(),
         };
-        core.fanout.broadcast(
-            ROOT_RESOURCE_URI,
-            &jsonrpc::notification("root/sessionRemoved", &removed),
-        );
+        let frame = jsonrpc::notification("root/sessionRemoved", &removed);
+        core.broadcast_each(ROOT_RESOURCE_URI, move |_| Some(frame.clone()));
         Ok(())
     }
 }
