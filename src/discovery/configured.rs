@@ -53,7 +53,7 @@ pub fn scan_configured(configured: &Configured, ctx: &super::Context) -> Scan {
                 icons: None,
                 range: Some(TextRange::clone(&server.range)),
                 meta: None,
-                enablement: None,
+                enablement: super::mcp::declared_enablement(server.enabled),
                 state,
                 channel: None,
                 mcp_app: None,

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use ahp_types::state::{
-    ChildCustomization, ErrorInfo, McpServerCustomization, McpServerErrorState,
-    McpServerStartingState, McpServerState, McpServerStoppedState,
+    ChildCustomization, CustomizationEnablement, ErrorInfo, McpServerCustomization,
+    McpServerErrorState, McpServerStartingState, McpServerState, McpServerStoppedState,
 };
 
 use super::expand::Vars;
@@ -204,7 +204,7 @@ fn parse_entry(
         icons: None,
         range: Some(file.range(member.span.clone())),
         meta: None,
-        enablement: None,
+        enablement: declared_enablement(enabled),
         state,
         channel: None,
         mcp_app: None,
@@ -218,6 +218,14 @@ fn parse_entry(
         container: None,
     };
     Some((child, server))
+}
+
+/// The decision a declaration makes, as the `enablement` a server is published with: a
+/// server declared `disabled` (or `enabled = false`) carries a `global` entry saying so
+/// (`enablement` absent means enabled, so saying nothing would show it on); one declared
+/// enabled makes no explicit decision.
+pub fn declared_enablement(enabled: bool) -> Option<Vec<CustomizationEnablement>> {
+    (!enabled).then(|| vec![CustomizationEnablement::Global { enabled: false }])
 }
 
 /// What a declared server shows before the supervisor reports on it: `stopped` when

@@ -49,7 +49,7 @@ impl Host {
         };
         let refusal = match verdict {
             Ok(()) => {
-                let action = params.action.clone();
+                let action = core.resolve(&params.channel, params.action.clone());
                 match core.commit_and_publish(&params.channel, action, Some(origin.clone())) {
                     Ok(_) => {
                         core.carry_out(&params.channel, &params.action);
@@ -102,7 +102,18 @@ impl Core {
         self.send(id, jsonrpc::notification("action", &echo));
     }
 
-    /// Side effects of an accepted client action: toggles are
+    /// An admitted client action as the host commits it: a toggle carries the decisions
+    /// the host holds beside the client's (see [`live::Live::resolve`]).
+    fn resolve(&self, channel: &str, mut action: StateAction) -> StateAction {
+        if let StateAction::SessionCustomizationToggled(a) = &mut action {
+            if self.store.session(channel).is_some() {
+                a.enablement = self.live.resolve(&a.id, &a.enablement);
+            }
+        }
+        action
+    }
+
+    /// Side effects of an accepted client action (as the client sent it): toggles are
     /// remembered (and mirrored to the other sessions, since servers are shared); toggles
     /// and start/stop are asked of the supervisor.
     fn carry_out(&mut self, channel: &str, action: &StateAction) {
@@ -118,7 +129,8 @@ impl Core {
                     .collect();
                 for uri in others {
                     // A session that does not show it takes it as a no-op.
-                    let _ = self.commit_and_publish(&uri, action.clone(), None);
+                    let action = self.resolve(&uri, action.clone());
+                    let _ = self.commit_and_publish(&uri, action, None);
                 }
                 Request::Toggle {
                     id: a.id.clone(),
