@@ -1,13 +1,12 @@
 //! Which client-dispatched actions the host accepts, judged against current state.
 //! Pure: returns the `rejectionReason` for refused actions; accepted ones go to the reducers.
 
-use std::collections::{HashMap, HashSet};
-
 use ahp_types::actions::StateAction;
 use ahp_types::state::{
-    ChildCustomization, ClientPluginCustomization, Customization, CustomizationEnablement,
-    CustomizationType, RootState, SessionActiveClient, SessionState,
+    ChildCustomization, Customization, CustomizationEnablement, RootState, SessionState,
 };
+
+use super::plugin_ids;
 
 /// What a customization id refers to, as far as admission cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,8 +62,9 @@ pub fn admit_root(root: &RootState, action: &StateAction) -> Result<(), String> 
     }
 }
 
-/// Judge an action client `client_id` dispatched on a session channel.
+/// Judge an action client `client_id` dispatched on session `uri`.
 pub fn admit_session(
+    uri: &str,
     session: &SessionState,
     client_id: &str,
     action: &StateAction,
@@ -84,15 +84,23 @@ pub fn admit_session(
                 a.active_client.client_id
             ))
         }
-        StateAction::SessionActiveClientSet(a) => client_plugins(
-            customizations,
-            session
-                .active_clients
-                .iter()
-                .filter(|c| c.client_id != client_id),
-            client_id,
-            a.active_client.customizations.as_deref().unwrap_or(&[]),
-        ),
+        StateAction::SessionActiveClientSet(a) => {
+            let shown = plugin_ids::Session {
+                uri,
+                chats: &session.chats,
+                shown: customizations,
+            };
+            plugin_ids::client_plugins(
+                &shown,
+                session
+                    .active_clients
+                    .iter()
+                    .filter(|c| c.client_id != client_id),
+                client_id,
+                a.active_client.customizations.as_deref().unwrap_or(&[]),
+            )
+            .map_err(|refusal| refusal.to_string())
+        }
         StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => Err(format!(
             "a client may only remove itself from activeClients (you are {client_id:?}, not {:?})",
             a.client_id
@@ -123,65 +131,6 @@ pub fn admit_session(
         )),
         other => Err(not_dispatchable(other)),
     }
-}
-
-/// Whether the plugins client `client_id` publishes can be shown in a session that shows
-/// `shown` and has the `others` active clients: each must be a plugin whose id is its own in
-/// the session (not a host customization's, not another client's plugin, not repeated), since
-/// every action that targets a customization names it by id.
-pub fn client_plugins<'a>(
-    shown: &[Customization],
-    others: impl Iterator<Item = &'a SessionActiveClient>,
-    client_id: &str,
-    plugins: &[ClientPluginCustomization],
-) -> Result<(), String> {
-    if plugins.is_empty() {
-        return Ok(());
-    }
-    let mut taken: HashMap<&str, String> = HashMap::new();
-    for entry in shown {
-        let (id, owner) = match entry {
-            Customization::Plugin(p) => (&p.id, p.client_id.as_deref()),
-            Customization::Directory(d) => (&d.id, d.client_id.as_deref()),
-            Customization::McpServer(m) => (&m.id, None),
-            Customization::Unknown(_) => continue,
-        };
-        if owner != Some(client_id) {
-            let owner = owner.map_or_else(|| "the host".to_string(), |o| format!("client {o:?}"));
-            taken.insert(id, owner);
-        }
-    }
-    for other in others {
-        for plugin in other.customizations.iter().flatten() {
-            taken.insert(&plugin.id, format!("client {:?}", other.client_id));
-        }
-    }
-    let mut mine = HashSet::new();
-    for plugin in plugins {
-        if plugin.r#type != CustomizationType::Plugin {
-            return Err(format!(
-                "customization {:?} has type {}: clients publish only plugins",
-                plugin.id,
-                serde_json::to_string(&plugin.r#type).unwrap_or_default()
-            ));
-        }
-        if plugin.id.is_empty() {
-            return Err("a published plugin needs a non-empty id".into());
-        }
-        if !mine.insert(plugin.id.as_str()) {
-            return Err(format!(
-                "plugin id {:?} appears twice in activeClient.customizations",
-                plugin.id
-            ));
-        }
-        if let Some(owner) = taken.get(plugin.id.as_str()) {
-            return Err(format!(
-                "plugin id {:?} is already used in this session by {owner}; customization ids are session-unique",
-                plugin.id
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// What an admitted chat action is.
@@ -358,12 +307,14 @@ mod tests {
     fn plain_session_actions_are_accepted() {
         let s = tree();
         assert!(admit_session(
+            "ahp-session:/s",
             &s,
             "c",
             &action(json!({"type": "session/titleChanged", "title": "x"}))
         )
         .is_ok());
         assert!(admit_session(
+            "ahp-session:/s",
             &s,
             "c",
             &action(json!({"type": "session/isReadChanged", "isRead": true}))
@@ -375,12 +326,12 @@ mod tests {
     fn mcp_server_requests_need_an_mcp_server() {
         let s = tree();
         let start = |id: &str| action(json!({"type": "session/mcpServerStartRequested", "id": id}));
-        assert!(admit_session(&s, "c", &start("m1")).is_ok());
-        assert!(admit_session(&s, "c", &start("m2")).is_ok());
-        assert!(admit_session(&s, "c", &start("s1"))
+        assert!(admit_session("ahp-session:/s", &s, "c", &start("m1")).is_ok());
+        assert!(admit_session("ahp-session:/s", &s, "c", &start("m2")).is_ok());
+        assert!(admit_session("ahp-session:/s", &s, "c", &start("s1"))
             .unwrap_err()
             .contains("not an MCP server"));
-        assert!(admit_session(&s, "c", &start("zz"))
+        assert!(admit_session("ahp-session:/s", &s, "c", &start("zz"))
             .unwrap_err()
             .contains("no MCP server"));
     }
@@ -394,21 +345,24 @@ mod tests {
             )
         };
         assert!(admit_session(
+            "ahp-session:/s",
             &s,
             "c",
             &toggle("p1", json!([{"kind": "session", "enabled": false}]))
         )
         .is_ok());
-        assert!(admit_session(&s, "c", &toggle("s1", json!([]))).is_ok());
-        assert!(admit_session(&s, "c", &toggle("nope", json!([]))).is_err());
+        assert!(admit_session("ahp-session:/s", &s, "c", &toggle("s1", json!([]))).is_ok());
+        assert!(admit_session("ahp-session:/s", &s, "c", &toggle("nope", json!([]))).is_err());
         let reversed =
             json!([{"kind": "global", "enabled": true}, {"kind": "session", "enabled": false}]);
-        assert!(admit_session(&s, "c", &toggle("p1", reversed))
-            .unwrap_err()
-            .contains("ordered"));
+        assert!(
+            admit_session("ahp-session:/s", &s, "c", &toggle("p1", reversed))
+                .unwrap_err()
+                .contains("ordered")
+        );
         let twice =
             json!([{"kind": "session", "enabled": true}, {"kind": "session", "enabled": false}]);
-        assert!(admit_session(&s, "c", &toggle("p1", twice)).is_err());
+        assert!(admit_session("ahp-session:/s", &s, "c", &toggle("p1", twice)).is_err());
     }
 
     #[test]
@@ -419,53 +373,10 @@ mod tests {
                 json!({"type": "session/activeClientSet", "activeClient": {"clientId": id, "tools": []}}),
             )
         };
-        assert!(admit_session(&s, "me", &set("me")).is_ok());
-        assert!(admit_session(&s, "me", &set("you")).is_err());
+        assert!(admit_session("ahp-session:/s", &s, "me", &set("me")).is_ok());
+        assert!(admit_session("ahp-session:/s", &s, "me", &set("you")).is_err());
         let remove = action(json!({"type": "session/activeClientRemoved", "clientId": "you"}));
-        assert!(admit_session(&s, "me", &remove).is_err());
-    }
-
-    #[test]
-    fn published_plugin_ids_are_unique_in_the_session() {
-        let mut s = tree();
-        let set = |client: &str, ids: &[&str]| {
-            let plugins: Vec<_> = ids
-                .iter()
-                .map(|id| json!({"type": "plugin", "id": id, "uri": "file:///x", "name": "x"}))
-                .collect();
-            action(json!({"type": "session/activeClientSet", "activeClient": {
-                "clientId": client, "tools": [], "customizations": plugins}}))
-        };
-        assert!(admit_session(&s, "me", &set("me", &["mine", "also-mine"])).is_ok());
-        let host = admit_session(&s, "me", &set("me", &["p1"])).unwrap_err();
-        assert!(
-            host.contains("already used in this session by the host"),
-            "{host}"
-        );
-        let twice = admit_session(&s, "me", &set("me", &["a", "a"])).unwrap_err();
-        assert!(twice.contains("appears twice"), "{twice}");
-        let server = admit_session(&s, "me", &set("me", &["m1"])).unwrap_err();
-        assert!(server.contains("the host"), "{server}");
-        // Another client's plugin, published or already shown, is taken; one's own is not.
-        s.active_clients = vec![serde_json::from_value(json!({"clientId": "you", "tools": [],
-            "customizations": [{"type": "plugin", "id": "yours", "uri": "file:///y", "name": "y"}]}))
-        .unwrap()];
-        let other = admit_session(&s, "me", &set("me", &["yours"])).unwrap_err();
-        assert!(other.contains("client \"you\""), "{other}");
-        s.customizations.as_mut().unwrap().push(
-            serde_json::from_value(json!({"type": "plugin", "id": "shown", "uri": "file:///s",
-                "name": "s", "clientId": "me"}))
-            .unwrap(),
-        );
-        assert!(admit_session(&s, "me", &set("me", &["shown"])).is_ok());
-        assert!(admit_session(&s, "you", &set("you", &["shown"])).is_err());
-        let skill: StateAction =
-            action(json!({"type": "session/activeClientSet", "activeClient": {
-            "clientId": "me", "tools": [], "customizations": [
-                {"type": "skill", "id": "k", "uri": "file:///k", "name": "k"}]}}));
-        assert!(admit_session(&s, "me", &skill)
-            .unwrap_err()
-            .contains("only plugins"));
+        assert!(admit_session("ahp-session:/s", &s, "me", &remove).is_err());
     }
 
     #[test]
@@ -474,11 +385,11 @@ mod tests {
         let server_only = action(
             json!({"type": "session/mcpServerStateChanged", "id": "m1", "state": {"kind": "ready"}}),
         );
-        assert!(admit_session(&s, "c", &server_only)
+        assert!(admit_session("ahp-session:/s", &s, "c", &server_only)
             .unwrap_err()
             .contains("session/mcpServerStateChanged"));
         let unknown = action(json!({"type": "session/frobnicated"}));
-        assert!(admit_session(&s, "c", &unknown)
+        assert!(admit_session("ahp-session:/s", &s, "c", &unknown)
             .unwrap_err()
             .contains("unknown action type"));
         let root: RootState = serde_json::from_value(json!({"agents": []})).expect("valid root");

@@ -21,7 +21,7 @@ impl Host {
         let verdict = if params.channel == ROOT_RESOURCE_URI {
             admission::admit_root(core.store.root(), &params.action)
         } else if let Some(session) = core.store.session(&params.channel) {
-            admission::admit_session(session, client_id, &params.action)
+            admission::admit_session(&params.channel, session, client_id, &params.action)
         } else if let Some(chat) = core.store.chat(&params.channel) {
             admission::admit_chat(chat, client_id, &params.action).and_then(|admission| {
                 match &params.action {

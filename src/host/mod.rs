@@ -26,6 +26,7 @@ pub mod fanout;
 pub mod input_needed;
 pub mod live;
 pub mod paused;
+pub mod plugin_ids;
 pub mod queue;
 pub mod replay;
 mod servers;

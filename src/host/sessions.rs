@@ -80,13 +80,18 @@ impl Host {
         }
         let customizations = core.customizations_for(&uri);
         if let Some(active) = &params.active_client {
-            super::admission::client_plugins(
-                &customizations,
+            let session = super::plugin_ids::Session {
+                uri: &uri,
+                chats: &[],
+                shown: &customizations,
+            };
+            super::plugin_ids::client_plugins(
+                &session,
                 std::iter::empty(),
                 client_id,
                 active.customizations.as_deref().unwrap_or(&[]),
             )
-            .map_err(RpcError::invalid_params)?;
+            .map_err(|refusal| RpcError::invalid_params(refusal.to_string()))?;
         }
         let publishes = params
             .active_client
