@@ -14,7 +14,7 @@ use super::json::{self, Member, Node, Value};
 use super::server_entry::RawServer;
 use super::source::SourceFile;
 use super::{DeclaredServer, Problems};
-use crate::spec::Launch;
+use crate::spec::{Launch, LaunchError};
 
 /// Where the servers of one file live and how their `${…}` resolve.
 pub struct ServerScope<'a> {
@@ -231,13 +231,13 @@ pub fn declared_enablement(enabled: bool) -> Option<Vec<CustomizationEnablement>
 /// What a declared server shows before the supervisor reports on it: `stopped` when
 /// disabled, a `configuration` error when its launch spec cannot be expanded, else
 /// `starting`.
-pub fn initial_state(launch: &Result<Launch, String>, enabled: bool) -> McpServerState {
+pub fn initial_state(launch: &Result<Launch, LaunchError>, enabled: bool) -> McpServerState {
     match (launch, enabled) {
         (_, false) => McpServerState::Stopped(McpServerStoppedState {}),
-        (Err(message), true) => McpServerState::Error(McpServerErrorState {
+        (Err(error), true) => McpServerState::Error(McpServerErrorState {
             error: ErrorInfo {
                 error_type: "configuration".into(),
-                message: message.clone(),
+                message: error.to_string(),
                 stack: None,
                 meta: None,
             },

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use ahp_types::state::{TextPosition, TextRange};
 
 use crate::line_index::{LineIndex, LineTable};
+use crate::spec::Problem;
 
 /// Files larger than this are refused: manifests and frontmatter files are small.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -24,23 +25,24 @@ pub struct SourceFile {
     lines: LineTable,
 }
 
-/// Why `display` could not be opened: `{display}: {doing}: {e}`, except that a symbolic link
-/// loop is named as one (the OS text, "Too many levels of symbolic links", is not obvious).
-pub fn failure(display: &str, doing: &str, e: &std::io::Error) -> String {
+/// Why `display` could not be opened: `{doing}: {e}` at `display`, except that a symbolic
+/// link loop is named as one (the OS text, "Too many levels of symbolic links", is not
+/// obvious).
+pub fn failure(display: &str, doing: &str, e: &std::io::Error) -> Problem {
     if e.raw_os_error() == Some(libc::ELOOP) {
-        format!("{display}: symbolic link loop; nothing loaded")
+        Problem::at(display, "symbolic link loop; nothing loaded")
     } else {
-        format!("{display}: {doing}: {e}")
+        Problem::at(display, format!("{doing}: {e}"))
     }
 }
 
 impl SourceFile {
-    /// Read `path`; `display` is the name used in messages. The error is a full message.
-    pub fn read(path: &Path, display: String) -> Result<Self, String> {
+    /// Read `path`; `display` is the name used in messages (and the problem's location).
+    pub fn read(path: &Path, display: String) -> Result<Self, Problem> {
         use std::os::unix::fs::OpenOptionsExt;
         let meta = std::fs::metadata(path).map_err(|e| failure(&display, "cannot read", &e))?;
         if !meta.is_file() {
-            return Err(format!("{display}: cannot read: not a regular file"));
+            return Err(Problem::at(display, "cannot read: not a regular file"));
         }
         // O_NONBLOCK: a FIFO swapped in after the check must not hang the scan.
         let file = std::fs::OpenOptions::new()
@@ -51,10 +53,11 @@ impl SourceFile {
         let mut bytes = Vec::new();
         file.take(MAX_FILE_BYTES + 1)
             .read_to_end(&mut bytes)
-            .map_err(|e| format!("{display}: cannot read: {e}"))?;
+            .map_err(|e| Problem::at(&display, format!("cannot read: {e}")))?;
         if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(format!(
-                "{display}: larger than {MAX_FILE_BYTES} bytes; not read"
+            return Err(Problem::at(
+                display,
+                format!("larger than {MAX_FILE_BYTES} bytes; not read"),
             ));
         }
         // Editors drop a byte-order mark from the document, so positions are counted without it.
@@ -62,9 +65,9 @@ impl SourceFile {
             bytes.drain(..3);
         }
         let text = String::from_utf8(bytes).map_err(|e| {
-            format!(
-                "{display}: not valid UTF-8 (byte {})",
-                e.utf8_error().valid_up_to()
+            Problem::at(
+                &display,
+                format!("not valid UTF-8 (byte {})", e.utf8_error().valid_up_to()),
             )
         })?;
         Ok(Self::from_text(path, display, text))

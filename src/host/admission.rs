@@ -6,7 +6,42 @@ use ahp_types::state::{
     ChildCustomization, Customization, CustomizationEnablement, RootState, SessionState,
 };
 
-use super::plugin_ids;
+use super::bounds::OutOfBounds;
+use super::plugin_ids::{self, PluginRefusal};
+
+/// Why a client's action is refused: what its `rejectionReason` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// It is too big to keep.
+    Bounds(OutOfBounds),
+    /// The plugins it publishes cannot be shown.
+    Plugins(PluginRefusal),
+    /// Another of the host's rules, as the client reads it.
+    Rule(String),
+}
+
+impl Refusal {
+    /// A rule's refusal.
+    pub fn rule(text: impl Into<String>) -> Self {
+        Self::Rule(text.into())
+    }
+}
+
+impl From<OutOfBounds> for Refusal {
+    fn from(refusal: OutOfBounds) -> Self {
+        Self::Bounds(refusal)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Bounds(refusal) => refusal.fmt(f),
+            Self::Plugins(refusal) => refusal.fmt(f),
+            Self::Rule(text) => f.write_str(text),
+        }
+    }
+}
 
 /// What a customization id refers to, as far as admission cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,17 +83,17 @@ pub fn find_customization(list: &[Customization], id: &str) -> Option<Target> {
 }
 
 /// Judge an action a client dispatched on the root channel.
-pub fn admit_root(root: &RootState, action: &StateAction) -> Result<(), String> {
+pub fn admit_root(root: &RootState, action: &StateAction) -> Result<(), Refusal> {
     match action {
-        StateAction::RootConfigChanged(_) if root.config.is_none() => {
-            Err("this host has no root configuration to change".into())
-        }
+        StateAction::RootConfigChanged(_) if root.config.is_none() => Err(Refusal::rule(
+            "this host has no root configuration to change",
+        )),
         StateAction::RootConfigChanged(_) => Ok(()),
-        other if is_session_dispatchable(other) => Err(format!(
+        other if is_session_dispatchable(other) => Err(Refusal::rule(format!(
             "{} belongs on a session channel, not ahp-root://",
             type_name(other)
-        )),
-        other => Err(not_dispatchable(other)),
+        ))),
+        other => Err(Refusal::rule(not_dispatchable(other))),
     }
 }
 
@@ -68,21 +103,23 @@ pub fn admit_session(
     session: &SessionState,
     client_id: &str,
     action: &StateAction,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let customizations = session.customizations.as_deref().unwrap_or(&[]);
     match action {
         StateAction::SessionTitleChanged(_)
         | StateAction::SessionIsReadChanged(_)
         | StateAction::SessionIsArchivedChanged(_) => Ok(()),
         StateAction::SessionConfigChanged(_) => match session.config {
-            None => Err("this session has no configuration to change".into()),
-            Some(_) => Err("no session configuration property is client-mutable".into()),
+            None => Err(Refusal::rule("this session has no configuration to change")),
+            Some(_) => Err(Refusal::rule(
+                "no session configuration property is client-mutable",
+            )),
         },
         StateAction::SessionActiveClientSet(a) if a.active_client.client_id != client_id => {
-            Err(format!(
+            Err(Refusal::rule(format!(
                 "a client may only set itself as active client (you are {client_id:?}, not {:?})",
                 a.active_client.client_id
-            ))
+            )))
         }
         StateAction::SessionActiveClientSet(a) => {
             let shown = plugin_ids::Session {
@@ -99,16 +136,22 @@ pub fn admit_session(
                 client_id,
                 a.active_client.customizations.as_deref().unwrap_or(&[]),
             )
-            .map_err(|refusal| refusal.to_string())
+            .map_err(Refusal::Plugins)
         }
-        StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => Err(format!(
+        StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => {
+            Err(Refusal::rule(format!(
             "a client may only remove itself from activeClients (you are {client_id:?}, not {:?})",
             a.client_id
-        )),
+        )))
+        }
         StateAction::SessionActiveClientRemoved(_) => Ok(()),
         StateAction::SessionCustomizationToggled(a) => {
-            find_customization(customizations, &a.id)
-                .ok_or_else(|| format!("no customization with id {:?} in this session", a.id))?;
+            find_customization(customizations, &a.id).ok_or_else(|| {
+                Refusal::rule(format!(
+                    "no customization with id {:?} in this session",
+                    a.id
+                ))
+            })?;
             check_enablement(&a.enablement)
         }
         StateAction::SessionMcpServerStartRequested(a) => mcp_server(customizations, &a.id),
@@ -116,20 +159,20 @@ pub fn admit_session(
         StateAction::SessionMcpServerBackgroundRequested(a) => mcp_server(customizations, &a.id),
         StateAction::SessionDefaultChatChanged(a) => match &a.default_chat {
             Some(chat) if !session.chats.iter().any(|c| &c.resource == chat) => {
-                Err(format!("no chat {chat:?} in this session"))
+                Err(Refusal::rule(format!("no chat {chat:?} in this session")))
             }
             _ => Ok(()),
         },
         StateAction::SessionWorkingDirectorySet(_)
         | StateAction::SessionWorkingDirectoryRemoved(_)
-        | StateAction::SessionWorkingDirectoryReplaced(_) => {
-            Err("this host does not manage working directories".into())
-        }
-        StateAction::RootConfigChanged(_) => Err(format!(
+        | StateAction::SessionWorkingDirectoryReplaced(_) => Err(Refusal::rule(
+            "this host does not manage working directories",
+        )),
+        StateAction::RootConfigChanged(_) => Err(Refusal::rule(format!(
             "{} belongs on ahp-root://, not a session channel",
             type_name(action)
-        )),
-        other => Err(not_dispatchable(other)),
+        ))),
+        other => Err(Refusal::rule(not_dispatchable(other))),
     }
 }
 
@@ -152,16 +195,16 @@ pub fn admit_chat(
     chat: &ahp_types::state::ChatState,
     client_id: &str,
     action: &StateAction,
-) -> Result<ChatAdmission, String> {
+) -> Result<ChatAdmission, Refusal> {
     let runner = |turn: &str, call: &str| super::client_tools::runner_of(chat, turn, call);
     let own = |turn: &str, call: &str| match runner(turn, call) {
         Some(owner) if owner == client_id => Ok(ChatAdmission::ClientRun),
-        Some(owner) => Err(format!(
+        Some(owner) => Err(Refusal::rule(format!(
             "tool call {call:?} is run by client {owner:?}; only it may act on it"
-        )),
-        None => Err(format!(
+        ))),
+        None => Err(Refusal::rule(format!(
             "tool call {call:?} of turn {turn:?} is not one a client runs"
-        )),
+        ))),
     };
     match action {
         StateAction::ChatIsReadChanged(_) | StateAction::ChatIsArchivedChanged(_) => {
@@ -174,7 +217,7 @@ pub fn admit_chat(
         }
         StateAction::ChatToolCallComplete(a) => {
             if a.result.success {
-                return Err("only the host completes tool calls; a client may only give up on one waiting for authorization (success: false)".into());
+                return Err(Refusal::rule("only the host completes tool calls; a client may only give up on one waiting for authorization (success: false)"));
             }
             let paused = chat
                 .active_turn
@@ -192,32 +235,36 @@ pub fn admit_chat(
             if paused {
                 Ok(ChatAdmission::GiveUp)
             } else {
-                Err(format!(
+                Err(Refusal::rule(format!(
                     "tool call {:?} of turn {:?} is not waiting for authorization",
                     a.tool_call_id, a.turn_id
-                ))
+                )))
             }
         }
         StateAction::ChatTurnStarted(_)
         | StateAction::ChatPendingMessageSet(_)
-        | StateAction::ChatDraftChanged(_) => Err(
+        | StateAction::ChatDraftChanged(_) => Err(Refusal::rule(
             "this chat is read-only: it shows the MCP harness's tool calls, and this host has no model to send messages to"
-                .into(),
-        ),
-        other => Err(not_dispatchable(other)),
+                ,
+        )),
+        other => Err(Refusal::rule(not_dispatchable(other))),
     }
 }
 
-fn mcp_server(list: &[Customization], id: &str) -> Result<(), String> {
+fn mcp_server(list: &[Customization], id: &str) -> Result<(), Refusal> {
     match find_customization(list, id) {
         Some(Target::McpServer) => Ok(()),
-        Some(Target::Other) => Err(format!("customization {id:?} is not an MCP server")),
-        None => Err(format!("no MCP server with id {id:?} in this session")),
+        Some(Target::Other) => Err(Refusal::rule(format!(
+            "customization {id:?} is not an MCP server"
+        ))),
+        None => Err(Refusal::rule(format!(
+            "no MCP server with id {id:?} in this session"
+        ))),
     }
 }
 
 /// Entries sorted session → workspace → global, each kind at most once, no unknown kinds.
-fn check_enablement(entries: &[CustomizationEnablement]) -> Result<(), String> {
+fn check_enablement(entries: &[CustomizationEnablement]) -> Result<(), Refusal> {
     let mut last_rank = 0;
     for entry in entries {
         let (rank, kind) = match entry {
@@ -225,13 +272,13 @@ fn check_enablement(entries: &[CustomizationEnablement]) -> Result<(), String> {
             CustomizationEnablement::Workspace { .. } => (2, "workspace"),
             CustomizationEnablement::Global { .. } => (3, "global"),
             CustomizationEnablement::Unknown(value) => {
-                return Err(format!("unknown enablement entry {value}"))
+                return Err(Refusal::rule(format!("unknown enablement entry {value}")))
             }
         };
         if rank <= last_rank {
-            return Err(format!(
+            return Err(Refusal::rule(format!(
                 "enablement entries must be ordered session, workspace, global with each kind at most once ({kind} is out of place)"
-            ));
+            )));
         }
         last_rank = rank;
     }
@@ -330,9 +377,11 @@ mod tests {
         assert!(admit_session("ahp-session:/s", &s, "c", &start("m2")).is_ok());
         assert!(admit_session("ahp-session:/s", &s, "c", &start("s1"))
             .unwrap_err()
+            .to_string()
             .contains("not an MCP server"));
         assert!(admit_session("ahp-session:/s", &s, "c", &start("zz"))
             .unwrap_err()
+            .to_string()
             .contains("no MCP server"));
     }
 
@@ -358,6 +407,7 @@ mod tests {
         assert!(
             admit_session("ahp-session:/s", &s, "c", &toggle("p1", reversed))
                 .unwrap_err()
+                .to_string()
                 .contains("ordered")
         );
         let twice =
@@ -387,10 +437,12 @@ mod tests {
         );
         assert!(admit_session("ahp-session:/s", &s, "c", &server_only)
             .unwrap_err()
+            .to_string()
             .contains("session/mcpServerStateChanged"));
         let unknown = action(json!({"type": "session/frobnicated"}));
         assert!(admit_session("ahp-session:/s", &s, "c", &unknown)
             .unwrap_err()
+            .to_string()
             .contains("unknown action type"));
         let root: RootState = serde_json::from_value(json!({"agents": []})).expect("valid root");
         assert!(admit_root(
@@ -398,6 +450,7 @@ mod tests {
             &action(json!({"type": "session/titleChanged", "title": "x"}))
         )
         .unwrap_err()
+        .to_string()
         .contains("session channel"));
         assert!(admit_root(
             &root,

@@ -29,10 +29,10 @@ impl Host {
                         if admission == admission::ChatAdmission::GiveUp
                             && !core.paused.is_held(&params.channel, &a.tool_call_id) =>
                     {
-                        Err(format!(
+                        Err(admission::Refusal::rule(format!(
                             "tool call {:?} is no longer waiting for authorization",
                             a.tool_call_id
-                        ))
+                        )))
                     }
                     _ => Ok(()),
                 }
@@ -42,7 +42,7 @@ impl Host {
             return;
         };
         // Whatever the channel, nothing oversized is kept.
-        let verdict = verdict.and_then(|()| bounds::action(&params.action));
+        let verdict = verdict.and_then(|()| Ok(bounds::action(&params.action)?));
         let origin = ActionOrigin {
             client_id: client_id.to_string(),
             client_seq: params.client_seq,
@@ -59,7 +59,7 @@ impl Host {
                     Err(CommitError::UnknownChannel) => return,
                 }
             }
-            Err(reason) => reason,
+            Err(refusal) => refusal.to_string(),
         };
         core.refuse(id, params, origin, refusal);
     }

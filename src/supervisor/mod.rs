@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::SupervisorConfig;
 use crate::discovery::DeclaredServer;
-use crate::spec::Launch;
+use crate::spec::{Launch, LaunchError};
 
 /// Where a server is in its life, as the supervisor sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,7 +139,7 @@ pub struct ServerEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Desired {
     /// How to launch it (or why it cannot be launched).
-    pub launch: Result<Launch, String>,
+    pub launch: Result<Launch, LaunchError>,
     /// Whether it should be running.
     pub run: bool,
     /// Bumped by every start/stop request: the task answers each with its state.

@@ -77,8 +77,8 @@ impl Task {
         }
         let launch = match &want.launch {
             Ok(launch) => launch,
-            Err(message) => {
-                self.report_failure(Failure::Config(message.clone()), 1)
+            Err(error) => {
+                self.report_failure(Failure::Config(error.to_string()), 1)
                     .await;
                 return self.wait(desired).await;
             }
