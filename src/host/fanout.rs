@@ -114,11 +114,6 @@ impl Fanout {
         }
     }
 
-    /// Whether any connection is subscribed to `uri`.
-    pub fn has_subscribers(&self, uri: &str) -> bool {
-        self.channels.contains_key(uri)
-    }
-
     /// Connection `id` alone, as what it is shown.
     pub fn only(&self, id: ConnId) -> Targets {
         vec![(self.audience(id), vec![id])]
@@ -185,10 +180,10 @@ mod tests {
         fanout.subscribe(1, "x");
         fanout.forget_channel("x");
         assert!(fanout.subscribers("x").is_empty());
-        assert!(!fanout.has_subscribers("x"));
         assert!(!fanout.unsubscribe(1, "x"));
         fanout.subscribe(1, "y");
         fanout.remove(1);
-        assert!(!fanout.has_subscribers("y"));
+        assert!(fanout.subscribers("y").is_empty());
+        assert!(fanout.channels.is_empty());
     }
 }
