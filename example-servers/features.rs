@@ -54,6 +54,24 @@ struct State {
     subscriptions: Mutex<BTreeSet<String>>,
     /// Tools added by `add_tool`, in order.
     dynamic_tools: Mutex<Vec<String>>,
+    /// Tool calls being answered now (`ask_llm`'s `wait_for_calls` waits on it).
+    calls: tokio::sync::watch::Sender<usize>,
+}
+
+/// One tool call being answered, counted in `State::calls` while it lives.
+struct Counted<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl<'a> Counted<'a> {
+    fn new(calls: &'a tokio::sync::watch::Sender<usize>) -> Self {
+        calls.send_modify(|n| *n += 1);
+        Self(calls)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
 }
 
 /// A tool's outcome; `Err` becomes a result with `isError: true` and the message as text.
@@ -121,8 +139,9 @@ fn static_tools() -> Vec<Value> {
         json!({"name": "slow", "description": "Wait ms milliseconds, with progress every 50 ms; cancellable.", "inputSchema": ms()}),
         json!({"name": "cancellations", "description": "How many slow calls were cancelled.", "inputSchema": none()}),
         json!({"name": "die", "description": "Exit the server (status 7) after ms milliseconds, without answering.", "inputSchema": ms()}),
-        json!({"name": "ask_llm", "description": "Ask the client's model (sampling/createMessage), optionally after delay_ms.",
-               "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}, "delay_ms": {"type": "integer", "minimum": 0}}, "required": ["prompt"]}}),
+        json!({"name": "ask_llm", "description": "Ask the client's model (sampling/createMessage), optionally after delay_ms, or once wait_for_calls tool calls (this one included) are being answered.",
+               "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}, "delay_ms": {"type": "integer", "minimum": 0},
+                   "wait_for_calls": {"type": "integer", "minimum": 1}}, "required": ["prompt"]}}),
         json!({"name": "roots", "description": "The client's roots (roots/list), one URI a line.", "inputSchema": none()}),
         json!({"name": "ask_user", "description": "Ask the user a question (elicitation/create).", "inputSchema": string("question")}),
         json!({"name": "log", "description": "Send a log message (notifications/message) unless the level is filtered.",
@@ -274,11 +293,21 @@ async fn die(args: &JsonObject) -> Outcome {
     std::process::exit(7);
 }
 
-async fn ask_llm(args: &JsonObject, peer: &Peer<RoleServer>) -> Outcome {
+async fn ask_llm(
+    args: &JsonObject,
+    peer: &Peer<RoleServer>,
+    calls: &tokio::sync::watch::Sender<usize>,
+) -> Outcome {
     let prompt = str_arg(args, "prompt")?;
     // Optional: think a while before asking (lets tests overlap other calls).
     if let Some(ms) = args.get("delay_ms").and_then(Value::as_u64) {
         tokio::time::sleep(Duration::from_millis(ms.min(60_000))).await;
+    }
+    // Optional: ask only once other calls are in flight too (a test's overlap, by event).
+    if let Some(wanted) = args.get("wait_for_calls").and_then(Value::as_u64) {
+        let wanted = usize::try_from(wanted).unwrap_or(usize::MAX);
+        let mut calls = calls.subscribe();
+        let _ = calls.wait_for(|n| *n >= wanted).await;
     }
     let params = CreateMessageRequestParams::new(vec![SamplingMessage::user_text(prompt)], 100);
     let result = peer
@@ -371,13 +400,14 @@ impl ServerHandler for Features {
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
         let peer = &context.peer;
+        let _counted = Counted::new(&self.state.calls);
         let outcome = match request.name.as_ref() {
             "echo" => str_arg(&args, "text").and_then(text),
             "add" => add(&args),
             "slow" => self.slow(&args, &context).await,
             "cancellations" => text(self.state.cancellations.load(Ordering::SeqCst).to_string()),
             "die" => die(&args).await,
-            "ask_llm" => ask_llm(&args, peer).await,
+            "ask_llm" => ask_llm(&args, peer, &self.state.calls).await,
             "roots" => roots(peer).await,
             "ask_user" => ask_user(&args, peer).await,
             "log" => self.log(&args, peer).await,

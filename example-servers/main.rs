@@ -85,6 +85,9 @@ struct Options {
     /// at start-up, so a test can see the launch spec a proxy used.
     #[arg(long, value_name = "FILE")]
     report: Option<std::path::PathBuf>,
+    /// (transparency) Ask the client for its roots before answering `tools/list`.
+    #[arg(long)]
+    roots_when_listed: bool,
     /// Misbehaviour for fault tests.
     #[command(flatten)]
     faults: faults::FaultOptions,
@@ -155,7 +158,9 @@ async fn serve(options: Options) -> i32 {
         }
         Kind::Transparency => {
             let http = raw::http::Options::default();
-            serve_raw(transparency::Transparency::default, options.http, http).await
+            let roots_when_listed = options.roots_when_listed;
+            let new_session = move || transparency::Transparency::new(roots_when_listed);
+            serve_raw(new_session, options.http, http).await
         }
         Kind::Features => serve_with(features::Features::default(), options).await,
         kind => {

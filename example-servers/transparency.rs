@@ -116,9 +116,22 @@ fn fill(template: &str, values: &[(&str, &str)]) -> String {
 /// One session: the log level, the tasks and the counters behind deterministic ids.
 #[derive(Default)]
 pub struct Transparency {
+    /// Ask the client for its roots (`roots/list`, not waiting for the answer) before
+    /// answering `tools/list`, as servers that read roots while they start do.
+    roots_when_listed: bool,
     min_level: AtomicUsize,
     elicitations: AtomicU64,
     tasks: Mutex<Vec<Task>>,
+}
+
+impl Transparency {
+    /// A session; `roots_when_listed` as the field says.
+    pub fn new(roots_when_listed: bool) -> Self {
+        Self {
+            roots_when_listed,
+            ..Self::default()
+        }
+    }
 }
 
 struct Task {
@@ -171,12 +184,20 @@ impl Handler for Transparency {
                     None => Reply::Error(-32602, format!("Unknown log level: {level}")),
                 }
             }
-            "tools/list" => Reply::Result(TOOLS.into()),
+            "tools/list" => {
+                if self.roots_when_listed {
+                    call.send(ROOTS.replace("$ASK", r#""roots-when-listed""#));
+                }
+                Reply::Result(TOOLS.into())
+            }
             "tools/call" => self.call_tool(&call, &params).await,
             "tasks/get" | "tasks/result" | "tasks/cancel" => self.task(&call, &params),
             "tasks/list" => {
                 let tasks: Vec<String> = lock(&self.tasks).iter().map(Task::text).collect();
-                Reply::Result(format!(r#"{{"tasks":[{}]}}"#, tasks.join(",")))
+                Reply::Result(format!(
+                    r#"{{"tasks":[{}],"_meta":{{"x-listed":{{"z":0.7,"a":1e3}}}}}}"#,
+                    tasks.join(",")
+                ))
             }
             "prompts/list" => Reply::Result(PROMPTS.into()),
             "prompts/get" => match params["name"].as_str() {

@@ -384,7 +384,7 @@ fn health(host: &Arc<Host>, hub: &Arc<Hub>) -> crate::front::http::Health {
                 _ => None,
             })
             .unwrap_or_default();
-        let harnesses = hub.upgrade().map_or(0, |h| h.registry().count());
+        let harnesses = hub.upgrade().map_or(0, |h| h.tables().registry.count());
         crate::health::summary(&customizations, harnesses).to_string()
     })
 }

@@ -155,3 +155,62 @@ async fn a_harness_calls_an_ide_tool_and_gets_what_the_ide_completed() {
         let _ = ahp::reducers::apply_action_to_chat(&mut chat, &envelope.action);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_tool_names_follow_mcps_rules_and_no_tool_is_dropped() {
+    let (proxy, mut harness, _ide) = harness_and_ide(&server("echo", "echo", &[])).await;
+    let client = initialized_client(&proxy, "ide-2").await;
+    let (_, mut sub) = client.subscribe(SESSION.into()).await.unwrap();
+    let publish = |tools: Vec<Value>| {
+        serde_json::from_value::<StateAction>(json!({"type": "session/activeClientSet",
+            "activeClient": {"clientId": "ide-2", "displayName": "ide", "tools": tools}}))
+        .unwrap()
+    };
+    let tool = |name: &str| json!({"name": name, "inputSchema": {"type": "object"}});
+
+    // Names that break MCP's tool-name rules are refused when published, saying why.
+    let long = "x".repeat(100_000);
+    for bad in ["", "two\nlines", "\u{1b}[2Jclear", "../../x", long.as_str()] {
+        client
+            .dispatch(SESSION.into(), publish(vec![tool("fine"), tool(bad)]))
+            .await
+            .unwrap();
+        let echo = common::next_action(&mut sub).await;
+        let reason = echo
+            .rejection_reason
+            .unwrap_or_else(|| panic!("{bad:?} was accepted"));
+        assert!(reason.contains("tool name"), "{reason}");
+    }
+    // So is the same name twice.
+    client
+        .dispatch(SESSION.into(), publish(vec![tool("twice"), tool("twice")]))
+        .await
+        .unwrap();
+    let echo = common::next_action(&mut sub).await;
+    let reason = echo
+        .rejection_reason
+        .expect("a name listed twice is refused");
+    assert!(reason.contains("twice"), "{reason}");
+
+    // Names that collide with each other once renamed: every tool stays listed, each under
+    // a name of its own.
+    client
+        .dispatch(
+            SESSION.into(),
+            publish(vec![tool("echo"), tool("echo__echo"), tool("ide__echo")]),
+        )
+        .await
+        .unwrap();
+    let listed: Value = serde_json::from_str(&listed(&mut harness, "ide__echo").await).unwrap();
+    let mut names: Vec<String> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    // The host's echo, the client's three, the first IDE's runUnitTests.
+    assert_eq!(names.len(), 5, "{names:?}");
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 5, "{names:?}");
+}

@@ -9,7 +9,6 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::front::Hub;
@@ -17,7 +16,7 @@ use crate::host::fanout::ConnId;
 use crate::host::{apps, Host};
 use crate::jsonrpc::{self, RpcError};
 use crate::mcp::message::{Kind, Message};
-use crate::supervisor::connections::Connections;
+use crate::supervisor::connections::{ChangeEvent, Connections};
 
 /// What serving channels needs besides the host.
 #[derive(Clone)]
@@ -178,7 +177,7 @@ async fn forward(
         Ok(answer) => result_of(&answer),
         Err(failure) => {
             let (code, message) =
-                crate::front::forward::describe(&failure, &connected.name, method);
+                crate::front::exchange::describe(&failure, &connected.name, method);
             Err(RpcError::new(code as i32, message))
         }
     }
@@ -211,11 +210,9 @@ fn result_of(answer: &Message) -> Result<Value, RpcError> {
 /// Relay the servers' `list_changed` to the connections subscribed to their channels.
 pub async fn relay_list_changes(connections: Arc<Connections>, host: Weak<Host>) {
     let mut changes = connections.subscribe();
-    loop {
-        let change = match changes.recv().await {
-            Ok(change) => change,
-            Err(RecvError::Lagged(_)) => continue,
-            Err(RecvError::Closed) => return,
+    while let Some(event) = changes.next().await {
+        let ChangeEvent::Server(change) = event else {
+            continue;
         };
         let Some(host) = host.upgrade() else { return };
         // Becoming ready or going away is told by the channel's own appearance.

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::answers::{error_answer, result_answer, INTERNAL_ERROR, REQUEST_TIMEOUT};
 use super::client_offers::CLIENT_PREFIX;
+use super::exchange::Tracked;
 use super::harness::Harness;
-use super::harness_state::InFlight;
 use super::outbox::Stream;
 use crate::host::client_tools::{ClientCallEvent, ClientTool};
 use crate::mcp::message::{self, Message};
@@ -41,27 +41,25 @@ pub fn call(harness: Arc<Harness>, message: Message, stream: Stream, client: &st
         .find(&["_meta", "progressToken"])
         .map(|span| message.slice(span).to_string());
     let cancelled = CancellationToken::new();
-    let tag = harness.hub.next_tag();
-    harness.track(
-        &id,
-        InFlight {
-            server: format!("{CLIENT_PREFIX}{client_id}"),
-            upstream: 0,
-            tag,
-            stream: stream.clone(),
-            cancelled: cancelled.clone(),
-        },
+    // In flight until the run ends, whatever ends it.
+    let tracked = Tracked::new(
+        harness.hub.clone(),
+        harness.id,
+        id.as_str().into(),
+        format!("{CLIENT_PREFIX}{client_id}").into(),
+        stream.clone(),
+        cancelled.clone(),
     );
     tokio::spawn(async move {
         let run = Run {
-            id: id.clone(),
+            id,
             called,
             input,
             token,
             tool,
         };
         run.go(&harness, &stream, &cancelled).await;
-        harness.untrack(&id);
+        drop(tracked);
     });
 }
 

@@ -7,11 +7,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::answers::{error_answer, result_answer, INVALID_PARAMS, INVALID_REQUEST};
+use super::exchange::Exchange;
 use super::harness::Harness;
 use super::harness_state::Asker;
+use super::lock::assert_free;
 use super::outbox::Stream;
 use super::registry::{Level, Scope};
-use super::{forward, initialize, lists, routes, tool_call};
+use super::{initialize, lists, routes, steps, tool_call};
 use crate::mcp::message::{Kind, Message};
 
 impl Harness {
@@ -20,7 +22,7 @@ impl Harness {
         self.seen();
         match message.kind() {
             Kind::Request => {
-                self.hub.registry().touch(self.id);
+                self.hub.tables().registry.touch(self.id);
                 self.request(message, stream)
             }
             Kind::Notification => self.notification(message),
@@ -61,22 +63,28 @@ impl Harness {
         match message.method().unwrap_or_default() {
             "notifications/initialized" => {
                 self.hub.join(self.state());
+                self.complete_handshake();
             }
             "notifications/cancelled" => {
                 let Some(span) = message.find(&["requestId"]) else {
                     return;
                 };
-                let id = message.slice(span).to_string();
-                if let Some(in_flight) = self.untrack(&id) {
-                    self.hub.registry().finished(in_flight.tag);
-                    in_flight.cancelled.cancel();
-                    if let Some(server) = self.hub.connections.get(&in_flight.server) {
-                        let reason = message
-                            .string(&["reason"])
-                            .map(|r| r.into_owned())
-                            .unwrap_or_else(|| "cancelled by the harness".into());
-                        server.session.cancel(in_flight.upstream, &reason);
-                    }
+                // Its owner (the exchange, or a client call's task) drops it on cancellation,
+                // which takes it out of the in-flight table.
+                let found = (self.hub.tables().registry.in_flight)
+                    .by_request(self.id, message.slice(span))
+                    .map(|(tag, entry)| (tag, entry.server.clone(), entry.cancelled.clone()));
+                let Some((tag, server, cancelled)) = found else {
+                    return;
+                };
+                cancelled.cancel();
+                if let Some(server) = self.hub.connections.get(&server) {
+                    let reason = message
+                        .string(&["reason"])
+                        .map(|r| r.into_owned())
+                        .unwrap_or_else(|| "cancelled by the harness".into());
+                    assert_free("a server session called under a front lock");
+                    server.session.cancel_tagged(&[tag], &reason);
                 }
             }
             "notifications/progress" => {
@@ -146,14 +154,15 @@ impl Harness {
             ));
             return;
         };
-        self.hub.registry().set_log_level(self.id, level);
+        self.hub.tables().registry.set_log_level(self.id, level);
         let own = match &self.scope {
             Scope::Server(server) => Some(server.clone()),
             Scope::All => super::routes::only_server(self),
         };
         match own {
             Some(server) => {
-                let effective = self.hub.registry().log_level_for(&server).unwrap_or(level);
+                let effective =
+                    (self.hub.tables().registry.log_level_for(&server)).unwrap_or(level);
                 let message = match message.find(&["level"]) {
                     Some(span) if effective != level => message.rewrite(
                         None,
@@ -162,13 +171,7 @@ impl Harness {
                     _ => message,
                 };
                 self.hub.note_level(&server, effective);
-                forward::to_server(
-                    self.clone(),
-                    &server,
-                    message,
-                    stream,
-                    forward::Hooks::default(),
-                );
+                Exchange::start(self, &server, message, stream, None, steps::base());
             }
             None => {
                 // Answered once every server has the level: the next call sees it applied.

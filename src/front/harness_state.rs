@@ -1,36 +1,23 @@
 //! What the front knows of one harness session (a stdio harness, or one streamable HTTP
-//! session): what it declared, its requests in flight (to cancel them), the server requests
-//! it owes an answer, and the stream its unsolicited messages go to. The hub keeps these;
-//! the session's handlers reach them through the `Harness` handle.
+//! session): what it declared, whether its handshake is done, the server requests it owes an
+//! answer (and those held until its handshake is done), and the stream its unsolicited
+//! messages go to. The hub keeps these; the session's handlers reach them through the
+//! `Harness` handle. Its requests in flight are in the hub's table (`in_flight`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::answers::error_answer;
+use super::lock::{lock, Held};
 use super::outbox::{Budget, Stream};
 use super::registry::{Abilities, HarnessId, Scope};
 use crate::mcp::message::{self, Message};
 use crate::upstream::session::WeakSession;
-
-/// A request of the harness's being answered by a server.
-#[derive(Debug, Clone)]
-pub struct InFlight {
-    /// The server's customization id.
-    pub server: String,
-    /// The id the server knows it by.
-    pub upstream: u64,
-    /// Its tag (the registry's key).
-    pub tag: u64,
-    /// Where its answer goes (over HTTP: its POST's stream).
-    pub stream: Stream,
-    /// Cancelled when the harness cancels it.
-    pub cancelled: tokio_util::sync::CancellationToken,
-}
 
 /// Who is waiting for the harness's answer to a request the proxy sent it.
 pub enum Asker {
@@ -79,18 +66,21 @@ impl Owed {
     }
 }
 
-#[derive(Default)]
 struct State {
-    /// The session ended: nothing more is owed or tracked.
+    /// The session ended: nothing more is owed.
     gone: bool,
     /// The `initialize` params it sent.
     initialize: Option<Value>,
     /// What those declared (read once: every tool call looks).
     abilities: Abilities,
-    /// Its requests being answered, by its id as written.
-    in_flight: HashMap<String, InFlight>,
     /// Requests it owes an answer to, by the id the proxy gave them.
     owed: HashMap<u64, Owed>,
+    /// Requests for it held until its handshake is done (`notifications/initialized`).
+    held: Vec<(u64, String)>,
+    /// Where its unsolicited messages go (stdout; the GET stream over HTTP).
+    general: Option<Stream>,
+    /// When it was last heard from, or had a stream or request open (HTTP expiry).
+    last_seen: Instant,
 }
 
 /// One harness session's state.
@@ -102,17 +92,15 @@ pub struct HarnessState {
     /// Whether it is the stdio harness the proxy stands for (servers see its identity).
     pub stands_for: bool,
     state: Mutex<State>,
-    /// Where its unsolicited messages go (stdout; the GET stream over HTTP).
-    general: Mutex<Option<Stream>>,
-    /// The budget of those.
+    /// The budget of its unsolicited messages.
     pub(super) budget: Budget,
     next_request: AtomicU64,
     /// Whether it listed anything yet (a first listing waits for servers still starting).
     pub(super) listed: AtomicBool,
     /// Whether its `initialize` was answered (nothing unsolicited goes to it before).
     live: AtomicBool,
-    /// When it was last heard from, or had a stream or request open (HTTP expiry).
-    pub(super) last_seen: Mutex<Instant>,
+    /// Whether it sent `notifications/initialized` (no request goes to it before).
+    handshake_done: AtomicBool,
 }
 
 impl HarnessState {
@@ -122,37 +110,52 @@ impl HarnessState {
             id,
             scope,
             stands_for,
-            state: Mutex::default(),
-            general: Mutex::new(None),
+            state: Mutex::new(State {
+                gone: false,
+                initialize: None,
+                abilities: Abilities::default(),
+                owed: HashMap::new(),
+                held: Vec::new(),
+                general: None,
+                last_seen: Instant::now(),
+            }),
             budget: Budget::default(),
             next_request: AtomicU64::new(1),
             listed: AtomicBool::new(false),
             live: AtomicBool::new(false),
-            last_seen: Mutex::new(Instant::now()),
+            handshake_done: AtomicBool::new(false),
         })
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn state(&self) -> Held<'_, State> {
+        lock(&self.state)
     }
 
     /// Note that the harness is active now.
     pub fn seen(&self) {
-        *self.last_seen.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.state().last_seen = Instant::now();
+    }
+
+    /// How long since it was last active.
+    pub fn idle_for(&self) -> Duration {
+        self.state().last_seen.elapsed()
     }
 
     /// Its unsolicited messages go to `stream` from now on.
     pub fn set_general(&self, stream: Option<Stream>) {
-        *self.general.lock().unwrap_or_else(|p| p.into_inner()) = stream;
+        self.state().general = stream;
     }
 
     /// Whether an open stream carries its unsolicited messages.
     pub fn has_general(&self) -> bool {
-        self.general
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.state()
+            .general
             .as_ref()
             .is_some_and(|s| !s.is_closed())
+    }
+
+    fn general(&self) -> Option<Stream> {
+        self.state().general.clone()
     }
 
     /// The `initialize` params it sent, once it did.
@@ -189,58 +192,50 @@ impl HarnessState {
         self.live.load(Ordering::Acquire)
     }
 
+    /// It sent `notifications/initialized`: the requests held for it go out now, on its
+    /// general stream (those that cannot are refused to their askers).
+    pub(super) fn complete_handshake(&self) {
+        if self.handshake_done.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (held, general) = {
+            let mut state = self.state();
+            (std::mem::take(&mut state.held), state.general.clone())
+        };
+        for (id, text) in held {
+            if !general.as_ref().is_some_and(|s| s.send(text)) {
+                if let Some(owed) = self.take_owed(id) {
+                    owed.refuse(
+                        super::answers::INTERNAL_ERROR,
+                        "the MCP client (harness) has no open stream to receive requests",
+                    );
+                }
+            }
+        }
+    }
+
     /// Send an unsolicited notification, within its budget (dropped before its `initialize`
     /// is answered, when it is too far behind, or when it has no stream open).
     pub fn notify(&self, text: String) {
         if !self.is_live() {
             return;
         }
-        let general = self
-            .general
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let Some(stream) = general else { return };
+        let Some(stream) = self.general() else { return };
         if let Some(permit) = self.budget.admit(text.len()) {
             stream.send_with(text, permit);
         }
     }
 
-    /// Request `id` (its own) went to `server` as `upstream`.
-    pub(super) fn track(&self, id: &str, in_flight: InFlight) {
-        self.state().in_flight.insert(id.to_string(), in_flight);
-    }
-
-    /// Request `id` is known to its server as `upstream`.
-    pub(super) fn set_upstream(&self, id: &str, upstream: u64) {
-        if let Some(in_flight) = self.state().in_flight.get_mut(id) {
-            in_flight.upstream = upstream;
-        }
-    }
-
-    /// Request `id` is answered (or abandoned).
-    pub(super) fn untrack(&self, id: &str) -> Option<InFlight> {
-        self.state().in_flight.remove(id)
-    }
-
-    /// How many of its requests are being answered.
-    pub fn in_flight(&self) -> usize {
-        self.state().in_flight.len()
-    }
-
-    /// The stream of its request with tag `tag`, if still in flight.
-    pub(super) fn stream_of(&self, tag: u64) -> Option<Stream> {
-        self.state()
-            .in_flight
-            .values()
-            .find(|f| f.tag == tag)
-            .map(|f| f.stream.clone())
-    }
-
-    /// Send the harness a request (`message`, with an id the proxy gives it) on the stream
-    /// of its request `origin` when that is still open, else on its general stream. Its
-    /// answer goes to `asker`. `false` when there is no stream to send it on.
-    pub(super) fn ask(&self, message: Message, origin: Option<u64>, asker: Asker) -> Option<u64> {
+    /// Send the harness a request (`message`, with an id the proxy gives it) on `stream`
+    /// (the stream of its request the server works on) when that is still open, else on its
+    /// general stream; held until its handshake is done. Its answer goes to `asker`. `None`
+    /// when there is no stream to send it on.
+    pub(super) fn ask(
+        &self,
+        message: Message,
+        stream: Option<Stream>,
+        asker: Asker,
+    ) -> Option<u64> {
         let id = self.next_request.fetch_add(1, Ordering::Relaxed);
         let token = message
             .find(&["_meta", "progressToken"])
@@ -248,29 +243,26 @@ impl HarnessState {
         let text = message
             .rewrite(Some(&id.to_string()), Vec::new())
             .into_text();
-        let stream = origin
-            .and_then(|tag| self.stream_of(tag))
-            .filter(|s| !s.is_closed())
-            .or_else(|| {
-                self.general
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone()
-            })?;
-        {
+        let owed = Owed {
+            asker,
+            token,
+            sent: Instant::now(),
+        };
+        let stream = {
             let mut state = self.state();
             if state.gone {
                 return None;
             }
-            state.owed.insert(
-                id,
-                Owed {
-                    asker,
-                    token,
-                    sent: Instant::now(),
-                },
-            );
-        }
+            let stream = stream
+                .filter(|s| !s.is_closed())
+                .or_else(|| state.general.clone())?;
+            state.owed.insert(id, owed);
+            if !self.handshake_done.load(Ordering::Acquire) {
+                state.held.push((id, text));
+                return Some(id);
+            }
+            stream
+        };
         if !stream.send(text) {
             self.state().owed.remove(&id);
             return None;
@@ -311,12 +303,11 @@ impl HarnessState {
             })
     }
 
-    /// Everything in flight and owed, taken (the harness is gone: it is asked nothing more).
-    pub(super) fn drain(&self) -> (Vec<(String, InFlight)>, Vec<Owed>) {
+    /// Everything it owes, taken (the harness is gone: it is asked nothing more).
+    pub(super) fn drain(&self) -> Vec<Owed> {
         let mut state = self.state();
         state.gone = true;
-        let in_flight = state.in_flight.drain().collect();
-        let owed = state.owed.drain().map(|(_, o)| o).collect();
-        (in_flight, owed)
+        state.held.clear();
+        state.owed.drain().map(|(_, o)| o).collect()
     }
 }

@@ -27,7 +27,7 @@ use tokio_util::task::TaskTracker;
 use super::answers::error_answer;
 use super::harness::Harness;
 use super::hub::Hub;
-use super::outbox::{Frame, Stream};
+use super::outbox::{Outgoing, Stream};
 use super::registry::Scope;
 use crate::mcp::message::{Kind, Message};
 use crate::mcp::{sse, version};
@@ -257,15 +257,6 @@ impl Front {
     }
 
     async fn post(self: &Arc<Self>, request: Request<Incoming>, scope: Scope) -> Response<Body> {
-        if let Some(version) = request.headers().get("mcp-protocol-version") {
-            if !version.to_str().is_ok_and(version::is_known) {
-                return json_error(
-                    StatusCode::BAD_REQUEST,
-                    "null",
-                    "unsupported MCP-Protocol-Version",
-                );
-            }
-        }
         let session_header = request.headers().contains_key(SESSION_HEADER);
         let (parts, body) = request.into_parts();
         let read = Limited::new(body, MAX_MESSAGE_BYTES).collect();
@@ -296,6 +287,17 @@ impl Front {
                 return json(StatusCode::BAD_REQUEST, body);
             }
         };
+        // Checked once the body is read: the refusal carries the request's own id.
+        if let Some(version) = parts.headers.get("mcp-protocol-version") {
+            if !version.to_str().is_ok_and(version::is_known) {
+                let id = message.id().unwrap_or("null");
+                return json_error(
+                    StatusCode::BAD_REQUEST,
+                    id,
+                    "unsupported MCP-Protocol-Version",
+                );
+            }
+        }
         let request = Request::from_parts(parts, ());
         let initialize = message.method() == Some("initialize") && message.kind() == Kind::Request;
         let ((id, session), created) = if initialize && !session_header {
@@ -324,13 +326,19 @@ impl Front {
         // event stream the client can resume.
         let mut response = match tokio::time::timeout(JSON_WITHIN, frames.recv()).await {
             Ok(Some(frame)) if frame.last => json(StatusCode::OK, frame.text),
-            Ok(Some(frame)) => event_stream(&session, Some(frame), frames),
+            Ok(Some(frame)) => {
+                let retry = self.retry_for(&session.harness.scope);
+                event_stream(&session, retry, Some(frame), frames)
+            }
             Ok(None) => json_error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "null",
                 "the request was dropped",
             ),
-            Err(_) => event_stream(&session, None, frames),
+            Err(_) => {
+                let retry = self.retry_for(&session.harness.scope);
+                event_stream(&session, retry, None, frames)
+            }
         };
         if created {
             if response.status() == StatusCode::OK {
@@ -345,6 +353,20 @@ impl Front {
             }
         }
         response
+    }
+
+    /// How long a client should wait before resuming one of this endpoint's event streams
+    /// (milliseconds): on `/mcp/<server>` what the server itself asks for, if it did.
+    fn retry_for(&self, scope: &Scope) -> u64 {
+        match scope {
+            Scope::Server(id) => self
+                .hub
+                .connections
+                .get(id)
+                .and_then(|c| c.session.retry_hint())
+                .unwrap_or(super::replay::RETRY_MS),
+            Scope::All => super::replay::RETRY_MS,
+        }
     }
 
     /// The session a request names (its `Mcp-Session-Id`), on this endpoint.
@@ -441,10 +463,11 @@ impl Front {
             harness: Arc::downgrade(&session.harness),
         };
         // A comment first: the response head goes out at once, the client knows it listens.
+        let opened = format!("retry: {}\n: stream open\n\n", self.retry_for(scope));
         let opened = futures_util::stream::once(async {
-            Ok::<_, Infallible>(BodyFrame::data(Bytes::from_static(b": stream open\n\n")))
+            Ok::<_, Infallible>(BodyFrame::data(Bytes::from(opened)))
         });
-        let body = opened.chain(receive_listening(listening).map(move |frame: Frame| {
+        let body = opened.chain(receive_listening(listening).map(move |frame: Outgoing| {
             let text = sse::encode(None, None, &frame.text);
             drop(frame.permit);
             Ok::<_, Infallible>(BodyFrame::data(Bytes::from(text)))
@@ -472,7 +495,7 @@ impl Front {
 /// A session's GET stream, while the client reads it: when it ends, requests of the
 /// proxy's own can no longer reach that harness.
 struct Listening {
-    frames: tokio::sync::mpsc::UnboundedReceiver<Frame>,
+    frames: tokio::sync::mpsc::UnboundedReceiver<Outgoing>,
     harness: std::sync::Weak<Harness>,
 }
 
@@ -487,7 +510,7 @@ impl Drop for Listening {
     }
 }
 
-fn receive_listening(listening: Listening) -> impl futures_util::Stream<Item = Frame> {
+fn receive_listening(listening: Listening) -> impl futures_util::Stream<Item = Outgoing> {
     futures_util::stream::unfold(listening, |mut listening| async move {
         listening
             .frames
@@ -514,13 +537,9 @@ async fn sweep(front: std::sync::Weak<Front>, shutdown: CancellationToken) {
             .collect();
         let mut expired = 0usize;
         for (id, session) in sessions {
-            let idle_for = session
-                .harness
-                .last_seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .elapsed();
-            let busy = session.harness.has_general() || session.harness.in_flight() > 0;
+            let idle_for = session.harness.idle_for();
+            let in_flight = (front.hub.tables().registry.in_flight).count(session.harness.id);
+            let busy = session.harness.has_general() || in_flight > 0;
             if busy {
                 session.harness.seen();
             } else if idle_for > EXPIRE_AFTER {
@@ -555,14 +574,15 @@ fn host_name(authority: &str) -> &str {
         })
 }
 
-/// A POST's answer as a resumable event stream: a priming event, `first` when it came,
-/// the rest as they come, ending with the answer.
+/// A POST's answer as a resumable event stream: a priming event (asking for `retry` ms
+/// before a resumption), `first` when it came, the rest as they come, ending with the answer.
 fn event_stream(
     session: &Session,
-    first: Option<Frame>,
-    frames: tokio::sync::mpsc::UnboundedReceiver<Frame>,
+    retry: u64,
+    first: Option<Outgoing>,
+    frames: tokio::sync::mpsc::UnboundedReceiver<Outgoing>,
 ) -> Response<Body> {
-    let log = session.streams.start(first, frames);
+    let log = session.streams.start(retry, first, frames);
     let body = log
         .read_from(0)
         .map(|event| Ok::<_, Infallible>(BodyFrame::data(event)));

@@ -1,26 +1,29 @@
-//! What every harness session of the MCP front shares: the ready servers, the namespace of
-//! the aggregated endpoint, the registry, the harnesses themselves, and the tasks that
-//! announce list changes and re-apply log levels and subscriptions when a server restarts.
+//! What every harness session of the MCP front shares: the ready servers, and behind one lock
+//! (`Tables`) the registry with its in-flight table, the harnesses themselves, the log levels
+//! sent to servers, the mirrored calls parked with their tasks and the cached namespace of
+//! the aggregated endpoint; plus the tasks that announce list changes and re-apply log
+//! levels and subscriptions when a server restarts.
+//!
+//! Lock order: the tables are a leaf (`front::lock`): nothing else is locked, and no server
+//! session is called, while they are held.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
-
-use tokio::sync::broadcast::error::RecvError;
 
 use super::answers::INTERNAL_ERROR;
 use super::harness_state::HarnessState;
+use super::lock::{assert_free, lock, Held};
 use super::naming::{self, Namespace, Policy};
+use super::parked::Parked;
 use super::registry::{HarnessId, Level, Need, Registry, Scope};
-use crate::mirror::{Mirror, Outcome, Ticket};
-use crate::supervisor::connections::{Change, Connections, Downstream};
-use crate::upstream::offer::Lists;
+use crate::mirror::{Mirror, Ticket};
+use crate::supervisor::connections::{Change, ChangeEvent, Changes, Connections, Downstream};
+use crate::upstream::offer::{Lists, Offer};
 
 /// Mirrored calls that went on as tasks kept waiting for their task at the most.
 const MAX_PARKED_TASKS: usize = 1024;
-/// How long a completed task's mirrored call waits for the harness to read its result.
-pub const TASK_RESULT_GRACE: Duration = Duration::from_secs(10);
 
 /// How the front behaves (`[mcp]` in proxy.toml).
 #[derive(Debug, Clone)]
@@ -46,6 +49,25 @@ impl Default for Settings {
 /// Server id → qualifier (its `/mcp/<qualifier>`, its prefix) of every declared server.
 pub type Qualifiers = BTreeMap<String, String>;
 
+/// What a cached namespace was built from: the connections' version and the client tools.
+type NamespaceVersion = (u64, usize);
+
+type ClientTools = Arc<Vec<crate::host::client_tools::ClientTool>>;
+
+/// The hub's state, behind its one lock.
+pub struct Tables {
+    /// Harnesses, their requests in flight, subscriptions, log levels, tasks.
+    pub registry: Registry,
+    /// The harnesses' own state, while they are connected.
+    harnesses: HashMap<HarnessId, Weak<HarnessState>>,
+    /// The log level last sent to each server.
+    pub(super) applied_levels: HashMap<String, Level>,
+    /// Mirrored calls that went on as tasks, by (server, task id).
+    pub(super) task_tickets: Parked<(String, String), Ticket>,
+    namespace: Option<(NamespaceVersion, Arc<Namespace>)>,
+    qualifiers: Option<(u64, Arc<Qualifiers>)>,
+}
+
 /// The front's shared state (one per process).
 pub struct Hub {
     /// Ready servers.
@@ -54,55 +76,42 @@ pub struct Hub {
     pub settings: Settings,
     /// Harness tool calls go here.
     pub mirror: Mirror,
-    registry: Mutex<Registry>,
-    harnesses: Mutex<HashMap<HarnessId, Weak<HarnessState>>>,
-    namespace: Mutex<Option<(NamespaceVersion, Arc<Namespace>)>>,
-    /// Server id → qualifier of every declared server, rebuilt only after a change.
-    qualifiers: Mutex<Option<(u64, Arc<Qualifiers>)>>,
-    /// The log level last sent to each server.
-    applied_levels: Mutex<HashMap<String, Level>>,
-    /// Mirrored calls that went on as tasks, by (server, task id).
-    task_tickets: Mutex<HashMap<(String, String), Ticket>>,
+    tables: Mutex<Tables>,
     next_harness: AtomicU64,
     next_tag: AtomicU64,
     /// Whether some connected harness declared sampling.
     sampling: tokio::sync::watch::Sender<bool>,
     /// The hub itself, for tasks it starts.
-    this: std::sync::OnceLock<Weak<Hub>>,
-    /// The AHP host, whose clients' tools are offered to harnesses.
-    host: std::sync::OnceLock<Weak<crate::host::Host>>,
+    pub(super) this: Weak<Hub>,
+    /// The AHP host, whose clients' tools are offered to harnesses (set once, at start-up).
+    host: OnceLock<Weak<crate::host::Host>>,
     /// Those tools.
-    client_tools: std::sync::OnceLock<ClientToolsWatch>,
+    client_tools: OnceLock<tokio::sync::watch::Receiver<ClientTools>>,
 }
-
-/// What a cached namespace was built from: the connections' version and the client tools.
-type NamespaceVersion = (u64, usize);
-
-type ClientToolsWatch =
-    tokio::sync::watch::Receiver<Arc<Vec<crate::host::client_tools::ClientTool>>>;
 
 impl Hub {
     /// A hub over `connections`; installs itself as their downstream and starts the task
     /// that announces changes to harnesses and restores servers that (re)start.
     pub fn start(connections: Arc<Connections>, settings: Settings, mirror: Mirror) -> Arc<Self> {
-        let hub = Arc::new(Self {
+        let hub = Arc::new_cyclic(|this| Self {
             connections: connections.clone(),
             settings,
             mirror,
-            registry: Mutex::default(),
-            harnesses: Mutex::default(),
-            namespace: Mutex::default(),
-            qualifiers: Mutex::default(),
-            applied_levels: Mutex::default(),
-            task_tickets: Mutex::default(),
+            tables: Mutex::new(Tables {
+                registry: Registry::default(),
+                harnesses: HashMap::new(),
+                applied_levels: HashMap::new(),
+                task_tickets: Parked::new(MAX_PARKED_TASKS),
+                namespace: None,
+                qualifiers: None,
+            }),
             next_harness: AtomicU64::new(1),
             next_tag: AtomicU64::new(1),
             sampling: tokio::sync::watch::channel(false).0,
-            this: std::sync::OnceLock::new(),
-            host: std::sync::OnceLock::new(),
-            client_tools: std::sync::OnceLock::new(),
+            this: this.clone(),
+            host: OnceLock::new(),
+            client_tools: OnceLock::new(),
         });
-        let _ = hub.this.set(Arc::downgrade(&hub));
         let downstream: Arc<dyn Downstream> = hub.clone();
         connections.set_downstream(Arc::downgrade(&downstream));
         tokio::spawn(follow_changes(
@@ -123,14 +132,21 @@ impl Hub {
         tokio::spawn(follow_client_tools(Arc::downgrade(self), tools));
     }
 
+    /// The tools AHP clients offer now.
+    fn client_tools(&self) -> ClientTools {
+        self.client_tools
+            .get()
+            .map(|tools| tools.borrow().clone())
+            .unwrap_or_default()
+    }
+
     /// Client `client`'s tool `name`, while it offers it.
     pub fn client_tool(
         &self,
         client: &str,
         name: &str,
     ) -> Option<crate::host::client_tools::ClientTool> {
-        let tools = self.client_tools.get()?.borrow().clone();
-        tools
+        self.client_tools()
             .iter()
             .find(|t| t.client_id == client && t.tool.name == name)
             .cloned()
@@ -138,9 +154,7 @@ impl Hub {
 
     /// Whether some AHP client offers tools now.
     pub fn offers_client_tools(&self) -> bool {
-        self.client_tools
-            .get()
-            .is_some_and(|tools| !tools.borrow().is_empty())
+        !self.client_tools().is_empty()
     }
 
     /// What happens to harness calls of client tools from now on (`None` without a host).
@@ -155,29 +169,35 @@ impl Hub {
         self.next_harness.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// A fresh tag for a forwarded request.
+    /// A fresh tag for a harness request (tags grow: a higher one started later).
     pub fn next_tag(&self) -> u64 {
         self.next_tag.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The bookkeeping (held briefly, never across an await).
-    pub fn registry(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    /// The hub's state (held briefly; a leaf: see the module's lock order).
+    pub fn tables(&self) -> Held<'_, Tables> {
+        lock(&self.tables)
     }
 
     /// Harness `id`, while it is connected.
     pub fn harness(&self, id: HarnessId) -> Option<Arc<HarnessState>> {
-        self.harnesses
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-            .and_then(Weak::upgrade)
+        self.tables().harnesses.get(&id).and_then(Weak::upgrade)
+    }
+
+    /// Every connected harness whose scope includes server `server`.
+    pub fn harnesses_of(&self, server: &str) -> Vec<Arc<HarnessState>> {
+        let tables = self.tables();
+        tables
+            .registry
+            .harnesses_of(server)
+            .into_iter()
+            .filter_map(|id| tables.harnesses.get(&id).and_then(Weak::upgrade))
+            .collect()
     }
 
     fn all_harnesses(&self) -> Vec<Arc<HarnessState>> {
-        self.harnesses
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.tables()
+            .harnesses
             .values()
             .filter_map(Weak::upgrade)
             .collect()
@@ -192,43 +212,64 @@ impl Hub {
         }
     }
 
-    /// The aggregated naming of every ready server, rebuilt only after a change.
+    /// What `find` finds, waiting for it while servers are still starting: it is looked for
+    /// again each time one of them is ready, until it is found, none is starting any more,
+    /// or `first_list_wait` has passed.
+    pub async fn once_found<T>(&self, mut find: impl FnMut() -> Option<T>) -> Option<T> {
+        let mut changes = self.connections.subscribe();
+        let deadline = tokio::time::Instant::now() + self.settings.first_list_wait;
+        loop {
+            // Read before looking: a server that came up meanwhile is looked at again.
+            let starting = self.connections.starting();
+            if let Some(found) = find() {
+                return Some(found);
+            }
+            if !starting {
+                return None;
+            }
+            tokio::select! {
+                _ = changes.next() => {}
+                _ = self.connections.settled(self.settings.first_list_wait) => {}
+                _ = tokio::time::sleep_until(deadline) => return find(),
+            }
+        }
+    }
+
+    /// The aggregated naming of every ready server and AHP client tool, rebuilt only after
+    /// a change (outside the lock: two callers may build the same one).
     pub fn namespace(&self) -> Arc<Namespace> {
-        let clients = self
-            .client_tools
-            .get()
-            .map(|tools| tools.borrow().clone())
-            .unwrap_or_default();
+        let clients = self.client_tools();
         let version = (self.connections.version(), Arc::as_ptr(&clients) as usize);
-        let mut cached = self.namespace.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, names)) = cached.as_ref() {
+        if let Some((at, names)) = &self.tables().namespace {
             if *at == version {
                 return names.clone();
             }
         }
         let qualifiers = self.qualifiers();
-        let ready = self.connections.snapshot();
-        let offers: Vec<(String, String, Arc<crate::upstream::offer::Offer>)> = ready
-            .iter()
+        let offers: Vec<(String, String, Arc<Offer>)> = self
+            .connections
+            .snapshot()
+            .into_iter()
             .map(|(id, server)| {
                 let qualifier = qualifiers
-                    .get(id)
+                    .get(&id)
                     .cloned()
                     .unwrap_or_else(|| server.name.clone());
-                (id.clone(), qualifier, server.offer())
+                let offer = server.offer();
+                (id, qualifier, offer)
             })
             .collect();
         let client_offers = super::client_offers::offers(&clients);
-        let mut servers: Vec<(String, String, &crate::upstream::offer::Offer)> = offers
+        let mut servers: Vec<(String, String, &Offer)> = offers
             .iter()
             .map(|(id, q, offer)| (id.clone(), q.clone(), offer.as_ref()))
             .collect();
         // The AHP clients' tools, after the servers', each client named like a server.
-        let names: Vec<(String, String)> = client_offers
+        let names: BTreeMap<String, String> = client_offers
             .iter()
             .map(|(id, name, _)| (id.clone(), name.clone()))
             .collect();
-        let client_qualifiers = naming::qualifiers(&names.into_iter().collect());
+        let client_qualifiers = naming::qualifiers(&names);
         for (id, _, offer) in &client_offers {
             let qualifier = client_qualifiers
                 .get(id)
@@ -237,7 +278,7 @@ impl Hub {
             servers.push((id.clone(), qualifier, offer));
         }
         let names = Arc::new(Namespace::build(&servers, &self.settings.policy));
-        *cached = Some((version, names.clone()));
+        self.tables().namespace = Some((version, names.clone()));
         names
     }
 
@@ -252,29 +293,31 @@ impl Hub {
     /// Server id → qualifier (its `/mcp/<qualifier>` and prefix) of every declared server.
     pub fn qualifiers(&self) -> Arc<Qualifiers> {
         let version = self.connections.version();
-        let mut cached = self.qualifiers.lock().unwrap_or_else(|p| p.into_inner());
-        match cached.as_ref() {
-            Some((at, qualifiers)) if *at == version => qualifiers.clone(),
-            _ => {
-                let qualifiers = Arc::new(naming::qualifiers(&self.connections.declared()));
-                *cached = Some((version, qualifiers.clone()));
-                qualifiers
+        if let Some((at, qualifiers)) = &self.tables().qualifiers {
+            if *at == version {
+                return qualifiers.clone();
             }
         }
+        let qualifiers = Arc::new(naming::qualifiers(&self.connections.declared()));
+        self.tables().qualifiers = Some((version, qualifiers.clone()));
+        qualifiers
     }
 
     /// A harness introduced itself (its `initialize`, or `notifications/initialized`).
     pub fn join(&self, harness: &Arc<HarnessState>) {
         let abilities = harness.abilities();
-        let known = self
-            .harnesses
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(harness.id, Arc::downgrade(harness))
-            .is_some();
         let reachable = harness.stands_for || harness.has_general();
-        self.registry()
-            .join(harness.id, harness.scope.clone(), abilities, reachable);
+        let known = {
+            let mut tables = self.tables();
+            let known = tables
+                .harnesses
+                .insert(harness.id, Arc::downgrade(harness))
+                .is_some();
+            tables
+                .registry
+                .join(harness.id, harness.scope.clone(), abilities, reachable);
+            known
+        };
         self.update_sampling();
         if !known {
             tracing::debug!(harness = harness.id, scope = ?harness.scope, ?abilities, "harness joined");
@@ -285,25 +328,30 @@ impl Hub {
         }
     }
 
-    /// A harness session ended: its requests are cancelled upstream, what it owed is
-    /// refused, its subscriptions and log levels released.
+    /// A harness session ended: its requests are cancelled upstream (their exchanges, when
+    /// dropped, take them out of the in-flight table), what it owed is refused, its
+    /// subscriptions and log levels released.
     pub fn harness_gone(self: &Arc<Self>, harness: &HarnessState) {
-        self.harnesses
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&harness.id);
-        let orphaned = self.registry().leave(harness.id);
+        let (orphaned, requests) = {
+            let mut tables = self.tables();
+            tables.harnesses.remove(&harness.id);
+            let orphaned = tables.registry.leave(harness.id);
+            (orphaned, tables.registry.in_flight.of_harness(harness.id))
+        };
         self.update_sampling();
-        let (in_flight, owed) = harness.drain();
-        for (_, request) in in_flight {
-            request.cancelled.cancel();
-            if let Some(server) = self.connections.get(&request.server) {
-                server
+        let mut by_server: BTreeMap<Arc<str>, Vec<u64>> = BTreeMap::new();
+        for (tag, server, cancelled) in requests {
+            cancelled.cancel();
+            by_server.entry(server).or_default().push(tag);
+        }
+        for (server, tags) in by_server {
+            if let Some(connected) = self.connections.get(&server) {
+                connected
                     .session
-                    .cancel(request.upstream, "the MCP client (harness) went away");
+                    .cancel_tagged(&tags, "the MCP client (harness) went away");
             }
         }
-        for owed in owed {
+        for owed in harness.drain() {
             owed.refuse(INTERNAL_ERROR, "the MCP client (harness) went away");
         }
         tracing::debug!(harness = harness.id, "harness left");
@@ -334,7 +382,7 @@ impl Hub {
 
     /// Harness `id` can (or no longer can) be reached by requests of the proxy's own.
     pub fn set_reachable(&self, id: HarnessId, reachable: bool) {
-        self.registry().set_reachable(id, reachable);
+        self.tables().registry.set_reachable(id, reachable);
         self.update_sampling();
     }
 
@@ -344,7 +392,7 @@ impl Hub {
     }
 
     pub(super) fn update_sampling(&self) {
-        let able = self.registry().any_can(Need::Sampling);
+        let able = self.tables().registry.any_can(Need::Sampling);
         self.sampling
             .send_if_modified(|now| std::mem::replace(now, able) != able);
     }
@@ -362,13 +410,9 @@ impl Hub {
 
     /// Server `server` was sent `level` on a harness's behalf.
     pub fn note_level(&self, server: &str, level: Level) {
-        self.levels().insert(server.to_string(), level);
-    }
-
-    fn levels(&self) -> MutexGuard<'_, HashMap<String, Level>> {
-        self.applied_levels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.tables()
+            .applied_levels
+            .insert(server.to_string(), level);
     }
 
     /// Send server `server` the most verbose level any harness that sees it asked for, if
@@ -380,13 +424,15 @@ impl Hub {
         if !connected.has("logging") {
             return;
         }
-        let Some(level) = self.registry().log_level_for(server) else {
-            return;
+        let level = {
+            let tables = self.tables();
+            match tables.registry.log_level_for(server) {
+                Some(level) if tables.applied_levels.get(server) != Some(&level) => level,
+                _ => return,
+            }
         };
-        if self.levels().get(server) == Some(&level) {
-            return;
-        }
         let params = format!(r#"{{"level":"{}"}}"#, level.name());
+        assert_free("a server session called under a front lock");
         match connected
             .session
             .call(
@@ -406,7 +452,7 @@ impl Hub {
     /// A server (re)started: give it the log level and the subscriptions harnesses hold.
     async fn restore(&self, server: &str) {
         self.apply_log_level(server).await;
-        let uris = self.registry().subscribed_uris(server);
+        let uris = self.tables().registry.subscribed_uris(server);
         if let Some(connected) = self.connections.get(server) {
             for uri in uris {
                 let params = format!(r#"{{"uri":{}}}"#, crate::mcp::message::quote(&uri));
@@ -419,67 +465,6 @@ impl Hub {
                     )
                     .await;
             }
-        }
-    }
-
-    /// A mirrored call went on as task `task` of server `server`: it ends with the task.
-    pub fn park_task_ticket(&self, server: &str, task: &str, ticket: Ticket) {
-        let mut tickets = self.task_tickets.lock().unwrap_or_else(|p| p.into_inner());
-        // Bounded: a harness that starts tasks and never reads them cannot grow this.
-        if tickets.len() >= MAX_PARKED_TASKS {
-            let oldest = tickets.keys().next().cloned();
-            if let Some(oldest) = oldest {
-                tickets.remove(&oldest);
-            }
-        }
-        tickets.insert((server.to_string(), task.to_string()), ticket);
-    }
-
-    /// Task `task` of server `server` reached `status` (from `tasks/get` or its status
-    /// notification). A failed or cancelled task ends its mirrored call at once; a completed
-    /// one ends with its result when the harness reads it (`tasks/result`), else after
-    /// [`TASK_RESULT_GRACE`] with a note that it completed.
-    pub fn task_status(&self, server: &str, task: &str, status: &str) {
-        match status {
-            "failed" | "cancelled" => self.end_task_ticket(server, task, status),
-            "completed" => {
-                let hub = self.this.get().cloned().unwrap_or_default();
-                let (server, task) = (server.to_string(), task.to_string());
-                tokio::spawn(async move {
-                    tokio::time::sleep(TASK_RESULT_GRACE).await;
-                    if let Some(hub) = hub.upgrade() {
-                        hub.end_task_ticket(&server, &task, "completed");
-                    }
-                });
-            }
-            _ => {}
-        }
-    }
-
-    fn take_task_ticket(&self, server: &str, task: &str) -> Option<Ticket> {
-        self.task_tickets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(server.to_string(), task.to_string()))
-    }
-
-    /// Task `task` of server `server` ended with `answer` (a `tasks/result` answer).
-    pub fn finish_task_ticket(&self, server: &str, task: &str, answer: &str) {
-        if let Some(ticket) = self.take_task_ticket(server, task) {
-            ticket.finish(Outcome::Raw(answer.to_string()));
-        }
-    }
-
-    /// Task `task` of server `server` ended without its result being read through the
-    /// proxy: its mirrored call ends so.
-    pub fn end_task_ticket(&self, server: &str, task: &str, status: &str) {
-        if let Some(ticket) = self.take_task_ticket(server, task) {
-            ticket.finish(match status {
-                "cancelled" => Outcome::Cancelled,
-                "completed" => Outcome::Result(serde_json::json!({"content": [{"type": "text",
-                    "text": "The task completed; the harness did not read its result through the proxy."}]})),
-                other => Outcome::Failed(format!("the task ended {other}")),
-            });
         }
     }
 
@@ -512,7 +497,7 @@ impl Hub {
 }
 
 /// Announce changes of the AHP clients' tools to the aggregated endpoint's harnesses.
-async fn follow_client_tools(hub: Weak<Hub>, mut tools: ClientToolsWatch) {
+async fn follow_client_tools(hub: Weak<Hub>, mut tools: tokio::sync::watch::Receiver<ClientTools>) {
     while tools.changed().await.is_ok() {
         let Some(hub) = hub.upgrade() else { return };
         for harness in hub.all_harnesses() {
@@ -526,29 +511,23 @@ async fn follow_client_tools(hub: Weak<Hub>, mut tools: ClientToolsWatch) {
 }
 
 /// Announce every change and restore servers that become ready, until the hub is gone.
-async fn follow_changes(hub: Weak<Hub>, mut changes: tokio::sync::broadcast::Receiver<Change>) {
-    loop {
-        let change = match changes.recv().await {
-            Ok(change) => change,
-            Err(RecvError::Lagged(_)) => Change {
-                server: String::new(),
-                lists: Lists::ALL,
-                ready: None,
-            },
-            Err(RecvError::Closed) => return,
-        };
+async fn follow_changes(hub: Weak<Hub>, mut changes: Changes) {
+    while let Some(event) = changes.next().await {
         let Some(hub) = hub.upgrade() else { return };
-        if change.server.is_empty() {
-            // Lagged: tell every harness every list changed.
-            for (id, _) in hub.connections.snapshot() {
-                hub.announce(&Change {
-                    server: id,
-                    lists: Lists::ALL,
-                    ready: Some(true),
-                });
+        let change = match event {
+            ChangeEvent::Server(change) => change,
+            ChangeEvent::Lagged => {
+                // Some were missed: tell every harness every list changed.
+                for (id, _) in hub.connections.snapshot() {
+                    hub.announce(&Change {
+                        server: id,
+                        lists: Lists::ALL,
+                        ready: Some(true),
+                    });
+                }
+                continue;
             }
-            continue;
-        }
+        };
         hub.announce(&change);
         match change.ready {
             Some(true) => {
@@ -556,7 +535,7 @@ async fn follow_changes(hub: Weak<Hub>, mut changes: tokio::sync::broadcast::Rec
                 tokio::spawn(async move { hub.restore(&change.server).await });
             }
             Some(false) => {
-                hub.levels().remove(&change.server);
+                hub.tables().applied_levels.remove(&change.server);
             }
             None => {}
         }

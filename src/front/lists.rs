@@ -7,10 +7,11 @@
 use std::sync::Arc;
 
 use super::answers::result_answer;
-use super::forward::{self, Hooks};
+use super::exchange::Exchange;
 use super::harness::Harness;
 use super::outbox::Stream;
 use super::registry::Scope;
+use super::steps::{self, shape::HideAppOnly};
 use crate::mcp::message::Message;
 use crate::upstream::offer::{self, Lists};
 
@@ -54,21 +55,15 @@ fn respond(harness: Arc<Harness>, message: Message, stream: Stream) {
                 return;
             }
             let server = server.clone();
-            let hooks = Hooks {
-                hide_app_only: !apps && method == "tools/list",
-                ..Hooks::default()
-            };
-            forward::to_server(harness, &server, message, stream, hooks);
+            let steps = steps::base().with_if(!apps && method == "tools/list", || HideAppOnly);
+            Exchange::start(&harness, &server, message, stream, None, steps);
         }
         Scope::All => {
             // One server and nothing renamed: its own answer, as for its own endpoint (the
             // list's other members and its pages included).
             if let Some(server) = super::routes::only_server(&harness) {
-                let hooks = Hooks {
-                    hide_app_only: !apps && method == "tools/list",
-                    ..Hooks::default()
-                };
-                return forward::to_server(harness, &server, message, stream, hooks);
+                let steps = steps::base().with_if(!apps && method == "tools/list", || HideAppOnly);
+                return Exchange::start(&harness, &server, message, stream, None, steps);
             }
             let names = harness.hub.namespace();
             let entries = match field {

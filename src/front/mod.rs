@@ -8,20 +8,28 @@ pub mod answers;
 pub mod client_calls;
 pub mod client_offers;
 pub mod dispatch;
-pub mod forward;
+pub mod exchange;
 pub mod harness;
 pub mod harness_state;
 pub mod http;
 pub mod hub;
+pub mod in_flight;
 pub mod initialize;
 pub mod lists;
+pub mod lock;
 pub mod naming;
 pub mod outbox;
+pub mod parked;
 pub mod registry;
 pub mod replay;
 pub mod routes;
 pub mod server_requests;
 pub mod stdio;
+pub mod steps;
+pub mod task_tickets;
 pub mod tool_call;
 
 pub use hub::{Hub, Settings};
+
+#[cfg(test)]
+mod tests;

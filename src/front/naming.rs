@@ -148,24 +148,29 @@ impl Namespace {
                     original.to_string()
                 }
             };
+            let qualified = |original: &str| format!("{qualifier}{sep}{original}");
             for tool in &offer.tools {
-                let exposed = name_for(&tool.key, &tool_counts);
+                let wanted = name_for(&tool.key, &tool_counts);
+                let exposed = unclaimed(&names.tool_index, wanted, || qualified(&tool.key));
                 let item = names.exposed_item(id, tool, "name", &exposed);
                 let entry = Entry {
                     server: id.clone(),
                     original: tool.key.clone(),
                     item,
                 };
-                first_claim(&mut names.tool_index, &mut names.tools, exposed, entry);
+                names.tool_index.insert(exposed, names.tools.len());
+                names.tools.push(entry);
             }
             for prompt in &offer.prompts {
-                let exposed = name_for(&prompt.key, &prompt_counts);
+                let wanted = name_for(&prompt.key, &prompt_counts);
+                let exposed = unclaimed(&names.prompt_index, wanted, || qualified(&prompt.key));
                 let entry = Entry {
                     server: id.clone(),
                     original: prompt.key.clone(),
                     item: prompt.with_key("name", &exposed),
                 };
-                first_claim(&mut names.prompt_index, &mut names.prompts, exposed, entry);
+                names.prompt_index.insert(exposed, names.prompts.len());
+                names.prompts.push(entry);
             }
             for resource in &offer.resources {
                 let exposed = names.expose_uri(id, &resource.key);
@@ -347,17 +352,24 @@ pub fn ui_uris(tool: &Item) -> Vec<String> {
     out
 }
 
-/// `entry` under `exposed`, unless an earlier server's item has that name already.
-fn first_claim(
-    index: &mut HashMap<String, usize>,
-    entries: &mut Vec<Entry>,
-    exposed: String,
-    entry: Entry,
-) {
-    if let std::collections::hash_map::Entry::Vacant(slot) = index.entry(exposed) {
-        slot.insert(entries.len());
-        entries.push(entry);
+/// `wanted` when no earlier item has that name; else the item's qualified name
+/// (`qualified()`), else that with `-2`, `-3`… : no item is ever left out for its name.
+fn unclaimed(
+    index: &HashMap<String, usize>,
+    wanted: String,
+    qualified: impl FnOnce() -> String,
+) -> String {
+    if !index.contains_key(&wanted) {
+        return wanted;
     }
+    let qualified = qualified();
+    if !index.contains_key(&qualified) {
+        return qualified;
+    }
+    (2..)
+        .map(|n| format!("{qualified}-{n}"))
+        .find(|name| !index.contains_key(name))
+        .unwrap_or(qualified)
 }
 
 fn counts(names: impl Iterator<Item = String>) -> HashMap<String, usize> {
@@ -450,6 +462,46 @@ mod tests {
         assert!(names.tool("echo").is_none());
         let prompts: Vec<&str> = names.prompts.iter().map(|e| e.item.key.as_str()).collect();
         assert_eq!(prompts, ["a__greet", "b__greet", "solo"]);
+    }
+
+    #[test]
+    fn a_name_taken_by_another_rename_is_qualified_never_dropped() {
+        // The host's `echo` becomes `echo__echo`; the client `ide` offers `echo` (so
+        // `ide__echo`), `echo__echo` and `ide__echo` as well, and a duplicate.
+        let names = build(
+            &[
+                ("echo", offer(&["echo"], &[], &[], &[])),
+                (
+                    "ide",
+                    offer(
+                        &["echo", "echo__echo", "ide__echo", "ide__echo"],
+                        &[],
+                        &[],
+                        &[],
+                    ),
+                ),
+            ],
+            &Policy::default(),
+        );
+        let exposed: Vec<&str> = names.tools.iter().map(|e| e.item.key.as_str()).collect();
+        assert_eq!(
+            exposed,
+            [
+                "echo__echo",
+                "ide__echo",
+                "ide__echo__echo",
+                "ide__ide__echo",
+                "ide__ide__echo-2"
+            ]
+        );
+        assert_eq!(
+            names.tool("ide__echo__echo").unwrap().original,
+            "echo__echo"
+        );
+        assert_eq!(
+            names.tool("ide__ide__echo-2").unwrap().original,
+            "ide__echo"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub const BUDGET_KIB: u32 = 16 * 1024;
 
 /// One message on its way.
 #[derive(Debug)]
-pub struct Frame {
+pub struct Outgoing {
     /// The JSON text.
     pub text: String,
     /// The answer that ends its stream (a POST's response).
@@ -25,12 +25,12 @@ pub struct Frame {
 /// A stream of frames to one harness; cheap to clone. Sending never waits.
 #[derive(Debug, Clone)]
 pub struct Stream {
-    tx: mpsc::UnboundedSender<Frame>,
+    tx: mpsc::UnboundedSender<Outgoing>,
 }
 
 impl Stream {
     /// A stream and its receiving end.
-    pub fn channel() -> (Self, mpsc::UnboundedReceiver<Frame>) {
+    pub fn channel() -> (Self, mpsc::UnboundedReceiver<Outgoing>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (Self { tx }, rx)
     }
@@ -51,7 +51,7 @@ impl Stream {
     }
 
     fn push(&self, text: String, last: bool, permit: Option<OwnedSemaphorePermit>) -> bool {
-        self.tx.send(Frame { text, last, permit }).is_ok()
+        self.tx.send(Outgoing { text, last, permit }).is_ok()
     }
 
     /// Whether nobody reads the stream any more.

@@ -1,12 +1,12 @@
 //! Who is connected to the MCP front and what is in flight, pure: harness sessions with
-//! their scope and capabilities, requests forwarded for them (by tag), resource
+//! their scope and capabilities, their requests being answered (`in_flight`), resource
 //! subscriptions, log levels, tasks, and the rule that picks which harness answers a
 //! server's request.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// A harness session's id (one per stdio front or HTTP MCP session).
-pub type HarnessId = u64;
+pub use super::in_flight::HarnessId;
+use super::in_flight::Table;
 
 /// Which servers a harness session sees.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -158,15 +158,28 @@ pub struct Harness {
     pub reachable: bool,
 }
 
-/// A request forwarded to a server on a harness's behalf.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Forwarded {
-    /// Which server.
-    pub server: String,
-    /// Who asked.
-    pub harness: HarnessId,
-    /// When it started (a logical clock).
-    pub started: u64,
+/// What ties a server's request to the harnesses' requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link<'a> {
+    /// It is about this request (by tag): it came on that request's stream.
+    Request(u64),
+    /// It is about a task this harness created (its `related-task`).
+    Task(HarnessId),
+    /// Nothing says: these requests (tags) are in flight at its server.
+    InFlight(&'a [u64]),
+}
+
+/// Why no harness is asked a server's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No harness that may be asked declared what it needs (or the one that caused it did
+    /// not).
+    NotDeclared,
+    /// Requests of this many harnesses are in flight at the server, and nothing says which
+    /// one it is about.
+    Ambiguous(usize),
+    /// The request it is about is over.
+    Over,
 }
 
 /// The bookkeeping.
@@ -174,8 +187,8 @@ pub struct Forwarded {
 pub struct Registry {
     clock: u64,
     harnesses: BTreeMap<HarnessId, Harness>,
-    /// Tag → the harness request a forwarded request serves.
-    forwarded: HashMap<u64, Forwarded>,
+    /// The harnesses' requests being answered.
+    pub in_flight: Table,
     /// (server, the server's URI) → subscribed harnesses.
     subscriptions: BTreeMap<(String, String), BTreeSet<HarnessId>>,
     /// (server, task id) → the harness that created the task.
@@ -213,7 +226,7 @@ impl Registry {
     /// Forget a harness. Returns the `(server, uri)` subscriptions nobody holds any more.
     pub fn leave(&mut self, id: HarnessId) -> Vec<(String, String)> {
         self.harnesses.remove(&id);
-        self.forwarded.retain(|_, f| f.harness != id);
+        self.in_flight.forget(id);
         self.tasks.retain(|_, h| *h != id);
         let mut orphaned = Vec::new();
         self.subscriptions.retain(|key, holders| {
@@ -260,64 +273,62 @@ impl Registry {
         }
     }
 
-    /// A request went to server `server` for harness `harness`, known by `tag`.
-    pub fn forwarded(&mut self, tag: u64, server: &str, harness: HarnessId) {
-        let started = self.tick();
-        self.forwarded.insert(
-            tag,
-            Forwarded {
-                server: server.to_string(),
-                harness,
-                started,
-            },
-        );
-    }
-
-    /// The forwarded request `tag` is over.
-    pub fn finished(&mut self, tag: u64) {
-        self.forwarded.remove(&tag);
-    }
-
-    /// Which harness answers a request from server `server` that needs `need`: the one
-    /// whose request it was sent for (`origin`, a tag); else, while requests are in flight
-    /// at that server, the harness with the latest of them; else (a request of the server's
-    /// own, e.g. `roots/list` after start-up) the most recently active harness that sees
-    /// the server and can be reached. Only harnesses that declared `need` qualify; the one
-    /// whose request caused it does not hand it to another. Returns the harness and the tag of its
+    /// Which harness answers a request from server `server` that needs `need`, given what
+    /// ties it to the harnesses' requests (`link`): the harness whose request (or task) it
+    /// is about; else, among the requests in flight at that server, the one harness they
+    /// are all of; else, when none is in flight (a request of the server's own, e.g.
+    /// `roots/list` after start-up), the most recently active harness that sees the server
+    /// and can be reached. Only a harness that declared `need` is asked, and the one a
+    /// request is about never hands it to another. Returns the harness and the tag of its
     /// request the server is working on, if known.
     pub fn route(
         &self,
         server: &str,
-        origin: Option<u64>,
+        link: Link<'_>,
         need: Need,
-    ) -> Option<(HarnessId, Option<u64>)> {
+    ) -> Result<(HarnessId, Option<u64>), Refusal> {
         let able = |id: HarnessId| {
             self.harnesses
                 .get(&id)
                 .is_some_and(|h| h.abilities.has(need) && h.scope.includes(server))
         };
-        if let Some(tag) = origin {
-            if let Some(f) = self.forwarded.get(&tag) {
-                return able(f.harness).then_some((f.harness, Some(tag)));
+        let only = |id: HarnessId, tag: Option<u64>| {
+            if able(id) {
+                Ok((id, tag))
+            } else {
+                Err(Refusal::NotDeclared)
             }
+        };
+        let in_flight: Vec<(u64, HarnessId)> = match link {
+            Link::Request(tag) => {
+                return match self.in_flight.get(tag) {
+                    Some(entry) => only(entry.harness, Some(tag)),
+                    None => Err(Refusal::Over),
+                }
+            }
+            Link::Task(owner) => return only(owner, None),
+            Link::InFlight(tags) => tags
+                .iter()
+                .filter_map(|tag| self.in_flight.get(*tag).map(|e| (*tag, e.harness)))
+                .collect(),
+        };
+        let mut callers: Vec<HarnessId> = in_flight.iter().map(|(_, h)| *h).collect();
+        callers.sort_unstable();
+        callers.dedup();
+        match callers.as_slice() {
+            [] => self
+                .harnesses
+                .iter()
+                .filter(|(id, h)| h.reachable && able(**id))
+                .max_by_key(|(_, h)| h.last_active)
+                .map(|(id, _)| (*id, None))
+                .ok_or(Refusal::NotDeclared),
+            [one] => {
+                let latest = in_flight.iter().map(|(tag, _)| *tag).max();
+                only(*one, latest)
+            }
+            several => Err(Refusal::Ambiguous(several.len())),
         }
-        let in_flight: Vec<(&u64, &Forwarded)> = self
-            .forwarded
-            .iter()
-            .filter(|(_, f)| f.server == server)
-            .collect();
-        if !in_flight.is_empty() {
-            return in_flight
-                .into_iter()
-                .filter(|(_, f)| able(f.harness))
-                .max_by_key(|(_, f)| f.started)
-                .map(|(tag, f)| (f.harness, Some(*tag)));
-        }
-        self.harnesses
-            .iter()
-            .filter(|(id, h)| h.reachable && able(**id))
-            .max_by_key(|(_, h)| h.last_active)
-            .map(|(id, _)| (*id, None))
     }
 
     /// Record a harness's log level.
@@ -427,22 +438,55 @@ mod tests {
         }
     }
 
+    fn call(r: &mut Registry, tag: u64, server: &str, harness: HarnessId) {
+        r.in_flight.insert(
+            tag,
+            super::super::in_flight::Entry {
+                server: server.into(),
+                harness,
+                request: tag.to_string().into(),
+                stream: super::super::outbox::Stream::channel().0,
+                cancelled: Default::default(),
+            },
+        );
+    }
+
     #[test]
-    fn a_server_request_goes_to_the_harness_whose_call_caused_it() {
+    fn a_server_request_goes_to_the_harness_whose_call_caused_it_or_to_nobody() {
         let mut r = Registry::default();
         r.join(1, Scope::All, able(true), true);
         r.join(2, Scope::All, able(true), true);
-        r.forwarded(10, "s", 1);
-        r.forwarded(11, "s", 2);
-        assert_eq!(r.route("s", Some(10), Need::Sampling), Some((1, Some(10))));
-        // Otherwise the latest call in flight at that server.
-        assert_eq!(r.route("s", None, Need::Sampling), Some((2, Some(11))));
-        r.finished(11);
-        assert_eq!(r.route("s", None, Need::Sampling), Some((1, Some(10))));
+        call(&mut r, 10, "s", 1);
+        call(&mut r, 11, "s", 2);
+        call(&mut r, 12, "s", 1);
+        // Its stream says whose it is.
+        assert_eq!(
+            r.route("s", Link::Request(10), Need::Sampling),
+            Ok((1, Some(10)))
+        );
+        assert_eq!(r.route("s", Link::Task(2), Need::Sampling), Ok((2, None)));
+        // Nothing says, and two harnesses have calls in flight: nobody is guessed at.
+        assert_eq!(
+            r.route("s", Link::InFlight(&[10, 11, 12]), Need::Sampling),
+            Err(Refusal::Ambiguous(2))
+        );
+        // One harness's calls only: that harness, on its latest call's stream.
+        r.in_flight.remove(11);
+        assert_eq!(
+            r.route("s", Link::InFlight(&[10, 12]), Need::Sampling),
+            Ok((1, Some(12)))
+        );
+        // A request about a call that is over goes to nobody.
+        assert_eq!(
+            r.route("s", Link::Request(11), Need::Sampling),
+            Err(Refusal::Over)
+        );
         // Nothing in flight: the most recently active able harness.
-        r.finished(10);
         r.touch(1);
-        assert_eq!(r.route("s", None, Need::Sampling), Some((1, None)));
+        assert_eq!(
+            r.route("s", Link::InFlight(&[]), Need::Sampling),
+            Ok((1, None))
+        );
     }
 
     #[test]
@@ -451,19 +495,32 @@ mod tests {
         r.join(1, Scope::All, able(false), true);
         r.join(2, Scope::Server("other".into()), able(true), true);
         r.join(3, Scope::All, able(true), true);
-        r.forwarded(1, "s", 1);
+        call(&mut r, 1, "s", 1);
+        let none = Link::InFlight(&[]);
         // The caller cannot sample: nobody else answers for it.
-        assert_eq!(r.route("s", Some(1), Need::Sampling), None);
-        assert_eq!(r.route("s", None, Need::Sampling), None);
-        assert_eq!(r.route("other", None, Need::Sampling), Some((3, None)));
+        assert_eq!(
+            r.route("s", Link::Request(1), Need::Sampling),
+            Err(Refusal::NotDeclared)
+        );
+        assert_eq!(
+            r.route("s", Link::InFlight(&[1]), Need::Sampling),
+            Err(Refusal::NotDeclared)
+        );
+        assert_eq!(r.route("other", none, Need::Sampling), Ok((3, None)));
         r.touch(2);
-        assert_eq!(r.route("other", None, Need::Sampling), Some((2, None)));
-        assert_eq!(r.route("other", None, Need::Roots), None);
-        assert_eq!(r.route("other", None, Need::Any), Some((2, None)));
+        assert_eq!(r.route("other", none, Need::Sampling), Ok((2, None)));
+        assert_eq!(
+            r.route("other", none, Need::Roots),
+            Err(Refusal::NotDeclared)
+        );
+        assert_eq!(r.route("other", none, Need::Any), Ok((2, None)));
         // One that cannot be reached (no stream open) is not asked, nor counted.
         r.set_reachable(2, false);
         r.set_reachable(3, false);
-        assert_eq!(r.route("other", None, Need::Sampling), None);
+        assert_eq!(
+            r.route("other", none, Need::Sampling),
+            Err(Refusal::NotDeclared)
+        );
         assert!(!r.any_can(Need::Sampling));
     }
 

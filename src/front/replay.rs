@@ -11,14 +11,15 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
 
-use super::outbox::Frame;
+use super::outbox::Outgoing;
 use crate::mcp::sse;
 
 /// How long a finished stream can still be resumed.
 pub const KEEP_FINISHED: Duration = Duration::from_secs(60);
 /// Streams kept per session at the most (the oldest finished ones go first).
 pub const MAX_STREAMS: usize = 64;
-/// How long a client should wait before resuming a dropped stream, in milliseconds.
+/// How long a client should wait before resuming a dropped stream, in milliseconds (unless
+/// the server behind `/mcp/<server>` asks for another wait).
 pub const RETRY_MS: u64 = 1000;
 
 /// One session's resumable streams.
@@ -44,14 +45,19 @@ struct LogState {
 
 impl Streams {
     /// A new stream fed by `frames`, starting with a priming event (its id, and how long
-    /// to wait before resuming) and then `first`, if a frame already came.
-    pub fn start(&self, first: Option<Frame>, frames: mpsc::UnboundedReceiver<Frame>) -> Arc<Log> {
+    /// to wait before resuming: `retry` ms) and then `first`, if a frame already came.
+    pub fn start(
+        &self,
+        retry: u64,
+        first: Option<Outgoing>,
+        frames: mpsc::UnboundedReceiver<Outgoing>,
+    ) -> Arc<Log> {
         self.prune();
         let stream = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let log = Arc::new(Log::default());
         {
             let mut state = log.state();
-            let priming = format!("id: {stream}-0\nretry: {RETRY_MS}\ndata: \n\n");
+            let priming = format!("id: {stream}-0\nretry: {retry}\ndata: \n\n");
             state.events.push(Bytes::from(priming));
         }
         if let Some(first) = first {
@@ -108,7 +114,7 @@ impl Log {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn push(&self, stream: u64, frame: Frame) {
+    fn push(&self, stream: u64, frame: Outgoing) {
         {
             let mut state = self.state();
             let n = state.events.len();
@@ -144,7 +150,7 @@ impl Log {
 }
 
 /// Move frames into the log until the stream's answer (or its end).
-async fn pump(stream: u64, log: Arc<Log>, mut frames: mpsc::UnboundedReceiver<Frame>) {
+async fn pump(stream: u64, log: Arc<Log>, mut frames: mpsc::UnboundedReceiver<Outgoing>) {
     if log.state().finished.is_some() {
         return;
     }
@@ -175,7 +181,7 @@ mod tests {
             let mut rx = rx;
             (rx.recv().await.unwrap(), rx)
         };
-        let log = streams.start(Some(first), rest);
+        let log = streams.start(RETRY_MS, Some(first), rest);
         tx.finish("answer".into());
         let all: Vec<Bytes> = log.clone().read_from(0).collect().await;
         let text: Vec<String> = all

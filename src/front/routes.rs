@@ -8,11 +8,16 @@ use std::sync::Arc;
 use super::answers::{
     error_answer, result_answer, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND,
 };
-use super::forward::{self, Hooks};
+use super::exchange::{Exchange, Steps};
 use super::harness::Harness;
 use super::naming::Route;
 use super::outbox::Stream;
 use super::registry::Scope;
+use super::steps::fallback::Fallback;
+use super::steps::shape::RewriteUris;
+use super::steps::subscription::UndoSubscription;
+use super::steps::tasks::{TaskCreation, TaskResult, TaskStatusRead};
+use super::steps::{self};
 use crate::mcp::message::{self, Message};
 use crate::upstream::offer::Item;
 
@@ -61,12 +66,14 @@ pub fn find_tool(harness: &Harness, name: &str) -> Option<FoundTool> {
 }
 
 /// The one ready server behind the aggregated endpoint when nothing is renamed (one server,
-/// names prefixed only on collision): what is not known goes to it as to its own endpoint.
+/// names prefixed only on collision, none other starting): what is not known goes to it as
+/// to its own endpoint.
 pub fn only_server(harness: &Harness) -> Option<String> {
     let hub = &harness.hub;
     if harness.scope != Scope::All
         || hub.settings.policy.prefix == crate::spec::NamePrefix::Always
         || hub.offers_client_tools()
+        || hub.connections.starting()
     {
         return None;
     }
@@ -81,11 +88,8 @@ pub fn only_server(harness: &Harness) -> Option<String> {
 pub fn by_target(harness: Arc<Harness>, message: Message, stream: Stream) {
     if let Scope::Server(server) = &harness.scope {
         let server = server.clone();
-        let hooks = Hooks {
-            hide_app_only: false,
-            ..hooks_for(&harness, &message)
-        };
-        return forward::to_server(harness, &server, message, stream, hooks);
+        let steps = steps_for(&harness, &message);
+        return Exchange::start(&harness, &server, message, stream, None, steps);
     }
     let resolved = resolve(&harness, &message);
     carry_out(harness, message, stream, resolved, true);
@@ -104,8 +108,8 @@ fn carry_out(
         Resolved::Send {
             server,
             message,
-            hooks,
-        } => forward::to_server(harness, &server, message, stream, *hooks),
+            steps,
+        } => Exchange::start(&harness, &server, message, stream, None, steps),
         Resolved::Answer(text) => {
             stream.finish(text);
         }
@@ -114,6 +118,8 @@ fn carry_out(
             stream.finish(refusal);
         }
         Resolved::NotYet(_) => {
+            // Resolved again once the servers that are starting are up (a URI nobody claims
+            // yet may be claimed by one of them).
             tokio::spawn(async move {
                 harness.hub.settle().await;
                 let resolved = resolve(&harness, &message);
@@ -125,11 +131,11 @@ fn carry_out(
 
 /// Where a request goes on the aggregated endpoint.
 enum Resolved {
-    /// To this server, rewritten.
+    /// To this server, rewritten, with these steps.
     Send {
         server: String,
         message: Message,
-        hooks: Box<Hooks>,
+        steps: Steps,
     },
     /// Answered here.
     Answer(String),
@@ -139,23 +145,27 @@ enum Resolved {
     NotYet(String),
 }
 
-fn hooks_for(harness: &Harness, message: &Message) -> Hooks {
-    Hooks {
-        rewrite_uris: harness.scope == Scope::All,
-        creates_task: message.find(&["task"]).is_some(),
-        task_result: match message.method() {
-            Some("tasks/result") => message.string(&["taskId"]).map(|t| t.into_owned()),
-            _ => None,
-        },
-        ..Hooks::default()
-    }
+/// The steps of a request routed by what it names: URIs rewritten on the aggregated
+/// endpoint; a task it creates recorded; a task's status and result read.
+fn steps_for(harness: &Harness, message: &Message) -> Steps {
+    let result_of = match message.method() {
+        Some("tasks/result") => message.string(&["taskId"]).map(|t| t.into_owned()),
+        _ => None,
+    };
+    steps::base()
+        .with_if(harness.scope == Scope::All, || RewriteUris)
+        .with_if(message.find(&["task"]).is_some(), || TaskCreation)
+        .with_if(message.method() == Some("tasks/get"), || TaskStatusRead)
+        .with_if(result_of.is_some(), || {
+            TaskResult(result_of.unwrap_or_default())
+        })
 }
 
 fn resolve(harness: &Harness, message: &Message) -> Resolved {
     let id = message.id().unwrap_or("null");
     let hub = &harness.hub;
     let names = hub.namespace();
-    let hooks = || Box::new(hooks_for(harness, message));
+    let steps = || steps_for(harness, message);
     let renamed = |path: &[&str], to: &str| match message.find(path) {
         Some(span) if message.slice(span.clone()) != message::quote(to) => message
             .clone()
@@ -169,13 +179,13 @@ fn resolve(harness: &Harness, message: &Message) -> Resolved {
                 Some(entry) => Resolved::Send {
                     server: entry.server.clone(),
                     message: renamed(&["name"], &entry.original),
-                    hooks: hooks(),
+                    steps: steps(),
                 },
                 None => match only_server(harness) {
                     Some(server) => Resolved::Send {
                         server,
                         message: message.clone(),
-                        hooks: hooks(),
+                        steps: steps(),
                     },
                     None => Resolved::NotYet(error_answer(
                         id,
@@ -199,20 +209,18 @@ fn resolve(harness: &Harness, message: &Message) -> Resolved {
             Resolved::Send {
                 server,
                 message: renamed(&["uri"], &own_uri),
-                hooks: Box::new(Hooks {
-                    fallback: targets,
-                    ..hooks_for(harness, message)
-                }),
+                steps: steps().with_if(!targets.is_empty(), || Fallback::to(targets)),
             }
         }
         "completion/complete" => complete(harness, message, &names),
         "tasks/get" | "tasks/result" | "tasks/cancel" => {
             let task = message.string(&["taskId"]).unwrap_or_default();
-            match hub.registry().task_server(harness.id, &task) {
+            let owner = hub.tables().registry.task_server(harness.id, &task);
+            match owner {
                 Some(server) => Resolved::Send {
                     server,
                     message: message.clone(),
-                    hooks: hooks(),
+                    steps: steps(),
                 },
                 None => Resolved::Answer(error_answer(
                     id,
@@ -228,7 +236,7 @@ fn resolve(harness: &Harness, message: &Message) -> Resolved {
                 return Resolved::Send {
                     server,
                     message: message.clone(),
-                    hooks: hooks(),
+                    steps: steps(),
                 };
             }
             Resolved::Answer(error_answer(
@@ -293,7 +301,7 @@ fn complete(harness: &Harness, message: &Message, names: &super::naming::Namespa
             r#"{"completion":{"values":[],"hasMore":false}}"#,
         ));
     }
-    let hooks = Box::new(hooks_for(harness, message));
+    let steps = steps_for(harness, message);
     let message = match message.find(&["ref", field]) {
         Some(span) => message
             .clone()
@@ -303,7 +311,7 @@ fn complete(harness: &Harness, message: &Message, names: &super::naming::Namespa
     Resolved::Send {
         server,
         message,
-        hooks,
+        steps,
     }
 }
 
@@ -338,11 +346,11 @@ pub fn subscription(harness: Arc<Harness>, message: Message, stream: Stream) {
         return;
     };
     let tell_server = {
-        let mut registry = harness.hub.registry();
+        let mut tables = harness.hub.tables();
         if subscribe {
-            registry.subscribe(harness.id, &server, &own)
+            tables.registry.subscribe(harness.id, &server, &own)
         } else {
-            registry.unsubscribe(harness.id, &server, &own)
+            tables.registry.unsubscribe(harness.id, &server, &own)
         }
     };
     if !tell_server {
@@ -353,15 +361,18 @@ pub fn subscription(harness: Arc<Harness>, message: Message, stream: Stream) {
         Some(span) if own != uri => message.rewrite(None, vec![(span, message::quote(&own))]),
         _ => message,
     };
-    let hooks = Hooks {
-        undo_subscription: subscribe.then(|| (server.clone(), own)),
-        ..Hooks::default()
-    };
-    forward::to_server(harness, &server, message, stream, hooks);
+    let steps = steps::base().with_if(subscribe, || UndoSubscription {
+        server: server.clone(),
+        uri: own,
+    });
+    Exchange::start(&harness, &server, message, stream, None, steps);
 }
 
-/// A list asked of every server that has it (e.g. `tasks/list` on the aggregated endpoint):
-/// the items of each first page joined, in server order.
+/// A list asked of every server that has it (`tasks/list` on the aggregated endpoint): the
+/// items of each first page this harness owns, joined in server order. With one server that
+/// has the list, its answer as it wrote it (its `_meta`, `nextCursor` and any other member)
+/// with the items of other harnesses taken out; with several, the joined items and the
+/// first server's `_meta`.
 fn merge_lists(harness: Arc<Harness>, message: Message, stream: Stream, field: &'static str) {
     let id = message.id().unwrap_or("null").to_string();
     let method = message.method().unwrap_or_default().to_string();
@@ -369,6 +380,7 @@ fn merge_lists(harness: Arc<Harness>, message: Message, stream: Stream, field: &
     tokio::spawn(async move {
         let hub = &harness.hub;
         let mut items: Vec<String> = Vec::new();
+        let mut answers: Vec<(Message, bool)> = Vec::new();
         for (server, connected) in hub.connections.snapshot() {
             if !connected.has(field) {
                 continue;
@@ -378,18 +390,51 @@ fn merge_lists(harness: Arc<Harness>, message: Message, stream: Stream, field: &
                 .call(&method, params.as_deref(), hub.settings.request_timeout)
                 .await;
             let Ok(answer) = answer else { continue };
-            if let Ok((page, _)) = crate::upstream::offer::page(&answer, field, "taskId") {
-                let owned: Vec<String> = page
-                    .into_iter()
+            let Ok((page, _)) = crate::upstream::offer::page(&answer, field, "taskId") else {
+                continue;
+            };
+            let listed = page.len();
+            let owned: Vec<String> = {
+                let tables = hub.tables();
+                page.into_iter()
                     .filter(|item| {
-                        hub.registry().task_owner(&server, &item.key) == Some(harness.id)
+                        tables.registry.task_owner(&server, &item.key) == Some(harness.id)
                     })
                     .map(|item| item.raw)
-                    .collect();
-                items.extend(owned);
-            }
+                    .collect()
+            };
+            answers.push((answer, owned.len() == listed));
+            items.extend(owned);
         }
-        let result = format!(r#"{{"{field}":[{}]}}"#, items.join(","));
+        let joined = format!("[{}]", items.join(","));
+        let result = match answers.as_slice() {
+            [(answer, all_kept)] => own_answer(answer, field, (!all_kept).then_some(&joined)),
+            several => {
+                let meta = several
+                    .first()
+                    .and_then(|(answer, _)| answer.find(&["_meta"]).map(|s| answer.slice(s)));
+                match meta {
+                    Some(meta) => format!(r#"{{"{field}":{joined},"_meta":{meta}}}"#),
+                    None => format!(r#"{{"{field}":{joined}}}"#),
+                }
+            }
+        };
         stream.finish(result_answer(&id, &result));
     });
+}
+
+/// The `result` of `answer` as the server wrote it, its `field` replaced by `items` (raw)
+/// when given.
+fn own_answer(answer: &Message, field: &str, items: Option<&String>) -> String {
+    let (Some(body), Some(list)) = (answer.body(), answer.find(&[field])) else {
+        return format!(r#"{{"{field}":[]}}"#);
+    };
+    let result = answer.slice(body.clone());
+    match items {
+        None => result.to_string(),
+        Some(items) => {
+            let local = list.start - body.start..list.end - body.start;
+            message::splice(result, &mut [(local, items.as_str())])
+        }
+    }
 }

@@ -1,9 +1,14 @@
-//! What servers send on their own, to harnesses: a request (sampling, roots, elicitation, or
-//! a method the proxy does not know) goes to the harness whose call caused it when that one
-//! declared what it needs, else to another able harness that sees the server, else fails at
-//! once; its answer goes back under the server's own id. Notifications go to the harnesses
-//! they concern: logs by level, resource updates to subscribers, task status to the task's
-//! creator, anything else to every harness that sees the server.
+//! What servers send on their own, to harnesses. A request (sampling, roots, elicitation, or a
+//! method the proxy does not know) goes only to a harness it is known to be about: the one
+//! whose request's stream carried it, whose task it names (`related-task`), or the one
+//! harness with requests in flight at that server; with no request in flight it is the
+//! server's own, for the most recently active harness that can be reached. It must have
+//! declared what the request needs; when requests of several harnesses are in flight and
+//! nothing says which one it is about, it fails at once with a clear error (a harness's
+//! prompt must never reach another). Its answer goes back under the server's own id.
+//! Notifications go to the harnesses they concern: logs by level, resource updates to
+//! subscribers, task status to the task's creator, anything else to every harness that sees
+//! the server.
 
 use std::sync::Arc;
 
@@ -12,10 +17,14 @@ use tokio_util::sync::CancellationToken;
 use super::answers::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT};
 use super::harness_state::{Asker, HarnessState};
 use super::hub::Hub;
-use super::registry::{Level, Need, Scope};
+use super::registry::{Level, Link, Need, Refusal, Scope};
 use crate::mcp::message::{self, Message};
+use crate::mcp::task::TaskStatus;
 use crate::supervisor::connections::Downstream;
-use crate::upstream::session::Session;
+use crate::upstream::session::{Cause, Session};
+
+/// The `_meta` member that ties a message to a task (SEP-1686).
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 impl Downstream for Hub {
     fn notify(&self, server: &str, message: Message, origin: Option<u64>) {
@@ -28,79 +37,116 @@ impl Downstream for Hub {
                 let Some(span) = message.find(&["requestId"]) else {
                     return;
                 };
-                let theirs = message.slice(span).to_string();
-                for id in self.registry().harnesses_of(server) {
-                    let Some(harness) = self.harness(id) else {
-                        continue;
-                    };
+                let theirs = message.slice(span.clone()).to_string();
+                for harness in self.harnesses_of(server) {
                     if let Some(ours) = harness.owed_to(server, &theirs) {
                         harness.take_owed(ours);
-                        if let Some(span) = message.find(&["requestId"]) {
-                            let text = message
-                                .clone()
-                                .rewrite(None, vec![(span, ours.to_string())])
-                                .into_text();
-                            harness.notify(text);
-                        }
+                        let text = message
+                            .clone()
+                            .rewrite(None, vec![(span.clone(), ours.to_string())])
+                            .into_text();
+                        harness.notify(text);
                     }
                 }
             }
             "notifications/tasks/status" => {
                 let task = message.string(&["taskId"]).unwrap_or_default().into_owned();
                 if let Some(status) = message.string(&["status"]) {
-                    self.task_status(server, &task, &status);
+                    self.task_status(server, &task, TaskStatus::parse(&status));
                 }
-                let owner = self.registry().task_owner(server, &task);
-                let audience = match owner {
-                    Some(owner) => vec![owner],
-                    None => self.registry().harnesses_of(server),
+                let audience = {
+                    let tables = self.tables();
+                    match tables.registry.task_owner(server, &task) {
+                        Some(owner) => vec![owner],
+                        None => tables.registry.harnesses_of(server),
+                    }
                 };
                 self.deliver(&audience, message.text(), origin);
             }
             list if list.ends_with("/list_changed") => {
-                // A per-server endpoint hears its server's own; the aggregated one hears the
+                // A per-server endpoint hears its server's own (on the stream of the request
+                // it came with, when it is that harness's); the aggregated one hears the
                 // proxy's, once the lists are re-read.
                 let audience: Vec<u64> = self
-                    .registry()
                     .harnesses_of(server)
-                    .into_iter()
-                    .filter(|id| {
-                        self.harness(*id)
-                            .is_some_and(|h| matches!(h.scope, Scope::Server(_)))
-                    })
+                    .iter()
+                    .filter(|h| matches!(h.scope, Scope::Server(_)))
+                    .map(|h| h.id)
                     .collect();
-                self.deliver(&audience, message.text(), None);
+                self.deliver(&audience, message.text(), origin);
             }
             _ => {
-                let audience = self.registry().harnesses_of(server);
+                let audience = self.tables().registry.harnesses_of(server);
                 self.deliver(&audience, message.text(), origin);
             }
         }
     }
 
-    fn request(&self, server: &str, session: &Session, message: Message, origin: Option<u64>) {
+    fn request(&self, server: &str, session: &Session, message: Message, cause: Cause) {
         let Some(theirs) = message.id().map(str::to_string) else {
             return;
         };
         let method = message.method().unwrap_or_default().to_string();
         let mode = message.string(&["mode"]).map(|m| m.into_owned());
         let need = Need::of(&method, mode.as_deref());
-        let route = self.registry().route(server, origin, need);
-        let refuse = |text: String| {
+        let task = message
+            .string(&["_meta", RELATED_TASK, "taskId"])
+            .map(|t| t.into_owned());
+        let (route, stream) = {
+            let tables = self.tables();
+            let registry = &tables.registry;
+            let owner = task.and_then(|task| registry.task_owner(server, &task));
+            let link = match (&cause, owner) {
+                (Cause::Request(tag), _) => Link::Request(*tag),
+                (_, Some(owner)) => Link::Task(owner),
+                (Cause::InFlight(tags), None) => Link::InFlight(tags),
+            };
+            let route = registry.route(server, link, need);
+            let stream = match route {
+                Ok((harness, Some(tag))) => registry.in_flight.stream_of(harness, tag),
+                _ => None,
+            };
+            (route, stream)
+        };
+        let refuse = |code: i64, text: String| {
             let body = format!(
-                r#""error":{{"code":{METHOD_NOT_FOUND},"message":{}}}"#,
+                r#""error":{{"code":{code},"message":{}}}"#,
                 message::quote(&text)
             );
             let _ = session.answer(&theirs, &body);
         };
-        let Some((harness_id, cause)) = route else {
-            return refuse(format!(
-                "no connected MCP client (harness) supports {method} ({} not declared or not reachable)",
-                need.capability()
-            ));
+        let harness_id = match route {
+            Ok((harness, _)) => harness,
+            Err(Refusal::NotDeclared) => {
+                return refuse(
+                    METHOD_NOT_FOUND,
+                    format!(
+                        "no connected MCP client (harness) supports {method} ({} not declared or not reachable)",
+                        need.capability()
+                    ),
+                )
+            }
+            Err(Refusal::Ambiguous(harnesses)) => {
+                tracing::info!(server, method, harnesses, "a server request that could be any of several harnesses' was refused");
+                return refuse(
+                    INTERNAL_ERROR,
+                    format!(
+                        "the proxy cannot tell which MCP client (harness) {method} is for: {harnesses} of them have requests in flight at this server and nothing in the request says which (over stdio a server's requests carry no link to the call that caused them)"
+                    ),
+                );
+            }
+            Err(Refusal::Over) => {
+                return refuse(
+                    INTERNAL_ERROR,
+                    format!("the request {method} is about is already answered"),
+                )
+            }
         };
         let Some(harness) = self.harness(harness_id) else {
-            return refuse("the MCP client (harness) went away".to_string());
+            return refuse(
+                METHOD_NOT_FOUND,
+                "the MCP client (harness) went away".to_string(),
+            );
         };
         tracing::debug!(
             server,
@@ -113,8 +159,9 @@ impl Downstream for Hub {
             session: session.downgrade(),
             id: theirs.clone(),
         };
-        let Some(ours) = harness.ask(message, cause, asker) else {
+        let Some(ours) = harness.ask(message, stream, asker) else {
             return refuse(
+                METHOD_NOT_FOUND,
                 "the MCP client (harness) has no open stream to receive requests".into(),
             );
         };
@@ -140,28 +187,31 @@ impl Downstream for Hub {
     }
 }
 
-/// `text` to `harness` (once its `initialize` is answered): with its request `origin`
-/// when that is one of its requests still in flight, else on its general stream.
-fn send_to(harness: &HarnessState, text: String, origin: Option<u64>) {
-    if !harness.is_live() {
-        return;
-    }
-    match origin.and_then(|tag| harness.stream_of(tag)) {
-        Some(stream) => {
-            stream.send(text);
-        }
-        None => harness.notify(text),
-    }
-}
-
 impl Hub {
+    /// `text` to `harness` (once its `initialize` is answered): on the stream of its
+    /// request `origin` when that is one of its requests still in flight, else on its
+    /// general stream.
+    fn send_to(&self, harness: &HarnessState, text: String, origin: Option<u64>) {
+        if !harness.is_live() {
+            return;
+        }
+        let stream =
+            origin.and_then(|tag| self.tables().registry.in_flight.stream_of(harness.id, tag));
+        match stream {
+            Some(stream) => {
+                stream.send(text);
+            }
+            None => harness.notify(text),
+        }
+    }
+
     /// `text` to each harness of `audience`: on the stream of its request `origin` when the
     /// server works on that one (the notification is about it, and travels before its
     /// answer), else on its general stream.
     fn deliver(&self, audience: &[u64], text: &str, origin: Option<u64>) {
         for id in audience {
             if let Some(harness) = self.harness(*id) {
-                send_to(&harness, text.to_string(), origin);
+                self.send_to(&harness, text.to_string(), origin);
             }
         }
     }
@@ -170,14 +220,14 @@ impl Hub {
     /// lower, as the server wrote it.
     fn relay_log(&self, server: &str, message: Message, origin: Option<u64>) {
         let level = message.string(&["level"]).and_then(|l| Level::parse(&l));
-        let audience = self.registry().log_audience(server, level);
+        let audience = self.tables().registry.log_audience(server, level);
         self.deliver(&audience, message.text(), origin);
     }
 
     /// A resource update: to the harnesses subscribed to it, under the URI each sees.
     fn relay_update(&self, server: &str, message: Message, origin: Option<u64>) {
         let uri = message.string(&["uri"]).unwrap_or_default().into_owned();
-        let subscribers = self.registry().subscribers(server, &uri);
+        let subscribers = self.tables().registry.subscribers(server, &uri);
         if subscribers.is_empty() {
             return;
         }
@@ -193,7 +243,7 @@ impl Hub {
                 ),
                 _ => message.text().to_string(),
             };
-            send_to(&harness, text, origin);
+            self.send_to(&harness, text, origin);
         }
     }
 
@@ -206,7 +256,10 @@ impl Hub {
         params: &str,
         cancelled: CancellationToken,
     ) -> Result<Message, (i64, String)> {
-        let route = self.registry().route(server, None, Need::Sampling);
+        let route = self
+            .tables()
+            .registry
+            .route(server, Link::InFlight(&[]), Need::Sampling);
         let gone = || {
             (
                 METHOD_NOT_FOUND,
@@ -214,7 +267,7 @@ impl Hub {
             )
         };
         tracing::debug!(server, ?route, "sampling for an MCP App");
-        let (harness_id, _) = route.ok_or_else(gone)?;
+        let (harness_id, _) = route.map_err(|_| gone())?;
         let harness = self.harness(harness_id).ok_or_else(gone)?;
         tracing::debug!(
             server,

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::answers::error_answer;
 use super::harness::Harness;
 use super::hub::Hub;
-use super::outbox::{Frame, Stream};
+use super::outbox::{Outgoing, Stream};
 use super::registry::Scope;
 use crate::mcp::message::{self, Message, INVALID_REQUEST, PARSE_ERROR};
 use crate::upstream::stdio::MAX_MESSAGE_BYTES;
@@ -133,7 +133,7 @@ async fn read_line<R: AsyncRead + Unpin>(
 /// Write frames, one per line, flushing when none wait.
 async fn write<W: AsyncWrite + Unpin>(
     output: W,
-    mut frames: tokio::sync::mpsc::UnboundedReceiver<Frame>,
+    mut frames: tokio::sync::mpsc::UnboundedReceiver<Outgoing>,
 ) {
     let mut out = tokio::io::BufWriter::with_capacity(64 * 1024, output);
     while let Some(frame) = frames.recv().await {

@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use super::answers::{error_answer, INVALID_PARAMS};
 use super::client_offers::CLIENT_PREFIX;
-use super::forward::{self, Hooks};
+use super::exchange::Exchange;
 use super::harness::Harness;
 use super::outbox::Stream;
 use super::registry::Scope;
+use super::steps::{self, scope::RetryOnScope, shape::RewriteUris, tasks::TaskCreation};
 use super::{client_calls, routes};
 use crate::mcp::message::{self, Message};
 use crate::mirror::{self, CallStart};
@@ -29,10 +30,13 @@ pub fn answer(harness: Arc<Harness>, message: Message, stream: Stream) {
     match routes::find_tool(&harness, &called) {
         Some(found) => call_found(harness, message, stream, called, found),
         None if harness.hub.connections.starting() => {
-            // Right after start-up: the tool may be a moment away.
+            // A server that has it may be a moment away: looked for again as servers come up.
             tokio::spawn(async move {
-                harness.hub.settle().await;
-                match routes::find_tool(&harness, &called) {
+                let found = harness
+                    .hub
+                    .once_found(|| routes::find_tool(&harness, &called))
+                    .await;
+                match found {
                     Some(found) => call_found(harness, message, stream, called, found),
                     None => unknown_tool(&stream, &id, &called),
                 }
@@ -97,12 +101,9 @@ fn call_found(
         Some(span) => message.rewrite(None, vec![(span, message::quote(&found.original))]),
         None => message,
     };
-    let hooks = Hooks {
-        ticket,
-        rewrite_uris: harness.scope == Scope::All,
-        retry_on_scope: true,
-        creates_task: true,
-        ..Hooks::default()
-    };
-    forward::to_server(harness, &found.server, message, stream, hooks);
+    let steps = steps::base()
+        .with_if(harness.scope == Scope::All, || RewriteUris)
+        .with(RetryOnScope::default())
+        .with(TaskCreation);
+    Exchange::start(&harness, &found.server, message, stream, ticket, steps);
 }

@@ -1,9 +1,12 @@
 //! Which client-dispatched actions the host accepts, judged against current state.
 //! Pure: returns the `rejectionReason` for refused actions; accepted ones go to the reducers.
 
+use std::collections::HashSet;
+
 use ahp_types::actions::StateAction;
 use ahp_types::state::{
     ChildCustomization, Customization, CustomizationEnablement, RootState, SessionState,
+    ToolDefinition,
 };
 
 use super::bounds::OutOfBounds;
@@ -122,6 +125,7 @@ pub fn admit_session(
             )))
         }
         StateAction::SessionActiveClientSet(a) => {
+            client_tools(&a.active_client.tools).map_err(Refusal::Rule)?;
             let shown = plugin_ids::Session {
                 uri,
                 chats: &session.chats,
@@ -174,6 +178,44 @@ pub fn admit_session(
         ))),
         other => Err(Refusal::rule(not_dispatchable(other))),
     }
+}
+
+/// The longest tool name MCP allows, in characters.
+pub const MAX_TOOL_NAME: usize = 128;
+
+/// Judge the tools a client offers the harness: each named by MCP's tool-name rules (1 to
+/// 128 characters, each an ASCII letter, a digit, `_`, `-` or `.`), each name once.
+pub fn client_tools(tools: &[ToolDefinition]) -> Result<(), String> {
+    let mut seen = HashSet::new();
+    for tool in tools {
+        let name = tool.name.as_str();
+        let fits = (1..=MAX_TOOL_NAME).contains(&name.chars().count())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !fits {
+            return Err(format!(
+                "tool name {} breaks MCP's tool-name rules: 1 to {MAX_TOOL_NAME} characters, each an ASCII letter, a digit, `_`, `-` or `.`",
+                shown(name)
+            ));
+        }
+        if !seen.insert(name) {
+            return Err(format!(
+                "tool name {name:?} appears twice in activeClient.tools"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A name as a message shows it: quoted and escaped, cut after 40 characters.
+fn shown(name: &str) -> String {
+    let count = name.chars().count();
+    if count <= 40 {
+        return format!("{name:?}");
+    }
+    let cut: String = name.chars().take(40).collect();
+    format!("{cut:?}… ({count} characters)")
 }
 
 /// What an admitted chat action is.
@@ -348,6 +390,28 @@ mod tests {
                 {"type": "mcpServer", "id": "m2", "uri": "file:///p/.mcp.json", "name": "b", "state": {"kind": "stopped"}}
             ]}
         ]))
+    }
+
+    #[test]
+    fn client_tool_names_follow_mcps_rules() {
+        let tools = |names: &[&str]| -> Vec<ToolDefinition> {
+            names
+                .iter()
+                .map(|n| serde_json::from_value(json!({"name": n})).expect("a tool"))
+                .collect()
+        };
+        assert!(client_tools(&tools(&["runTests", "a.b-c_d", &"x".repeat(128)])).is_ok());
+        for bad in ["", "two\nlines", "\u{1b}[2J", "../x", "with space", "é"] {
+            let refused = client_tools(&tools(&["fine", bad])).unwrap_err();
+            assert!(refused.contains("tool name"), "{refused}");
+        }
+        let long = client_tools(&tools(&[&"x".repeat(100_000)])).unwrap_err();
+        assert!(
+            long.contains("100000 characters") && long.len() < 300,
+            "{long}"
+        );
+        let twice = client_tools(&tools(&["a", "a"])).unwrap_err();
+        assert!(twice.contains("twice"), "{twice}");
     }
 
     #[test]

@@ -80,6 +80,7 @@ impl Host {
         }
         let customizations = core.customizations_for(&uri);
         if let Some(active) = &params.active_client {
+            super::admission::client_tools(&active.tools).map_err(RpcError::invalid_params)?;
             let session = super::plugin_ids::Session {
                 uri: &uri,
                 chats: &[],

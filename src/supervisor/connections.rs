@@ -16,7 +16,7 @@ use crate::discovery::DeclaredServer;
 use crate::mcp::message::Message;
 use crate::upstream::handshake::{Identity, Initialized};
 use crate::upstream::offer::{Lists, Offer};
-use crate::upstream::session::Session;
+use crate::upstream::session::{Cause, Session};
 
 /// One ready server as the front sees it.
 #[derive(Clone)]
@@ -56,6 +56,30 @@ impl Connected {
     }
 }
 
+/// What a follower of the ready servers hears next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeEvent {
+    /// One server changed.
+    Server(Change),
+    /// The follower fell behind and missed some: take it that every list of every server
+    /// changed.
+    Lagged,
+}
+
+/// Follows the changes of the ready servers (from [`Connections::subscribe`]).
+pub struct Changes(broadcast::Receiver<Change>);
+
+impl Changes {
+    /// The next change; `None` once the connections are gone.
+    pub async fn next(&mut self) -> Option<ChangeEvent> {
+        match self.0.recv().await {
+            Ok(change) => Some(ChangeEvent::Server(change)),
+            Err(broadcast::error::RecvError::Lagged(_)) => Some(ChangeEvent::Lagged),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+}
+
 /// A change of one server: it became ready, went away, or changed some lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
@@ -74,8 +98,8 @@ pub trait Downstream: Send + Sync {
     /// the request it is about, when known.
     fn notify(&self, server: &str, message: Message, origin: Option<u64>);
     /// A request from server `server` that only a harness can answer; answer it on
-    /// `session`.
-    fn request(&self, server: &str, session: &Session, message: Message, origin: Option<u64>);
+    /// `session`. `cause` is what ties it to a request in flight.
+    fn request(&self, server: &str, session: &Session, message: Message, cause: Cause);
 }
 
 /// An HTTP 401/403 that a request to server `server` got: its lifecycle task turns it into
@@ -315,10 +339,9 @@ impl Connections {
         }
     }
 
-    /// A receiver of every later change. A receiver that lags should treat it as "every
-    /// list of every server changed".
-    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
-        self.changes.subscribe()
+    /// Every later change, in order (or word that some were missed).
+    pub fn subscribe(&self) -> Changes {
+        Changes(self.changes.subscribe())
     }
 
     /// Server `id` was asked to run (`true`) or reported how its start went (`false`).

@@ -11,7 +11,7 @@ use super::start::{Running, TOO_LONG};
 use super::task::Task;
 use super::{process, AuthReason, Bearer, Desired, Status};
 use crate::spec::Launch;
-use crate::upstream::session::{Failure, Session};
+use crate::upstream::session::{Session, Unanswered};
 
 /// How often HTTP servers are pinged (a stdio crash is seen at once through its exit, a
 /// hang-up through the end of its session).
@@ -162,12 +162,12 @@ async fn health(session: Session, is_http: bool) -> Unhealthy {
         }
         match session.call("ping", None, HTTP_PING_TIMEOUT).await {
             Ok(_) => {}
-            Err(Failure::Unauthorized {
+            Err(Unanswered::Unauthorized {
                 challenge,
                 insufficient_scope,
                 ..
             }) => return Unhealthy::Refused(challenge.unwrap_or_default(), insufficient_scope),
-            Err(Failure::Timeout(_)) => {
+            Err(Unanswered::Timeout(_)) => {
                 return Unhealthy::Failed("did not answer ping within 10 s".to_string())
             }
             Err(failure) => return Unhealthy::Failed(format!("stopped answering: {failure}")),

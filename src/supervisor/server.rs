@@ -34,6 +34,11 @@ impl Task {
         let mut epoch = desired.borrow().epoch;
         let mut launch_seen = desired.borrow().launch.clone();
         loop {
+            // Removed (its sender dropped): not one more start.
+            if desired.has_changed().is_err() {
+                self.removed().await;
+                return;
+            }
             let want = desired.borrow_and_update().clone();
             // A start request or a new launch spec deserves fresh attempts.
             if want.epoch != epoch || want.launch != launch_seen {
@@ -45,14 +50,7 @@ impl Task {
                 Wake::Changed => continue,
                 Wake::Idle => return,
                 Wake::Removed => {
-                    self.connections.clear_auth_status(&self.id);
-                    let _ = self
-                        .events
-                        .send(ServerEvent {
-                            id: self.id.clone(),
-                            status: None,
-                        })
-                        .await;
+                    self.removed().await;
                     return;
                 }
                 Wake::Shutdown => {
@@ -61,6 +59,19 @@ impl Task {
                 }
             }
         }
+    }
+
+    /// The server was removed: nobody waits for it to start, and clients hear it is gone.
+    async fn removed(&self) {
+        self.connections.set_pending(&self.id, false);
+        self.connections.clear_auth_status(&self.id);
+        let _ = self
+            .events
+            .send(ServerEvent {
+                id: self.id.clone(),
+                status: None,
+            })
+            .await;
     }
 
     /// Do what `want` asks (stay stopped, show why the spec is unusable, or run it, backing
@@ -78,7 +89,7 @@ impl Task {
         let launch = match &want.launch {
             Ok(launch) => launch,
             Err(error) => {
-                self.report_failure(Failure::Config(error.to_string()), 1)
+                self.report_failure(Failure::Config(error.to_string()), 1, false)
                     .await;
                 return self.wait(desired).await;
             }
@@ -119,7 +130,7 @@ impl Task {
             }
             Err(Interrupted::Failed(failure)) => {
                 let failures = retries.count(None);
-                self.report_failure(retries.verdict(failure), failures)
+                self.report_failure(retries.verdict(failure), failures, false)
                     .await;
                 return None;
             }
@@ -152,6 +163,17 @@ impl Task {
         if let Ended::AuthLost(status) = &ended {
             self.connections.set_auth_status(&self.id, status.clone());
         }
+        let uptime = up_since.elapsed();
+        // Restarting a server that ran and crashed is as good as starting it: the MCP front
+        // waits for it from before it goes (one that keeps failing is not waited for while
+        // it backs off).
+        let failures = retries.policy.count_failure(retries.failures, Some(uptime));
+        let restarts = matches!(ended, Ended::Exited(_) | Ended::Broken(_))
+            && failures == 1
+            && !retries.policy.gives_up(failures);
+        if restarts {
+            self.connections.set_pending(&self.id, true);
+        }
         self.connections.remove(&self.id);
         let (failure, how): (fn(String) -> Failure, String) = match ended {
             Ended::Exited(how) => (Failure::Exited, how),
@@ -172,12 +194,11 @@ impl Task {
                 return Some(Wake::Shutdown);
             }
         };
-        let uptime = up_since.elapsed();
         let noise = running.stdout.clone();
         let stderr_tail = self.stop(running).await;
         let failures = retries.count(Some(uptime));
         let failure = failure(with_tail(noise.explain(how), &stderr_tail));
-        self.report_failure(retries.verdict(failure), failures)
+        self.report_failure(retries.verdict(failure), failures, restarts)
             .await;
         None
     }
@@ -257,11 +278,13 @@ impl Task {
         }
     }
 
-    /// Report a failure (the `failures`-th in a row), its secrets blanked.
-    async fn report_failure(&self, failure: Failure, failures: u32) {
+    /// Report a failure (the `failures`-th in a row), its secrets blanked; the MCP front
+    /// keeps waiting for the server when it `restarts` on its own soon.
+    async fn report_failure(&self, failure: Failure, failures: u32, restarts: bool) {
         let failure = lock(&self.secrets).scrub_failure(failure);
         self.announce(&Status::Error(failure.clone()), failures);
-        self.send(Status::Error(failure)).await;
+        self.send_keeping_pending(Status::Error(failure), restarts)
+            .await;
     }
 
     /// Tell the terminal about a transition into trouble (WARN), once; repeats go to debug.
@@ -281,8 +304,13 @@ impl Task {
     }
 
     async fn send(&self, status: Status) {
-        self.connections
-            .set_pending(&self.id, matches!(status, Status::Starting));
+        let starting = matches!(status, Status::Starting);
+        self.send_keeping_pending(status, starting).await;
+    }
+
+    /// Report `status`; the MCP front waits for this server while `pending`.
+    async fn send_keeping_pending(&self, status: Status, pending: bool) {
+        self.connections.set_pending(&self.id, pending);
         // What `authenticate` may answer: the servers that show authRequired right now.
         match &status {
             Status::AuthRequired { .. } => {

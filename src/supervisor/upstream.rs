@@ -10,7 +10,7 @@ use super::connections::Connections;
 use crate::mcp::message::Message;
 use crate::upstream::handshake::{self, HandshakeError, Identity, Initialized};
 use crate::upstream::offer::{self, ListError, Lists, Offer};
-use crate::upstream::session::{self, Failure, Session};
+use crate::upstream::session::{self, Cause, Session, Unanswered};
 
 /// A live, initialized session and what it offered at start.
 pub struct Connection {
@@ -63,10 +63,10 @@ pub enum ConnectError {
     Failed(String),
 }
 
-impl From<Failure> for ConnectError {
-    fn from(failure: Failure) -> Self {
+impl From<Unanswered> for ConnectError {
+    fn from(failure: Unanswered) -> Self {
         match failure {
-            Failure::Unauthorized {
+            Unanswered::Unauthorized {
                 challenge,
                 insufficient_scope,
                 ..
@@ -74,11 +74,11 @@ impl From<Failure> for ConnectError {
                 challenge,
                 insufficient_scope,
             },
-            Failure::Stopped => ConnectError::Failed(
+            Unanswered::Stopped => ConnectError::Failed(
                 "the server closed the connection during the MCP handshake".into(),
             ),
             // Said as it is: "connection refused at 127.0.0.1:9000" names what to fix.
-            Failure::Undelivered(why) => ConnectError::Failed(why),
+            Unanswered::Undelivered(why) => ConnectError::Failed(why),
             other => ConnectError::Failed(format!("MCP handshake failed: the server {other}")),
         }
     }
@@ -111,8 +111,8 @@ pub async fn establish(
         connections: Arc::downgrade(connections),
         refresher: refresher.clone(),
     });
-    let as_downstream: Arc<dyn session::Downstream> = traffic.clone();
-    session.set_downstream(Arc::downgrade(&as_downstream));
+    let as_unsolicited: Arc<dyn session::Unsolicited> = traffic.clone();
+    session.set_unsolicited(Arc::downgrade(&as_unsolicited));
     let initialized = match handshake::initialize(&session, identity, timeout).await {
         Ok(initialized) => initialized,
         Err(HandshakeError::Failed(failure)) => return Err(failure.into()),
@@ -151,8 +151,8 @@ fn session_keeps(session: &Session, traffic: Arc<Traffic>) {
     });
 }
 
-/// What a server sends on its own: list changes refresh its offer; the rest goes to the
-/// front.
+/// What a server sends on its own: list changes refresh its offer (and go to the front as
+/// well, for the harnesses of its own endpoint); everything goes to the front.
 struct Traffic {
     id: String,
     connections: Weak<Connections>,
@@ -175,7 +175,7 @@ struct Refresher {
     timeout: Duration,
 }
 
-impl session::Downstream for Traffic {
+impl session::Unsolicited for Traffic {
     fn notify(&self, message: Message, origin: Option<u64>) {
         let lists = match message.method() {
             Some("notifications/tools/list_changed") => Some(Lists {
@@ -192,19 +192,17 @@ impl session::Downstream for Traffic {
             }),
             _ => None,
         };
-        match lists {
-            Some(lists) => Refresher::start(&self.refresher, lists),
-            None => {
-                if let Some(downstream) = self.connections.upgrade().and_then(|c| c.downstream()) {
-                    downstream.notify(&self.id, message, origin);
-                }
-            }
+        if let Some(lists) = lists {
+            Refresher::start(&self.refresher, lists);
+        }
+        if let Some(downstream) = self.connections.upgrade().and_then(|c| c.downstream()) {
+            downstream.notify(&self.id, message, origin);
         }
     }
 
-    fn request(&self, session: &Session, message: Message, origin: Option<u64>) {
+    fn request(&self, session: &Session, message: Message, cause: Cause) {
         match self.connections.upgrade().and_then(|c| c.downstream()) {
-            Some(downstream) => downstream.request(&self.id, session, message, origin),
+            Some(downstream) => downstream.request(&self.id, session, message, cause),
             None => {
                 if let Some(id) = message.id() {
                     let _ = session.answer(

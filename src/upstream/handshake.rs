@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::session::{Failure, Session};
+use super::session::{Session, Unanswered};
 use crate::mcp::message::{self, Kind};
 use crate::mcp::version;
 
@@ -127,7 +127,7 @@ pub struct Initialized {
 pub enum HandshakeError {
     /// The request got no answer.
     #[error("{0}")]
-    Failed(Failure),
+    Failed(Unanswered),
     /// The server answered `initialize` with an error.
     #[error("the server refused initialize: {0}")]
     Refused(String),

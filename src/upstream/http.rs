@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::exchange::{Answer, Client, SendError};
-use super::session::{Failure, Link, Session, WeakSession};
+use super::session::{Link, Session, Unanswered, WeakSession};
 use super::stdio::MAX_MESSAGE_BYTES;
 use crate::mcp::message::Message;
 use crate::mcp::sse;
@@ -44,9 +44,9 @@ pub struct Refusal {
     pub insufficient_scope: bool,
 }
 
-impl From<Refusal> for Failure {
+impl From<Refusal> for Unanswered {
     fn from(refusal: Refusal) -> Self {
-        Failure::Unauthorized {
+        Unanswered::Unauthorized {
             status: refusal.status,
             challenge: refusal.challenge,
             insufficient_scope: refusal.insufficient_scope,
@@ -83,6 +83,8 @@ struct Shared {
     notes_sent: watch::Sender<u64>,
     notes: tokio::sync::mpsc::UnboundedSender<String>,
     stream_opened: std::sync::atomic::AtomicBool,
+    /// The SSE `retry` the server last sent on any of its streams (0: none yet).
+    retry: AtomicU64,
 }
 
 struct HttpLink(Arc<Shared>);
@@ -114,6 +116,7 @@ pub fn connect(client: reqwest::Client, target: Target) -> Session {
         notes_sent: watch::channel(0).0,
         notes,
         stream_opened: std::sync::atomic::AtomicBool::new(false),
+        retry: AtomicU64::new(0),
     });
     let session = Session::new(Box::new(HttpLink(shared.clone())));
     let _ = shared.session.set(session.downgrade());
@@ -122,10 +125,10 @@ pub fn connect(client: reqwest::Client, target: Target) -> Session {
 }
 
 impl Link for HttpLink {
-    fn send(&self, text: String, request: Option<u64>) -> Result<(), Failure> {
+    fn send(&self, text: String, request: Option<u64>) -> Result<(), Unanswered> {
         let shared = &self.0;
         if shared.closed.is_cancelled() {
-            return Err(Failure::Stopped);
+            return Err(Unanswered::Stopped);
         }
         match request {
             Some(id) => {
@@ -134,7 +137,7 @@ impl Link for HttpLink {
             }
             None => {
                 shared.notes_queued.fetch_add(1, Ordering::AcqRel);
-                shared.notes.send(text).map_err(|_| Failure::Stopped)?;
+                shared.notes.send(text).map_err(|_| Unanswered::Stopped)?;
             }
         }
         Ok(())
@@ -160,6 +163,10 @@ impl Link for HttpLink {
                 .send(Method::DELETE, shared.request_headers(), None);
             let _ = tokio::time::timeout(DELETE_WAIT, delete).await;
         });
+    }
+
+    fn retry_hint(&self) -> Option<u64> {
+        Some(self.0.retry.load(Ordering::Relaxed)).filter(|ms| *ms > 0)
     }
 
     fn negotiated(&self, version: &str) {
@@ -236,7 +243,7 @@ impl Shared {
     }
 
     /// Look at a response's status: a refusal is announced; an error is described.
-    fn check(&self, response: &Answer) -> Result<(), Failure> {
+    fn check(&self, response: &Answer) -> Result<(), Unanswered> {
         let status = response.status();
         if let Some(refusal) = refusal(status, response.headers()) {
             (self.on_refusal)(refusal.clone());
@@ -247,7 +254,7 @@ impl Shared {
             if let Some(session) = self.session() {
                 session.end();
             }
-            return Err(Failure::Stopped);
+            return Err(Unanswered::Stopped);
         }
         Ok(())
     }
@@ -309,21 +316,21 @@ async fn post_request(shared: Arc<Shared>, text: String, id: u64, after: u64) {
         waited = sent.wait_for(|n| *n >= after) => waited.is_ok(),
         _ = shared.closed.cancelled() => false,
     };
-    let fail = |failure: Failure| {
+    let fail = |failure: Unanswered| {
         if let Some(session) = shared.session() {
             session.failed(id, failure);
         }
     };
     if !waited {
-        return fail(Failure::Stopped);
+        return fail(Unanswered::Stopped);
     }
     let response = tokio::select! {
         response = shared.post(text) => response,
-        _ = shared.closed.cancelled() => return fail(Failure::Stopped),
+        _ = shared.closed.cancelled() => return fail(Unanswered::Stopped),
     };
     let response = match response {
         Ok(response) => response,
-        Err(error) => return fail(Failure::Undelivered(error.describe(&shared.at))),
+        Err(error) => return fail(Unanswered::Undelivered(error.describe(&shared.at))),
     };
     if let Err(failure) = shared.check(&response) {
         return fail(failure);
@@ -347,18 +354,18 @@ async fn post_request(shared: Arc<Shared>, text: String, id: u64, after: u64) {
                     session.receive(message, Some(id));
                 }
                 if !status.is_success() {
-                    fail(Failure::Undelivered(format!(
+                    fail(Unanswered::Undelivered(format!(
                         "{} answered HTTP {status}",
                         shared.at
                     )));
                 }
             }
-            Err(_) => fail(Failure::Undelivered(format!(
+            Err(_) => fail(Unanswered::Undelivered(format!(
                 "{} answered HTTP {status} without a JSON-RPC message",
                 shared.at
             ))),
         },
-        Ok(_) => fail(Failure::Undelivered(format!(
+        Ok(_) => fail(Unanswered::Undelivered(format!(
             "{} answered HTTP {status} with no message",
             shared.at
         ))),
@@ -375,18 +382,19 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("text/event-stream"))
 }
 
-async fn read_body(mut response: Answer) -> Result<String, Failure> {
+async fn read_body(mut response: Answer) -> Result<String, Unanswered> {
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await {
-        let chunk = chunk.map_err(|_| Failure::Undelivered("the response was cut short".into()))?;
+        let chunk =
+            chunk.map_err(|_| Unanswered::Undelivered("the response was cut short".into()))?;
         if body.len() + chunk.len() > MAX_MESSAGE_BYTES {
-            return Err(Failure::Undelivered(
+            return Err(Unanswered::Undelivered(
                 "the response is larger than 16 MiB".into(),
             ));
         }
         body.extend_from_slice(&chunk);
     }
-    String::from_utf8(body).map_err(|_| Failure::Undelivered("the response is not UTF-8".into()))
+    String::from_utf8(body).map_err(|_| Unanswered::Undelivered("the response is not UTF-8".into()))
 }
 
 /// Read an event stream; each event's message goes to the session. For a request's
@@ -430,7 +438,7 @@ async fn read_stream(shared: Arc<Shared>, response: Answer, request: Option<u64>
     if let (Some(id), Some(session)) = (request, shared.session()) {
         session.failed(
             id,
-            Failure::Undelivered(format!(
+            Unanswered::Undelivered(format!(
                 "{} closed the response stream before answering",
                 shared.at
             )),
@@ -455,6 +463,10 @@ async fn pump(
         if reader.feed(&chunk, &mut events).is_err() {
             tracing::debug!(at = %shared.at, "an event larger than 16 MiB; stream dropped");
             return false;
+        }
+        // Known before the events it came with are handed on.
+        if let Some(retry) = reader.retry() {
+            shared.retry.store(retry, Ordering::Relaxed);
         }
         let Some(session) = shared.session() else {
             return false;

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::exchange::describe;
 use super::http::{authority, refusal, Refusal, Target};
-use super::session::{Failure, Link, Session, WeakSession};
+use super::session::{Link, Session, Unanswered, WeakSession};
 use super::stdio::MAX_MESSAGE_BYTES;
 use crate::mcp::message::Message;
 use crate::mcp::sse;
@@ -23,10 +23,10 @@ struct Posts {
 }
 
 impl Link for Posts {
-    fn send(&self, text: String, request: Option<u64>) -> Result<(), Failure> {
+    fn send(&self, text: String, request: Option<u64>) -> Result<(), Unanswered> {
         self.queue
             .send((text, request))
-            .map_err(|_| Failure::Stopped)
+            .map_err(|_| Unanswered::Stopped)
     }
 
     fn close(&self) {
@@ -40,7 +40,7 @@ pub async fn connect(
     client: reqwest::Client,
     target: Target,
     patience: Duration,
-) -> Result<Session, Failure> {
+) -> Result<Session, Unanswered> {
     let at = authority(&target.url);
     let response = client
         .get(target.url.clone())
@@ -48,14 +48,14 @@ pub async fn connect(
         .header(ACCEPT, "text/event-stream")
         .send()
         .await
-        .map_err(|e| Failure::Undelivered(describe(&e, &at)))?;
+        .map_err(|e| Unanswered::Undelivered(describe(&e, &at)))?;
     let status = response.status();
     if let Some(refusal) = refusal(status, response.headers()) {
         (target.on_refusal)(refusal.clone());
         return Err(refusal.into());
     }
     if !status.is_success() {
-        return Err(Failure::Undelivered(format!(
+        return Err(Unanswered::Undelivered(format!(
             "{at} answered HTTP {status} to the event stream request"
         )));
     }
@@ -75,9 +75,9 @@ pub async fn connect(
             match chunks.next().await {
                 Some(Ok(chunk)) => reader
                     .feed(&chunk, &mut events)
-                    .map_err(|_| Failure::Undelivered("an event larger than 16 MiB".into()))?,
+                    .map_err(|_| Unanswered::Undelivered("an event larger than 16 MiB".into()))?,
                 _ => {
-                    return Err(Failure::Undelivered(format!(
+                    return Err(Unanswered::Undelivered(format!(
                         "{at} closed the event stream before naming its endpoint"
                     )))
                 }
@@ -85,14 +85,14 @@ pub async fn connect(
         }
     })
     .await
-    .map_err(|_| Failure::Undelivered(format!("{at} named no endpoint in time")))??;
+    .map_err(|_| Unanswered::Undelivered(format!("{at} named no endpoint in time")))??;
     let post_url = target
         .url
         .join(endpoint.trim())
         .ok()
         .filter(|u| u.origin() == target.url.origin())
         .ok_or_else(|| {
-            Failure::Undelivered(format!("{at} named an endpoint on another origin; refused"))
+            Unanswered::Undelivered(format!("{at} named an endpoint on another origin; refused"))
         })?;
     let (queue, outgoing) = mpsc::unbounded_channel();
     let closed = CancellationToken::new();
@@ -189,12 +189,12 @@ async fn post_all(
                     on_refusal(refusal.clone());
                     Some(refusal.into())
                 }
-                None => Some(Failure::Undelivered(format!(
+                None => Some(Unanswered::Undelivered(format!(
                     "{at} answered HTTP {}",
                     response.status()
                 ))),
             },
-            Err(error) => Some(Failure::Undelivered(describe(&error, &at))),
+            Err(error) => Some(Unanswered::Undelivered(describe(&error, &at))),
         };
         if let (Some(failure), Some(id), Some(session)) = (failure, request, session.upgrade()) {
             session.failed(id, failure);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::session::{Failure, Session};
+use super::session::{Session, Unanswered};
 use crate::mcp::message::{self, Kind, Message};
 
 /// Pages read per list at the most (a server whose cursor never ends is cut off here).
@@ -122,7 +122,7 @@ impl Offer {
 pub enum ListError {
     /// No answer.
     #[error("{0}")]
-    Failed(Failure),
+    Failed(Unanswered),
     /// An error answer or an unreadable result.
     #[error("{method} failed: {message}")]
     Refused {

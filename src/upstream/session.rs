@@ -20,16 +20,21 @@ use crate::mcp::message::{self, Kind, Message};
 pub trait Link: Send + Sync + 'static {
     /// Queue `text` (one JSON-RPC message) for the server. `request` is the id of the
     /// request it is, if it is one (an HTTP link reads the answer from that POST).
-    fn send(&self, text: String, request: Option<u64>) -> Result<(), Failure>;
+    fn send(&self, text: String, request: Option<u64>) -> Result<(), Unanswered>;
     /// Hang up. Idempotent.
     fn close(&self);
     /// The protocol version the handshake settled on (HTTP sends it as a header).
     fn negotiated(&self, _version: &str) {}
+    /// How long the server last asked clients to wait before resuming one of its event
+    /// streams (SSE `retry`, milliseconds), if it ever did.
+    fn retry_hint(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Why a request got no response.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Failure {
+pub enum Unanswered {
     /// The server did not answer within the request's timeout.
     #[error("did not answer within {} ms", .0.as_millis())]
     Timeout(Duration),
@@ -59,18 +64,29 @@ pub trait Reply: Send + 'static {
     /// The response, with the caller's id put back.
     fn respond(self: Box<Self>, message: Message);
     /// No response will come.
-    fn fail(self: Box<Self>, failure: Failure);
+    fn fail(self: Box<Self>, failure: Unanswered);
 }
 
 /// What the session hands to its owner: what the server sends that no request of the
 /// proxy's is waiting for. Called in arrival order, by the reading task: must not wait.
-pub trait Downstream: Send + Sync + 'static {
+pub trait Unsolicited: Send + Sync + 'static {
     /// A notification from the server. `origin` is the tag of the request it is related to,
     /// when that is known.
     fn notify(&self, message: Message, origin: Option<u64>);
     /// A request from the server (never `ping`, answered here). Answer it with
-    /// [`Session::answer`]. `origin` as for [`Downstream::notify`].
-    fn request(&self, session: &Session, message: Message, origin: Option<u64>);
+    /// [`Session::answer`]. `cause` is what ties it to a request in flight.
+    fn request(&self, session: &Session, message: Message, cause: Cause);
+}
+
+/// What ties a server's request to a request of the proxy's in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// The request (by its tag) whose own stream carried it: it is about that one.
+    Request(u64),
+    /// Nothing on the wire says: the tags of every tagged request in flight, any of which
+    /// may have caused it (none: it is the server's own). A progress token in the server's
+    /// request is no link: it is the server's own token, in the server's own numbering.
+    InFlight(Vec<u64>),
 }
 
 /// One request's options.
@@ -112,7 +128,7 @@ struct State {
 struct Inner {
     link: Box<dyn Link>,
     state: Mutex<State>,
-    downstream: Mutex<Option<Weak<dyn Downstream>>>,
+    unsolicited: Mutex<Option<Weak<dyn Unsolicited>>>,
     earlier_deadline: Arc<Notify>,
     ended: CancellationToken,
 }
@@ -151,7 +167,7 @@ impl Session {
                     next_id: 1,
                     ..State::default()
                 }),
-                downstream: Mutex::new(None),
+                unsolicited: Mutex::new(None),
                 earlier_deadline: Arc::new(Notify::new()),
                 ended: CancellationToken::new(),
             }),
@@ -170,21 +186,21 @@ impl Session {
     }
 
     /// Where unsolicited traffic goes from now on (held weakly).
-    pub fn set_downstream(&self, downstream: Weak<dyn Downstream>) {
+    pub fn set_unsolicited(&self, unsolicited: Weak<dyn Unsolicited>) {
         *self
             .inner
-            .downstream
+            .unsolicited
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(downstream);
+            .unwrap_or_else(|p| p.into_inner()) = Some(unsolicited);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn downstream(&self) -> Option<Arc<dyn Downstream>> {
+    fn unsolicited(&self) -> Option<Arc<dyn Unsolicited>> {
         self.inner
-            .downstream
+            .unsolicited
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
@@ -198,7 +214,7 @@ impl Session {
         request: Message,
         reply: Box<dyn Reply>,
         options: Options,
-    ) -> Result<u64, (Box<dyn Reply>, Failure)> {
+    ) -> Result<u64, (Box<dyn Reply>, Unanswered)> {
         let caller_token = request
             .find(&["_meta", "progressToken"])
             .map(|span| (span.clone(), request.slice(span).to_string()));
@@ -206,7 +222,7 @@ impl Session {
         let (id, text) = {
             let mut state = self.state();
             if state.closed {
-                return Err((reply, Failure::Stopped));
+                return Err((reply, Unanswered::Stopped));
             }
             let id = state.next_id;
             state.next_id += 1;
@@ -264,7 +280,7 @@ impl Session {
         method: &str,
         params: Option<&str>,
         timeout: Duration,
-    ) -> Result<Message, Failure> {
+    ) -> Result<Message, Unanswered> {
         let text = match params {
             Some(params) => format!(
                 r#"{{"jsonrpc":"2.0","id":0,"method":{},"params":{params}}}"#,
@@ -275,8 +291,9 @@ impl Session {
                 message::quote(method)
             ),
         };
-        let request = Message::parse(text)
-            .map_err(|invalid| Failure::Undelivered(format!("bad request: {}", invalid.message)))?;
+        let request = Message::parse(text).map_err(|invalid| {
+            Unanswered::Undelivered(format!("bad request: {}", invalid.message))
+        })?;
         self.ask(request, timeout, &CancellationToken::new()).await
     }
 
@@ -287,7 +304,7 @@ impl Session {
         request: Message,
         timeout: Duration,
         cancel: &CancellationToken,
-    ) -> Result<Message, Failure> {
+    ) -> Result<Message, Unanswered> {
         let (tx, rx) = oneshot::channel();
         let options = Options {
             timeout,
@@ -299,22 +316,22 @@ impl Session {
             Err((_, failure)) => return Err(failure),
         };
         tokio::select! {
-            answer = rx => answer.unwrap_or(Err(Failure::Stopped)),
+            answer = rx => answer.unwrap_or(Err(Unanswered::Stopped)),
             _ = cancel.cancelled() => {
                 self.cancel(id, "the requester went away");
-                Err(Failure::Stopped)
+                Err(Unanswered::Stopped)
             }
         }
     }
 
     /// Send a notification (e.g. `notifications/initialized`).
-    pub fn notify(&self, text: String) -> Result<(), Failure> {
+    pub fn notify(&self, text: String) -> Result<(), Unanswered> {
         self.inner.link.send(text, None)
     }
 
     /// Answer the server's request whose id is `id` (raw) with `body`: the raw text of a
     /// `"result": …` or `"error": …` member.
-    pub fn answer(&self, id: &str, body: &str) -> Result<(), Failure> {
+    pub fn answer(&self, id: &str, body: &str) -> Result<(), Unanswered> {
         self.inner
             .link
             .send(format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#), None)
@@ -326,6 +343,26 @@ impl Session {
         if self.take(id).is_some() {
             let _ = self.notify(cancelled(id, reason));
         }
+    }
+
+    /// [`Session::cancel`] every request in flight whose tag is one of `tags`.
+    pub fn cancel_tagged(&self, tags: &[u64], reason: &str) {
+        let ids: Vec<u64> = self
+            .state()
+            .pending
+            .iter()
+            .filter(|(_, p)| p.tag.is_some_and(|tag| tags.contains(&tag)))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.cancel(id, reason);
+        }
+    }
+
+    /// How long the server last asked clients to wait before resuming one of its event
+    /// streams, in milliseconds, if it did.
+    pub fn retry_hint(&self) -> Option<u64> {
+        self.inner.link.retry_hint()
     }
 
     /// Take request `id` out of the table.
@@ -354,15 +391,6 @@ impl Session {
         self.state().pending.len()
     }
 
-    /// The tags of the requests waiting for an answer.
-    pub fn tags_in_flight(&self) -> Vec<u64> {
-        self.state()
-            .pending
-            .values()
-            .filter_map(|p| p.tag)
-            .collect()
-    }
-
     /// One message from the server, in the order it came. `stream` is the request whose
     /// HTTP response carried it, if any.
     pub fn receive(&self, message: Message, stream: Option<u64>) {
@@ -376,9 +404,9 @@ impl Session {
                     }
                     return;
                 }
-                let origin = self.origin(stream);
-                match self.downstream() {
-                    Some(downstream) => downstream.request(self, message, origin),
+                let cause = self.cause(stream);
+                match self.unsolicited() {
+                    Some(unsolicited) => unsolicited.request(self, message, cause),
                     None => {
                         if let Some(id) = message.id() {
                             let _ = self.answer(
@@ -446,8 +474,21 @@ impl Session {
                 }
             }
         }
-        if let Some(downstream) = self.downstream() {
-            downstream.notify(message, origin);
+        if let Some(unsolicited) = self.unsolicited() {
+            unsolicited.notify(message, origin);
+        }
+    }
+
+    /// What ties a server request to a request in flight: the stream that carried it, else
+    /// only what is in flight.
+    fn cause(&self, stream: Option<u64>) -> Cause {
+        let state = self.state();
+        match stream
+            .and_then(|id| state.pending.get(&id))
+            .and_then(|p| p.tag)
+        {
+            Some(tag) => Cause::Request(tag),
+            None => Cause::InFlight(state.pending.values().filter_map(|p| p.tag).collect()),
         }
     }
 
@@ -469,7 +510,7 @@ impl Session {
     }
 
     /// A request failed on its way (an HTTP POST refused or unreachable).
-    pub fn failed(&self, id: u64, failure: Failure) {
+    pub fn failed(&self, id: u64, failure: Unanswered) {
         if let Some(pending) = self.take(id) {
             pending.reply.fail(failure);
         }
@@ -487,7 +528,7 @@ impl Session {
         self.inner.ended.cancel();
         self.inner.link.close();
         for pending in pending {
-            pending.reply.fail(Failure::Stopped);
+            pending.reply.fail(Unanswered::Stopped);
         }
     }
 
@@ -551,7 +592,7 @@ impl Session {
         for id in expired {
             if let Some(pending) = self.take(id) {
                 let _ = self.notify(cancelled(id, "timed out"));
-                pending.reply.fail(Failure::Timeout(pending.timeout));
+                pending.reply.fail(Unanswered::Timeout(pending.timeout));
             }
         }
         next
@@ -559,14 +600,14 @@ impl Session {
 }
 
 /// A reply that hands the whole response (or failure) to a waiting task.
-struct Answer(oneshot::Sender<Result<Message, Failure>>);
+struct Answer(oneshot::Sender<Result<Message, Unanswered>>);
 
 impl Reply for Answer {
     fn related(&mut self, _: Message) {}
     fn respond(self: Box<Self>, message: Message) {
         let _ = self.0.send(Ok(message));
     }
-    fn fail(self: Box<Self>, failure: Failure) {
+    fn fail(self: Box<Self>, failure: Unanswered) {
         let _ = self.0.send(Err(failure));
     }
 }

@@ -11,7 +11,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::session::{Failure, Link, Session, WeakSession};
+use super::session::{Link, Session, Unanswered, WeakSession};
 use crate::mcp::message::Message;
 
 /// A line longer than this (16 MiB) cannot be a message: the server is broken.
@@ -53,16 +53,16 @@ impl Shared {
 struct Pipes(Arc<Shared>);
 
 impl Link for Pipes {
-    fn send(&self, text: String, _request: Option<u64>) -> Result<(), Failure> {
+    fn send(&self, text: String, _request: Option<u64>) -> Result<(), Unanswered> {
         let shared = &self.0;
         let mut input = shared.input();
         let Some(pipe) = input.pipe.as_ref() else {
-            return Err(Failure::Stopped);
+            return Err(Unanswered::Stopped);
         };
         if !input.backlog.is_empty() {
             // Behind what waits already, in order.
             if input.backlog.len() >= BACKLOG_BYTES {
-                return Err(Failure::Undelivered(
+                return Err(Unanswered::Undelivered(
                     "the server is not reading its input".into(),
                 ));
             }
@@ -77,7 +77,7 @@ impl Link for Pipes {
             Err(_) => {
                 // The child closed its stdin (or died): nothing more goes through.
                 input.pipe = None;
-                return Err(Failure::Stopped);
+                return Err(Unanswered::Stopped);
             }
         };
         if written > text.len() {

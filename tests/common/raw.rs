@@ -181,6 +181,14 @@ impl RawClient {
         exchange
     }
 
+    /// The HTTP session's id, once `initialize` opened one.
+    pub fn session(&self) -> Option<String> {
+        match &self.carrier {
+            Carrier::Http { session, .. } => session.clone(),
+            Carrier::Stdio { .. } => None,
+        }
+    }
+
     /// Send a notification (raw params).
     pub async fn notify(&mut self, method: &str, params: Option<&str>) {
         let params = params

@@ -10,7 +10,7 @@ use super::*;
 struct Recorder(Arc<Mutex<Vec<String>>>);
 
 impl Link for Recorder {
-    fn send(&self, text: String, _request: Option<u64>) -> Result<(), Failure> {
+    fn send(&self, text: String, _request: Option<u64>) -> Result<(), Unanswered> {
         self.0.lock().unwrap().push(text);
         Ok(())
     }
@@ -34,7 +34,7 @@ impl Reply for Log {
     fn respond(self: Box<Self>, message: Message) {
         self.0.lock().unwrap().push(message.into_text());
     }
-    fn fail(self: Box<Self>, failure: Failure) {
+    fn fail(self: Box<Self>, failure: Unanswered) {
         self.0.lock().unwrap().push(format!("failed: {failure}"));
     }
 }
@@ -269,22 +269,26 @@ async fn cancel_tells_the_server_and_drops_the_reply_and_end_fails_the_rest() {
         Box::new(Log::default()),
         options(),
     );
-    assert!(matches!(late, Err((_, Failure::Stopped))));
+    assert!(matches!(late, Err((_, Unanswered::Stopped))));
 }
 
 struct Owner {
     seen: Mutex<Vec<(String, Option<u64>)>>,
 }
 
-impl Downstream for Owner {
+impl Unsolicited for Owner {
     fn notify(&self, message: Message, origin: Option<u64>) {
         self.seen
             .lock()
             .unwrap()
             .push((message.into_text(), origin));
     }
-    fn request(&self, session: &Session, message: Message, origin: Option<u64>) {
+    fn request(&self, session: &Session, message: Message, cause: Cause) {
         let id = message.id().unwrap().to_string();
+        let origin = match cause {
+            Cause::Request(tag) => Some(tag),
+            Cause::InFlight(tags) => tags.first().map(|t| t + 1000),
+        };
         self.seen
             .lock()
             .unwrap()
@@ -302,8 +306,8 @@ async fn server_traffic_goes_to_the_owner_with_the_request_it_is_about() {
     let owner = Arc::new(Owner {
         seen: Mutex::default(),
     });
-    let weak: Weak<dyn Downstream> = Arc::downgrade(&(owner.clone() as Arc<dyn Downstream>));
-    session.set_downstream(weak);
+    let weak: Weak<dyn Unsolicited> = Arc::downgrade(&(owner.clone() as Arc<dyn Unsolicited>));
+    session.set_unsolicited(weak);
     session.receive(msg(r#"{"jsonrpc":"2.0","id":"s1","method":"ping"}"#), None);
     assert_eq!(
         link.sent(),
@@ -318,10 +322,15 @@ async fn server_traffic_goes_to_the_owner_with_the_request_it_is_about() {
         )
         .ok()
         .unwrap();
-    // One tagged request in flight: a server request is taken to be about it.
+    // Off any request's stream, a server request only says what is in flight (tag 9,
+    // recorded here as 1009); on a request's stream, it is about that request.
     session.receive(
         msg(r#"{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{"temperature":0.7}}"#),
         None,
+    );
+    session.receive(
+        msg(r#"{"jsonrpc":"2.0","id":6,"method":"roots/list"}"#),
+        Some(id),
     );
     // On the request's own stream, a log message is related to it.
     session.receive(
@@ -337,13 +346,14 @@ async fn server_traffic_goes_to_the_owner_with_the_request_it_is_about() {
     assert_eq!(
         seen,
         vec![
-            (r#"{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{"temperature":0.7}}"#.to_string(), Some(9)),
+            (r#"{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{"temperature":0.7}}"#.to_string(), Some(1009)),
+            (r#"{"jsonrpc":"2.0","id":6,"method":"roots/list"}"#.to_string(), Some(9)),
             (r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#.to_string(), Some(9)),
         ]
     );
     assert_eq!(log.got().len(), 1, "the log message went to the request");
     assert_eq!(
         link.sent().last().unwrap(),
-        r#"{"jsonrpc":"2.0","id":5,"result":{"role":"assistant"}}"#
+        r#"{"jsonrpc":"2.0","id":6,"result":{"role":"assistant"}}"#
     );
 }

@@ -1,0 +1,38 @@
+//! Answers shaped for the harness that gets them: on the aggregated endpoint a server's
+//! renamed URIs are rewritten to the names the harness knows; a harness without MCP Apps
+//! does not see app-only tools in a `tools/list` answer.
+
+use crate::front::exchange::{Context, Flow, Step};
+use crate::mcp::message::Message;
+
+/// Rewrites the server's renamed URIs in its answer (aggregated endpoint).
+pub struct RewriteUris;
+
+impl Step for RewriteUris {
+    fn answer(&mut self, x: &mut Context, message: Message) -> Flow {
+        let names = x.hub().namespace();
+        Flow::Next(match names.rewrite_uris(&x.server, message.text()) {
+            Some(text) => reparsed(message, text),
+            None => message,
+        })
+    }
+}
+
+/// Hides app-only tools in a `tools/list` answer.
+pub struct HideAppOnly;
+
+impl Step for HideAppOnly {
+    fn answer(&mut self, _x: &mut Context, message: Message) -> Flow {
+        Flow::Next(
+            match crate::upstream::offer::without_app_only(message.text()) {
+                Some(text) => reparsed(message, text),
+                None => message,
+            },
+        )
+    }
+}
+
+/// `text` (a rewrite of `old`) as a message; `old` if it somehow does not read.
+fn reparsed(old: Message, text: String) -> Message {
+    Message::parse(text).unwrap_or(old)
+}

@@ -1,0 +1,98 @@
+//! Tasks (SEP-1686) through the front: a task-augmented call records which harness owns the
+//! task it created and parks its mirrored call with the task; `tasks/get` and `tasks/result`
+//! answers end that mirrored call when the task ended.
+
+use crate::front::exchange::{Context, Flow, Step};
+use crate::mcp::message::{Kind, Message};
+use crate::mcp::task::TaskStatus;
+
+/// The answer may create a task: its owner is recorded, and the call's mirror waits for the
+/// task's end.
+pub struct TaskCreation;
+
+impl Step for TaskCreation {
+    fn answer(&mut self, x: &mut Context, message: Message) -> Flow {
+        if let Some(task) = created_task(&message) {
+            x.hub()
+                .tables()
+                .registry
+                .task_created(&x.server, &task, x.harness);
+            // The call goes on as a task: its mirror ends with the task's result.
+            if let Some(ticket) = x.ticket.take() {
+                x.hub().park_task_ticket(&x.server, &task, ticket);
+            }
+        }
+        Flow::Next(message)
+    }
+}
+
+/// A `tasks/get` answer: its status may end the task's mirrored call.
+pub struct TaskStatusRead;
+
+impl Step for TaskStatusRead {
+    fn answer(&mut self, x: &mut Context, message: Message) -> Flow {
+        if let Some((task, status)) = reported_status(&message) {
+            x.hub().task_status(&x.server, &task, status);
+        }
+        Flow::Next(message)
+    }
+}
+
+/// A `tasks/result` answer for task `0`: the task's mirrored call ends with it.
+pub struct TaskResult(pub String);
+
+impl Step for TaskResult {
+    fn answer(&mut self, x: &mut Context, message: Message) -> Flow {
+        x.hub()
+            .finish_task_ticket(&x.server, &self.0, message.text());
+        Flow::Next(message)
+    }
+}
+
+/// The task a result created (`result.task.taskId`).
+pub fn created_task(answer: &Message) -> Option<String> {
+    (answer.kind() == Kind::Result)
+        .then(|| answer.string(&["task", "taskId"]))
+        .flatten()
+        .map(|task| task.into_owned())
+}
+
+/// The task and status a `tasks/get` result reports.
+pub fn reported_status(answer: &Message) -> Option<(String, TaskStatus)> {
+    if answer.kind() != Kind::Result {
+        return None;
+    }
+    let task = answer.string(&["taskId"])?.into_owned();
+    let status = TaskStatus::parse(&answer.string(&["status"])?);
+    Some((task, status))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(text: &str) -> Message {
+        Message::parse(text.to_string()).unwrap()
+    }
+
+    #[test]
+    fn created_tasks_and_reported_statuses_are_read_from_the_raw_answer() {
+        let created = msg(
+            r#"{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"t-1","status":"working"}}}"#,
+        );
+        assert_eq!(created_task(&created).as_deref(), Some("t-1"));
+        assert_eq!(
+            created_task(&msg(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#)),
+            None
+        );
+        let got = msg(r#"{"jsonrpc":"2.0","id":2,"result":{"taskId":"t-1","status":"failed"}}"#);
+        assert_eq!(
+            reported_status(&got),
+            Some(("t-1".to_string(), TaskStatus::Failed))
+        );
+        let refused =
+            msg(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"no task"}}"#);
+        assert_eq!(reported_status(&refused), None);
+        assert_eq!(created_task(&refused), None);
+    }
+}

@@ -1,0 +1,138 @@
+//! How long the MCP front waits for servers: only for servers that are starting (or
+//! restarting on their own), and only until they are ready or failed. A server removed from
+//! its manifest, or one that crashed and comes back, never makes a harness wait for
+//! `first_list_wait_ms`: these tests set it to ten minutes, so a stall is a test that does
+//! not get its answer within `common::PATIENCE`.
+
+mod common;
+
+use std::path::Path;
+
+use common::raw::RawClient;
+use common::{server, Proxy, ScratchDir, Watcher, EXAMPLES};
+use serde_json::Value;
+
+/// The longest wait the key allows: a stall cannot hide inside it.
+const NEVER_SETTLES: &str = "[mcp]\nfirst_list_wait_ms = 600000\n";
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// A new HTTP session on `url`, initialized; `initialize`'s result.
+async fn session(url: &str) -> (RawClient, Value) {
+    let mut harness = RawClient::http(url);
+    let init = harness
+        .request(
+            "initialize",
+            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"waits","version":"1"}}"#),
+            &mut |method, _| panic!("unexpected {method}"),
+        )
+        .await;
+    harness.notify("notifications/initialized", None).await;
+    (harness, json(init.response()))
+}
+
+async fn call(harness: &mut RawClient, tool: &str, arguments: &str) -> Value {
+    let params = format!(r#"{{"name":"{tool}","arguments":{arguments}}}"#);
+    let exchange = harness
+        .request("tools/call", Some(&params), &mut |method, _| {
+            panic!("unexpected {method}")
+        })
+        .await;
+    json(exchange.response())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_removed_from_its_manifest_stalls_nobody() {
+    let dir = ScratchDir::new("front-waits");
+    let manifest = dir.path().join("project/.mcp.json");
+    let entry = |name: &str, kind: &str| {
+        format!("\"{name}\": {{\"command\": {EXAMPLES:?}, \"args\": [\"{kind}\"]}}")
+    };
+    write(
+        &manifest,
+        &format!(
+            "{{\"mcpServers\": {{{}, {}}}}}",
+            entry("keep", "notes"),
+            entry("gone", "echo")
+        ),
+    );
+    let config = format!(
+        "manifests = [{:?}]\n[limits]\nwatch_debounce_ms = 20\n{NEVER_SETTLES}",
+        manifest.display().to_string()
+    );
+    let proxy = Proxy::start(&config);
+    let mut ahp = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    ahp.until("keep", "ready", &mut seen).await;
+    ahp.until("gone", "ready", &mut seen).await;
+
+    write(
+        &manifest,
+        &format!("{{\"mcpServers\": {{{}}}}}", entry("keep", "notes")),
+    );
+    while ahp.servers().iter().any(|s| s["name"] == "gone") {
+        ahp.step().await;
+    }
+
+    // A new session: initialize and the first listing answer at once.
+    let (mut harness, _) = session(&proxy.mcp_url).await;
+    let listed = harness
+        .request("tools/list", None, &mut |method, _| {
+            panic!("unexpected {method}")
+        })
+        .await;
+    let tools = json(listed.response());
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"add_note") && !names.contains(&"echo"),
+        "{names:?}"
+    );
+    // An unknown tool, and the removed server's tool, are refused at once.
+    for tool in ["no_such_tool", "echo"] {
+        let refused = call(&mut harness, tool, r#"{"text":"x"}"#).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    }
+    let kept = call(&mut harness, "list_notes", "{}").await;
+    assert!(kept.get("result").is_some(), "{kept}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_to_a_restarting_server_waits_only_for_its_restart() {
+    let dir = ScratchDir::new("front-waits");
+    let marker = dir.path().join("crashed-once");
+    let marker = marker.display().to_string();
+    // `flaky` crashes once, 300 ms after it first comes up, and is restarted after a
+    // delay; `steady` stays up all along.
+    let config = format!(
+        "[supervisor]\nrestart_delay_ms = 500\nrestart_delay_max_ms = 500\n{NEVER_SETTLES}{}{}",
+        server(
+            "flaky",
+            "features",
+            &["--exit-after-ms", "300", "--once", &marker]
+        ),
+        server("steady", "notes", &[]),
+    );
+    let proxy = Proxy::start(&config);
+    let mut ahp = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    ahp.until("steady", "ready", &mut seen).await;
+    ahp.until("flaky", "ready", &mut seen).await;
+    let (mut harness, _) = session(&proxy.mcp_url).await;
+    ahp.until("flaky", "error", &mut seen).await;
+
+    // Called while it is down: the call waits for the restart, then reaches it.
+    let echoed = call(&mut harness, "echo", r#"{"text":"back"}"#).await;
+    assert_eq!(echoed["result"]["content"][0]["text"], "back", "{echoed}");
+}
