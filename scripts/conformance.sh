@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official MCP conformance suite (server scenarios), pinned, for ahp-proxy.
+# The official MCP conformance suite (server and client scenarios), pinned, for ahp-proxy.
 #
 #   scripts/conformance.sh install                 install the pinned tools, print the cache dir
 #   scripts/conformance.sh commands [--json]       exact command lines: the suite, the everything
@@ -7,6 +7,12 @@
 #   scripts/conformance.sh list [SUITE-ARGS...]    the scenarios a run selects
 #   scripts/conformance.sh server --url URL [--out DIR] [--quiet] [-- SUITE-ARGS...]
 #                                                  run the server scenarios against URL
+#   scripts/conformance.sh client (--command CMD | --sdk-client) [--out DIR] [--quiet]
+#                                 [-- SUITE-ARGS...]
+#                                                  run the client scenarios with CMD as the client
+#                                                  under test (the suite appends its mock server's
+#                                                  URL; --sdk-client: the SDK v2 client of
+#                                                  scripts/era-tools/reference-client.mjs)
 #   scripts/conformance.sh fixture --stdio | --http PORT
 #                                                  run the project's fixture (the suite's reference
 #                                                  server, `ahp-proxy-example-server conformance`) in
@@ -14,25 +20,29 @@
 #   scripts/conformance.sh everything --stdio | --http PORT
 #                                                  run @modelcontextprotocol/server-everything in
 #                                                  the foreground (HTTP: http://127.0.0.1:PORT/mcp)
-#   scripts/conformance.sh reference [--everything | --server-cmd CMD] [--path /mcp] [--out DIR]
-#                                    [--quiet] [-- SUITE-ARGS...]
+#   scripts/conformance.sh reference [--sdk | --everything | --server-cmd CMD] [--path /mcp]
+#                                    [--out DIR] [--quiet] [-- SUITE-ARGS...]
 #                                                  start a server on a free port (default: the
-#                                                  fixture over HTTP; --everything: the everything
+#                                                  fixture over HTTP; --sdk: the project's reference
+#                                                  server on the TypeScript SDK v2, dual-era, from
+#                                                  scripts/era.sh; --everything: the everything
 #                                                  server; CMD may use {port} and $PORT), run
 #                                                  `server` against it, stop it
-#   scripts/conformance.sh proxy [--upstream stdio|http] [--endpoint server|aggregate]
+#   scripts/conformance.sh proxy [--sdk] [--upstream stdio|http] [--endpoint server|aggregate]
 #                                [--out DIR] [--quiet] [-- SUITE-ARGS...]
-#                                                  the fixture behind ahp-proxy (a stdio child, or
-#                                                  an HTTP server), the suite on /mcp/conformance
-#                                                  (server) or /mcp (aggregate)
+#                                                  the fixture (--sdk: the SDK v2 reference server)
+#                                                  behind ahp-proxy (a stdio child, or an HTTP
+#                                                  server), the suite on /mcp/conformance (server)
+#                                                  or /mcp (aggregate)
 #
-# `server` selects `--requirements 2025-11-25` (the frozen scenario set of MCP 2025-11-25,
-# run at the 2025-11-25 wire: ahp-proxy's protocol version) unless SUITE-ARGS carry
-# --scenario, --suite, --spec-version or --requirements. Its results go to DIR (default: a new
-# temporary directory): suite.log, results/server-<scenario>-<time>/checks.json and
-# summary.json. stdout gets one PASS/FAIL line per scenario with the failed and warning checks,
-# then, last, `AHP-CONFORMANCE {json}` (the summary on one line). The suite's own output goes
-# to stderr unless --quiet.
+# `server` and `client` select `--requirements 2025-11-25` (the frozen scenario set of MCP
+# 2025-11-25, run at the 2025-11-25 wire: ahp-proxy's protocol version) unless SUITE-ARGS carry
+# --scenario, --suite, --spec-version or --requirements (`-- --requirements 2026-07-28`: the
+# 2026-07-28 set, which of the servers here only the --sdk reference server passes). Their
+# results go to DIR (default: a new temporary directory): suite.log,
+# results/[server-]<scenario>-<time>/checks.json and summary.json. stdout gets one PASS/FAIL
+# line per scenario with the failed and warning checks, then, last, `AHP-CONFORMANCE {json}` (the
+# summary on one line). The suite's own output goes to stderr unless --quiet.
 # Exit: 0 every scenario passed, 1 a scenario failed, 2 the suite did not run. With
 # `-- --expected-failures FILE` (the suite's baseline, see conformance-tools/expected-failures/)
 # the exit code is the suite's: 0 when exactly the listed scenarios fail.
@@ -50,52 +60,25 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tools_src="$here/conformance-tools"
 repo="$(cd "$here/.." && pwd)"
 BIN_DIR="${AHP_PROXY_BIN_DIR:-$repo/target/debug}"
-TOOLS="${AHP_PROXY_TOOLS:-$HOME/.cache/ahp-proxy-tools}"
 REQUIREMENTS="${AHP_CONFORMANCE_REQUIREMENTS:-2025-11-25}"
 
 die() { echo "conformance.sh: $*" >&2; exit 2; }
 
-node_bin() {
-  local dir
-  dir="$("$here/node.sh")" || die "no Node.js >= 22 (scripts/node.sh failed)"
-  echo "$dir/node"
-}
+# node_bin, install_locked, json_str, json_argv.
+. "$here/tools-cache.sh"
 
-# Installs the locked packages into $TOOLS/conformance-<lock hash>/ once; prints that dir.
-install_tools() {
-  local node hash dest tmp
-  node="$(node_bin)"
-  hash="$(cat "$tools_src/package.json" "$tools_src/package-lock.json" "$tools_src/loopback.mjs" |
-    sha256sum | cut -c1-12)"
-  dest="$TOOLS/conformance-$hash"
-  if [[ -f "$dest/.installed" ]]; then
-    echo "$dest"
-    return
-  fi
-  mkdir -p "$TOOLS"
-  exec 8>"$TOOLS/.conformance.lock"
-  command -v flock >/dev/null 2>&1 && flock 8
-  if [[ ! -f "$dest/.installed" ]]; then
-    tmp="$(mktemp -d "$TOOLS/.conformance-install.XXXXXX")"
-    chmod 755 "$tmp"
-    cp "$tools_src/package.json" "$tools_src/package-lock.json" "$tools_src/loopback.mjs" "$tmp/"
-    echo "conformance.sh: installing the pinned conformance tools into $dest" >&2
-    # npm runs under the pinned node (its shebang is `env node`).
-    if ! (cd "$tmp" && PATH="$(dirname "$node"):$PATH" npm ci --ignore-scripts --no-audit \
-      --no-fund --loglevel=error >&2); then
-      rm -rf "$tmp"
-      die "npm ci failed"
-    fi
-    touch "$tmp/.installed"
-    rm -rf "$dest"
-    mv "$tmp" "$dest"
-  fi
-  exec 8>&-
-  echo "$dest"
-}
+# Installs the locked packages into $TOOLS/conformance-<hash>/ once; prints that dir.
+install_tools() { install_locked conformance "$tools_src" loopback.mjs; }
 
 conformance_js() { echo "$1/node_modules/@modelcontextprotocol/conformance/dist/index.js"; }
 everything_js() { echo "$1/node_modules/@modelcontextprotocol/server-everything/dist/index.js"; }
+# The project's reference server for the suite on the TypeScript SDK v2, dual-era
+# (era-tools/reference-server.mjs from scripts/era.sh, installed when missing): its path.
+sdk_reference_js() {
+  local era
+  era="$("$here/era.sh" install)" || die "scripts/era.sh install failed"
+  echo "$era/reference-server.mjs"
+}
 
 # A free TCP port on 127.0.0.1, from AHP_CONFORMANCE_PORTS=LOW-HIGH when set.
 free_port() {
@@ -142,16 +125,6 @@ has_baseline() {
     case "$a" in --expected-failures | --expected-failures=*) return 0 ;; esac
   done
   return 1
-}
-
-json_str() { # a JSON string literal
-  local node="$1"; shift
-  "$node" -e 'process.stdout.write(JSON.stringify(process.argv[1]))' "$1"
-}
-
-json_argv() { # a JSON array of the arguments
-  local node="$1"; shift
-  "$node" -e 'process.stdout.write(JSON.stringify(process.argv.slice(1)))' -- "$@"
 }
 
 # The path of one of the project's binaries; built with cargo when it is missing from the
@@ -202,20 +175,24 @@ free_ports() {
   done
 }
 
-cmd_server() {
-  local url="" out="" quiet=0
+# run_suite server|client ARGS...: the suite's server scenarios against --url URL, or its client
+# scenarios with --command CMD (--sdk-client: the SDK v2 client, era-tools/reference-client.mjs)
+# as the client under test; the summary as described at the top.
+run_suite() {
+  local mode="$1" target="" out="" quiet=0 sdk_client=0
+  shift
   while (($#)); do
-    case "$1" in
-      --url) url="$2"; shift 2 ;;
-      --url=*) url="${1#*=}"; shift ;;
-      --out) out="$2"; shift 2 ;;
-      --out=*) out="${1#*=}"; shift ;;
-      --quiet) quiet=1; shift ;;
-      --) shift; break ;;
-      *) die "server: unknown option $1 (suite options go after --)" ;;
+    case "$mode:$1" in
+      server:--url | client:--command) target="$2"; shift 2 ;;
+      server:--url=* | client:--command=*) target="${1#*=}"; shift ;;
+      client:--sdk-client) sdk_client=1; shift ;;
+      *:--out) out="$2"; shift 2 ;;
+      *:--out=*) out="${1#*=}"; shift ;;
+      *:--quiet) quiet=1; shift ;;
+      *:--) shift; break ;;
+      *) die "$mode: unknown option $1 (suite options go after --)" ;;
     esac
   done
-  [[ -n "$url" ]] || die "server: --url is required"
   local extra=("$@")
   has_selection "${extra[@]+"${extra[@]}"}" || extra=(--requirements "$REQUIREMENTS" "${extra[@]+"${extra[@]}"}")
 
@@ -223,6 +200,12 @@ cmd_server() {
   node="$(node_bin)"
   dir="$(install_tools)"
   js="$(conformance_js "$dir")"
+  if ((sdk_client)); then
+    local era
+    era="$("$here/era.sh" install)" || die "scripts/era.sh install failed"
+    target="$node $era/reference-client.mjs"
+  fi
+  [[ -n "$target" ]] || die "$mode: --url, --command or --sdk-client is required"
   if [[ -z "$out" ]]; then
     out="$(mktemp -d "${TMPDIR:-/tmp}/ahp-conformance.XXXXXX")"
   else
@@ -230,10 +213,15 @@ cmd_server() {
     rm -rf "$out/results" "$out/suite.log" "$out/summary.json" "$out/meta.json"
   fi
 
-  local version start end rc=0
+  local version start end rc=0 argv
   version="$("$node" -e 'console.log(require(process.argv[1]).version)' \
     "$dir/node_modules/@modelcontextprotocol/conformance/package.json")"
-  local argv=("$node" "$js" server --url "$url" -o "$out/results" "${extra[@]}")
+  if [[ "$mode" == server ]]; then
+    argv=("$node" "$js" server --url "$target" -o "$out/results" "${extra[@]}")
+  else
+    # The suite splits the command at spaces and appends its mock server's URL.
+    argv=("$node" "$js" client --command "$target" -o "$out/results" "${extra[@]}")
+  fi
   start=$(date +%s%N)
   if ((quiet)); then
     "${argv[@]}" >"$out/suite.log" 2>&1 || rc=$?
@@ -246,7 +234,7 @@ cmd_server() {
 {
   "suite": "@modelcontextprotocol/conformance",
   "suite_version": $(json_str "$node" "$version"),
-  "url": $(json_str "$node" "$url"),
+  "$([[ $mode == server ]] && echo url || echo command)": $(json_str "$node" "$target"),
   "suite_args": $(json_argv "$node" "${extra[@]}"),
   "suite_exit_code": $rc,
   "baseline": $(has_baseline "${extra[@]}" && echo true || echo false),
@@ -258,6 +246,8 @@ EOF
   "$node" "$tools_src/summary.mjs" "$out" || src=$?
   return "$src"
 }
+
+cmd_server() { run_suite server "$@"; }
 
 cmd_everything() {
   local node dir js
@@ -288,12 +278,13 @@ cmd_fixture() {
 }
 
 cmd_reference() {
-  local server_cmd="" path="/mcp" out="" quiet=() pass=() everything=0
+  local server_cmd="" path="/mcp" out="" quiet=() pass=() everything=0 sdk=0
   while (($#)); do
     case "$1" in
       --server-cmd) server_cmd="$2"; shift 2 ;;
       --server-cmd=*) server_cmd="${1#*=}"; shift ;;
       --everything) everything=1; shift ;;
+      --sdk) sdk=1; shift ;;
       --path) path="$2"; shift 2 ;;
       --path=*) path="${1#*=}"; shift ;;
       --out) out="$2"; shift 2 ;;
@@ -307,7 +298,11 @@ cmd_reference() {
   node="$(node_bin)"
   dir="$(install_tools)"
   port="$(free_port "$node")"
-  if [[ -z "$server_cmd" ]] && ((everything)); then
+  if [[ -z "$server_cmd" ]] && ((sdk)); then
+    local js
+    js="$(sdk_reference_js)"
+    server_cmd="exec $(printf '%q ' "$node" "$js" --http "$port")"
+  elif [[ -z "$server_cmd" ]] && ((everything)); then
     server_cmd="exec $(printf '%q ' "$node" --import "file://$dir/loopback.mjs" \
       "$(everything_js "$dir")" streamableHttp)"
   elif [[ -z "$server_cmd" ]]; then
@@ -347,9 +342,10 @@ wait_ready() { # LOG NAME TIMEOUT_S PID
 }
 
 cmd_proxy() {
-  local upstream=stdio endpoint=server out="" quiet=() pass=()
+  local upstream=stdio endpoint=server out="" quiet=() pass=() sdk=0
   while (($#)); do
     case "$1" in
+      --sdk) sdk=1; shift ;;
       --upstream) upstream="$2"; shift 2 ;;
       --upstream=*) upstream="${1#*=}"; shift ;;
       --endpoint) endpoint="$2"; shift 2 ;;
@@ -363,23 +359,37 @@ cmd_proxy() {
   done
   [[ "$upstream" == stdio || "$upstream" == http ]] || die "proxy: --upstream stdio|http"
   [[ "$endpoint" == server || "$endpoint" == aggregate ]] || die "proxy: --endpoint server|aggregate"
-  local node proxy fixture ports ahp_port mcp_port up_port
+  local node proxy ports ahp_port mcp_port up_port bin fixture=()
   node="$(node_bin)"
   install_tools >/dev/null
   proxy="$(project_bin ahp-proxy)"
-  fixture="$(project_bin ahp-proxy-example-server)"
+  # The upstream: the project's fixture, or (--sdk) the SDK v2 reference server; stdio with no
+  # further argument, HTTP with --http ADDR or PORT.
+  if ((sdk)); then
+    bin="$(sdk_reference_js)"
+    fixture=("$node" "$bin")
+  else
+    bin="$(project_bin ahp-proxy-example-server)"
+    fixture=("$bin" conformance)
+  fi
   mapfile -t ports < <(free_ports "$node" 3)
   ahp_port="${ports[0]}" mcp_port="${ports[1]}" up_port="${ports[2]}"
   [[ -n "$out" ]] || out="$(mktemp -d "${TMPDIR:-/tmp}/ahp-conformance.XXXXXX")"
   mkdir -p "$out"
   if [[ "$upstream" == http ]]; then
     echo "conformance.sh: starting the fixture on 127.0.0.1:$up_port (log: $out/fixture.log)" >&2
-    start_group "$out/fixture.log" "$fixture" conformance --http "127.0.0.1:$up_port"
+    if ((sdk)); then
+      start_group "$out/fixture.log" "${fixture[@]}" --http "$up_port"
+    else
+      start_group "$out/fixture.log" "${fixture[@]}" --http "127.0.0.1:$up_port"
+    fi
     wait_port "$up_port" 30 "$STARTED_PID" || die "the fixture did not listen on $up_port"
     printf '[servers.conformance]\nurl = "http://127.0.0.1:%s/mcp"\n' "$up_port" >"$out/proxy.toml"
   else
-    printf '[servers.conformance]\ncommand = %s\nargs = ["conformance"]\n' \
-      "$(json_str "$node" "$fixture")" >"$out/proxy.toml"
+    local args=("${fixture[@]:1}")
+    ((sdk)) && args+=(--stdio)
+    printf '[servers.conformance]\ncommand = %s\nargs = %s\n' "$(json_str "$node" "${fixture[0]}")" \
+      "$(json_argv "$node" "${args[@]}")" >"$out/proxy.toml"
   fi
   echo "conformance.sh: starting ahp-proxy, MCP on 127.0.0.1:$mcp_port (log: $out/proxy.log)" >&2
   start_group "$out/proxy.log" "$proxy" --log-format json --config "$out/proxy.toml" serve \
@@ -457,6 +467,7 @@ case "${1:-}" in
   commands) shift; cmd_commands "$@" ;;
   list) shift; cmd_list "$@" ;;
   server) shift; cmd_server "$@" ;;
+  client) shift; run_suite client "$@" ;;
   everything) shift; cmd_everything "$@" ;;
   reference) shift; cmd_reference "$@" ;;
   fixture) shift; cmd_fixture "$@" ;;

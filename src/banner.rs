@@ -12,11 +12,14 @@ pub struct Banner {
     pub ahp_url: String,
     /// Why the AHP endpoint is not where the config said (a fallback), if it is not.
     pub ahp_note: Option<String>,
+    /// What to paste into VS Code's **Agents: Add Remote Agent Host…** (the token in `tkn`
+    /// when one is needed and the banner goes to a terminal); not in the JSON log event.
+    pub vscode_url: Option<String>,
     /// The aggregated MCP endpoint over HTTP, when the HTTP front is on.
     pub mcp_url: Option<String>,
     /// Whether MCP is also served on stdin/stdout.
     pub stdio: bool,
-    /// The web console's URL, once there is one.
+    /// The web console's URL (`http://` at the AHP address).
     pub console_url: Option<String>,
     /// Plugin containers found (plugin folders, manifests, inline plugins).
     pub plugins: usize,
@@ -36,7 +39,8 @@ impl Banner {
         let mut lines = vec![format!("ahp-proxy {}", env!("CARGO_PKG_VERSION"))];
         let config = match &self.config {
             Some(path) => path.display().to_string(),
-            None => "none found (./proxy.toml); every key has its default".into(),
+            None => "none found (proxy.toml here or in a folder above); every key has its default"
+                .into(),
         };
         lines.push(format!("  config   {config}"));
         let note = self
@@ -45,6 +49,7 @@ impl Banner {
             .map(|n| format!("  ({n})"))
             .unwrap_or_default();
         lines.push(format!("  AHP      {}{note}", self.ahp_url));
+        lines.extend(self.vscode_line());
         let mut mcp: Vec<String> = Vec::new();
         if self.stdio {
             mcp.push("stdin/stdout".into());
@@ -56,7 +61,6 @@ impl Banner {
             mcp.push("off ([mcp] http = false)".into());
         }
         lines.push(format!("  MCP      {}", mcp.join(", ")));
-        // The console line goes here once the web console exists.
         if let Some(console) = &self.console_url {
             lines.push(format!("  console  {console}"));
         }
@@ -97,6 +101,16 @@ impl Banner {
     }
 }
 
+impl Banner {
+    /// The line saying what to paste into VS Code, when there is a URL for it.
+    fn vscode_line(&self) -> Option<String> {
+        let url = self.vscode_url.as_ref()?;
+        Some(format!(
+            "  VS Code  {url}  (Agents: Add Remote Agent Host…)"
+        ))
+    }
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
@@ -131,6 +145,18 @@ mod tests {
         assert!(
             !text.contains("console"),
             "no console line without a console"
+        );
+        assert!(!text.contains("VS Code"), "{text}");
+        let for_vscode = Banner {
+            vscode_url: Some("ws://127.0.0.1:8765/?tkn=t".into()),
+            ..banner
+        };
+        let text = for_vscode.lines().join("\n");
+        assert!(
+            text.contains(
+                "  VS Code  ws://127.0.0.1:8765/?tkn=t  (Agents: Add Remote Agent Host…)"
+            ),
+            "{text}"
         );
     }
 }

@@ -8,8 +8,12 @@
 //! `start`, `stop`… commands: an AHP client of a running proxy), `watch` (live rescans),
 //! `supervisor` (one lifecycle task per MCP server), `host` (AHP state, single writer), `ahp`
 //! (the WebSocket face), `console` (the web console's pages, served by `ahp`), `front` (the
-//! harness's MCP server), `tcp` (the accept step the listeners share), `untrusted` and
-//! `log_writer` (outside text made safe for log lines), `heap` (freed memory given back), `park_spin` (the stdio worker watches its pipes before it parks), `banner` (what start-up prints),
+//! harness's MCP server), `tcp` (the accept step the listeners share), `authority` (a `Host`
+//! header's name and port), `descriptors` (the descriptor budget the listeners share),
+//! `file_read` (files someone named: regular, non-blocking, bounded), `guess` ("did you
+//! mean"), `untrusted` and `log_writer` (outside text made safe for log lines and the
+//! terminal), `heap` (freed memory given back), `park_spin` (the stdio worker watches its
+//! pipes before it parks), `banner` (what start-up prints),
 //! `health` (`GET /healthz`), `serve` (the wiring and the shutdown order); `fuzzing` (fuzz
 //! targets, with the `fuzzing` feature only). The example MCP servers are a separate program
 //! (`example-servers/`, `ahp-proxy-example-server`). See ARCHITECTURE.md.
@@ -17,17 +21,21 @@
 #![deny(unsafe_code)]
 
 pub mod ahp;
+pub mod authority;
 pub mod banner;
 pub mod catalog;
 pub mod check;
 pub mod config;
 pub mod console;
 pub mod control;
+pub mod descriptors;
 pub mod discovery;
+pub mod file_read;
 pub mod front;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod guess;
 pub mod health;
 pub mod heap;
 pub mod host;

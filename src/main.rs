@@ -2,7 +2,7 @@
 //! `status`, `start`, `stop`, `restart`, `enable`, `disable`. Wiring only.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -13,6 +13,7 @@ use ahp_proxy::check;
 use ahp_proxy::config::Config;
 use ahp_proxy::control::{self, steer::Verb, Endpoint};
 use ahp_proxy::discovery::Context;
+use ahp_proxy::untrusted::json_escaped;
 
 /// mimalloc (`ahp_proxy::heap` says why).
 #[global_allocator]
@@ -25,7 +26,8 @@ static ALLOCATOR: ahp_proxy::heap::Allocator = ahp_proxy::heap::ALLOCATOR;
     about = "Serve MCP servers to an MCP-only harness and show them to AHP clients"
 )]
 struct Cli {
-    /// The configuration file [default: ./proxy.toml when it exists, else built-in defaults].
+    /// The configuration file [default: the nearest proxy.toml in this folder or one above
+    /// it (yours), else built-in defaults].
     #[arg(long, global = true)]
     config: Option<PathBuf>,
     /// Also read this MCP manifest: an existing `.mcp.json`, VS Code `mcp.json`, Claude
@@ -64,8 +66,10 @@ enum Command {
         #[arg(long, value_name = "US", hide = true)]
         park_spin_us: Option<u32>,
     },
-    /// Validate the configuration, scan every plugin and manifest, and print the tree an AHP
-    /// client would see with every problem found. Exit 1 when something is in error.
+    /// Validate the configuration, scan every plugin and manifest, look up every server's
+    /// program (nothing is started), and print the tree an AHP client would see with every
+    /// problem found. Exit 1 when something is in error (a server whose program is missing
+    /// included), 2 when the configuration is invalid.
     Check {
         /// Print JSON (`{customizations, problems}`) instead of text.
         #[arg(long)]
@@ -173,11 +177,7 @@ fn main() -> ExitCode {
         park_spin_us: None,
     });
     init_logging(cli.log_format);
-    let config_file = match &cli.config {
-        Some(path) => Some(path.clone()),
-        None if std::path::Path::new("proxy.toml").exists() => Some(PathBuf::from("proxy.toml")),
-        None => None,
-    };
+    let config_file = cli.config.clone().or_else(nearest_config);
     let loaded = match &config_file {
         Some(path) => Config::load(path),
         // No file: every key at its default (typically with --manifest).
@@ -196,7 +196,7 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             if matches!(command, Command::Check { json: true, .. }) {
-                print_out(&ahp_proxy::check::render_config_error_json(&error));
+                print_out(&json_escaped(&check::render_config_error_json(&error)));
             }
             eprintln!("{error}");
             return ExitCode::from(2);
@@ -213,7 +213,7 @@ fn main() -> ExitCode {
         return control(command, endpoint);
     }
     match command {
-        Command::Check { json, start } => check(&config, json, start),
+        Command::Check { json, start } => check(&config, config_file.as_deref(), json, start),
         Command::Serve {
             listen,
             mcp_listen,
@@ -239,9 +239,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn check(config: &Config, json: bool, start: bool) -> ExitCode {
+fn check(config: &Config, file: Option<&Path>, json: bool, start: bool) -> ExitCode {
     let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
     let catalog = Catalog::scan(ahp_proxy::serve::sources(config), &ctx);
+    let missing = check::missing_programs(&catalog);
     let outcomes = match start.then(|| runtime(false)) {
         None => None,
         Some(Ok(runtime)) => {
@@ -255,10 +256,15 @@ fn check(config: &Config, json: bool, start: bool) -> ExitCode {
         }
     };
     if json {
-        print_out(&check::render_json(&catalog, outcomes.as_deref()));
+        print_out(&json_escaped(&check::render_json(
+            &catalog,
+            &missing,
+            outcomes.as_deref(),
+        )));
     } else {
-        print_out(&check::render_header(config));
-        print_out(&check::render_text(&catalog));
+        let file = file.map(|f| std::path::absolute(f).unwrap_or_else(|_| f.to_path_buf()));
+        print_out(&check::render_header(config, file.as_deref()));
+        print_out(&check::render_text(&catalog, &missing));
         match &outcomes {
             Some(outcomes) => print_out(&check::start::render_text(outcomes)),
             None => print_out(&check::render_not_started(&catalog)),
@@ -267,10 +273,32 @@ fn check(config: &Config, json: bool, start: bool) -> ExitCode {
     let failed = outcomes
         .as_deref()
         .is_some_and(|o| o.iter().any(|o| o.failed()));
-    if check::has_errors(&catalog) || failed {
+    if check::has_errors(&catalog) || !missing.is_empty() || failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// The nearest proxy.toml (`ahp_proxy::config::locate`): named as `proxy.toml` when it is in
+/// this folder, by its whole path when it is above. One above that another user owns is
+/// not read, and said.
+fn nearest_config() -> Option<PathBuf> {
+    use ahp_proxy::config::locate::{self, Found};
+    let here = std::env::current_dir().ok()?;
+    match locate::nearest(&here, locate::current_user()) {
+        Found::File(path) => Some(
+            path.strip_prefix(&here)
+                .map_or_else(|_| path.clone(), Path::to_path_buf),
+        ),
+        Found::NotOwned(path) => {
+            eprintln!(
+                "ahp-proxy: {} belongs to another user: not read (`--config` reads it)",
+                path.display()
+            );
+            None
+        }
+        Found::Nothing => None,
     }
 }
 

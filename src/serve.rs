@@ -36,10 +36,11 @@ pub struct Options {
 
 /// Run the proxy on `config` until Ctrl-C / SIGTERM (or, with `stdio`, until the harness
 /// closes our stdin). Errors are start-up failures.
-pub async fn run(config: Config, options: Options) -> Result<(), String> {
+pub async fn run(mut config: Config, options: Options) -> Result<(), String> {
     let stdio = options.stdio;
     // Checked before anything starts: no server is launched for a proxy that will not run.
     let token = access_token(&config)?;
+    config.limits.max_connections = descriptor_budget(config.limits.max_connections);
     let mut signals = Signals::listen();
     let host = Arc::new(Host::new(&config));
     let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
@@ -141,12 +142,13 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
             let _ = tokio::task::spawn_blocking(crate::heap::give_back).await;
         });
     }
-    let (tcp, fallback) = bind_ahp(config.ahp.listen, stdio).await?;
+    let (tcp, fallback) = bind_ahp(config.ahp.listen, stdio, Port::Ahp).await?;
     let addr = tcp
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
     banner.ahp_url = format!("ws://{addr}");
     banner.ahp_note = fallback;
+    banner.vscode_url = Some(vscode_url(&banner.ahp_url, token.as_deref()));
     let mcp_tcp = match config.mcp.listen {
         Some(mcp_addr) => Some(crate::front::http::bind(mcp_addr).await?),
         None => None,
@@ -168,7 +170,8 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
         addr,
     ));
     // MCP Apps' Views run on an origin of their own: the same IP, another port.
-    let views_tcp = listener::bind(std::net::SocketAddr::new(addr.ip(), 0)).await?;
+    let views_want = std::net::SocketAddr::new(addr.ip(), config.ahp.views_port);
+    let (views_tcp, _) = bind_ahp(views_want, stdio, Port::Views).await?;
     let views_addr = views_tcp
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
@@ -177,6 +180,7 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
         token_required: token.is_some(),
     });
     tracing::info!(url = %format!("http://{addr}/"), views = %format!("http://{views_addr}"), "console: open this URL in a browser");
+    banner.console_url = Some(format!("http://{addr}/"));
     tracing::info!(addr = %addr, url = %format!("ws://{addr}"), token = token.is_some(), "AHP endpoint listening");
     show(&banner, options.text_banner);
 
@@ -214,7 +218,13 @@ pub async fn run(config: Config, options: Options) -> Result<(), String> {
             config.limits.clone(),
             listening.clone(),
         );
-        let views = crate::ahp::views::serve(views_tcp, gate, page_deadline, listening.clone());
+        let views = crate::ahp::views::serve(
+            views_tcp,
+            gate,
+            config.limits.max_connections,
+            page_deadline,
+            listening.clone(),
+        );
         tokio::spawn(async move {
             tokio::join!(ahp, views);
         })
@@ -346,26 +356,61 @@ async fn within<F: std::future::Future>(limit: Duration, work: F) {
     let _ = tokio::time::timeout(limit, work).await;
 }
 
-/// Bind the AHP endpoint. A harness that launched us (`stdio`) must keep working when
-/// another copy already holds the port (a second harness on the same proxy.toml, or the
-/// proxy started by hand): then any free port on the same address is taken, and said.
-/// Returns the listener and, after such a fallback, why it is not where the config said.
+/// Raise the descriptor limit to the hard one and derive each listener's connection limit
+/// from it (at most `configured`); says both.
+fn descriptor_budget(configured: usize) -> usize {
+    let Some(limit) = crate::descriptors::raise() else {
+        return configured;
+    };
+    let each = crate::descriptors::connections_per_listener(limit.now, configured);
+    tracing::info!(
+        was = limit.was,
+        max_connections = configured,
+        "descriptor limit {}: each listener (AHP, MCP, the View origin) takes at most {each} connections",
+        limit.now
+    );
+    each
+}
+
+/// The listeners whose port the config names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Port {
+    /// `[ahp] listen`.
+    Ahp,
+    /// `[ahp] views_port`.
+    Views,
+}
+
+/// Bind the AHP endpoint or the View origin. A harness that launched us (`stdio`) must keep
+/// working when another copy already holds the port (a second harness on the same
+/// proxy.toml, or the proxy started by hand): then any free port on the same address is
+/// taken, and said. Returns the listener and, after such a fallback, why it is not where
+/// the config said.
 async fn bind_ahp(
     want: std::net::SocketAddr,
     stdio: bool,
+    which: Port,
 ) -> Result<(tokio::net::TcpListener, Option<String>), String> {
+    let (what, any_port) = match which {
+        Port::Ahp => ("AHP", "`--listen 127.0.0.1:0`"),
+        Port::Views => ("the View origin", "`[ahp] views_port = 0`"),
+    };
     match listener::bind(want).await {
         Ok(tcp) => Ok((tcp, None)),
-        Err(error) if stdio => {
+        Err(error) if stdio && want.port() != 0 => {
             let any = std::net::SocketAddr::new(want.ip(), 0);
             let tcp = listener::bind(any).await?;
             let port = tcp.local_addr().map(|a| a.port()).unwrap_or_default();
-            let note = format!("{want} was not free; serving AHP on port {port} instead");
-            tracing::warn!(%error, port, "{note}: AHP clients of this harness's proxy connect there (`ahp-proxy status --url ws://{}:{port}`)", want.ip());
+            let note = format!("{want} was not free; serving {what} on port {port} instead");
+            if which == Port::Ahp {
+                tracing::warn!(%error, port, "{note}: AHP clients of this harness's proxy connect there (`ahp-proxy status --url ws://{}:{port}`)", want.ip());
+            } else {
+                tracing::warn!(%error, port, "{note}");
+            }
             Ok((tcp, Some(note)))
         }
         Err(error) => Err(format!(
-            "{error} (is another ahp-proxy running? `--listen 127.0.0.1:0` takes any free port)"
+            "{error} (is another ahp-proxy running? {any_port} takes any free port)"
         )),
     }
 }
@@ -400,6 +445,18 @@ fn found(catalog: &Catalog, customizations: &[ahp_types::state::Customization]) 
         servers_in_error: catalog.servers().filter(|s| s.launch.is_err()).count(),
         problems: catalog.problems().count(),
         ..Banner::default()
+    }
+}
+
+/// The banner's VS Code URL: with the token only on a terminal (stderr in a pipe or a file,
+/// such as a harness's log of its servers, never gets the token).
+fn vscode_url(ahp_url: &str, token: Option<&str>) -> String {
+    use std::io::IsTerminal as _;
+    match token {
+        Some(_) if !std::io::stderr().is_terminal() => {
+            "`ahp-proxy status` prints it (the token stays out of logs)".into()
+        }
+        token => crate::ahp::gate::vscode_url(ahp_url, token),
     }
 }
 

@@ -1,6 +1,7 @@
-//! The accept step both listeners share (AHP WebSocket, MCP HTTP): the next connection with
-//! Nagle off, a short back-off on accept errors (e.g. EMFILE), `None` on shutdown; and the
-//! connection limit, whose refusals go out at once, before the peer's request is read.
+//! The accept step every listener shares (AHP WebSocket, MCP HTTP, the View origin): the
+//! next connection with Nagle off, a short back-off on accept errors (e.g. EMFILE), `None`
+//! on shutdown; and the connection limit, whose refusals go out at once, before the peer's
+//! request is read, a bounded number at a time.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,6 +15,9 @@ use tokio_util::sync::CancellationToken;
 /// How long a refused peer has to read the refusal (and finish sending its request, which is
 /// read and dropped so that closing does not reset the connection under the answer).
 const REFUSAL_GRACE: Duration = Duration::from_millis(200);
+/// Refusals a listener keeps on their way out at least, however small its limit: a few peers
+/// just beyond it are all answered.
+pub const MIN_REFUSALS: usize = 16;
 /// How long a refused connection's first bytes are waited for before the `503` is sent.
 const FIRST_BYTES: Duration = Duration::from_millis(50);
 
@@ -41,25 +45,62 @@ pub async fn accept(
     }
 }
 
+/// What one listener may hold: its connections, and refusals on their way out (a quarter
+/// as many, at least [`MIN_REFUSALS`]). A listener never holds more descriptors than
+/// [`Slots::most`].
+#[derive(Clone)]
+pub struct Slots {
+    connections: Arc<Semaphore>,
+    refusals: Arc<Semaphore>,
+}
+
+impl Slots {
+    /// Room for `connections` (at least one).
+    pub fn new(connections: usize) -> Self {
+        let connections = connections.max(1);
+        Self {
+            connections: Arc::new(Semaphore::new(connections)),
+            refusals: Arc::new(Semaphore::new(Self::refusals(connections))),
+        }
+    }
+
+    fn refusals(connections: usize) -> usize {
+        connections.div_ceil(4).max(MIN_REFUSALS)
+    }
+
+    /// The most descriptors a listener with room for `connections` holds at once.
+    pub fn most(connections: usize) -> usize {
+        let connections = connections.max(1);
+        connections + Self::refusals(connections)
+    }
+}
+
 /// The next connection that gets one of `slots`, with its slot. One beyond them is answered
-/// `503` with `busy` as its body once its first bytes arrive (or 50 ms pass), without waiting for the rest of its request, and closed within
-/// [`REFUSAL_GRACE`]: a flood of peers that send half a request holds at most the limit's
-/// worth of descriptors, not one each until a handshake deadline. `None` on shutdown.
+/// `503` with `busy` as its body once its first bytes arrive (or 50 ms pass), without
+/// waiting for the rest of its request, and closed within [`REFUSAL_GRACE`]; while as many
+/// refusals as [`Slots`] allows are on their way out, one more is closed at once, unanswered.
+/// So a flood of peers that send half a request holds at most [`Slots::most`] descriptors,
+/// not one each until a handshake deadline. `None` on shutdown.
 pub async fn accept_within(
     listener: &TcpListener,
-    slots: &Arc<Semaphore>,
+    slots: &Slots,
     shutdown: &CancellationToken,
     what: &str,
     busy: &'static str,
 ) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
     loop {
         let (stream, peer) = accept(listener, shutdown, what).await?;
-        match slots.clone().try_acquire_owned() {
+        match slots.connections.clone().try_acquire_owned() {
             Ok(slot) => return Some((stream, peer, slot)),
             Err(_) => {
                 // Debug, not warn: a flood of refusals must not flood the log.
                 tracing::debug!(%peer, "{what} connection refused: too many open connections");
-                tokio::spawn(refuse_busy(stream, busy));
+                if let Ok(refusal) = slots.refusals.clone().try_acquire_owned() {
+                    tokio::spawn(async move {
+                        refuse_busy(stream, busy).await;
+                        drop(refusal);
+                    });
+                }
             }
         }
     }
@@ -94,6 +135,16 @@ async fn refuse_busy(mut stream: TcpStream, busy: &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listener_holds_its_connections_and_a_quarter_more_refusals() {
+        assert_eq!(Slots::most(80), 100);
+        assert_eq!(Slots::most(26), 42);
+        assert_eq!(Slots::most(0), 17);
+        let slots = Slots::new(4);
+        assert_eq!(slots.connections.available_permits(), 4);
+        assert_eq!(slots.refusals.available_permits(), MIN_REFUSALS);
+    }
 
     #[test]
     fn the_refusal_is_a_complete_response_whose_length_is_its_body() {

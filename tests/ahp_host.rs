@@ -125,7 +125,7 @@ async fn version_negotiation_picks_the_highest_supported_and_refuses_the_rest() 
     assert_eq!(error_code(&response), -32005);
     assert_eq!(
         response["error"]["data"]["supportedVersions"],
-        json!(["^1.0.0", "^0.9.0"])
+        json!(["^1.0.0", "0.10.0", "^0.9.0"])
     );
     assert!(
         matches!(raw.ending().await, Ending::Closed(_)),

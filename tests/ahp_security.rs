@@ -435,3 +435,30 @@ async fn frames_that_break_the_websocket_protocol_get_1002_and_bad_utf8_1007() {
     // The endpoint is unharmed.
     let _client = official_client_works(upgrade(&proxy.url, &[]).await.unwrap()).await;
 }
+
+#[test]
+fn a_second_origin_header_is_refused_even_after_a_loopback_one() {
+    let proxy = Proxy::start("");
+    let upgrade = |origins: &[&str]| {
+        let lines: String = origins.iter().map(|o| format!("Origin: {o}\r\n")).collect();
+        let mut socket = std::net::TcpStream::connect(proxy.addr).unwrap();
+        socket.set_read_timeout(Some(PATIENCE)).unwrap();
+        let request = format!(
+            "GET / HTTP/1.1\r\nHost: {}\r\n{lines}Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            proxy.addr
+        );
+        socket.write_all(request.as_bytes()).unwrap();
+        let mut head = [0u8; 12];
+        socket.read_exact(&mut head).unwrap();
+        String::from_utf8_lossy(&head).into_owned()
+    };
+    assert_eq!(
+        upgrade(&["http://localhost:5173", "http://evil.example"]),
+        "HTTP/1.1 403"
+    );
+    assert_eq!(
+        upgrade(&["http://localhost:5173", "http://localhost:5173"]),
+        "HTTP/1.1 403"
+    );
+    assert_eq!(upgrade(&["http://localhost:5173"]), "HTTP/1.1 101");
+}

@@ -373,6 +373,8 @@ async fn the_session_summary_says_input_needed_while_a_call_waits_for_a_token() 
         .notification(|n| common::announced_status(n) == Some(1))
         .await;
     assert_eq!(observer.listed_status().await, 1);
+    // The session's own status says the same, not the in-progress the input left behind.
+    assert_eq!(observer.snapshot_status().await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -360,13 +360,10 @@ fn a_plugin_folder_or_manifest_that_is_a_link_loop_is_an_error_container_naming_
             .clone()
     };
     assert_eq!(load("good")["kind"], "loaded");
-    for (name, message) in [
-        ("folder", "folder: symbolic link loop; nothing loaded"),
-        (
-            "self.mcp.json",
-            "self.mcp.json: symbolic link loop; nothing loaded",
-        ),
-    ] {
+    // A configured manifest is named by its whole path.
+    let manifest = dir.path().join("self.mcp.json").display().to_string();
+    for (name, location) in [("folder", "folder"), ("self.mcp.json", manifest.as_str())] {
+        let message = format!("{location}: symbolic link loop; nothing loaded");
         assert_eq!(load(name)["kind"], "error", "{name}: {report}");
         assert_eq!(load(name)["message"], message, "{name}: {report}");
         assert!(
@@ -374,9 +371,227 @@ fn a_plugin_folder_or_manifest_that_is_a_link_loop_is_an_error_container_naming_
                 .as_array()
                 .expect("problems")
                 .iter()
-                .any(|p| p["location"] == name
+                .any(|p| p["location"] == location
                     && p["message"] == "symbolic link loop; nothing loaded"),
             "{name}: {report}"
         );
     }
+}
+
+/// Run `command` to its end, or kill it and fail once [`common::PATIENCE`] has passed (a
+/// read that blocks forever must fail the test, not hang it).
+fn finished(command: &mut Command) -> std::process::Output {
+    let mut child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("collect");
+            panic!(
+                "still running after {:?}; stderr:\n{}",
+                common::PATIENCE,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("collect")
+}
+
+/// Make a FIFO at `path` (nobody ever writes to it).
+fn fifo(path: &std::path::Path) {
+    let made = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(made.success());
+}
+
+#[test]
+fn env_files_icons_and_the_config_are_read_like_every_source_file() {
+    let dir = ScratchDir::new("bounded-reads");
+    let plugin = dir.path().join("plugins/p");
+    plugin_with_manifest(
+        &plugin,
+        "{ \"name\": \"p\", \"icon\": \"icon.png\", \"mcpServers\": {\
+           \"piped\": { \"command\": \"true\", \"envFile\": \"pipe.env\" },\
+           \"huge\": { \"command\": \"true\", \"envFile\": \"huge.env\" },\
+           \"fine\": { \"command\": \"true\", \"envFile\": \"fine.env\" } } }",
+    );
+    // A FIFO nobody writes to would block discovery forever; a 5 MiB file is over the cap.
+    fifo(&plugin.join("pipe.env"));
+    fifo(&plugin.join("icon.png"));
+    std::fs::write(plugin.join("huge.env"), "A=1\n".repeat(5 * 1024 * 1024 / 4)).expect("huge");
+    std::fs::write(plugin.join("fine.env"), "A=1\n").expect("fine");
+    let config = plugins_config(dir.path());
+    let output = finished(
+        proxy()
+            .arg("--config")
+            .arg(&config)
+            .args(["check", "--json"]),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let problems = report["problems"].to_string();
+    assert!(
+        problems.contains("envFile \\\"pipe.env\\\" cannot be read (not a regular file)"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("envFile \\\"huge.env\\\" cannot be read (larger than 4194304 bytes)"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("icon.png: cannot read the icon: not a regular file"),
+        "{problems}"
+    );
+    assert!(!problems.contains("fine.env"), "{problems}");
+
+    // proxy.toml itself.
+    let piped = dir.path().join("piped.toml");
+    fifo(&piped);
+    let output = finished(proxy().arg("--config").arg(&piped).arg("check"));
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("piped.toml: cannot read config file: not a regular file"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_manifest_that_cannot_be_read_is_named_by_its_path() {
+    let dir = ScratchDir::new("missing-manifest");
+    let output =
+        finished(
+            proxy()
+                .current_dir(dir.path())
+                .args(["--manifest", "nope/.mcp.json", "check"]),
+        );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("nope/.mcp.json: cannot read"), "{stdout}");
+}
+
+#[test]
+fn check_looks_up_each_command_without_starting_it() {
+    let dir = ScratchDir::new("commands");
+    std::fs::create_dir_all(dir.path().join("bin")).expect("mkdir");
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.here]\ncommand = {:?}\n[servers.onpath]\ncommand = \"true\"\n\
+             [servers.gone]\ncommand = \"ahp-proxy-test-no-such-server\"\n\
+             [servers.relative]\ncommand = \"bin/not-built\"\n\
+             [servers.off]\ncommand = \"also-missing\"\nenabled = false\n",
+            common::EXAMPLES
+        ),
+    )
+    .expect("write config");
+    let output = finished(proxy().arg("--config").arg(&config).arg("check"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "server \"gone\" cannot start: command not found: ahp-proxy-test-no-such-server"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("server \"relative\" cannot start: command not found: not-built"),
+        "{stdout}"
+    );
+    for fine in ["\"here\"", "\"onpath\"", "\"off\""] {
+        assert!(
+            !stdout.contains(&format!("server {fine} cannot")),
+            "{stdout}"
+        );
+    }
+    // Which config was read.
+    assert!(
+        stdout.contains(&format!("config         {}", config.display())),
+        "{stdout}"
+    );
+    let (code, report) = check_json(&config);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        report["problems"].as_array().map(Vec::len),
+        Some(2),
+        "{report}"
+    );
+}
+
+#[test]
+fn check_help_lists_every_exit_status() {
+    let output = finished(proxy().args(["check", "--help"]));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("Exit 1 when"), "{stdout}");
+    assert!(
+        stdout.contains("2 when the configuration is invalid"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_proxy_toml_above_the_working_directory_is_found_and_named() {
+    let dir = ScratchDir::new("upward");
+    let sub = dir.path().join("src/deep");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    std::fs::write(
+        dir.path().join("proxy.toml"),
+        "[session]\ntitle = \"Found upward\"\n",
+    )
+    .expect("write config");
+    let output = finished(proxy().current_dir(&sub).arg("check"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("session        Found upward"), "{stdout}");
+    let found = std::path::absolute(dir.path().join("proxy.toml")).expect("absolute");
+    assert!(
+        stdout.contains(&format!("config         {}", found.display())),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn without_the_example_server_beside_it_the_proxy_says_what_to_build() {
+    let dir = ScratchDir::new("no-examples");
+    let lonely = dir.path().join("ahp-proxy");
+    std::fs::copy(env!("CARGO_BIN_EXE_ahp-proxy"), &lonely).expect("copy the binary");
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(
+        &config,
+        "[servers.notes]\ncommand = \"${AHP_PROXY_EXAMPLES}\"\nargs = [\"notes\"]\n",
+    )
+    .expect("write config");
+    let output = finished(
+        Command::new(&lonely)
+            .arg("--config")
+            .arg(&config)
+            .arg("check"),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("command not found: ahp-proxy-example-server (it is built beside ahp-proxy by `cargo build`"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_misspelt_config_key_gets_a_guess() {
+    let dir = ScratchDir::new("guess");
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(
+        &path,
+        "[servers.a]\ncomand = \"x\"\n[ahp]\nlisen = \"127.0.0.1:1\"\n",
+    )
+    .expect("write config");
+    let output = finished(proxy().arg("--config").arg(&path).arg("check"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown field `comand`"), "{stderr}");
+    assert!(stderr.contains("did you mean `command`?"), "{stderr}");
+    assert!(stderr.contains("did you mean `listen`?"), "{stderr}");
 }

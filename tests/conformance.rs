@@ -4,36 +4,9 @@
 //! endpoints, the server as a stdio child and as an HTTP upstream. The same scenarios must
 //! pass. `scripts/conformance.sh` installs a pinned Node ≥ 22 and the suite when missing.
 
-use std::path::Path;
-use std::process::Command;
+mod suite;
 
 use serde_json::Value;
-
-/// Run `scripts/conformance.sh` with `args`; its summary line.
-fn run(args: &[&str]) -> Value {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_ahp-proxy"))
-        .parent()
-        .expect("the binaries' folder");
-    let output = Command::new(manifest.join("scripts/conformance.sh"))
-        .args(args)
-        .arg("--quiet")
-        .env("AHP_PROXY_BIN_DIR", bin_dir)
-        .output()
-        .expect("run scripts/conformance.sh");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let summary = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("AHP-CONFORMANCE "))
-        .unwrap_or_else(|| {
-            panic!(
-                "no summary from conformance.sh {args:?} (exit {:?}):\n{stdout}\n{}",
-                output.status.code(),
-                String::from_utf8_lossy(&output.stderr)
-            )
-        });
-    serde_json::from_str(summary).expect("a JSON summary")
-}
 
 /// The scenarios that passed, and the failures with their checks.
 fn outcome(summary: &Value) -> (Vec<String>, Vec<String>) {
@@ -52,7 +25,7 @@ fn outcome(summary: &Value) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn the_proxy_passes_the_same_conformance_scenarios_as_the_server_it_fronts() {
-    let direct = run(&["reference"]);
+    let direct = suite::run(&["reference"], &[]);
     let (want, failed) = outcome(&direct);
     assert!(
         failed.is_empty() && want.len() >= 30,
@@ -64,7 +37,10 @@ fn the_proxy_passes_the_same_conformance_scenarios_as_the_server_it_fronts() {
         ("http", "server"),
         ("http", "aggregate"),
     ] {
-        let summary = run(&["proxy", "--upstream", upstream, "--endpoint", endpoint]);
+        let summary = suite::run(
+            &["proxy", "--upstream", upstream, "--endpoint", endpoint],
+            &[],
+        );
         let (passed, failed) = outcome(&summary);
         assert_eq!(
             passed, want,

@@ -232,6 +232,8 @@ fn an_unanswered_input_and_misspelt_keys_say_what_to_do() {
             "mcp.json:4:30: server \"typo\": unknown key `arg` (did you mean `args`?); ignored",
             "mcp.json:4:56: server \"typo\": `disabled` must be true or false, found a string; ignored",
             "mcp.json:3:5: server \"asks\" cannot start: ${input:token} asks for input ahp-proxy cannot prompt for: answer it in proxy.toml (`[inputs]` with token = \"…\") or in the environment (AHP_PROXY_INPUT_TOKEN=…) (used in the server's env)",
+            // Its program is looked up, not started: `x` is on no PATH.
+            "mcp.json:4:5: server \"typo\" cannot start: command not found: x (check the command and PATH)",
         ],
         "{report}"
     );

@@ -7,6 +7,7 @@ mod common;
 
 use std::path::Path;
 
+use ahp_types::actions::ActionEnvelope;
 use common::{initialized_client, Proxy, ScratchDir, Watcher, EXAMPLES};
 use serde_json::{json, Value};
 
@@ -43,6 +44,24 @@ fn child_id(watcher: &Watcher, name: &str) -> String {
         .unwrap_or_else(|| panic!("no child {name}"))
 }
 
+/// The next action `ide` dispatched, as the host answered it (accepted or echoed with a
+/// reason), every action before it (a server starting, say) applied to the mirror.
+async fn answer(ide: &mut Watcher) -> ActionEnvelope {
+    loop {
+        let envelope = common::next_action(&mut ide.sub).await;
+        if envelope.rejection_reason.is_none() {
+            let _ = ahp::reducers::apply_action_to_session(&mut ide.mirror, &envelope.action);
+        }
+        if envelope
+            .origin
+            .as_ref()
+            .is_some_and(|o| o.client_id == "ide")
+        {
+            return envelope;
+        }
+    }
+}
+
 /// An `activeClientSet` publishing one plugin with id `id`.
 fn publishing(id: &str, folder: &Path) -> Value {
     json!({"type": "session/activeClientSet", "activeClient": {
@@ -73,7 +92,7 @@ async fn a_client_plugin_may_not_take_an_id_the_host_uses_in_the_session() {
     ];
     for (id, holder) in taken {
         ide.dispatch(publishing(id, &mine)).await;
-        let echo = common::next_action(&mut ide.sub).await;
+        let echo = answer(&mut ide).await;
         let reason = echo
             .rejection_reason
             .unwrap_or_else(|| panic!("plugin id {id:?} was accepted"));
@@ -85,7 +104,7 @@ async fn a_client_plugin_may_not_take_an_id_the_host_uses_in_the_session() {
     // Nothing of it reached the session; an id of its own is taken.
     assert!(ide.mirror.active_clients.is_empty());
     ide.dispatch(publishing("mine", &mine)).await;
-    let echo = common::next_action(&mut ide.sub).await;
+    let echo = answer(&mut ide).await;
     assert!(
         echo.rejection_reason.is_none(),
         "{:?}",

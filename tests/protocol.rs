@@ -27,11 +27,12 @@ async fn the_session_summary_announces_the_status_listed_while_a_harness_turn_ru
     let (exchange, ()) = call_meanwhile(&mut harness, NO_ARGUMENTS, async {
         let (turn, state) = ide.until_call(|s| running(s).is_some()).await;
         let (call, _) = running(&state).unwrap();
-        // The turn runs: announced as in progress, and listed so.
+        // The turn runs: announced as in progress, listed so, and the session says so.
         observer
             .notification(|n| announced_status(n) == Some(IN_PROGRESS))
             .await;
         assert_eq!(observer.listed_status().await, IN_PROGRESS);
+        assert_eq!(observer.snapshot_status().await, IN_PROGRESS);
         ide.dispatch(
             CHAT,
             json!({"type": "chat/toolCallComplete", "turnId": turn,
@@ -44,11 +45,12 @@ async fn the_session_summary_announces_the_status_listed_while_a_harness_turn_ru
         exchange.response().contains(r#""isError":false"#),
         "{exchange:?}"
     );
-    // The turn ends: announced idle, and listed so.
+    // The turn ends: announced idle, listed so, and the session says so.
     observer
         .notification(|n| announced_status(n) == Some(IDLE))
         .await;
     assert_eq!(observer.listed_status().await, IDLE);
+    assert_eq!(observer.snapshot_status().await, IDLE);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -82,12 +84,15 @@ async fn a_failed_tool_call_carries_its_error_as_an_object_with_a_message() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn completions_on_the_harness_chat_offer_nothing_rather_than_an_error() {
+async fn completions_on_the_harness_chat_or_its_session_offer_nothing_rather_than_an_error() {
     let proxy = Proxy::start("");
     let mut raw = Raw::connect(&proxy).await;
     raw.initialize("typist", &[]).await;
     let params = |channel: &str| json!({"channel": channel, "kind": "userMessage", "text": "@no", "offset": 3});
     let answer = raw.request("completions", params(CHAT)).await;
+    assert_eq!(answer["result"], json!({"items": []}), "{answer}");
+    // Aimed at the session (as VS Code aims them): the same.
+    let answer = raw.request("completions", params(SESSION)).await;
     assert_eq!(answer["result"], json!({"items": []}), "{answer}");
     // A chat that does not exist is not found.
     let missing = raw
@@ -345,6 +350,38 @@ async fn a_client_that_negotiated_0_9_0_never_gets_fields_introduced_in_1_0_0() 
         );
         assert!(sent["params"]["changes"].get("chats").is_none(), "{sent}");
     }
+    // `chat/isReadChanged` is not in a 0.9.0 copy of the protocol (VS Code's
+    // src/vs/platform/agentHost/common/state/protocol/version/registry.ts at 0.9.0 has no
+    // such action): the old client is not sent it, and is sent what follows it.
+    let chat = old.request("subscribe", json!({"channel": CHAT})).await;
+    assert!(chat["result"]["snapshot"].is_object(), "{chat}");
+    new.request("subscribe", json!({"channel": CHAT})).await;
+    new.notify(
+        "dispatchAction",
+        json!({"channel": CHAT, "clientSeq": 3, "action": {"type": "chat/isReadChanged", "isRead": true}}),
+    )
+    .await;
+    let read = |n: &Value| {
+        n["method"] == "action" && n["params"]["action"]["type"] == "chat/isReadChanged"
+    };
+    let marked = new.notification(read).await;
+    assert!(
+        marked["params"].get("rejectionReason").is_none(),
+        "{marked}"
+    );
+    retitle(&mut new, 4, "after the read mark").await;
+    let next = old
+        .notification(|n| {
+            read(n)
+                || (n["method"] == "action"
+                    && n["params"]["action"]["type"] == "session/titleChanged")
+        })
+        .await;
+    assert_eq!(
+        next["params"]["action"]["type"], "session/titleChanged",
+        "{next}"
+    );
+
     // The session itself (its `defaultChat` is 0.9.0) still reaches the old client whole.
     let snapshot = old.request("subscribe", json!({"channel": SESSION})).await;
     assert_eq!(

@@ -140,6 +140,19 @@ async fn status_shows_the_tree_and_the_steering_commands_act() {
     let plugin = cli(&["stop", "plug"], &url);
     assert_eq!(plugin.status.code(), Some(2));
     assert!(text(&plugin).contains("is a plugin"), "{}", text(&plugin));
+    let typo = cli(&["stop", "ech"], &url);
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(
+        text(&typo).contains("nothing named \"ech\"")
+            && text(&typo).contains("did you mean \"echo\"?"),
+        "{}",
+        text(&typo)
+    );
+
+    // Steering from the terminal is said on the proxy's: the action and who asked.
+    let line = proxy.wait_for_log("session/mcpServerStopRequested");
+    assert!(line.contains("steering requested"), "{line}");
+    assert!(line.contains("ahp-proxy-cli-"), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -220,7 +233,19 @@ fn a_token_protected_proxy_needs_the_token() {
         .output()
         .expect("run");
     assert_eq!(allowed.status.code(), Some(0), "{}", text(&allowed));
-    assert!(!text(&allowed).contains("status-test-token"));
+    // The token is printed once, asked for: in the URL to paste into VS Code.
+    let shown = text(&allowed);
+    let (for_vscode, rest): (Vec<&str>, Vec<&str>) = shown
+        .lines()
+        .partition(|line| line.starts_with("VS Code: paste "));
+    assert!(!rest.join("\n").contains("status-test-token"), "{shown}");
+    assert_eq!(
+        for_vscode,
+        [format!(
+            "VS Code: paste {}/?tkn=status-test-token-0123456789 into Agents: Add Remote Agent Host…",
+            proxy.url
+        )]
+    );
 }
 
 #[test]
@@ -264,4 +289,196 @@ fn check_start_runs_every_server_once_and_lists_its_tools() {
     assert_eq!(report["serversStarted"], true);
     assert_eq!(report["servers"][0]["name"], "echo");
     assert_eq!(report["servers"][0]["tools"][0], "echo");
+}
+
+/// What a hostile endpoint does to a client command.
+#[derive(Clone, Copy, Debug)]
+enum Hostile {
+    /// Accepts TCP and never says anything (no answer to the upgrade).
+    Silent,
+    /// Completes the upgrade, then answers every frame with text that is not JSON.
+    Garbage,
+    /// Relays to a real proxy, but drops the client's messages with this method.
+    Drop(&'static str),
+    /// Relays to a real proxy, but answers this method's request under another id.
+    WrongId(&'static str),
+}
+
+/// A hostile endpoint in front of the real proxy at `real`: its `ws://` URL.
+async fn hostile(mode: Hostile, real: String) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(misbehave(tcp, mode, real.clone()));
+        }
+    });
+    url
+}
+
+async fn misbehave(tcp: tokio::net::TcpStream, mode: Hostile, real: String) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    if let Hostile::Silent = mode {
+        let _held = tcp;
+        return std::future::pending::<()>().await;
+    }
+    let Ok(mut client) = tokio_tungstenite::accept_async(tcp).await else {
+        return;
+    };
+    if let Hostile::Garbage = mode {
+        while let Some(Ok(_)) = client.next().await {
+            if client.send(Message::text("}{ not JSON")).await.is_err() {
+                return;
+            }
+        }
+        return;
+    }
+    let Ok((mut upstream, _)) = tokio_tungstenite::connect_async(real.as_str()).await else {
+        return;
+    };
+    let mut renamed: Vec<Value> = Vec::new();
+    loop {
+        tokio::select! {
+            from_client = client.next() => {
+                let Some(Ok(message)) = from_client else { return };
+                if let Message::Text(text) = &message {
+                    let value: Value = serde_json::from_str(text).unwrap_or_default();
+                    match mode {
+                        Hostile::Drop(method) if value["method"] == method => continue,
+                        Hostile::WrongId(method) if value["method"] == method => {
+                            renamed.push(value["id"].clone());
+                        }
+                        _ => {}
+                    }
+                }
+                if upstream.send(message).await.is_err() {
+                    return;
+                }
+            }
+            from_proxy = upstream.next() => {
+                let Some(Ok(mut message)) = from_proxy else { return };
+                if let Message::Text(text) = &message {
+                    let mut value: Value = serde_json::from_str(text).unwrap_or_default();
+                    if renamed.contains(&value["id"]) {
+                        value["id"] = (value["id"].as_i64().unwrap_or_default() + 1000).into();
+                        message = Message::text(value.to_string());
+                    }
+                }
+                if client.send(message).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Run a client command against `url` to its end (killed and failed after [`PATIENCE`]).
+async fn cli_within(args: &[&str], url: &str) -> Output {
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_ahp-proxy"))
+        .args(args)
+        .args(["--url", url])
+        .env_remove("AHP_PROXY_TOKEN")
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(PATIENCE, run)
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "`{}` against {url} still running after {PATIENCE:?}",
+                args.join(" ")
+            )
+        })
+        .expect("run ahp-proxy")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_commands_give_up_on_an_endpoint_that_stalls_at_any_step() {
+    let (_dir, proxy, _w) = settled().await;
+    let real = proxy.url.clone();
+    // A listener whose accept queue is full: the TCP connection itself never completes.
+    let full = tokio::net::TcpSocket::new_v4().expect("socket");
+    full.bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    let full_addr = full.local_addr().expect("addr");
+    let full = full.listen(0).expect("listen");
+    let _filler = std::net::TcpStream::connect(full_addr).expect("fill the queue");
+    let mut cases = vec![(
+        vec!["status"],
+        format!("ws://{full_addr}"),
+        "the TCP connection",
+    )];
+    for (mode, step) in [
+        (Hostile::Silent, "the WebSocket upgrade"),
+        (Hostile::Garbage, "`initialize`"),
+        (Hostile::Drop("initialize"), "`initialize`"),
+        (Hostile::WrongId("initialize"), "`initialize`"),
+        (Hostile::Drop("subscribe"), "`subscribe`"),
+    ] {
+        for command in [vec!["status"], vec!["stop", "echo"]] {
+            cases.push((command, hostile(mode, real.clone()).await, step));
+        }
+    }
+    // Everything answered but the request itself: its echo never comes.
+    cases.push((
+        vec!["stop", "echo"],
+        hostile(Hostile::Drop("dispatchAction"), real.clone()).await,
+        "session/mcpServerStopRequested",
+    ));
+    let runs = cases.iter().map(|(args, url, _)| cli_within(args, url));
+    let outputs = futures_util::future::join_all(runs).await;
+    for ((args, url, step), output) in cases.iter().zip(outputs) {
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?} at {url}: {shown}");
+        assert!(
+            shown.contains(step),
+            "{args:?} at {url} names {step:?}: {shown}"
+        );
+    }
+    drop(full);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn remote_text_reaches_the_terminal_escaped() {
+    let dir = ScratchDir::new("escapes");
+    let script = dir.path().join("hostile-server");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nprintf 'boom\\033[2J\\rahp-proxy at ws://evil: 0 servers \\342\\200\\256txt\\n' >&2\nexit 1\n",
+    )
+    .expect("write");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let proxy = Proxy::start(&format!(
+        "[supervisor]\ncrash_loop_limit = 1\n[servers.hostile]\ncommand = {:?}\n",
+        script.display().to_string()
+    ));
+    let mut w = Watcher::open(&proxy).await;
+    w.until("hostile", "error", &mut Vec::new()).await;
+    let status = cli(&["status"], &proxy.url);
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(shown.contains("boom"), "{shown}");
+    assert!(
+        !shown.contains('\u{1b}'),
+        "an escape sequence reached the terminal: {shown:?}"
+    );
+    assert!(
+        !shown.contains('\r'),
+        "a carriage return reached the terminal: {shown:?}"
+    );
+    assert!(shown.contains("boom\\u{1b}[2J\\r"), "{shown}");
+    assert!(shown.contains("\\u{202e}txt"), "{shown}");
+    // JSON too: the same value, nothing raw that a terminal would act on.
+    let json = cli(&["status", "--json"], &proxy.url);
+    let json = String::from_utf8_lossy(&json.stdout);
+    assert!(
+        !json
+            .chars()
+            .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+        "{json:?}"
+    );
+    let value: Value = serde_json::from_str(&json).expect("JSON");
+    assert!(value.to_string().contains("boom\\u001b[2J"), "{value}");
 }

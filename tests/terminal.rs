@@ -164,7 +164,26 @@ fn text_logs_in_a_pipe_are_plain_and_the_banner_says_where_everything_is() {
         "{text}"
     );
     assert!(text.contains("  AHP      ws://127.0.0.1:"), "{text}");
+    // What to paste into VS Code: the endpoint itself, needing no token.
+    assert!(
+        text.contains("  VS Code  ws://127.0.0.1:")
+            && text.contains("(Agents: Add Remote Agent Host…)"),
+        "{text}"
+    );
     assert!(text.contains("  MCP      http://127.0.0.1:"), "{text}");
+    assert!(text.contains("  found    0 plugins, 1 server"), "{text}");
+    // The README's first step: open the console.
+    assert!(text.contains("  console  http://127.0.0.1:"), "{text}");
+
+    // Started in a sub-folder of the project: the proxy.toml above is found, and named.
+    let sub = dir.path().join("src/deep");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    let lines = text_logs_until(&sub, &[], "  found    ");
+    let text = lines.join("\n");
+    assert!(
+        text.contains(&format!("  config   {}", config.display())),
+        "{text}"
+    );
     assert!(text.contains("  found    0 plugins, 1 server"), "{text}");
 
     // No proxy.toml here: defaults, and said so.
@@ -172,4 +191,20 @@ fn text_logs_in_a_pipe_are_plain_and_the_banner_says_where_everything_is() {
     let lines = text_logs_until(empty.path(), &[], "  found    ");
     let text = lines.join("\n");
     assert!(text.contains("  config   none found"), "{text}");
+
+    // With a token and stderr in a pipe (a harness's log of its servers): the token stays out,
+    // and the line says where to get the whole URL.
+    let secured = ScratchDir::new("banner-token");
+    std::fs::write(
+        secured.path().join("proxy.toml"),
+        "[ahp]\ntoken = \"banner-token-0123456789\"\n",
+    )
+    .expect("write config");
+    let lines = text_logs_until(secured.path(), &[], "  found    ");
+    let text = lines.join("\n");
+    assert!(!text.contains("banner-token-0123456789"), "{text}");
+    assert!(
+        text.contains("  VS Code  `ahp-proxy status` prints it"),
+        "{text}"
+    );
 }

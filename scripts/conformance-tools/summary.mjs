@@ -1,8 +1,9 @@
-// Turns one run of `conformance server` into per-scenario results for scripts/conformance.sh.
+// Turns one run of `conformance server` or `conformance client` into per-scenario results for
+// scripts/conformance.sh.
 //
 //   node summary.mjs OUT_DIR
 //
-// Reads OUT_DIR/suite.log (the suite's stdout+stderr), OUT_DIR/results/server-<scenario>-<time>/checks.json
+// Reads OUT_DIR/suite.log (the suite's stdout+stderr), OUT_DIR/results/[server-]<scenario>-<time>/checks.json
 // and OUT_DIR/meta.json (written by conformance.sh), writes OUT_DIR/summary.json, prints one
 // line per scenario and, last, the summary as one JSON line prefixed with "AHP-CONFORMANCE ".
 // Exit code: 0 every scenario passed (with a baseline: the suite's baseline check passed),
@@ -19,7 +20,8 @@ const meta = JSON.parse(readFileSync(join(out, 'meta.json'), 'utf8'));
 const log = existsSync(join(out, 'suite.log')) ? readFileSync(join(out, 'suite.log'), 'utf8') : '';
 const lines = log.split('\n');
 
-// The suite's own verdicts: "✓ name: 3 passed, 0 failed" between "=== SUMMARY ===" and "Total:",
+// The suite's own verdicts: "✓ name: 3 passed, 0 failed" between "=== SUMMARY ===" (client runs:
+// "=== SUITE SUMMARY ===") and "Total:",
 // and, with --requirements, "  ✓ name (reason)" under "Not scored for ...".
 // With --expected-failures it then prints its baseline verdict: "  ~ entry" (expected),
 // "  ✓ entry" (stale: now passing), "  ✗ entry" (unexpected), an entry being
@@ -31,7 +33,7 @@ const baseline = { expected: [], stale: [], unexpected: [] };
 let section = null;
 for (const raw of lines) {
   const line = raw.replace(/\x1b\[[0-9;]*m/g, '');
-  if (line.startsWith('=== SUMMARY ===')) section = 'summary';
+  if (/^=== (SUITE )?SUMMARY ===/.test(line)) section = 'summary';
   else if (line.startsWith('Total:')) section = null;
   else if (line.startsWith('Not scored for')) section = 'unscored';
   else if (line.startsWith('Expected failures (in baseline)')) section = 'expected';
@@ -55,21 +57,27 @@ for (const raw of lines) {
 const total = /^Total: (\d+) passed, (\d+) failed/m.exec(log);
 
 // Newest checks.json of each scenario (a result directory without one: the scenario threw).
+// Server runs write results/server-<scenario>-<time>/, client runs results/<scenario>-<time>/, a
+// scenario named `group/name` results/group/name-<time>/.
 const checksOf = new Map();
-const resultsDir = join(out, 'results');
-if (existsSync(resultsDir)) {
-  for (const dir of readdirSync(resultsDir).sort()) {
-    const m = /^server-(.+)-(\d{4}-\d{2}-\d{2}T[\d-]+Z)$/.exec(dir);
-    if (!m) continue;
+function readResults(dir, prefix) {
+  for (const entry of readdirSync(join(out, 'results', dir)).sort()) {
+    const path = dir ? join(dir, entry) : entry;
+    const m = /^(?:server-)?(.+)-(\d{4}-\d{2}-\d{2}T[\d-]+Z)$/.exec(entry);
+    if (!m) {
+      if (!dir) readResults(entry, `${entry}/`);
+      continue;
+    }
     let checks = null;
     try {
-      checks = JSON.parse(readFileSync(join(resultsDir, dir, 'checks.json'), 'utf8'));
+      checks = JSON.parse(readFileSync(join(out, 'results', path, 'checks.json'), 'utf8'));
     } catch {
       /* missing or half-written */
     }
-    checksOf.set(m[1], { dir, checks });
+    checksOf.set(prefix + m[1], { dir: path, checks });
   }
 }
+if (existsSync(join(out, 'results'))) readResults('', '');
 // A single --scenario run prints no SUMMARY block: count its checks instead.
 if (order.length === 0) {
   for (const [name, { checks }] of checksOf) {

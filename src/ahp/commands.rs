@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use ahp_types::actions::StateAction;
 use ahp_types::commands::{
     CompletionsParams, CompletionsResult, CreateSessionParams, DispatchActionParams,
     DisposeSessionParams, InitializeParams, ListSessionsParams, ReconnectParams,
@@ -11,21 +12,21 @@ use ahp_types::commands::{
     UnsubscribeParams,
 };
 use ahp_types::errors::UnsupportedProtocolVersionErrorData;
-use ahp_types::state::SessionConfigSchema;
-use ahp_types::{negotiate_protocol_version, ROOT_RESOURCE_URI};
+use ahp_types::state::{CustomizationEnablement, SessionConfigSchema};
+use ahp_types::ROOT_RESOURCE_URI;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::aliases;
+use super::handshake::{self, SUPPORTED_VERSIONS};
 use super::services::Services;
+use crate::host::audience::Named;
 use crate::host::bounds;
 use crate::host::fanout::ConnId;
 use crate::host::{ClientRecord, Host};
 use crate::jsonrpc::{self, ahp_codes, Incoming, Malformed, RpcError};
 use crate::untrusted::Untrusted;
-
-/// Version ranges offered back in `-32005` (the `ahp-types` 1.0.0 baselines as caret ranges).
-pub const SUPPORTED_VERSION_RANGES: &[&str] = &["^1.0.0", "^0.9.0"];
 
 /// Commands of AHP 1.0.0 this host does not serve (it has no LLM, chats, terminals,
 /// changesets or automations, and advertises none of them).
@@ -186,21 +187,18 @@ impl ConnectionProtocol {
             refuse(&self.services.host, error);
             return After::Continue;
         }
-        let version = match negotiate_protocol_version(&params.protocol_versions) {
-            Ok(Some(version)) => version.to_string(),
+        let version = match handshake::negotiate(&params.protocol_versions) {
+            Ok(Some(version)) => version,
             Ok(None) => {
                 let data = UnsupportedProtocolVersionErrorData {
-                    supported_versions: SUPPORTED_VERSION_RANGES
-                        .iter()
-                        .map(|v| v.to_string())
-                        .collect(),
+                    supported_versions: SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect(),
                 };
                 let error = RpcError {
                     code: ahp_codes::UNSUPPORTED_PROTOCOL_VERSION,
                     message: format!(
                         "unsupported protocol version: offered {:?}, this host speaks {}",
                         params.protocol_versions,
-                        SUPPORTED_VERSION_RANGES.join(" or ")
+                        SUPPORTED_VERSIONS.join(", ")
                     ),
                     data: serde_json::to_value(data).ok(),
                 };
@@ -214,19 +212,13 @@ impl ConnectionProtocol {
         };
         let record = ClientRecord {
             protocol_version: version,
-            mcp_apps: params
-                .capabilities
-                .as_ref()
-                .is_some_and(|c| c.mcp_apps.is_some()),
+            mcp_apps: handshake::shown_mcp_apps(&params),
         };
         tracing::info!(conn = self.id, client = %Untrusted(&params.client_id), version = %record.protocol_version, mcp_apps = record.mcp_apps, "client initialized");
-        self.services.host.initialize(
-            self.id,
-            id,
-            &params.client_id,
-            record,
-            params.initial_subscriptions.as_deref().unwrap_or(&[]),
-        );
+        let subscriptions = self.named_all(params.initial_subscriptions.as_deref().unwrap_or(&[]));
+        self.services
+            .host
+            .initialize(self.id, id, &params.client_id, record, &subscriptions);
         self.phase = Phase::Ready {
             client_id: params.client_id,
         };
@@ -234,15 +226,17 @@ impl ConnectionProtocol {
     }
 
     fn reconnect(&mut self, id: u64, params: Value) -> Result<(), RpcError> {
-        let params: ReconnectParams = decode_params("reconnect", params)?;
+        let params: ReconnectParams =
+            decode_params("reconnect", handshake::reconnect_on_root(params))?;
         on_root(&params.channel)?;
         usable_client_id(&params.client_id)?;
+        let subscriptions = self.named_all(&params.subscriptions);
         self.services.host.reconnect(
             self.id,
             id,
             &params.client_id,
             params.last_seen_server_seq,
-            &params.subscriptions,
+            &subscriptions,
         )?;
         tracing::info!(conn = self.id, client = %Untrusted(&params.client_id), last_seen = params.last_seen_server_seq, "client reconnected");
         self.phase = Phase::Ready {
@@ -261,7 +255,8 @@ impl ConnectionProtocol {
         match method {
             "subscribe" => {
                 let params: SubscribeParams = decode_params(method, params)?;
-                self.services.host.subscribe(self.id, id, &params.channel)
+                let channel = self.named(&params.channel);
+                self.services.host.subscribe(self.id, id, &channel)
             }
             "listSessions" => {
                 let params: ListSessionsParams = decode_params(method, params)?;
@@ -278,22 +273,25 @@ impl ConnectionProtocol {
             }
             "disposeSession" => {
                 let params: DisposeSessionParams = decode_params(method, params)?;
-                self.services.host.dispose_session(self.id, id, &params.channel)
+                let channel = self.named(&params.channel);
+                self.services.host.dispose_session(self.id, id, &channel.uri)
             }
             "resolveSessionConfig" | "sessionConfigCompletions" => {
                 root_command(method, params)?;
                 self.empty_answer(id, method)
             }
             "completions" => {
-                // On a chat (where the spec puts it) or the root (where this host took it
-                // before): there is nothing to complete.
+                // On a chat (where the spec puts it), its session (where VS Code aims them)
+                // or the root (where this host took it before): there is nothing to complete.
                 let params: CompletionsParams = decode_params(method, params)?;
-                if params.channel != ROOT_RESOURCE_URI && !self.services.host.is_chat(&params.channel)
+                let host = &self.services.host;
+                let channel = self.named(&params.channel).uri;
+                if channel != ROOT_RESOURCE_URI && !host.is_chat(&channel) && !host.is_session(&channel)
                 {
                     return Err(RpcError::new(
                         ahp_codes::NOT_FOUND,
                         format!(
-                            "no chat {:?} on this host: completions go on a chat channel",
+                            "no chat or session {:?} on this host: completions go on a chat channel",
                             params.channel
                         ),
                     ));
@@ -405,10 +403,11 @@ impl ConnectionProtocol {
         }
         match method {
             "unsubscribe" => match decode_params::<UnsubscribeParams>(method, params) {
-                Ok(params) => self
-                    .services
-                    .host
-                    .unsubscribe(self.id, client_id, &params.channel),
+                Ok(params) => self.services.host.unsubscribe(
+                    self.id,
+                    client_id,
+                    &self.named(&params.channel).uri,
+                ),
                 Err(error) => {
                     tracing::debug!(conn = self.id, message = %Untrusted(&error.message), "bad unsubscribe")
                 }
@@ -426,7 +425,11 @@ impl ConnectionProtocol {
                     }
                     _ => {
                         self.last_client_seq = Some(params.client_seq);
-                        self.services.host.dispatch(self.id, client_id, params);
+                        log_steering(self.id, client_id, &params.action);
+                        let channel = self.action_channel(&params);
+                        self.services
+                            .host
+                            .dispatch(self.id, client_id, params, &channel);
                     }
                 },
                 Err(error) => {
@@ -439,6 +442,47 @@ impl ConnectionProtocol {
                 "unknown notification ignored"
             ),
         }
+    }
+
+    /// `uri` as the host knows it, with the name the client used (aliases at the edge: the
+    /// host's store knows only its own names).
+    fn named(&self, uri: &str) -> Named {
+        if uri == ROOT_RESOURCE_URI {
+            return Named::own(uri);
+        }
+        Named {
+            uri: aliases::resolve(uri, &*self.services.host),
+            name: uri.to_string(),
+        }
+    }
+
+    fn named_all(&self, uris: &[String]) -> Vec<Named> {
+        uris.iter().map(|uri| self.named(uri)).collect()
+    }
+
+    /// Where a dispatched action goes: its channel as the host knows it, and a rename sent
+    /// on a chat goes to the chat's session (VS Code sends it on the chat it shows).
+    fn action_channel(&self, params: &DispatchActionParams) -> Named {
+        let mut channel = self.named(&params.channel);
+        if matches!(params.action, StateAction::SessionTitleChanged(_)) {
+            if let Some(session) = self.services.host.session_of_chat(&channel.uri) {
+                channel.uri = session;
+            }
+        }
+        channel
+    }
+}
+
+/// What resolving VS Code's names needs of the host.
+impl aliases::Facts for Host {
+    fn provider(&self) -> String {
+        Host::provider(self)
+    }
+    fn is_session(&self, uri: &str) -> bool {
+        Host::is_session(self, uri)
+    }
+    fn default_chat(&self, session: &str) -> Option<String> {
+        Host::default_chat(self, session)
     }
 }
 
@@ -472,6 +516,38 @@ fn on_root(channel: &str) -> Result<(), RpcError> {
             "this command goes on channel {ROOT_RESOURCE_URI:?}, not {channel:?}"
         )))
     }
+}
+
+/// Say on the proxy's terminal when a client asks to start, stop or toggle something (the
+/// web console, `ahp-proxy stop`, an IDE): the action and who asked. Other actions are not
+/// worth a line.
+fn log_steering(conn: ConnId, client_id: &str, action: &StateAction) {
+    let (kind, target, enabled) = match action {
+        StateAction::SessionMcpServerStartRequested(a) => {
+            ("session/mcpServerStartRequested", &a.id, None)
+        }
+        StateAction::SessionMcpServerStopRequested(a) => {
+            ("session/mcpServerStopRequested", &a.id, None)
+        }
+        StateAction::SessionCustomizationToggled(a) => {
+            let enabled = a.enablement.iter().find_map(|e| match e {
+                CustomizationEnablement::Session { enabled }
+                | CustomizationEnablement::Global { enabled }
+                | CustomizationEnablement::Workspace { enabled, .. } => Some(*enabled),
+                CustomizationEnablement::Unknown(_) => None,
+            });
+            ("session/customizationToggled", &a.id, enabled)
+        }
+        _ => return,
+    };
+    tracing::info!(
+        conn,
+        client = %Untrusted(client_id),
+        action = kind,
+        target = %Untrusted(target),
+        enabled,
+        "steering requested"
+    );
 }
 
 /// A `clientId` the host will remember and log: not empty, at most

@@ -5,6 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::HeaderMap;
 
+use crate::authority::{host_name, well_formed_host};
 use crate::config::{normalize_origin, AhpConfig};
 use crate::untrusted::Untrusted;
 
@@ -28,6 +29,8 @@ pub enum Refusal {
     Origin(String),
     /// A `Host` that is not this server's (HTTP 403).
     Host(String),
+    /// More than one `Origin` header, however the first reads (HTTP 403).
+    Origins(usize),
     /// No `Host`, more than one, or one that is not `name[:port]` (HTTP 400).
     BadHost(String),
 }
@@ -37,7 +40,7 @@ impl Refusal {
     pub fn status(&self) -> u16 {
         match self {
             Refusal::Token => 401,
-            Refusal::Origin(_) | Refusal::Host(_) => 403,
+            Refusal::Origin(_) | Refusal::Host(_) | Refusal::Origins(_) => 403,
             Refusal::BadHost(_) => 400,
         }
     }
@@ -45,7 +48,7 @@ impl Refusal {
     /// What the refused client is told (never the token).
     pub fn message(&self) -> String {
         match self {
-            Refusal::Token => "this AHP endpoint needs its access token: send `Authorization: Bearer <token>` or `?token=<token>`".into(),
+            Refusal::Token => "this AHP endpoint needs its access token: send `Authorization: Bearer <token>`, `?token=<token>` or `?tkn=<token>`".into(),
             Refusal::Origin(origin) => format!(
                 "origin {:?} may not open AHP connections here (add it to ahp.allowed_origins)",
                 Untrusted(origin)
@@ -54,6 +57,9 @@ impl Refusal {
                 "host {:?} is not this AHP endpoint (add it to ahp.allowed_hosts)",
                 Untrusted(host)
             ),
+            Refusal::Origins(count) => {
+                format!("{count} Origin headers; a browser sends one")
+            }
             Refusal::BadHost(why) => format!("bad Host header: {why}"),
         }
     }
@@ -104,6 +110,11 @@ impl Gate {
             if !hosts.contains(&name) {
                 return Err(Refusal::Host(host.to_string()));
             }
+        }
+        // One page, one origin: a second header is not a choice between two.
+        let origins = headers.get_all(http::header::ORIGIN).iter().count();
+        if origins > 1 {
+            return Err(Refusal::Origins(origins));
         }
         if let Some(origin) = headers.get(http::header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("<not text>");
@@ -156,42 +167,6 @@ fn single_host(headers: &HeaderMap) -> Result<&str, Refusal> {
     }
 }
 
-/// `name[:port]` or `[IPv6][:port]`: a DNS name or IPv4 address (letters, digits, `-`, `.`,
-/// `_`; at most 253), and a port of 1 to 5 digits up to 65535.
-pub fn well_formed_host(text: &str) -> bool {
-    let (name_ok, port) = if let Some(rest) = text.strip_prefix('[') {
-        let Some((inner, after)) = rest.split_once(']') else {
-            return false;
-        };
-        let port = match after {
-            "" => None,
-            after => match after.strip_prefix(':') {
-                Some(port) => Some(port),
-                None => return false,
-            },
-        };
-        (inner.parse::<std::net::Ipv6Addr>().is_ok(), port)
-    } else {
-        let (name, port) = match text.split_once(':') {
-            Some((name, port)) => (name, Some(port)),
-            None => (text, None),
-        };
-        let ok = !name.is_empty()
-            && name.len() <= 253
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
-        (ok, port)
-    };
-    let port_ok = port.is_none_or(|port| {
-        !port.is_empty()
-            && port.len() <= 5
-            && port.bytes().all(|b| b.is_ascii_digit())
-            && port.parse::<u32>().is_ok_and(|p| p <= 65535)
-    });
-    name_ok && port_ok
-}
-
 /// An origin served from this machine (`http://localhost:3000`, `http://127.0.0.1`, …).
 fn is_loopback_origin(origin: &str) -> bool {
     let Some((scheme, rest)) = origin.split_once("://") else {
@@ -201,15 +176,8 @@ fn is_loopback_origin(origin: &str) -> bool {
         return false;
     }
     let name = host_name(rest);
-    name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The name in a `host[:port]` (IPv6 in brackets), without port or brackets.
-fn host_name(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or_default();
-    }
-    host.split(':').next().unwrap_or_default()
+    well_formed_host(rest)
+        && (name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()))
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -218,12 +186,43 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// `token=` in the query (for browsers, which cannot set headers on a WebSocket).
+/// `token=` in the query (for browsers, which cannot set headers on a WebSocket), or
+/// `tkn=`, where VS Code puts it (`connectionTokenQueryName`, its base/common/network.ts).
 fn query_token(uri: &http::Uri) -> Option<String> {
     uri.query()?
         .split('&')
-        .find_map(|pair| pair.strip_prefix("token="))
+        .find_map(|pair| {
+            pair.strip_prefix("token=").or_else(|| {
+                pair.strip_prefix(VSCODE_TOKEN_PARAMETER)
+                    .and_then(|p| p.strip_prefix('='))
+            })
+        })
         .map(percent_decode)
+}
+
+/// The query parameter VS Code sends the connection token in.
+pub const VSCODE_TOKEN_PARAMETER: &str = "tkn";
+
+/// The URL to paste into VS Code's **Agents: Add Remote Agent Host…** for the AHP endpoint
+/// at `ahp_url`: the token, when one is needed, in `tkn` (VS Code takes it out of the pasted
+/// URL and sends it there on every connection).
+pub fn vscode_url(ahp_url: &str, token: Option<&str>) -> String {
+    match token {
+        None => ahp_url.to_string(),
+        Some(token) => {
+            let escaped: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
+            let authority_only = ahp_url
+                .split_once("://")
+                .is_some_and(|(_, rest)| !rest.contains(['/', '?']));
+            let base = if authority_only {
+                format!("{ahp_url}/")
+            } else {
+                ahp_url.to_string()
+            };
+            let separator = if base.contains('?') { '&' } else { '?' };
+            format!("{base}{separator}{VSCODE_TOKEN_PARAMETER}={escaped}")
+        }
+    }
 }
 
 fn percent_decode(text: &str) -> String {
@@ -261,6 +260,7 @@ mod tests {
     fn config(origins: &[&str], hosts: &[&str]) -> AhpConfig {
         AhpConfig {
             listen: "127.0.0.1:8765".parse().unwrap(),
+            views_port: 0,
             token: None,
             allowed_origins: origins
                 .iter()
@@ -448,5 +448,34 @@ mod tests {
             assert_eq!(gate.check(&headers, &uri(at)), Err(Refusal::Token), "{at}");
         }
         assert!(!Refusal::Token.message().contains(token));
+        // VS Code's parameter, escaped as `encodeURIComponent` escapes it.
+        assert_eq!(
+            gate.check(&request(&[host]), &uri("/?tkn=s3cret-token-0123456789")),
+            Ok(())
+        );
+        assert_eq!(
+            gate.check(&request(&[host]), &uri("/?tkn=s3cret-token")),
+            Err(Refusal::Token)
+        );
+        assert_eq!(
+            gate.check(&request(&[host]), &uri("/?tknx=s3cret-token-0123456789")),
+            Err(Refusal::Token)
+        );
+    }
+
+    #[test]
+    fn the_vscode_url_carries_the_token_escaped_in_tkn() {
+        assert_eq!(
+            vscode_url("ws://127.0.0.1:8765", None),
+            "ws://127.0.0.1:8765"
+        );
+        let url = vscode_url("ws://127.0.0.1:8765", Some("a+b/c=d e"));
+        assert_eq!(url, "ws://127.0.0.1:8765/?tkn=a%2Bb%2Fc%3Dd+e");
+        // What the gate reads back is the token.
+        let parsed: http::Uri = url
+            .trim_start_matches("ws://127.0.0.1:8765")
+            .parse()
+            .unwrap();
+        assert_eq!(query_token(&parsed).as_deref(), Some("a+b/c=d e"));
     }
 }

@@ -13,7 +13,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::WebSocketStream;
@@ -39,7 +39,7 @@ pub async fn serve(
     limits: Limits,
     shutdown: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = crate::tcp::Slots::new(limits.max_connections);
     let tasks = TaskTracker::new();
     loop {
         // One beyond `max_connections` is answered 503 once its first bytes arrive, without the rest.

@@ -1,7 +1,7 @@
 //! `resource*` commands on host files, confined to writable `directory` customizations (every
 //! URI resolved, lexically and through symlinks, and refused unless inside); etags for `ifMatch`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
 use ahp_types::commands::{
@@ -128,23 +128,7 @@ impl Files {
     /// `resourceRead`.
     pub fn read(&self, params: ResourceReadParams) -> Result<ResourceReadResult, RpcError> {
         let path = self.locate(&params.uri, false)?;
-        let file = open_no_follow(&path, std::fs::OpenOptions::new().read(true))?;
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
-            return Err(RpcError::invalid_params(format!(
-                "{} is not a regular file",
-                path.display()
-            )));
-        }
-        let mut bytes = Vec::new();
-        file.take(MAX_READ_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| io_error(&path, e))?;
-        if bytes.len() as u64 > MAX_READ_BYTES {
-            return Err(RpcError::invalid_params(format!(
-                "{} is larger than {MAX_READ_BYTES} bytes",
-                path.display()
-            )));
-        }
+        let bytes = read_regular(&path)?;
         let (data, encoding) = match (params.encoding, String::from_utf8(bytes)) {
             (Some(ContentEncoding::Base64), Ok(text)) => (
                 base64::engine::general_purpose::STANDARD.encode(text),
@@ -297,17 +281,7 @@ impl Files {
     /// the destination atomically (a link there is replaced, never followed).
     pub fn copy(&self, params: ResourceCopyParams) -> Result<(), RpcError> {
         let (from, to) = self.pair(&params.source, &params.destination, params.fail_if_exists)?;
-        let file = open_no_follow(&from, std::fs::OpenOptions::new().read(true))?;
-        let mut data = Vec::new();
-        file.take(MAX_READ_BYTES + 1)
-            .read_to_end(&mut data)
-            .map_err(|e| io_error(&from, e))?;
-        if data.len() as u64 > MAX_READ_BYTES {
-            return Err(RpcError::invalid_params(format!(
-                "{} is larger than {MAX_READ_BYTES} bytes",
-                from.display()
-            )));
-        }
+        let data = read_regular(&from)?;
         replace_atomically(&to, &data)
     }
 
@@ -335,6 +309,29 @@ impl Files {
     }
 }
 
+/// The bytes of the regular file at `path` (at most [`MAX_READ_BYTES`]), without following a
+/// symbolic link in its last component and without blocking on a FIFO.
+fn read_regular(path: &Path) -> Result<Vec<u8>, RpcError> {
+    use crate::file_read::ReadError;
+    crate::file_read::read_no_follow(path, MAX_READ_BYTES).map_err(|e| match e {
+        e if e.is_link_loop() => link_refused(path),
+        ReadError::Io(e) => io_error(path, e),
+        ReadError::NotRegular => {
+            RpcError::invalid_params(format!("{} is not a regular file", path.display()))
+        }
+        ReadError::TooLarge(max) => {
+            RpcError::invalid_params(format!("{} is larger than {max} bytes", path.display()))
+        }
+    })
+}
+
+fn link_refused(path: &Path) -> RpcError {
+    denied(format!(
+        "{} is a symbolic link; resource commands do not follow links",
+        path.display()
+    ))
+}
+
 /// Open `path` without following a symbolic link in its last component (and without
 /// blocking on a FIFO).
 fn open_no_follow(
@@ -346,10 +343,7 @@ fn open_no_follow(
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => denied(format!(
-                "{} is a symbolic link; resource commands do not follow links",
-                path.display()
-            )),
+            Some(libc::ELOOP) => link_refused(path),
             _ => io_error(path, e),
         })
 }

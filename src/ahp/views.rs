@@ -15,16 +15,27 @@ use super::gate::Gate;
 use crate::console::http::{response, view_origin_page};
 use crate::console::Page;
 
+/// The body of the `503` a connection beyond the limit gets.
+const BUSY: &str = "too many connections to the View origin; try again later";
+
 /// Serve the View origin on `listener` until `shutdown`; `Host` and `Origin` are checked as
-/// for the console (DNS rebinding).
+/// for the console (DNS rebinding). Bounded like the other listeners: at most `connections`
+/// at once (`tcp::accept_within`), each closed once `deadline` has passed.
 pub async fn serve(
     listener: TcpListener,
     gate: Arc<Gate>,
+    connections: usize,
     deadline: Duration,
     shutdown: CancellationToken,
 ) {
     let tasks = TaskTracker::new();
-    while let Some((stream, _)) = crate::tcp::accept(&listener, &shutdown, "View origin").await {
+    let slots = crate::tcp::Slots::new(connections);
+    loop {
+        let accepted =
+            crate::tcp::accept_within(&listener, &slots, &shutdown, "View origin", BUSY).await;
+        let Some((stream, _, slot)) = accepted else {
+            break;
+        };
         let gate = gate.clone();
         tasks.spawn(async move {
             let service = hyper::service::service_fn(move |request: http::Request<_>| {
@@ -41,6 +52,7 @@ pub async fn serve(
             let connection = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service);
             let _ = tokio::time::timeout(deadline, connection).await;
+            drop(slot);
         });
     }
     tasks.close();

@@ -10,9 +10,13 @@ use ahp_types::state::{
 };
 use serde_json::json;
 
+use std::path::Path;
+
 use crate::catalog::Catalog;
 use crate::config::{Config, ConfigError};
-use crate::spec::Problem;
+use crate::spec::{Launch, Problem};
+use crate::supervisor::process::program::look_up;
+use crate::untrusted::Escaped;
 
 /// Whether anything is in `error`: a plugin root that cannot be listed, a container that
 /// could not load, or a server whose declaration cannot be launched.
@@ -33,12 +37,40 @@ fn child_in_error(child: &ChildCustomization) -> bool {
     matches!(child, ChildCustomization::McpServer(m) if matches!(m.state, McpServerState::Error(_)))
 }
 
-/// Every problem `check` reports: the files' own, then servers that cannot start.
-fn problems(catalog: &Catalog) -> Vec<Problem> {
+/// Every problem `check` reports: the files' own, then servers that cannot start (their
+/// launch spec, then `missing`: their program).
+fn problems(catalog: &Catalog, missing: &[Problem]) -> Vec<Problem> {
     catalog
         .problems()
         .cloned()
         .chain(catalog.server_problems())
+        .chain(missing.iter().cloned())
+        .collect()
+}
+
+/// Every enabled stdio server whose program is not where its spawn would look (on `PATH`,
+/// or relative to its working directory), as a problem at its declaration. Only the file
+/// system is read: nothing is started.
+pub fn missing_programs(catalog: &Catalog) -> Vec<Problem> {
+    catalog
+        .servers()
+        .filter(|server| server.enabled)
+        .filter_map(|server| {
+            let Ok(Launch::Stdio {
+                command, env, cwd, ..
+            }) = &server.launch
+            else {
+                return None;
+            };
+            let error = look_up(command, env, cwd.as_deref()).err()?.to_string();
+            let reason = error
+                .strip_prefix("cannot start the server: ")
+                .unwrap_or(&error);
+            Some(Problem {
+                location: server.declared_at.clone(),
+                message: format!("server {:?} cannot start: {reason}", server.name),
+            })
+        })
         .collect()
 }
 
@@ -51,10 +83,14 @@ fn problems_json(problems: &[Problem]) -> Vec<serde_json::Value> {
 
 /// The tree as JSON: `{customizations, problems, serversStarted}` (customizations exactly
 /// as AHP sends them), and with `--start` each server's outcome under `servers`.
-pub fn render_json(catalog: &Catalog, started: Option<&[start::Outcome]>) -> String {
+pub fn render_json(
+    catalog: &Catalog,
+    missing: &[Problem],
+    started: Option<&[start::Outcome]>,
+) -> String {
     let mut value = json!({
         "customizations": catalog.customizations(),
-        "problems": problems_json(&problems(catalog)),
+        "problems": problems_json(&problems(catalog, missing)),
         "serversStarted": started.is_some(),
     });
     if let Some(outcomes) = started {
@@ -74,9 +110,13 @@ pub fn render_config_error_json(error: &ConfigError) -> String {
     serde_json::to_string_pretty(&value).unwrap_or_default()
 }
 
-/// Where the proxy would serve and what it would read, one line each.
-pub fn render_header(config: &Config) -> String {
-    let mut out = format!("AHP endpoint   ws://{}\n", config.ahp.listen);
+/// Which config was read, where the proxy would serve and what it would read, one line each.
+pub fn render_header(config: &Config, file: Option<&Path>) -> String {
+    let mut out = match file {
+        Some(file) => format!("config         {}\n", Escaped(&file.display().to_string())),
+        None => "config         none found (proxy.toml here or in a folder above); every key has its default\n".to_string(),
+    };
+    out.push_str(&format!("AHP endpoint   ws://{}\n", config.ahp.listen));
     match config.mcp.listen {
         Some(addr) => out.push_str(&format!(
             "MCP endpoint   http://{addr}/mcp (and /mcp/<server>)\n"
@@ -100,11 +140,16 @@ pub fn render_header(config: &Config) -> String {
     out
 }
 
-/// The tree as indented text, one customization per line, problems at the end.
-pub fn render_text(catalog: &Catalog) -> String {
+/// The tree as indented text, one customization per line, problems at the end; names and
+/// messages with their control characters escaped (a manifest may come from anywhere).
+pub fn render_text(catalog: &Catalog, missing: &[Problem]) -> String {
     let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(&Escaped(&text).to_string());
+        out.push('\n');
+    };
     let list = catalog.customizations();
-    out.push_str(&format!("customizations ({})\n", list.len()));
+    line(format!("customizations ({})", list.len()));
     for c in &list {
         match c {
             Customization::Plugin(p) => {
@@ -113,31 +158,31 @@ pub fn render_text(catalog: &Catalog) -> String {
                     .as_deref()
                     .map(|v| format!(" {v}"))
                     .unwrap_or_default();
-                out.push_str(&format!(
-                    "  plugin {}{version}  [{}]  {}{}\n",
+                line(format!(
+                    "  plugin {}{version}  [{}]  {}{}",
                     p.name,
                     load_label(p.load.as_ref()),
                     p.uri,
                     range_label(p.range.as_ref())
                 ));
                 for child in p.children.iter().flatten() {
-                    out.push_str(&format!("    {}\n", child_line(child)));
+                    line(format!("    {}", child_line(child)));
                 }
             }
             Customization::Directory(d) => {
                 let writable = if d.writable { ", writable" } else { "" };
-                out.push_str(&format!(
-                    "  directory {}  [{}{writable}]  {}\n",
+                line(format!(
+                    "  directory {}  [{}{writable}]  {}",
                     d.name,
                     load_label(d.load.as_ref()),
                     d.uri
                 ));
                 for child in d.children.iter().flatten() {
-                    out.push_str(&format!("    {}\n", child_line(child)));
+                    line(format!("    {}", child_line(child)));
                 }
             }
-            Customization::McpServer(m) => out.push_str(&format!(
-                "  mcpServer {}  [{}]  {}{}\n",
+            Customization::McpServer(m) => line(format!(
+                "  mcpServer {}  [{}]  {}{}",
                 m.name,
                 state_label(&m.state),
                 m.uri,
@@ -146,10 +191,12 @@ pub fn render_text(catalog: &Catalog) -> String {
             Customization::Unknown(_) => {}
         }
     }
-    let problems = problems(catalog);
-    out.push_str(&format!("problems ({})\n", problems.len()));
+    let problems = problems(catalog, missing);
+    line(format!("problems ({})", problems.len()));
     for problem in &problems {
-        out.push_str(&format!("  {problem}\n"));
+        for text in problem.to_string().lines() {
+            line(format!("  {text}"));
+        }
     }
     out
 }

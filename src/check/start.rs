@@ -11,6 +11,7 @@ use crate::catalog::Catalog;
 use crate::config::SupervisorConfig;
 use crate::supervisor::connections::Connections;
 use crate::supervisor::{Status, Supervisor};
+use crate::untrusted::Escaped;
 
 /// How one server's start went.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,9 +120,12 @@ pub fn render_text(outcomes: &[Outcome]) -> String {
         } else {
             "-".into()
         };
-        out.push_str(&format!("{:<width$}  {:<12}  {tools}\n", o.name, o.state));
+        // Tool names and errors come from the servers: escaped for the terminal.
+        let name = Escaped(&o.name).to_string();
+        let tools = Escaped(&tools);
+        out.push_str(&format!("{name:<width$}  {:<12}  {tools}\n", o.state));
         for line in o.detail.iter().flat_map(|d| d.lines()) {
-            out.push_str(&format!("{:<width$}    {line}\n", ""));
+            out.push_str(&format!("{:<width$}    {}\n", "", Escaped(line)));
         }
     }
     let failed = outcomes.iter().filter(|o| o.failed()).count();

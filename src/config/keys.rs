@@ -104,6 +104,7 @@ pub const DIRECTORY_WRITABLE: Flag = Flag {
 // ─── [ahp] ──────────────────────────────────────────────────────────────────
 
 pub const AHP_LISTEN: Text = text("ahp.listen", "127.0.0.1:8765");
+pub const AHP_VIEWS_PORT: Number = number("ahp.views_port", 0, 0, 65535);
 pub const AHP_TOKEN: Other = Other {
     name: "ahp.token",
     default: "none",
@@ -235,6 +236,7 @@ pub const ALL: &[Key] = &[
     }),
     Key::Flag(DIRECTORY_WRITABLE),
     Key::Text(AHP_LISTEN),
+    Key::Number(AHP_VIEWS_PORT),
     Key::Other(AHP_TOKEN),
     Key::Other(AHP_ALLOWED_ORIGINS),
     Key::Other(Other {

@@ -4,13 +4,15 @@
 //! `keys` is the one table of keys, defaults and bounds; `raw` is the file as written and
 //! `recover` reads it, leaving out what serde refuses; `checker` collects located problems; `sections`, `paths` and `servers` validate their
 //! parts into the `settings` types; `origin` is the one normal form of an `Origin`;
-//! `documented` (tests) holds docs/configuration.md's table and the bundled proxy.toml to `keys`.
+//! `documented` (tests) holds docs/configuration.md's table and the bundled proxy.toml to `keys`;
+//! `locate` finds the file a command reads without `--config`.
 
 mod checker;
 #[cfg(test)]
 mod documented;
 mod error;
 mod keys;
+pub mod locate;
 mod origin;
 mod paths;
 mod raw;
@@ -39,7 +41,8 @@ use crate::spec::Problem;
 impl Config {
     /// Read and validate `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|error| ConfigError {
+        let read = crate::file_read::read_text(path, crate::file_read::MAX_SOURCE_BYTES);
+        let text = read.map_err(|error| ConfigError {
             problems: vec![Problem {
                 location: path.display().to_string(),
                 message: format!("cannot read config file: {error}"),

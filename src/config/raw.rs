@@ -52,6 +52,7 @@ pub(super) struct RawDirectory {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAhp {
     pub listen: Option<Spanned<String>>,
+    pub views_port: Option<Spanned<i64>>,
     pub token: Option<Spanned<String>>,
     pub allowed_origins: Option<Vec<Spanned<String>>>,
     pub allowed_hosts: Option<Vec<String>>,

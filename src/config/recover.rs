@@ -69,8 +69,19 @@ fn say(message: &str, path: Option<&[Step]>) -> String {
             }
             format!("{key}: {message}")
         }
-        _ => message,
+        _ => match guess(&message) {
+            Some(near) => format!("{message}; did you mean `{near}`?"),
+            None => message,
+        },
     }
+}
+
+/// For serde's "unknown field `comand`, expected one of `type`, `command`, …": the expected
+/// key the unknown one is most likely a typo of.
+fn guess(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (field, expected) = rest.split_once('`')?;
+    crate::guess::nearest(field, expected.split('`').skip(1).step_by(2))
 }
 
 /// The path to the innermost key or item whose key or value holds `offset`.

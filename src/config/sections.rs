@@ -31,8 +31,10 @@ pub(super) fn ahp(checker: &mut Checker<'_>, raw: RawAhp) -> Option<AhpConfig> {
             ),
         }
     }
+    let views_port = checker.count(&keys::AHP_VIEWS_PORT, raw.views_port);
     Some(AhpConfig {
         listen: listen?,
+        views_port: u16::try_from(views_port).unwrap_or_default(),
         token,
         allowed_origins,
         allowed_hosts: raw.allowed_hosts.unwrap_or_default(),

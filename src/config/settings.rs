@@ -60,6 +60,8 @@ impl fmt::Debug for Inputs {
 pub struct AhpConfig {
     /// Socket address the WebSocket server binds.
     pub listen: SocketAddr,
+    /// The View origin's port, on `listen`'s IP; 0 takes any free port.
+    pub views_port: u16,
     /// The token clients must present at the WebSocket upgrade (`AHP_PROXY_TOKEN` in the
     /// environment overrides it). Required to listen on anything but loopback.
     pub token: Option<AccessToken>,

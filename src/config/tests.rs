@@ -40,6 +40,19 @@ fn unknown_nested_key_points_at_the_key() {
     let message = error("[ahp]\nlisten = \"127.0.0.1:1\"\n  lisen = 3\n");
     assert!(message.starts_with("proxy.toml:3:3: "), "{message}");
     assert!(message.contains("unknown field `lisen`"), "{message}");
+    assert!(message.contains("; did you mean `listen`?"), "{message}");
+    // No guess for a key that resembles nothing.
+    assert!(!error("[ahp]\nzzzzzz = 1\n").contains("did you mean"));
+}
+
+#[test]
+fn the_view_origins_port_is_a_port() {
+    assert_eq!(parse("").unwrap().ahp.views_port, 0);
+    assert_eq!(
+        parse("[ahp]\nviews_port = 8767\n").unwrap().ahp.views_port,
+        8767
+    );
+    assert!(error("[ahp]\nviews_port = 70000\n").contains("ahp.views_port = 70000 is out of range"));
 }
 
 #[test]

@@ -2,11 +2,11 @@
 //! AHP client of a running proxy, with the official `ahp` client over `ahp-ws`. It follows
 //! the default session (the same tree every AHP client sees), counts each ready server's
 //! tools on its `mcp://` channel, and steers with the actions any AHP client may dispatch.
+//! Every step of reaching the proxy has a deadline (`error`).
 
+pub mod error;
 pub mod steer;
 pub mod tree;
-
-use std::time::Duration;
 
 use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
 use ahp_types::actions::ActionEnvelope;
@@ -14,6 +14,8 @@ use ahp_types::state::{Customization, McpServerState, SessionState, SnapshotStat
 use ahp_types::StateAction;
 use serde_json::{json, Value};
 
+use crate::untrusted::json_escaped;
+use error::{within, ControlError, Step, STEP_DEADLINE};
 use tree::Tools;
 
 /// The session every proxy starts with (servers are shared by all sessions).
@@ -49,42 +51,66 @@ pub struct Connection {
 
 impl Connection {
     /// Connect, `initialize` (declaring `mcpApps`, for the channels) and subscribe to the
-    /// default session.
-    pub async fn open(endpoint: &Endpoint) -> Result<Self, String> {
-        let mut url = reqwest::Url::parse(&endpoint.url)
-            .map_err(|e| format!("{} is not a WebSocket URL: {e}", endpoint.url))?;
+    /// default session; each step within [`STEP_DEADLINE`], and named when it fails.
+    pub async fn open(endpoint: &Endpoint) -> Result<Self, ControlError> {
+        let shown = endpoint.url.as_str();
+        let bad_url = |reason: String| ControlError::BadUrl {
+            url: shown.to_string(),
+            reason,
+        };
+        let mut url = reqwest::Url::parse(shown).map_err(|e| bad_url(e.to_string()))?;
+        if url.scheme() != "ws" {
+            return Err(bad_url(format!("the scheme is {:?}", url.scheme())));
+        }
+        let authority = match (url.host_str(), url.port_or_known_default()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            _ => return Err(bad_url("no host".into())),
+        };
         if let Some(token) = &endpoint.token {
             url.query_pairs_mut().append_pair("token", token);
         }
-        let transport = ahp_ws::WebSocketTransport::connect(url.as_str())
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot connect to {}: {} (is ahp-proxy running there? `--url` names another)",
-                    endpoint.url,
-                    without_token(&e.to_string())
-                )
-            })?;
-        let client = Client::connect(transport, ClientConfig::default())
-            .await
-            .map_err(|e| format!("cannot talk to {}: {e}", endpoint.url))?;
+        let tcp = within(
+            shown,
+            Step::Connect,
+            tokio::net::TcpStream::connect(authority),
+        )
+        .await?;
+        let _ = tcp.set_nodelay(true);
+        let stream = tokio_tungstenite::MaybeTlsStream::Plain(tcp);
+        let (ws, _) = within(
+            shown,
+            Step::Upgrade,
+            tokio_tungstenite::client_async(url.as_str(), stream),
+        )
+        .await?;
+        let transport = ahp_ws::WebSocketTransport::from_stream(ws);
+        let client = within(
+            shown,
+            Step::Upgrade,
+            Client::connect(transport, ClientConfig::default()),
+        )
+        .await?;
         let client_id = format!("ahp-proxy-cli-{}", std::process::id());
-        let _: Value = client
-            .request(
+        let _: Value = within(
+            shown,
+            Step::Initialize,
+            client.request(
                 "initialize",
                 json!({"channel": "ahp-root://", "clientId": client_id,
                        "protocolVersions": ["1.0.0"], "capabilities": {"mcpApps": {}},
                        "clientInfo": {"name": "ahp-proxy", "version": env!("CARGO_PKG_VERSION")}}),
-            )
-            .await
-            .map_err(|e| format!("{} refused initialize: {e}", endpoint.url))?;
-        let (result, sub) = client
-            .subscribe(SESSION.into())
-            .await
-            .map_err(|e| format!("cannot follow {SESSION}: {e}"))?;
+            ),
+        )
+        .await?;
+        let (result, sub) =
+            within(shown, Step::Subscribe, client.subscribe(SESSION.into())).await?;
         let state = match result.snapshot.map(|s| s.state) {
             Some(SnapshotState::Session(state)) => *state,
-            _ => return Err(format!("{} sent no session snapshot", endpoint.url)),
+            _ => {
+                return Err(ControlError::NoSnapshot {
+                    url: shown.to_string(),
+                })
+            }
         };
         Ok(Self {
             client,
@@ -116,23 +142,25 @@ impl Connection {
     }
 
     /// Dispatch `action` on the default session; returns its `clientSeq`.
-    pub async fn dispatch(&self, action: StateAction) -> Result<i64, String> {
-        self.client
-            .dispatch(SESSION.into(), action)
-            .await
-            .map(|handle| handle.client_seq)
-            .map_err(|e| format!("cannot send the request: {e}"))
+    pub async fn dispatch(&self, action: StateAction, step: Step) -> Result<i64, ControlError> {
+        within(
+            &self.url,
+            step,
+            self.client.dispatch(SESSION.into(), action),
+        )
+        .await
+        .map(|handle| handle.client_seq)
     }
 
     /// Whether `envelope` is the echo of this connection's action `seq`; `Err` with the
     /// reason when the proxy refused it.
-    pub fn echo_of(&self, envelope: &ActionEnvelope, seq: i64) -> Option<Result<(), String>> {
+    pub fn echo_of(&self, envelope: &ActionEnvelope, seq: i64) -> Option<Result<(), ControlError>> {
         let origin = envelope.origin.as_ref()?;
         if origin.client_id != self.client_id || origin.client_seq != seq {
             return None;
         }
         Some(match &envelope.rejection_reason {
-            Some(reason) => Err(reason.clone()),
+            Some(reason) => Err(ControlError::Refused(reason.clone())),
             None => Ok(()),
         })
     }
@@ -158,46 +186,33 @@ impl Connection {
         }
     }
 
+    /// The number of tools on `channel`, every page within one [`STEP_DEADLINE`]; `None`
+    /// when they could not be listed in time.
     async fn list_tools(&self, channel: &str) -> Option<usize> {
-        let mut count = 0;
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let mut params = json!({"channel": channel});
-            if let Some(cursor) = &cursor {
-                params["cursor"] = json!(cursor);
+        let pages = async {
+            let mut count = 0;
+            let mut cursor: Option<String> = None;
+            for _ in 0..MAX_PAGES {
+                let mut params = json!({"channel": channel});
+                if let Some(cursor) = &cursor {
+                    params["cursor"] = json!(cursor);
+                }
+                let page: Value = self.client.request("tools/list", params).await.ok()?;
+                count += page["tools"].as_array().map_or(0, Vec::len);
+                cursor = page["nextCursor"].as_str().map(str::to_string);
+                if cursor.is_none() {
+                    break;
+                }
             }
-            let page: Value = tokio::time::timeout(
-                Duration::from_secs(10),
-                self.client.request("tools/list", params),
-            )
-            .await
-            .ok()?
-            .ok()?;
-            count += page["tools"].as_array().map_or(0, Vec::len);
-            cursor = page["nextCursor"].as_str().map(str::to_string);
-            if cursor.is_none() {
-                break;
-            }
-        }
-        Some(count)
+            Some(count)
+        };
+        tokio::time::timeout(STEP_DEADLINE, pages).await.ok()?
     }
 
-    /// Say goodbye.
+    /// Say goodbye (without waiting more than a step's deadline for a proxy that does not
+    /// read).
     pub async fn close(self) {
-        self.client.shutdown().await;
-    }
-}
-
-/// An error text with any `token=…` query value blanked (a URL in a transport error).
-fn without_token(text: &str) -> String {
-    match text.find("token=") {
-        Some(at) => {
-            let end = text[at..]
-                .find(['&', ' ', '"', '\''])
-                .map_or(text.len(), |e| at + e);
-            format!("{}token=[redacted]{}", &text[..at], &text[end..])
-        }
-        None => text.to_string(),
+        let _ = tokio::time::timeout(STEP_DEADLINE, self.client.shutdown()).await;
     }
 }
 
@@ -208,7 +223,7 @@ pub async fn status(endpoint: &Endpoint, json: bool, watch: bool) -> u8 {
         Ok(connection) => connection,
         Err(error) => {
             eprintln!("ahp-proxy: {error}");
-            return 2;
+            return error.exit_status();
         }
     };
     let mut tools = Tools::new();
@@ -219,16 +234,19 @@ pub async fn status(endpoint: &Endpoint, json: bool, watch: bool) -> u8 {
         connection.count_tools(&mut tools, &mut counted).await;
         let text = if json {
             let value = tree::render_json(&connection.url, connection.customizations(), &tools);
-            if watch {
-                format!("{value}\n")
+            let text = if watch {
+                value.to_string()
             } else {
-                format!(
-                    "{}\n",
-                    serde_json::to_string_pretty(&value).unwrap_or_default()
-                )
-            }
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            };
+            format!("{}\n", json_escaped(&text))
         } else {
-            tree::render_text(&connection.url, connection.customizations(), &tools)
+            let mut text = tree::render_text(&connection.url, connection.customizations(), &tools);
+            text.push_str(&format!(
+                "VS Code: paste {} into Agents: Add Remote Agent Host…\n",
+                crate::ahp::gate::vscode_url(&connection.url, endpoint.token.as_deref())
+            ));
+            text
         };
         if text != shown {
             let clear = if watch && terminal && !json {

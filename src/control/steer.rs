@@ -5,12 +5,22 @@
 
 use std::time::Duration;
 
-use ahp_types::state::McpServerState;
+use ahp_types::actions::{
+    SessionCustomizationToggledAction, SessionMcpServerStartRequestedAction,
+    SessionMcpServerStopRequestedAction,
+};
+use ahp_types::state::{CustomizationEnablement, McpServerState};
 use ahp_types::StateAction;
-use serde_json::json;
 
+use super::error::{ControlError, Step, STEP_DEADLINE};
 use super::tree::{self, Target};
 use super::{Connection, Endpoint};
+use crate::untrusted::Escaped;
+
+/// The actions, by their wire type.
+const START: &str = "session/mcpServerStartRequested";
+const STOP: &str = "session/mcpServerStopRequested";
+const TOGGLE: &str = "session/customizationToggled";
 
 /// How long a server may take to settle before the command stops waiting for it.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -38,125 +48,135 @@ enum Goal {
 }
 
 /// Run `verb` on `name`. Exit status 0 when every server ended as asked, 1 when one ended
-/// in `error` or `authRequired` (or did not settle), 2 for a name that means nothing (or
-/// several things) and a proxy that cannot be reached.
+/// in `error` or `authRequired` (or did not settle) or the proxy refused, 2 for a name that
+/// means nothing (or several things) and a proxy that cannot be reached or does not answer.
 pub async fn run(endpoint: &Endpoint, verb: Verb, name: &str) -> u8 {
-    let mut connection = match Connection::open(endpoint).await {
-        Ok(connection) => connection,
-        Err(error) => {
-            eprintln!("ahp-proxy: {error}");
-            return 2;
+    let outcome = match Connection::open(endpoint).await {
+        Ok(mut connection) => {
+            let outcome = match pick(&connection, verb, name) {
+                Ok(target) => steer(&mut connection, verb, &target).await,
+                Err(error) => Err(error),
+            };
+            connection.close().await;
+            outcome
         }
+        Err(error) => Err(error),
     };
-    let outcome = match pick(&connection, verb, name) {
-        Ok(target) => steer(&mut connection, verb, &target).await,
-        Err(message) => {
-            eprintln!("ahp-proxy: {message}");
-            2
-        }
-    };
-    connection.close().await;
-    outcome
+    outcome.unwrap_or_else(|error| {
+        eprintln!("ahp-proxy: {error}");
+        error.exit_status()
+    })
 }
 
 /// The one thing `name` means for `verb`.
-fn pick(connection: &Connection, verb: Verb, name: &str) -> Result<Target, String> {
-    let found = tree::find(connection.customizations(), name);
+fn pick(connection: &Connection, verb: Verb, name: &str) -> Result<Target, ControlError> {
+    let customizations = connection.customizations();
+    let found = tree::find(customizations, name);
     let target = match found.as_slice() {
         [] => {
-            return Err(format!(
-                "nothing named {name:?} at {} (`ahp-proxy status` lists every server and plugin)",
-                connection.url
-            ))
+            let names = tree::names(customizations);
+            return Err(ControlError::NotFound {
+                name: name.to_string(),
+                url: connection.url.clone(),
+                guess: crate::guess::nearest(name, names.iter().map(String::as_str))
+                    .map(str::to_string),
+            });
         }
         [one] => one.clone(),
         many => {
-            let ids: Vec<String> = many
-                .iter()
-                .map(|t| match t {
-                    Target::Server { id, .. } | Target::Container { id, .. } => format!("  {id}"),
-                })
-                .collect();
-            return Err(format!(
-                "{name:?} names {} things; say `<plugin>/<server>` or give an id:\n{}",
-                many.len(),
-                ids.join("\n")
-            ));
+            return Err(ControlError::Ambiguous {
+                name: name.to_string(),
+                ids: many
+                    .iter()
+                    .map(|t| match t {
+                        Target::Server { id, .. } | Target::Container { id, .. } => id.clone(),
+                    })
+                    .collect(),
+            })
         }
     };
     if matches!(target, Target::Container { .. })
         && matches!(verb, Verb::Start | Verb::Stop | Verb::Restart)
     {
-        return Err(format!(
-            "{name:?} is a plugin: start, stop and restart take a server (enable and disable take a plugin too)"
-        ));
+        return Err(ControlError::NotAServer {
+            name: name.to_string(),
+        });
     }
     Ok(target)
 }
 
-async fn steer(connection: &mut Connection, verb: Verb, target: &Target) -> u8 {
+async fn steer(
+    connection: &mut Connection,
+    verb: Verb,
+    target: &Target,
+) -> Result<u8, ControlError> {
     let (id, servers) = match target {
         Target::Server { id, .. } => (id.clone(), vec![id.clone()]),
         Target::Container { id, servers, .. } => (id.clone(), servers.clone()),
     };
     let steps: &[(&str, Goal)] = match verb {
-        Verb::Start => &[("session/mcpServerStartRequested", Goal::Running)],
-        Verb::Stop => &[("session/mcpServerStopRequested", Goal::Stopped)],
-        Verb::Restart => &[
-            ("session/mcpServerStopRequested", Goal::Stopped),
-            ("session/mcpServerStartRequested", Goal::Running),
-        ],
-        Verb::Enable => &[("session/customizationToggled", Goal::Running)],
-        Verb::Disable => &[("session/customizationToggled", Goal::Stopped)],
+        Verb::Start => &[(START, Goal::Running)],
+        Verb::Stop => &[(STOP, Goal::Stopped)],
+        Verb::Restart => &[(STOP, Goal::Stopped), (START, Goal::Running)],
+        Verb::Enable => &[(TOGGLE, Goal::Running)],
+        Verb::Disable => &[(TOGGLE, Goal::Stopped)],
     };
     let mut status = 0;
     for (kind, goal) in steps {
-        let mut action = json!({"type": kind, "id": id});
-        if *kind == "session/customizationToggled" {
-            action["enablement"] = json!([{"kind": "session", "enabled": *goal == Goal::Running}]);
-        }
-        let action: StateAction = match serde_json::from_value(action) {
-            Ok(action) => action,
-            Err(error) => {
-                eprintln!("ahp-proxy: cannot build {kind}: {error}");
-                return 2;
-            }
-        };
-        status = match settle(connection, action, &servers, *goal).await {
-            Ok(status) => status,
-            Err(message) => {
-                eprintln!("ahp-proxy: {message}");
-                return 1;
-            }
-        };
+        let id = id.clone();
+        let action =
+            match *kind {
+                START => StateAction::SessionMcpServerStartRequested(
+                    SessionMcpServerStartRequestedAction { id },
+                ),
+                STOP => StateAction::SessionMcpServerStopRequested(
+                    SessionMcpServerStopRequestedAction { id },
+                ),
+                _ => StateAction::SessionCustomizationToggled(SessionCustomizationToggledAction {
+                    id,
+                    enablement: vec![CustomizationEnablement::Session {
+                        enabled: *goal == Goal::Running,
+                    }],
+                }),
+            };
+        status = settle(connection, action, Step::Request(kind), &servers, *goal).await?;
     }
-    status
+    Ok(status)
 }
 
-/// Dispatch `action`, wait for its echo, then for each of `servers` to reach `goal` (or
-/// fail); print where each ended. The status: 0 when all reached it.
+/// Dispatch `action`, wait for its echo (at most a step's deadline), then for each of
+/// `servers` to reach `goal` (or fail, at most [`PATIENCE`]); print where each ended. The
+/// status: 0 when all reached it.
 async fn settle(
     connection: &mut Connection,
     action: StateAction,
+    step: Step,
     servers: &[String],
     goal: Goal,
-) -> Result<u8, String> {
-    let seq = connection.dispatch(action).await?;
-    let deadline = tokio::time::Instant::now() + PATIENCE;
+) -> Result<u8, ControlError> {
+    let seq = connection.dispatch(action, step).await?;
+    let url = connection.url.clone();
+    let closed = || ControlError::Closed { url: url.clone() };
     // The echo first: a refusal ends it here.
+    let echo = tokio::time::Instant::now() + STEP_DEADLINE;
     loop {
-        let envelope = tokio::time::timeout_at(deadline, connection.next())
+        let envelope = tokio::time::timeout_at(echo, connection.next())
             .await
-            .map_err(|_| "the proxy did not answer the request".to_string())?
-            .ok_or("the proxy closed the connection")?;
+            .map_err(|_| ControlError::TimedOut {
+                url: url.clone(),
+                step,
+                after: STEP_DEADLINE,
+            })?
+            .ok_or_else(closed)?;
         match connection.echo_of(&envelope, seq) {
             Some(Ok(())) => break,
-            Some(Err(reason)) => return Err(format!("the proxy refused: {reason}")),
+            Some(Err(refusal)) => return Err(refusal),
             None => continue,
         }
     }
     // A start may first show the old state (an error) before `starting`: only a settled
     // state reached after `starting` (or `ready` itself) counts.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
     let mut moved: Vec<String> = Vec::new();
     loop {
         let states = current(connection, servers);
@@ -179,7 +199,7 @@ async fn settle(
         }
         match tokio::time::timeout_at(deadline, connection.next()).await {
             Ok(Some(_)) => {}
-            Ok(None) => return Err("the proxy closed the connection".into()),
+            Ok(None) => return Err(closed()),
             Err(_) => break,
         }
     }
@@ -187,7 +207,7 @@ async fn settle(
     let rows = tree::servers(connection.customizations());
     for id in servers {
         let Some(row) = rows.iter().find(|r| r.server.id == *id) else {
-            println!("{id}  gone");
+            println!("{}  gone", Escaped(id));
             continue;
         };
         let (word, detail) = tree::state_words(&row.server.state);
@@ -198,9 +218,9 @@ async fn settle(
         if !reached {
             status = 1;
         }
-        println!("{}  {word}", row.server.name);
+        println!("{}  {word}", Escaped(&row.server.name));
         for line in detail.iter().flat_map(|d| d.lines()) {
-            println!("    {line}");
+            println!("    {}", Escaped(line));
         }
     }
     Ok(status)

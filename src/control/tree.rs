@@ -10,6 +10,8 @@ use ahp_types::state::{
 };
 use serde_json::{json, Value};
 
+use crate::untrusted::Escaped;
+
 /// Tool counts by server id (servers whose tools could be listed).
 pub type Tools = HashMap<String, usize>;
 
@@ -105,7 +107,8 @@ fn load_words(load: Option<&CustomizationLoadState>) -> (&'static str, Option<&s
     }
 }
 
-/// The tree as text: a summary line, then each container and its servers.
+/// The tree as text: a summary line, then each container and its servers; every name and
+/// message with its control characters escaped (they come from the proxy).
 pub fn render_text(url: &str, customizations: &[Customization], tools: &Tools) -> String {
     let rows = servers(customizations);
     let counts: Vec<String> = [
@@ -138,10 +141,11 @@ pub fn render_text(url: &str, customizations: &[Customization], tools: &Tools) -
             (Some(n), "ready") => format!("  {n} tool{}", if *n == 1 { "" } else { "s" }),
             _ => String::new(),
         };
-        out.push_str(&format!("{indent}{:<20} {word}{tools}\n", m.name));
+        let name = Escaped(&m.name).to_string();
+        out.push_str(&format!("{indent}{name:<20} {word}{tools}\n"));
         if let Some(detail) = detail {
             for line in detail.lines() {
-                out.push_str(&format!("{indent}    {line}\n"));
+                out.push_str(&format!("{indent}    {}\n", Escaped(line)));
             }
         }
     };
@@ -156,9 +160,9 @@ pub fn render_text(url: &str, customizations: &[Customization], tools: &Tools) -
             Customization::Unknown(_) => continue,
         };
         let (load, message) = load_words(load_of(c));
-        out.push_str(&format!("{kind} {name}  [{load}]\n"));
+        out.push_str(&format!("{kind} {}  [{load}]\n", Escaped(name)));
         for line in message.into_iter().flat_map(str::lines) {
-            out.push_str(&format!("    {line}\n"));
+            out.push_str(&format!("    {}\n", Escaped(line)));
         }
         for child in children.unwrap_or(&[]) {
             if let ChildCustomization::McpServer(m) = child {
@@ -218,6 +222,37 @@ pub enum Target {
     },
 }
 
+/// Every name [`find`] knows: containers' and servers' names, and `container/server`.
+pub fn names(customizations: &[Customization]) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in customizations {
+        match c {
+            Customization::Plugin(p) => out.push(p.name.clone()),
+            Customization::Directory(d) => out.push(d.name.clone()),
+            _ => {}
+        }
+    }
+    for row in servers(customizations) {
+        out.push(row.server.name.clone());
+        if let Some(container) = row
+            .container
+            .and_then(|id| container_name(customizations, id))
+        {
+            out.push(format!("{container}/{}", row.server.name));
+        }
+    }
+    out
+}
+
+/// The name of the container whose id is `id`.
+fn container_name<'a>(customizations: &'a [Customization], id: &str) -> Option<&'a str> {
+    customizations.iter().find_map(|c| match c {
+        Customization::Plugin(p) if p.id == id => Some(p.name.as_str()),
+        Customization::Directory(d) if d.id == id => Some(d.name.as_str()),
+        _ => None,
+    })
+}
+
 /// Every server or container whose id or name is `wanted` (or `container/server`).
 pub fn find(customizations: &[Customization], wanted: &str) -> Vec<Target> {
     let mut out = Vec::new();
@@ -240,19 +275,10 @@ pub fn find(customizations: &[Customization], wanted: &str) -> Vec<Target> {
         }
     }
     for row in servers(customizations) {
-        let container_name = row
+        let qualified = row
             .container
-            .and_then(|id| {
-                customizations
-                    .iter()
-                    .find(|c| crate::catalog::id_of(c) == Some(id))
-            })
-            .map(|c| match c {
-                Customization::Plugin(p) => p.name.as_str(),
-                Customization::Directory(d) => d.name.as_str(),
-                _ => "",
-            });
-        let qualified = container_name.map(|c| format!("{c}/{}", row.server.name));
+            .and_then(|id| container_name(customizations, id))
+            .map(|c| format!("{c}/{}", row.server.name));
         if row.server.id == wanted
             || row.server.name == wanted
             || qualified.as_deref() == Some(wanted)
@@ -343,5 +369,23 @@ mod tests {
             matches!(&find(&tree, "team")[..], [Target::Container { servers, .. }] if servers.len() == 2)
         );
         assert!(find(&tree, "nope").is_empty());
+        let names = names(&tree);
+        assert!(names.contains(&"team".to_string()), "{names:?}");
+        assert!(names.contains(&"team/a".to_string()), "{names:?}");
+    }
+
+    #[test]
+    fn remote_text_is_escaped_in_the_tree() {
+        let tree: Vec<Customization> = serde_json::from_value(json!([
+            {"type": "plugin", "id": "file:///p", "uri": "file:///p", "name": "p\u{1b}[2J",
+             "load": {"kind": "degraded", "message": "bad\rline\nsecond \u{202e}txt"}, "children": []}
+        ]))
+        .expect("customizations");
+        let text = render_text("u", &tree, &Tools::new());
+        assert!(text.contains("plugin p\\u{1b}[2J  [degraded]\n"), "{text}");
+        assert!(
+            text.contains("    bad\\rline\n    second \\u{202e}txt\n"),
+            "{text}"
+        );
     }
 }

@@ -1,7 +1,6 @@
 //! A plugin manifest's image (`icon`, Agent Plugins 1.1; `logo`, Cursor) as the plugin's AHP
 //! `icons`: an http(s) or `data:image/` URL as written, a file inside the plugin as a `data:` URI.
 
-use std::io::Read;
 use std::path::Path;
 
 use ahp_types::state::Icon;
@@ -48,15 +47,12 @@ pub fn from_manifest(value: &str, root: &Path, bounds: &Bounds) -> Result<Icon, 
     let mime = image_type(&real).ok_or_else(|| {
         format!("{shown}: not an image an icon can be (png, jpg, gif, webp, svg, ico)")
     })?;
-    let mut bytes = Vec::new();
-    std::fs::File::open(&real)
-        .and_then(|file| file.take(MAX_ICON_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| format!("{shown}: cannot read the icon: {e}"))?;
-    if bytes.len() as u64 > MAX_ICON_BYTES {
-        return Err(format!(
-            "{shown}: an icon of more than {MAX_ICON_BYTES} bytes is not shown"
-        ));
-    }
+    let bytes = crate::file_read::read(&real, MAX_ICON_BYTES).map_err(|e| match e {
+        crate::file_read::ReadError::TooLarge(_) => {
+            format!("{shown}: an icon of more than {MAX_ICON_BYTES} bytes is not shown")
+        }
+        e => format!("{shown}: cannot read the icon: {e}"),
+    })?;
     let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
     Ok(icon(format!("data:{mime};base64,{data}"), Some(mime)))
 }

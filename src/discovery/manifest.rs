@@ -27,7 +27,13 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
         watched: vec![path.to_path_buf()],
         ..Scan::default()
     };
-    let parsed = SourceFile::read(path, display_path(path, &folder))
+    // A manifest that cannot be read is named by its whole path (which file is missing?);
+    // one that was read, by its file name, in the locations of its messages.
+    let parsed = SourceFile::read(path, path.display().to_string())
+        .map(|mut file| {
+            file.display = display_path(path, &folder);
+            file
+        })
         .map_err(|message| (message, false))
         .and_then(|file| match json::parse(&file.text) {
             Ok(node) if node.members().is_some() => Ok((file, node)),

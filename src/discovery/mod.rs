@@ -142,7 +142,7 @@ pub struct Context {
 }
 
 /// The example-server binary's name (built by cargo next to the proxy's).
-const EXAMPLES_BINARY: &str = "ahp-proxy-example-server";
+pub const EXAMPLES_BINARY: &str = "ahp-proxy-example-server";
 
 impl Context {
     /// The production context: the process environment, plus `AHP_PROXY_EXE` (this binary),

@@ -186,14 +186,10 @@ fn read_env_file(
     written: &str,
 ) -> Result<BTreeMap<String, String>, LaunchError> {
     let path = root.join(path);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Ok(super::dotenv::parse(&text)),
-        Err(error) => Err(LaunchError::unreadable(
-            "envFile",
-            written,
-            error.kind().to_string(),
-        )),
-    }
+    // Read like every source file: a FIFO or a device is refused, never waited on.
+    crate::file_read::read_text(&path, crate::file_read::MAX_SOURCE_BYTES)
+        .map(|text| super::dotenv::parse(&text))
+        .map_err(|error| LaunchError::unreadable("envFile", written, error.to_string()))
 }
 
 /// `"disabled": true` or `"enabled": false`; anything but a boolean is noted and ignored.
@@ -292,43 +288,9 @@ fn unknown_keys(entry: &Node) -> Vec<FieldError> {
         .collect()
 }
 
-/// The used key `key` is most likely a typo of: one whose name starts the other's
-/// (`enviroment` → `env`), else at most two edits away, or sharing its first three letters.
+/// The used key `key` is most likely a typo of (`crate::guess`).
 fn nearest(key: &str) -> Option<&'static str> {
-    let lower = key.to_ascii_lowercase();
-    USED.iter()
-        .filter_map(|used| {
-            let used_lower = used.to_ascii_lowercase();
-            let prefix = lower.starts_with(&used_lower) || used_lower.starts_with(&lower);
-            let distance = edits(&lower, &used_lower);
-            // By characters: a key may be any text.
-            let same_start =
-                lower.chars().count() >= 3 && lower.chars().take(3).eq(used_lower.chars().take(3));
-            let rank = if prefix { 0 } else { distance };
-            (prefix || distance <= 2 || same_start).then_some((rank, *used))
-        })
-        .min_by_key(|(rank, _)| *rank)
-        .map(|(_, used)| used)
-}
-
-/// Levenshtein distance.
-fn edits(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let current = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                previous
-            } else {
-                1 + previous.min(row[j]).min(row[j + 1])
-            };
-            previous = current;
-        }
-    }
-    row[b.len()]
+    crate::guess::nearest(key, USED.iter().copied())
 }
 
 #[cfg(test)]

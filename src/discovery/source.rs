@@ -1,16 +1,14 @@
-//! One file read for discovery: bounded size, UTF-8 checked, with its `file://` URI and a
-//! line index that turns byte spans into `file:line:col` text and LSP (UTF-16) ranges.
+//! One file read for discovery (a regular file within the size cap, `file_read`), UTF-8
+//! checked, with its `file://` URI and a line index that turns byte spans into
+//! `file:line:col` text and LSP (UTF-16) ranges.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use ahp_types::state::{TextPosition, TextRange};
 
+use crate::file_read::{self, ReadError};
 use crate::line_index::{LineIndex, LineTable};
 use crate::spec::Problem;
-
-/// Files larger than this are refused: manifests and frontmatter files are small.
-pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// A file's text plus everything needed to point into it.
 pub struct SourceFile {
@@ -39,27 +37,14 @@ pub fn failure(display: &str, doing: &str, e: &std::io::Error) -> Problem {
 impl SourceFile {
     /// Read `path`; `display` is the name used in messages (and the problem's location).
     pub fn read(path: &Path, display: String) -> Result<Self, Problem> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let meta = std::fs::metadata(path).map_err(|e| failure(&display, "cannot read", &e))?;
-        if !meta.is_file() {
-            return Err(Problem::at(display, "cannot read: not a regular file"));
-        }
-        // O_NONBLOCK: a FIFO swapped in after the check must not hang the scan.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-            .map_err(|e| failure(&display, "cannot read", &e))?;
-        let mut bytes = Vec::new();
-        file.take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| Problem::at(&display, format!("cannot read: {e}")))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(Problem::at(
-                display,
-                format!("larger than {MAX_FILE_BYTES} bytes; not read"),
-            ));
-        }
+        let mut bytes =
+            file_read::read(path, file_read::MAX_SOURCE_BYTES).map_err(|e| match e {
+                ReadError::Io(e) => failure(&display, "cannot read", &e),
+                ReadError::NotRegular => Problem::at(&display, "cannot read: not a regular file"),
+                ReadError::TooLarge(max) => {
+                    Problem::at(&display, format!("larger than {max} bytes; not read"))
+                }
+            })?;
         // Editors drop a byte-order mark from the document, so positions are counted without it.
         if bytes.starts_with(b"\xEF\xBB\xBF") {
             bytes.drain(..3);

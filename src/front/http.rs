@@ -20,7 +20,6 @@ use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame as BodyFrame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -117,7 +116,7 @@ pub async fn serve(
         next_session: AtomicU64::new(1),
         salt: salt(),
     });
-    let slots = Arc::new(Semaphore::new(bounds.max_connections));
+    let slots = crate::tcp::Slots::new(bounds.max_connections);
     let tasks = TaskTracker::new();
     tasks.spawn(sweep(Arc::downgrade(&front), shutdown.clone()));
     loop {
@@ -224,11 +223,24 @@ impl Front {
             _ => None,
         };
         let allowed = |authority: &str| {
-            let name = host_name(authority);
-            self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+            let name = crate::authority::host_name(authority);
+            crate::authority::well_formed_host(authority)
+                && self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
         };
         if !host.is_some_and(allowed) {
             return Some(plain(StatusCode::FORBIDDEN, "Host not allowed\n".into()));
+        }
+        if request
+            .headers()
+            .get_all(http::header::ORIGIN)
+            .iter()
+            .count()
+            > 1
+        {
+            return Some(plain(
+                StatusCode::FORBIDDEN,
+                "one Origin header, please\n".into(),
+            ));
         }
         if let Some(origin) = request.headers().get(http::header::ORIGIN) {
             let authority = origin
@@ -558,22 +570,6 @@ async fn sweep(front: std::sync::Weak<Front>, shutdown: CancellationToken) {
     }
 }
 
-/// The host name of an authority (`[::1]:8080` → `::1`).
-fn host_name(authority: &str) -> &str {
-    if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or_default();
-    }
-    authority
-        .rsplit_once(':')
-        .map_or(authority, |(host, port)| {
-            if port.chars().all(|c| c.is_ascii_digit()) {
-                host
-            } else {
-                authority
-            }
-        })
-}
-
 /// A POST's answer as a resumable event stream: a priming event (asking for `retry` ms
 /// before a resumption), `first` when it came, the rest as they come, ending with the answer.
 fn event_stream(
@@ -632,16 +628,4 @@ fn empty(status: StatusCode) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::new()).boxed());
     *response.status_mut() = status;
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn host_names_come_out_of_authorities() {
-        assert_eq!(host_name("localhost:8766"), "localhost");
-        assert_eq!(host_name("[::1]:80"), "::1");
-        assert_eq!(host_name("example.com"), "example.com");
-    }
 }

@@ -36,10 +36,8 @@ impl ClientView {
     pub fn initialized(&mut self, params: &Value, result: &Value) {
         self.client_id = params["clientId"].as_str().map(str::to_string);
         self.audience = Audience {
-            mcp_apps: params
-                .get("capabilities")
-                .and_then(|c| c.get("mcpApps"))
-                .is_some_and(|a| !a.is_null()),
+            mcp_apps: serde_json::from_value(params.clone())
+                .is_ok_and(|p| crate::ahp::handshake::shown_mcp_apps(&p)),
             version: result["protocolVersion"]
                 .as_str()
                 .and_then(Version::parse)
@@ -117,8 +115,8 @@ impl ClientView {
         self.states.remove(uri);
     }
 
-    /// Every mirrored state equals the host's, as this client is shown it. Channels the host
-    /// no longer has are dropped.
+    /// Every mirrored state equals the host's, as this client is shown it (a session's own
+    /// `status` derived as the host derives it). Channels the host no longer has are dropped.
     pub fn check(&mut self, host: &Host) {
         let mut gone = Vec::new();
         for (uri, state) in &self.states {
@@ -126,7 +124,14 @@ impl ClientView {
                 gone.push(uri.clone());
                 continue;
             };
-            let snapshot = self.audience.snapshot(snapshot);
+            let snapshot = self.audience.snapshot(snapshot, uri);
+            // A session's own `status` is the one field the reducers leave alone: the host
+            // derives it from what the mirror holds too (`summary_status`).
+            let mut derived = state.clone();
+            if let SnapshotState::Session(session) = &mut derived {
+                session.status = crate::host::summary::summary_status(session);
+            }
+            let state = &derived;
             if snapshot.state == *state {
                 continue;
             }

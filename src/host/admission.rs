@@ -349,7 +349,8 @@ fn is_session_dispatchable(action: &StateAction) -> bool {
 
 fn not_dispatchable(action: &StateAction) -> String {
     match action {
-        StateAction::Unknown(_) => format!("unknown action type {}", type_name(action)),
+        StateAction::Unknown(value) => super::malformed::why(value)
+            .unwrap_or_else(|| format!("unknown action type {}", type_name(action))),
         _ => format!(
             "{} cannot be dispatched by a client on this channel",
             type_name(action)

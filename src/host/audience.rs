@@ -1,16 +1,37 @@
 //! How one connection is shown the host's state: with or without MCP Apps (channels and
-//! `mcpApp`s), at the protocol version it negotiated; what the host sends, rendered for it.
+//! `mcpApp`s), at the protocol version it negotiated, each channel by the name it subscribed
+//! under; what the host sends, rendered for it.
 
 use std::borrow::Cow;
 
 use ahp_types::actions::ActionEnvelope;
 use ahp_types::notifications::{PartialSessionSummary, SessionSummaryChangedParams};
-use ahp_types::state::{SessionSummary, Snapshot};
+use ahp_types::state::{SessionSummary, Snapshot, SnapshotState};
 use ahp_types::ROOT_RESOURCE_URI;
 
 use super::versions::{self, Version};
 use super::{apps, ClientRecord};
 use crate::jsonrpc::{self, Frame};
+
+/// A channel a connection asked for: the host's URI for it, and the name it used (another
+/// name VS Code gives a session or chat, or the same URI).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// The host's own URI.
+    pub uri: String,
+    /// What the connection called it.
+    pub name: String,
+}
+
+impl Named {
+    /// A channel asked for by the host's own name.
+    pub fn own(uri: &str) -> Self {
+        Self {
+            uri: uri.to_string(),
+            name: uri.to_string(),
+        }
+    }
+}
 
 /// What one connection is shown. Before its handshake: the current version, no MCP Apps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -45,23 +66,51 @@ impl Audience {
         }
     }
 
-    /// The `action` notification of `envelope` for this audience, if it gets one. `encoded`
-    /// is the envelope's JSON text when already made: used when this audience sees it as is.
-    pub fn action(&self, envelope: &ActionEnvelope, encoded: Option<&str>) -> Option<Frame> {
-        match (self.envelope(envelope)?, encoded) {
+    /// `envelope` as this audience gets it on the channel it knows as `name`.
+    pub fn envelope_as<'a>(
+        &self,
+        envelope: &'a ActionEnvelope,
+        name: &str,
+    ) -> Option<Cow<'a, ActionEnvelope>> {
+        let shown = self.envelope(envelope)?;
+        if shown.channel == name {
+            return Some(shown);
+        }
+        let mut renamed = shown.into_owned();
+        renamed.channel = name.to_string();
+        Some(Cow::Owned(renamed))
+    }
+
+    /// The `action` notification of `envelope` for this audience, on the channel it knows as
+    /// `name`, if it gets one. `encoded` is the envelope's JSON text when already made: used
+    /// when this audience sees it as is.
+    pub fn action(
+        &self,
+        envelope: &ActionEnvelope,
+        encoded: Option<&str>,
+        name: &str,
+    ) -> Option<Frame> {
+        match (self.envelope_as(envelope, name)?, encoded) {
             (Cow::Borrowed(_), Some(json)) => Some(jsonrpc::notification_encoded("action", json)),
             (shown, _) => Some(jsonrpc::notification("action", &*shown)),
         }
     }
 
-    /// A snapshot as this audience gets it.
-    pub fn snapshot(&self, snapshot: Snapshot) -> Snapshot {
+    /// A snapshot as this audience gets it, of the channel it knows as `name`.
+    pub fn snapshot(&self, snapshot: Snapshot, name: &str) -> Snapshot {
         let snapshot = if self.mcp_apps {
             snapshot
         } else {
             apps::plain_snapshot(snapshot)
         };
-        versions::snapshot(snapshot, self.version)
+        let mut snapshot = versions::snapshot(snapshot, self.version);
+        if snapshot.resource != name {
+            if let SnapshotState::Chat(chat) = &mut snapshot.state {
+                chat.resource = name.to_string();
+            }
+            snapshot.resource = name.to_string();
+        }
+        snapshot
     }
 
     /// A session's catalogue entry as this audience gets it.
@@ -110,22 +159,30 @@ mod tests {
             ..apps
         };
         let whole = jsonrpc::notification("action", &with_channel);
+        let name = with_channel.channel.as_str();
         assert_eq!(
-            apps.action(&with_channel, Some(&encoded)),
+            apps.action(&with_channel, Some(&encoded), name),
             Some(whole.clone())
         );
         for audience in [plain, old] {
-            let shown = audience.action(&with_channel, Some(&encoded)).unwrap();
+            let shown = audience
+                .action(&with_channel, Some(&encoded), name)
+                .unwrap();
             assert_ne!(shown, whole, "{audience:?}");
             assert_eq!(
                 Some(shown),
-                audience.action(&with_channel, None),
+                audience.action(&with_channel, None, name),
                 "{audience:?}"
             );
         }
         assert!(!plain
-            .action(&with_channel, Some(&encoded))
+            .action(&with_channel, Some(&encoded), name)
             .unwrap()
             .contains("mcp://"));
+        // By another name: renamed, whoever the audience.
+        let renamed = apps
+            .action(&with_channel, Some(&encoded), "ahp-proxy:/s")
+            .unwrap();
+        assert!(renamed.contains(r#""channel":"ahp-proxy:/s""#), "{renamed}");
     }
 }

@@ -225,6 +225,7 @@ mod tests {
                 client_seq: 1,
                 action,
             },
+            &super::super::audience::Named::own(HARNESS_CHAT_URI),
         );
     }
 

@@ -2,7 +2,7 @@
 //! remembered across connections, subscriptions, and the active-client role ending.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use ahp_types::actions::{SessionActiveClientRemovedAction, StateAction};
 use ahp_types::commands::{
@@ -11,7 +11,7 @@ use ahp_types::commands::{
 };
 use ahp_types::ROOT_RESOURCE_URI;
 
-use super::audience::Audience;
+use super::audience::{Audience, Named};
 use super::fanout::ConnId;
 use super::sessions::session_not_found;
 use super::store::seq_i64;
@@ -33,7 +33,7 @@ impl Host {
         request_id: u64,
         client_id: &str,
         record: ClientRecord,
-        initial_subscriptions: &[String],
+        initial_subscriptions: &[Named],
     ) {
         let mut core = self.core();
         let core = &mut *core;
@@ -42,10 +42,10 @@ impl Host {
         let elsewhere = core.fanout.has_client(client_id);
         core.fanout.set_client(id, client_id, Audience::of(&record));
         let mut snapshots = Vec::new();
-        for uri in initial_subscriptions {
-            if let Some(snapshot) = core.store.snapshot(uri) {
-                core.fanout.subscribe(id, uri);
-                snapshots.push(snapshot);
+        for named in initial_subscriptions {
+            if let Some(snapshot) = core.store.snapshot(&named.uri) {
+                core.fanout.subscribe_as(id, &named.uri, &named.name);
+                snapshots.push((snapshot, named.name.clone()));
             }
         }
         let server_seq = seq_i64(core.store.seq());
@@ -57,7 +57,7 @@ impl Host {
                 meta: None,
                 snapshots: snapshots
                     .into_iter()
-                    .map(|s| audience.snapshot(s))
+                    .map(|(s, name)| audience.snapshot(s, &name))
                     .collect(),
                 default_directory: None,
                 completion_trigger_characters: None,
@@ -82,7 +82,7 @@ impl Host {
         request_id: u64,
         client_id: &str,
         last_seen_server_seq: i64,
-        subscriptions: &[String],
+        subscriptions: &[Named],
     ) -> Result<(), RpcError> {
         let last_seen = u64::try_from(last_seen_server_seq).map_err(|_| {
             RpcError::invalid_params("lastSeenServerSeq must be a non-negative integer")
@@ -99,35 +99,48 @@ impl Host {
         let mcp_apps = audience.mcp_apps;
         core.fanout.set_client(id, client_id, audience);
         // Open `mcp://` channels stay subscribed (they have no state to replay).
-        let (live, missing): (Vec<&String>, Vec<&String>) = subscriptions.iter().partition(|uri| {
-            core.store.has_channel(uri)
-                || (mcp_apps && uri.starts_with("mcp://") && core.channel_server(uri).is_some())
+        let (live, missing): (Vec<&Named>, Vec<&Named>) = subscriptions.iter().partition(|n| {
+            core.store.has_channel(&n.uri)
+                || (mcp_apps
+                    && n.uri.starts_with("mcp://")
+                    && core.channel_server(&n.uri).is_some())
         });
-        let channels: HashSet<&str> = live.iter().map(|uri| uri.as_str()).collect();
-        // Taken now, shown as the client is shown them once the lock is let go.
+        for named in &live {
+            core.fanout.subscribe_as(id, &named.uri, &named.name);
+        }
+        let channels: HashSet<&str> = live.iter().map(|n| n.uri.as_str()).collect();
+        // Taken now (with the name the client knows each channel by), shown as the client is
+        // shown them once the lock is let go.
         let taken = match core.store.replay(last_seen, &channels) {
-            Some(actions) => Ok((actions, missing.into_iter().cloned().collect::<Vec<_>>())),
+            Some(actions) => {
+                let names: HashMap<String, String> = channels
+                    .iter()
+                    .map(|uri| (uri.to_string(), core.fanout.name_of(id, uri).to_string()))
+                    .collect();
+                let missing: Vec<String> = missing.into_iter().map(|n| n.name.clone()).collect();
+                Ok((actions, names, missing))
+            }
             None => Err(live
                 .iter()
-                .filter_map(|uri| core.store.snapshot(uri))
+                .filter_map(|n| Some((core.store.snapshot(&n.uri)?, n.name.clone())))
                 .collect::<Vec<_>>()),
         };
-        for uri in &live {
-            core.fanout.subscribe(id, uri);
-        }
         core.reply(id, move |audience| {
             let result = match taken {
-                Ok((actions, missing)) => ReconnectResult::Replay(ReconnectReplayResult {
+                Ok((actions, names, missing)) => ReconnectResult::Replay(ReconnectReplayResult {
                     actions: actions
                         .iter()
-                        .filter_map(|e| audience.envelope(e).map(Cow::into_owned))
+                        .filter_map(|e| {
+                            let name = names.get(&e.channel).unwrap_or(&e.channel);
+                            audience.envelope_as(e, name).map(Cow::into_owned)
+                        })
                         .collect(),
                     missing,
                 }),
                 Err(snapshots) => ReconnectResult::Snapshot(ReconnectSnapshotResult {
                     snapshots: snapshots
                         .into_iter()
-                        .map(|s| audience.snapshot(s))
+                        .map(|(s, name)| audience.snapshot(s, &name))
                         .collect(),
                 }),
             };
@@ -138,8 +151,9 @@ impl Host {
         Ok(())
     }
 
-    /// Handle `subscribe` for a state-bearing channel.
-    pub fn subscribe(&self, id: ConnId, request_id: u64, uri: &str) -> Result<(), RpcError> {
+    /// Handle `subscribe` for a state-bearing channel, asked for by `channel.name`.
+    pub fn subscribe(&self, id: ConnId, request_id: u64, channel: &Named) -> Result<(), RpcError> {
+        let uri = channel.uri.as_str();
         if uri.starts_with("mcp://") {
             // Stateless: no snapshot, just the list-change notifications from now on.
             self.resolve_channel(id, uri)?;
@@ -153,11 +167,12 @@ impl Host {
         let snapshot = core
             .store
             .snapshot(uri)
-            .ok_or_else(|| unknown_channel(uri))?;
-        core.fanout.subscribe(id, uri);
+            .ok_or_else(|| unknown_channel(&channel.name))?;
+        core.fanout.subscribe_as(id, uri, &channel.name);
+        let name = channel.name.clone();
         core.reply(id, move |audience| {
             let result = SubscribeResult {
-                snapshot: Some(audience.snapshot(snapshot)),
+                snapshot: Some(audience.snapshot(snapshot, &name)),
             };
             jsonrpc::success(request_id, &result)
         });
@@ -200,11 +215,11 @@ impl Core {
 
     /// Client `client_id` now follows only `subscriptions`: every session it was active in
     /// and does not follow loses it as an active client.
-    fn leave_unfollowed(&mut self, client_id: &str, subscriptions: &[String]) {
+    fn leave_unfollowed(&mut self, client_id: &str, subscriptions: &[Named]) {
         let left: Vec<String> = self
             .store
             .session_uris()
-            .filter(|uri| !subscriptions.iter().any(|s| s == uri))
+            .filter(|uri| !subscriptions.iter().any(|s| s.uri == *uri))
             .filter(|uri| {
                 self.store
                     .session(uri)

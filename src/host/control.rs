@@ -41,6 +41,7 @@ mod tests {
     use ahp_types::commands::DispatchActionParams;
     use serde_json::json;
 
+    use super::super::audience::Named;
     use super::super::{Host, DEFAULT_SESSION_URI};
     use crate::discovery::DeclaredServer;
     use crate::spec::Launch;
@@ -69,7 +70,7 @@ mod tests {
             client_seq: seq,
             action: serde_json::from_value(action).unwrap(),
         };
-        host.dispatch(conn, "c", params);
+        host.dispatch(conn, "c", params, &Named::own(DEFAULT_SESSION_URI));
     }
 
     /// The supervisor's next report, fed to the host.

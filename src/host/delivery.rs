@@ -21,13 +21,14 @@ use crate::jsonrpc::Frame;
 /// A frame for one connection, rendered for what it is shown.
 pub type Render = Box<dyn FnOnce(Audience) -> Frame + Send>;
 
-/// A frame per audience (`None`: that audience gets nothing).
-pub type RenderEach = Box<dyn FnMut(Audience) -> Option<Frame> + Send>;
+/// A frame per audience and name of the channel (`None`: that audience gets nothing).
+pub type RenderEach = Box<dyn FnMut(Audience, &str) -> Option<Frame> + Send>;
 
 /// One thing to send, as the host decided it under its lock.
 pub enum Delivery {
     /// A committed envelope for its channel's subscribers, and the summary change it caused
-    /// (if any) for the root's; each as its audience is shown it.
+    /// (if any) for the root's; each as its audience is shown it, on the channel by the name
+    /// it subscribed under.
     Commit {
         /// What was committed.
         commit: Box<Commit>,
@@ -40,7 +41,7 @@ pub enum Delivery {
     Frame(ConnId, Frame),
     /// A frame rendered for one connection's audience (a reply with snapshots).
     Reply(ConnId, Audience, Render),
-    /// A frame per audience for these connections.
+    /// A frame per audience and channel name for these connections.
     Each(Targets, RenderEach),
 }
 
@@ -72,9 +73,11 @@ impl Sockets {
                 } => {
                     let envelope = &commit.envelope;
                     let encoded = commit.json.as_deref();
-                    self.each(&to, |audience| audience.action(envelope, encoded));
+                    self.each(&to, |audience, name| {
+                        audience.action(envelope, encoded, name)
+                    });
                     if let Some(changes) = &commit.summary_changes {
-                        self.each(&summary_to, |audience| {
+                        self.each(&summary_to, |audience, _| {
                             Some(audience.summary_changed(&envelope.channel, changes))
                         });
                     }
@@ -90,17 +93,18 @@ impl Sockets {
         }
     }
 
-    /// Queue to each target what `render` makes for its audience (once per audience).
-    fn each(&mut self, to: &Targets, mut render: impl FnMut(Audience) -> Option<Frame>) {
-        for (audience, ids) in to {
+    /// Queue to each target what `render` makes for its audience and the name it knows the
+    /// channel by (once per group).
+    fn each(&mut self, to: &Targets, mut render: impl FnMut(Audience, &str) -> Option<Frame>) {
+        for group in to {
             // Nobody left to render for: the common case of a kicked or gone connection.
-            if !ids.iter().any(|id| self.queues.contains_key(id)) {
+            if !group.ids.iter().any(|id| self.queues.contains_key(id)) {
                 continue;
             }
-            let Some(frame) = render(*audience) else {
+            let Some(frame) = render(group.audience, &group.name) else {
                 continue;
             };
-            for id in ids {
+            for id in &group.ids {
                 self.push(*id, frame.clone());
             }
         }
@@ -127,6 +131,7 @@ impl Sockets {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fanout::{Fanout, Group};
     use super::super::queue::{queue, Outbox};
     use super::*;
 
@@ -138,11 +143,15 @@ mod tests {
     }
 
     fn to(ids: &[ConnId]) -> Targets {
-        vec![(Audience::default(), ids.to_vec())]
+        vec![Group {
+            audience: Audience::default(),
+            name: "x".to_string(),
+            ids: ids.to_vec(),
+        }]
     }
 
     fn each(frame: &'static str) -> RenderEach {
-        Box::new(move |_| Some(Frame::from(frame)))
+        Box::new(move |_, _| Some(Frame::from(frame)))
     }
 
     #[test]
@@ -177,12 +186,37 @@ mod tests {
         let (mut a, _) = peer(&mut sockets, 1, 8);
         let (mut b, _) = peer(&mut sockets, 2, 8);
         let mut renders = 0;
-        sockets.each(&to(&[1, 2]), |_| {
+        sockets.each(&to(&[1, 2]), |_, _| {
             renders += 1;
             Some(Frame::from("f"))
         });
         assert_eq!(renders, 1);
         assert_eq!(a.try_recv().ok(), Some(Frame::from("f")));
         assert_eq!(b.try_recv().ok(), Some(Frame::from("f")));
+    }
+
+    #[test]
+    fn a_subscriber_is_sent_a_channel_by_the_name_it_subscribed_under() {
+        let mut fanout = Fanout::default();
+        let mut sockets = Sockets::default();
+        let (mut own, own_kick) = peer(&mut sockets, 1, 8);
+        let (mut other, other_kick) = peer(&mut sockets, 2, 8);
+        fanout.insert(1, own_kick);
+        fanout.insert(2, other_kick);
+        fanout.subscribe(1, "x");
+        fanout.subscribe_as(2, "x", "alias-of-x");
+        assert_eq!(fanout.name_of(2, "x"), "alias-of-x");
+        sockets.deliver(vec![Delivery::Each(
+            fanout.subscribers("x"),
+            Box::new(|_, name| Some(Frame::from(name))),
+        )]);
+        assert_eq!(own.try_recv().ok(), Some(Frame::from("x")));
+        assert_eq!(other.try_recv().ok(), Some(Frame::from("alias-of-x")));
+        // Subscribing by the host's own name again: that name from now on.
+        fanout.subscribe(2, "x");
+        assert_eq!(fanout.name_of(2, "x"), "x");
+        fanout.subscribe_as(2, "x", "alias-of-x");
+        assert!(fanout.unsubscribe(2, "x"));
+        assert_eq!(fanout.name_of(2, "x"), "x");
     }
 }

@@ -5,6 +5,7 @@ use ahp_types::actions::{ActionEnvelope, ActionOrigin, StateAction};
 use ahp_types::commands::DispatchActionParams;
 use ahp_types::ROOT_RESOURCE_URI;
 
+use super::audience::Named;
 use super::fanout::ConnId;
 use super::store::CommitError;
 use super::{admission, bounds, live, Core, Host};
@@ -12,10 +13,18 @@ use crate::jsonrpc;
 use crate::untrusted::Untrusted;
 
 impl Host {
-    /// Handle `dispatchAction` from `client_id`: unknown channels are ignored; refused actions
-    /// are echoed to the sender only, with `rejectionReason`, and not applied; accepted ones
-    /// are reduced, sequenced and broadcast with the client's `origin`.
-    pub fn dispatch(&self, id: ConnId, client_id: &str, params: DispatchActionParams) {
+    /// Handle `dispatchAction` from `client_id` on `channel` (the host's URI, and the name the
+    /// client used): unknown channels are ignored; refused actions are echoed to the sender
+    /// only, by the name it used, with `rejectionReason`, and not applied; accepted ones are
+    /// reduced, sequenced and broadcast with the client's `origin`.
+    pub fn dispatch(
+        &self,
+        id: ConnId,
+        client_id: &str,
+        mut params: DispatchActionParams,
+        channel: &Named,
+    ) {
+        params.channel = channel.uri.clone();
         let mut core = self.core();
         let core = &mut *core;
         let verdict = if params.channel == ROOT_RESOURCE_URI {
@@ -61,6 +70,7 @@ impl Host {
             }
             Err(refusal) => refusal.to_string(),
         };
+        params.channel = channel.name.clone();
         core.refuse(id, params, origin, refusal);
     }
 

@@ -1,6 +1,7 @@
 //! Who is subscribed to what, and what each connection is shown: the host's bookkeeping of
-//! its connections, kept under its lock. Which connections get a committed action (and as
-//! which audience) is decided here, when it is committed; `delivery` queues it afterwards.
+//! its connections, kept under its lock. Which connections get a committed action (as which
+//! audience, on the channel by which name) is decided here, when it is committed; `delivery`
+//! queues it afterwards.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -11,14 +12,29 @@ use super::audience::Audience;
 /// Host-wide connection number.
 pub type ConnId = u64;
 
-/// The connections something goes to, grouped by what they are shown (each audience's
-/// frame is rendered once, however many connections share it).
-pub type Targets = Vec<(Audience, Vec<ConnId>)>;
+/// Connections shown the same thing: one audience, and one name for the channel (the host's
+/// own, or the other name they subscribed under).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// What they are shown.
+    pub audience: Audience,
+    /// The name they know the channel by.
+    pub name: String,
+    /// Who they are.
+    pub ids: Vec<ConnId>,
+}
+
+/// The connections something goes to, grouped by what they are shown (each group's frame
+/// is rendered once, however many connections share it).
+pub type Targets = Vec<Group>;
 
 struct Peer {
     /// Cancelled when the connection is kicked (its queue overflowed).
     kick: CancellationToken,
     subscriptions: HashSet<String>,
+    /// The names it subscribed under where they are not the host's own (VS Code's other
+    /// names of a session or chat): what it is sent on those channels is sent by that name.
+    names: HashMap<String, String>,
     client_id: Option<String>,
     /// What it is shown (MCP Apps or not, its protocol version).
     audience: Audience,
@@ -39,6 +55,7 @@ impl Fanout {
             Peer {
                 kick,
                 subscriptions: HashSet::new(),
+                names: HashMap::new(),
                 client_id: None,
                 audience: Audience::default(),
             },
@@ -77,19 +94,39 @@ impl Fanout {
 
     /// Subscribe a connection to `uri` (idempotent: never doubles deliveries).
     pub fn subscribe(&mut self, id: ConnId, uri: &str) {
+        self.subscribe_as(id, uri, uri);
+    }
+
+    /// Subscribe a connection to `uri`, which it knows as `name`: what it is sent on `uri`
+    /// from now on goes by that name (the last name it subscribed under wins).
+    pub fn subscribe_as(&mut self, id: ConnId, uri: &str, name: &str) {
         if let Some(peer) = self.peers.get_mut(&id) {
+            if name == uri {
+                peer.names.remove(uri);
+            } else {
+                peer.names.insert(uri.to_string(), name.to_string());
+            }
             if peer.subscriptions.insert(uri.to_string()) {
                 self.channels.entry(uri.to_string()).or_default().insert(id);
             }
         }
     }
 
+    /// The name connection `id` knows channel `uri` by (`uri` itself unless it subscribed
+    /// under another).
+    pub fn name_of<'a>(&'a self, id: ConnId, uri: &'a str) -> &'a str {
+        self.peers
+            .get(&id)
+            .and_then(|peer| peer.names.get(uri))
+            .map_or(uri, String::as_str)
+    }
+
     /// Unsubscribe a connection from `uri`; returns whether it was subscribed.
     pub fn unsubscribe(&mut self, id: ConnId, uri: &str) -> bool {
-        let was = self
-            .peers
-            .get_mut(&id)
-            .is_some_and(|peer| peer.subscriptions.remove(uri));
+        let was = self.peers.get_mut(&id).is_some_and(|peer| {
+            peer.names.remove(uri);
+            peer.subscriptions.remove(uri)
+        });
         if was {
             self.drop_subscriber(uri, id);
         }
@@ -101,6 +138,7 @@ impl Fanout {
         for id in self.channels.remove(uri).unwrap_or_default() {
             if let Some(peer) = self.peers.get_mut(&id) {
                 peer.subscriptions.remove(uri);
+                peer.names.remove(uri);
             }
         }
     }
@@ -114,12 +152,8 @@ impl Fanout {
         }
     }
 
-    /// Connection `id` alone, as what it is shown.
-    pub fn only(&self, id: ConnId) -> Targets {
-        vec![(self.audience(id), vec![id])]
-    }
-
-    /// Every subscriber of `uri`, grouped by audience (none kicked).
+    /// Every subscriber of `uri`, grouped by audience and by the name it knows `uri` by
+    /// (none kicked).
     pub fn subscribers(&self, uri: &str) -> Targets {
         let mut targets: Targets = Vec::new();
         for id in self.channels.get(uri).into_iter().flatten() {
@@ -129,9 +163,17 @@ impl Fanout {
             if peer.kick.is_cancelled() {
                 continue;
             }
-            match targets.iter_mut().find(|(a, _)| *a == peer.audience) {
-                Some((_, ids)) => ids.push(*id),
-                None => targets.push((peer.audience, vec![*id])),
+            let name = peer.names.get(uri).map_or(uri, String::as_str);
+            match targets
+                .iter_mut()
+                .find(|g| g.audience == peer.audience && g.name == name)
+            {
+                Some(group) => group.ids.push(*id),
+                None => targets.push(Group {
+                    audience: peer.audience,
+                    name: name.to_string(),
+                    ids: vec![*id],
+                }),
             }
         }
         targets
@@ -143,7 +185,7 @@ mod tests {
     use super::*;
 
     fn ids(targets: &Targets) -> Vec<ConnId> {
-        targets.iter().flat_map(|(_, ids)| ids.clone()).collect()
+        targets.iter().flat_map(|g| g.ids.clone()).collect()
     }
 
     #[test]

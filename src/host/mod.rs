@@ -25,6 +25,7 @@ mod dispatch;
 pub mod fanout;
 pub mod input_needed;
 pub mod live;
+pub mod malformed;
 pub mod paused;
 pub mod plugin_ids;
 pub mod queue;
@@ -303,7 +304,8 @@ impl Core {
     }
 
     /// Send a committed envelope to its channel's subscribers, and the summary change it
-    /// caused (if any) to the root's, each as its audience is shown it.
+    /// caused (if any) to the root's, each as its audience is shown it and by the name it
+    /// subscribed under.
     fn publish(&mut self, commit: Commit) {
         let to = self.fanout.subscribers(&commit.envelope.channel);
         let summary_to = match commit.summary_changes {
@@ -329,11 +331,12 @@ impl Core {
             .push(Delivery::Reply(id, audience, Box::new(render)));
     }
 
-    /// Send every subscriber of `uri` what `render` makes for its audience.
+    /// Send every subscriber of `uri` what `render` makes for its audience and the name it
+    /// knows `uri` by.
     fn broadcast_each(
         &mut self,
         uri: &str,
-        render: impl FnMut(Audience) -> Option<Frame> + Send + 'static,
+        render: impl FnMut(Audience, &str) -> Option<Frame> + Send + 'static,
     ) {
         let to = self.fanout.subscribers(uri);
         if !to.is_empty() {

@@ -98,7 +98,7 @@ impl Host {
             .collect();
         for channel in channels {
             let frame = frame_for(&channel);
-            core.broadcast_each(&channel, move |_| Some(frame.clone()));
+            core.broadcast_each(&channel, move |_, _| Some(frame.clone()));
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The session list: `listSessions` paging, `createSession` (a new session showing the host's
-//! customizations) and `disposeSession`, each announced on the root channel.
+//! customizations) and `disposeSession`, each announced on the root channel; which sessions
+//! and default chats there are, for the edge resolving VS Code's names of them.
 
 use ahp_types::commands::{CreateSessionParams, ListSessionsResult};
 use ahp_types::notifications::{SessionAddedParams, SessionRemovedParams};
@@ -119,7 +120,7 @@ impl Host {
             core.refresh_client_plugins();
         }
         if let Some(summary) = core.store.summary(&uri) {
-            core.broadcast_each(ROOT_RESOURCE_URI, move |audience| {
+            core.broadcast_each(ROOT_RESOURCE_URI, move |audience, _| {
                 let added = SessionAddedParams {
                     channel: ROOT_RESOURCE_URI.to_string(),
                     summary: audience.summary(summary.clone()),
@@ -157,8 +158,31 @@ impl Host {
             session: uri.to_string(),
         };
         let frame = jsonrpc::notification("root/sessionRemoved", &removed);
-        core.broadcast_each(ROOT_RESOURCE_URI, move |_| Some(frame.clone()));
+        core.broadcast_each(ROOT_RESOURCE_URI, move |_, _| Some(frame.clone()));
         Ok(())
+    }
+}
+
+/// What the connection's edge asks to resolve the names VS Code gives sessions and chats.
+impl Host {
+    /// The agent provider id every session carries.
+    pub fn provider(&self) -> String {
+        self.core().store.provider().to_string()
+    }
+
+    /// Whether `uri` is one of the host's sessions.
+    pub fn is_session(&self, uri: &str) -> bool {
+        self.core().store.session(uri).is_some()
+    }
+
+    /// The default chat of session `session`, if it has one.
+    pub fn default_chat(&self, session: &str) -> Option<String> {
+        self.core().store.session(session)?.default_chat.clone()
+    }
+
+    /// The session that owns chat `chat`.
+    pub fn session_of_chat(&self, chat: &str) -> Option<String> {
+        self.core().store.chat_session(chat).map(str::to_string)
     }
 }
 

@@ -167,6 +167,11 @@ impl Store {
         self.chats.get(uri).map(|(chat, _)| chat)
     }
 
+    /// The session that owns chat `uri`.
+    pub fn chat_session(&self, uri: &str) -> Option<&str> {
+        self.chats.get(uri).map(|(_, session)| session.as_str())
+    }
+
     /// Whether `uri` is a state-bearing channel of this host.
     pub fn has_channel(&self, uri: &str) -> bool {
         uri == ROOT_RESOURCE_URI || self.sessions.contains_key(uri) || self.chats.contains_key(uri)
@@ -230,6 +235,8 @@ impl Store {
                 .ok_or(CommitError::UnknownChannel)?;
             let before = SummaryFields::of(&record.state);
             accept(apply_action_to_session(&mut record.state, &action))?;
+            // The session's own status follows its summary (see `summary_status`).
+            record.state.status = summary_status(&record.state);
             let changes = before.changes_to(&record.state, now_iso8601);
             if let Some(changes) = &changes {
                 if let Some(modified_at) = &changes.modified_at {

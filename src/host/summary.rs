@@ -2,7 +2,7 @@
 //! (activity aggregated from its chats), and which summary fields a session change touched.
 
 use ahp_types::notifications::PartialSessionSummary;
-use ahp_types::state::{ChatState, ChatSummary, SessionState, SessionStatus};
+use ahp_types::state::{ChatState, ChatSummary, SessionInputRequest, SessionState, SessionStatus};
 
 /// The catalogue entry (`ChatSummary`) for a chat's state.
 pub fn chat_summary(state: &ChatState) -> ChatSummary {
@@ -25,12 +25,24 @@ const ACTIVITY_MASK: u32 = 0b1_1111;
 
 /// A session's status as its summary shows it: its own flags, with the activity taken from
 /// its chats (the default chat, else the most recently modified one; `InputNeeded` and
-/// `Error` of any chat win) unless the session itself needs input.
+/// `Error` of any chat win) unless the session itself waits for the user (an `inputNeeded`
+/// entry other than a client's tool run, which the reducers do not count either).
+///
+/// The host writes it into the session's own `status` after every change: ahp-types says the
+/// host keeps the session and its summary in sync, and the reducers derive neither from the
+/// other (they leave `InProgress` behind once the session's input is answered).
 pub fn summary_status(state: &SessionState) -> u32 {
     let own = state.status & ACTIVITY_MASK;
     let input_needed = SessionStatus::InputNeeded.bits();
     let error = SessionStatus::Error.bits();
-    let activity = if own == input_needed || state.chats.is_empty() {
+    let waits_for_user = state
+        .input_needed
+        .iter()
+        .flatten()
+        .any(|r| !matches!(r, SessionInputRequest::ToolClientExecution(_)));
+    let activity = if waits_for_user {
+        input_needed
+    } else if state.chats.is_empty() {
         own
     } else if state
         .chats
@@ -169,8 +181,27 @@ mod tests {
         assert_eq!(summary_status(&waiting), INPUT_NEEDED);
         let failed = session(IDLE, &[(IDLE, "2026-01-01"), (ERROR, "2025-01-01")]);
         assert_eq!(summary_status(&failed), ERROR);
-        let own = session(INPUT_NEEDED, &[(ERROR, "2026-01-01")]);
-        assert_eq!(summary_status(&own), INPUT_NEEDED);
+    }
+
+    #[test]
+    fn the_sessions_own_input_wins_while_it_waits_for_the_user_and_not_after() {
+        let mut state = session(INPUT_NEEDED, &[(ERROR, "2026-01-01")]);
+        state.input_needed = Some(vec![serde_json::from_value(json!({
+            "kind": "toolAuthentication", "chat": "ahp-chat:/0", "turnId": "t",
+            "toolCall": {"status": "auth-required", "toolCallId": "c", "toolName": "add",
+                         "displayName": "add", "invocationMessage": "add",
+                         "auth": {"reason": "required"}}
+        }))
+        .expect("an input request")]);
+        assert_eq!(summary_status(&state), INPUT_NEEDED);
+        // Answered: the reducers leave the session in progress; its chats say what it is.
+        state.input_needed = None;
+        state.status = IN_PROGRESS;
+        state.chats[0].status = IDLE;
+        assert_eq!(summary_status(&state), IDLE);
+        // Written back, it stays what the chats say (the own bits no longer stick).
+        state.status = summary_status(&state);
+        assert_eq!(summary_status(&state), IDLE);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! ahp-types 1.0.0 carries no version map, so the action map is the spec's
 //! (`ACTION_INTRODUCED_IN` in `types/version/registry.ts`), one arm per `StateAction` variant
-//! (a new variant does not compile until it has one). The fields are those ahp-types 1.0.0
+//! (a new variant does not compile until it has one), except where a released copy of an
+//! older version shows the map wrong (`chat/isReadChanged`). The fields are those ahp-types 1.0.0
 //! has and ahp-types 0.9.0 had not, wherever this host can send them: summaries and chat
 //! summaries, chat state, and a starting server's `blocking`. Taking out an optional field
 //! a client knows loses nothing it needs; sending one it does not know breaks the promise,
@@ -161,8 +162,11 @@ pub fn introduced_in(action: &StateAction) -> Version {
         | A::ChatBackgroundWorkRemoved(_)
         | A::ChatMovableChanged(_)
         | A::ChatChangesetsChanged(_)
-        | A::ChatIsReadChanged(_)
         | A::ChatIsArchivedChanged(_) => Version(0, 9, 0),
+        // The spec's map says 0.9.0, but a 0.9.0 copy of the protocol does not have it (VS
+        // Code's `src/vs/platform/agentHost/common/state/protocol/version/registry.ts` at
+        // `PROTOCOL_VERSION = '0.9.0'` lists every action but this one): 1.0.0 has it.
+        A::ChatIsReadChanged(_) => Version(1, 0, 0),
         A::ChatCanvasesChanged(_) | A::CanvasStateChanged(_) => Version(0, 10, 0),
         A::Unknown(_) => Version(u64::MAX, u64::MAX, u64::MAX),
     }
@@ -342,11 +346,18 @@ mod tests {
         assert!(envelope(&canvases, V0_9).is_none());
         assert!(envelope(&canvases, CURRENT).is_some());
         // 0.9.0 introduced these: a 0.9.0 client gets them, a 0.8.0 one does not.
+        let archived = envelope_of(action(
+            json!({"type": "chat/isArchivedChanged", "isArchived": true}),
+        ));
+        assert!(matches!(envelope(&archived, V0_9), Some(Cow::Borrowed(_))));
+        assert!(envelope(&archived, Version(0, 8, 0)).is_none());
+        // Not `chat/isReadChanged`, whatever the spec's map says: a 0.9.0 copy lacks it.
         let read = envelope_of(action(
             json!({"type": "chat/isReadChanged", "isRead": true}),
         ));
-        assert!(matches!(envelope(&read, V0_9), Some(Cow::Borrowed(_))));
-        assert!(envelope(&read, Version(0, 8, 0)).is_none());
+        assert!(envelope(&read, V0_9).is_none());
+        assert!(envelope(&read, Version(0, 10, 0)).is_none());
+        assert!(envelope(&read, CURRENT).is_some());
         let unknown = envelope_of(action(json!({"type": "chat/fromTheFuture"})));
         assert!(envelope(&unknown, CURRENT).is_none());
     }
@@ -363,6 +374,11 @@ mod tests {
         assert_eq!(summary["title"], "c");
         assert_eq!(sent["serverSeq"], 7);
         assert!(matches!(envelope(&added, CURRENT), Some(Cow::Borrowed(_))));
+        // VS Code's 0.10.0 is below 1.0.0: taken out for it too.
+        assert!(matches!(
+            envelope(&added, Version(0, 10, 0)),
+            Some(Cow::Owned(_))
+        ));
         let starting = envelope_of(action(json!({"type": "session/mcpServerStateChanged",
             "id": "m", "state": {"kind": "starting", "blocking": true}})));
         let sent = serde_json::to_value(envelope(&starting, V0_9).unwrap()).unwrap();

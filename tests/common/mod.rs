@@ -113,6 +113,27 @@ impl Proxy {
         .0
     }
 
+    /// Start the binary with its descriptor limit (`RLIMIT_NOFILE`, soft and hard) at
+    /// `limit`, as `ulimit -n` would set it.
+    pub fn start_with_descriptor_limit(config: &str, limit: u64) -> Self {
+        let (mut command, dir) = Self::command(config, false, "127.0.0.1:0", &[], LogFormat::Json);
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe and touches only the child.
+        unsafe {
+            command.pre_exec(move || {
+                let wanted = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Self::spawned(command, dir, false).0
+    }
+
     fn launch(config: &str, stdio: bool) -> (Self, Option<StdioPipes>) {
         Self::launch_with(config, stdio, "127.0.0.1:0", &[], LogFormat::Json)
     }
@@ -124,6 +145,18 @@ impl Proxy {
         env: &[(&str, &str)],
         log_format: LogFormat,
     ) -> (Self, Option<StdioPipes>) {
+        let (command, dir) = Self::command(config, stdio, listen, env, log_format);
+        Self::spawned(command, dir, stdio)
+    }
+
+    /// The command that runs the binary on `config` (written into a scratch folder).
+    fn command(
+        config: &str,
+        stdio: bool,
+        listen: &str,
+        env: &[(&str, &str)],
+        log_format: LogFormat,
+    ) -> (Command, ScratchDir) {
         // Tests build HTTP clients (rmcp's, reqwest) once a proxy runs: TLS must be ready.
         ahp_proxy::supervisor::https::install_provider();
         let dir = ScratchDir::new("proxy");
@@ -155,6 +188,11 @@ impl Proxy {
                 .stdin(Stdio::null())
                 .stdout(Stdio::null());
         }
+        (command, dir)
+    }
+
+    /// Spawn `command` and wait until the proxy says where it listens.
+    fn spawned(mut command: Command, dir: ScratchDir, stdio: bool) -> (Self, Option<StdioPipes>) {
         let mut child = command.spawn().expect("spawn ahp-proxy");
         let pipes = stdio.then(|| {
             let stdout = child.stdout.take().expect("stdout is piped");
@@ -447,7 +485,12 @@ pub enum Ending {
 
 impl Raw {
     pub async fn connect(proxy: &Proxy) -> Self {
-        let (ws, _) = tokio_tungstenite::connect_async(proxy.url.as_str())
+        Self::connect_url(&proxy.url).await
+    }
+
+    /// Connect to `url` as given (a query, a token parameter).
+    pub async fn connect_url(url: &str) -> Self {
+        let (ws, _) = tokio_tungstenite::connect_async(url)
             .await
             .expect("raw websocket connect");
         Self {
@@ -579,6 +622,18 @@ impl Raw {
             .unwrap_or_else(|| panic!("no default session in {list}"))
             .clone();
         item["status"].as_u64().expect("a status") & ACTIVITY
+    }
+
+    /// The activity bits of the default session's own `status`, as a fresh `subscribe`
+    /// snapshot shows it.
+    pub async fn snapshot_status(&mut self) -> u64 {
+        let subscribed = self
+            .request("subscribe", json!({"channel": DEFAULT_SESSION}))
+            .await;
+        subscribed["result"]["snapshot"]["state"]["status"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("a session snapshot: {subscribed}"))
+            & ACTIVITY
     }
 
     pub async fn notify(&mut self, method: &str, params: Value) {

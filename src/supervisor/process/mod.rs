@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod ownership;
+pub mod program;
 pub mod tree;
 pub mod watchdog;
 
@@ -37,7 +38,7 @@ pub enum SpawnError {
     #[error("cannot start the server: its working directory does not exist")]
     NoDirectory,
     /// No such program.
-    #[error("cannot start the server: command not found: {0} (check the command and PATH)")]
+    #[error("cannot start the server: command not found: {0} ({hint})", hint = not_found_hint(.0))]
     NotFound(String),
     /// The program cannot be run.
     #[error("cannot start the server: permission denied: {0} (is the command executable?)")]
@@ -142,6 +143,17 @@ fn spawn_error(error: std::io::Error, command: &str, cwd: Option<&Path>) -> Spaw
         ErrorKind::NotFound => SpawnError::NotFound(file_name(command)),
         ErrorKind::PermissionDenied => SpawnError::PermissionDenied(file_name(command)),
         _ => SpawnError::Other(error),
+    }
+}
+
+/// What to do about a program that is not there: the example servers are built beside the
+/// proxy (not by `cargo run`, which builds only the proxy); anything else is the user's to
+/// install or name.
+fn not_found_hint(name: &str) -> &'static str {
+    if name == crate::discovery::EXAMPLES_BINARY {
+        "it is built beside ahp-proxy by `cargo build` or `cargo build --release`; `cargo run` builds only ahp-proxy"
+    } else {
+        "check the command and PATH"
     }
 }
 
