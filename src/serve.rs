@@ -122,7 +122,7 @@ pub async fn run(mut config: Config, options: Options) -> Result<(), String> {
     let owned = crate::supervisor::process::Ownership::establish(config.supervisor.cgroups);
     let (supervisor, mut events) =
         Supervisor::spawn(config.supervisor.clone(), connections.clone());
-    host.set_control(supervisor.commands());
+    host.set_control(supervisor.requests());
     let bridge = {
         let host = host.clone();
         tokio::spawn(async move {

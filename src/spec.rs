@@ -1,5 +1,5 @@
-//! The ground floor: plain data that several layers share (a server's launch spec, a
-//! configured directory, the kind of content a folder holds, the name-prefix rule, a located
+//! The ground floor: plain data that several layers share (a server's launch spec and why
+//! one cannot be used, a configured directory, the kind of content a folder holds, the name-prefix rule, a located
 //! problem, a plugin an AHP client published, an enablement's effective value). It imports
 //! nothing from the crate, so config, discovery, catalog, supervisor, host and front all
 //! depend on it downward.
@@ -51,6 +51,85 @@ impl Launch {
     }
 }
 
+/// Why a declared server cannot be launched: the field of its declaration at fault and
+/// why, as users read it (on the wire as the server's `config` error, in `check`, in the
+/// terminal). Never a value of the launch spec: only a token or a file name as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchError {
+    /// The field at fault (`command`, `args`, `env`, `envFile`, `cwd`, `url`, `headers`);
+    /// `None` when the server is not launched at all.
+    pub field: Option<&'static str>,
+    /// What is wrong with it.
+    pub reason: LaunchReason,
+}
+
+/// What is wrong with a launch spec's field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchReason {
+    /// A `${…}` in it cannot be expanded.
+    Unexpanded {
+        /// The token as written, e.g. `${ACME_TOKEN}`.
+        token: String,
+        /// Why, and what to do about it: "is not set", …
+        why: String,
+    },
+    /// The file it names cannot be read.
+    Unreadable {
+        /// The file as the declaration writes it.
+        written: String,
+        /// Why: an I/O error kind, "not a regular file", a size …
+        why: String,
+    },
+    /// The server is not launched on purpose: why.
+    NotLaunched(&'static str),
+}
+
+impl LaunchError {
+    /// A `${…}` in `field` cannot be expanded.
+    pub fn unexpanded(field: &'static str, token: String, why: String) -> Self {
+        Self {
+            field: Some(field),
+            reason: LaunchReason::Unexpanded { token, why },
+        }
+    }
+
+    /// The file `field` names (`written`) cannot be read.
+    pub fn unreadable(field: &'static str, written: &str, why: String) -> Self {
+        Self {
+            field: Some(field),
+            reason: LaunchReason::Unreadable {
+                written: written.to_string(),
+                why,
+            },
+        }
+    }
+
+    /// Not launched on purpose.
+    pub fn not_launched(why: &'static str) -> Self {
+        Self {
+            field: None,
+            reason: LaunchReason::NotLaunched(why),
+        }
+    }
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let field = self.field.unwrap_or("declaration");
+        match &self.reason {
+            LaunchReason::Unexpanded { token, why } => {
+                write!(f, "{token} {why} (used in the server's {field})")
+            }
+            LaunchReason::Unreadable { written, why } => {
+                write!(f, "{field} {written:?} cannot be read ({why})")
+            }
+            LaunchReason::NotLaunched(why) => write!(f, "not launched: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for LaunchError {}
+
 /// The kinds of content a folder can hold (plugin components, `[[directories]] contents`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ContentKind {
@@ -99,6 +178,16 @@ pub struct Problem {
     pub location: String,
     /// What is wrong and, where it helps, what is expected or what happened because of it.
     pub message: String,
+}
+
+impl Problem {
+    /// A problem at `location`.
+    pub fn at(location: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            location: location.into(),
+            message: message.into(),
+        }
+    }
 }
 
 impl fmt::Display for Problem {

@@ -26,6 +26,16 @@ const EVENT_QUEUE: usize = 8192;
 /// A batch never waits longer than this many debounce periods, even under a steady stream.
 const MAX_BATCH_PERIODS: u32 = 10;
 
+/// What notify's thread tells the debouncer.
+#[derive(Debug)]
+enum Noticed {
+    /// This path changed.
+    Path(PathBuf),
+    /// Events were lost (notify's own overflow, or the queue to here was full): everything
+    /// is rescanned (the overflow flag says so even when this could not be queued).
+    Lost,
+}
+
 /// Everything a rescan needs; moved onto a blocking thread for each batch.
 struct Scanner {
     catalog: Catalog,
@@ -44,7 +54,7 @@ pub fn spawn(
     debounce: Duration,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
-    let (tx, rx) = mpsc::channel::<PathBuf>(EVENT_QUEUE);
+    let (tx, rx) = mpsc::channel::<Noticed>(EVENT_QUEUE);
     let overflow = Arc::new(AtomicBool::new(false));
     let flag = overflow.clone();
     let handler = move |event: notify::Result<notify::Event>| {
@@ -55,7 +65,7 @@ pub fn spawn(
                 let lost = event.need_rescan();
                 let mut full = false;
                 for path in event.paths {
-                    full |= tx.try_send(path).is_err();
+                    full |= tx.try_send(Noticed::Path(path)).is_err();
                 }
                 lost || full
             }
@@ -63,7 +73,7 @@ pub fn spawn(
         };
         if lost {
             flag.store(true, Ordering::Relaxed);
-            let _ = tx.try_send(PathBuf::new()); // wake the debouncer
+            let _ = tx.try_send(Noticed::Lost);
         }
     };
     // Links are not followed: discovery refuses anything a link leads to outside a plugin,
@@ -91,7 +101,7 @@ pub fn spawn(
 /// What the watcher waits on: changed paths (and whether some were lost), and the plugins
 /// AHP clients publish.
 struct Inputs {
-    paths: mpsc::Receiver<PathBuf>,
+    paths: mpsc::Receiver<Noticed>,
     overflow: Arc<AtomicBool>,
     published: tokio::sync::watch::Receiver<Published>,
 }
@@ -318,22 +328,27 @@ async fn run(
 /// The batch that starts with `first`: every path that follows until a quiet `debounce`
 /// (at most [`MAX_BATCH_PERIODS`] of them). `None` on shutdown or when the watcher is gone.
 async fn debounced(
-    first: PathBuf,
+    first: Noticed,
     inputs: &mut Inputs,
     debounce: Duration,
     shutdown: &CancellationToken,
 ) -> Option<Work> {
-    let mut paths = BTreeSet::from([first]);
+    let mut paths = BTreeSet::new();
+    let mut take = |noticed: Noticed| {
+        if let Noticed::Path(path) = noticed {
+            paths.insert(path);
+        }
+    };
+    take(first);
     let deadline = Instant::now() + debounce * MAX_BATCH_PERIODS;
     loop {
         let quiet = (Instant::now() + debounce).min(deadline);
         tokio::select! {
             _ = shutdown.cancelled() => return None,
             _ = tokio::time::sleep_until(quiet) => break,
-            path = inputs.paths.recv() => { paths.insert(path?); }
+            noticed = inputs.paths.recv() => take(noticed?),
         }
     }
-    paths.remove(&PathBuf::new());
     let everything = inputs.overflow.swap(false, Ordering::Relaxed);
     Some(Work::Paths(paths, everything))
 }

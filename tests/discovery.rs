@@ -441,7 +441,7 @@ fn mcp_json_variants_flat_wrapped_and_vscode() {
         Launch::Stdio { command, .. } => assert_eq!(command, format!("{}/bin/s", dir.display())),
         other => panic!("{}", other.kind()),
     }
-    let err = scan.servers[1].launch.clone().unwrap_err();
+    let err = scan.servers[1].launch.clone().unwrap_err().to_string();
     assert!(err.contains("${input:key}"), "{err}");
 }
 

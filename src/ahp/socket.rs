@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::commands::{After, ConnectionProtocol};
 use super::services::Services;
 use crate::config::Limits;
-use crate::host::fanout::{ConnId, Outbox};
+use crate::host::fanout::ConnId;
+use crate::host::queue::Outbox;
 use crate::host::Attachment;
 
 /// How long a closing handshake may take before the socket is simply dropped.

@@ -17,10 +17,10 @@ use ahp_types::StateAction;
 
 use super::Scanned;
 use crate::discovery::{mcp, plugin, uri, Context, DeclaredServer, Scan};
-use crate::spec::{effective_enablement, Problem, PublishedPlugin};
+use crate::spec::{effective_enablement, LaunchError, Problem, PublishedPlugin};
 
 /// Why a client plugin's server does not start with `[clients] launch_servers = false`.
-pub const NOT_LAUNCHED: &str = "not launched: the MCP servers of plugins AHP clients publish are not started by this proxy ([clients] launch_servers = false)";
+pub const NOT_LAUNCHED: &str = "the MCP servers of plugins AHP clients publish are not started by this proxy ([clients] launch_servers = false)";
 
 /// Folders below one published plugin that are watched; a bigger one has only its top
 /// folder watched (a client must not make the proxy spend the machine's inotify watches).
@@ -433,7 +433,7 @@ fn dress(
             let chosen = decision(&server.name).and_then(|e| effective_enablement(e));
             server.enabled = server.enabled && on && chosen.unwrap_or(true);
             if !launch {
-                server.launch = Err(NOT_LAUNCHED.to_string());
+                server.launch = Err(LaunchError::not_launched(NOT_LAUNCHED));
                 server.enabled = false;
             }
             Arc::new(server)

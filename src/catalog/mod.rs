@@ -487,16 +487,8 @@ impl Catalog {
         self.root_problems.retain(|(i, _)| *i != index);
         let folders = match plugin::plugin_folders(&root) {
             Ok(folders) => folders,
-            Err(message) => {
-                self.root_problems.push((
-                    index,
-                    Problem {
-                        location: root.display().to_string(),
-                        message: message
-                            .split_once(": ")
-                            .map_or(message.clone(), |(_, m)| m.to_string()),
-                    },
-                ));
+            Err(problem) => {
+                self.root_problems.push((index, problem));
                 Vec::new()
             }
         };

@@ -12,7 +12,7 @@ use super::frontmatter::{self, Frontmatter};
 use super::json;
 use super::source::SourceFile;
 use super::{display_path, Problems};
-use crate::spec::ContentKind;
+use crate::spec::{ContentKind, Problem};
 
 /// Where a scan may look: paths resolving outside `root` (after symlinks) are refused.
 pub struct Bounds<'a> {
@@ -23,18 +23,19 @@ pub struct Bounds<'a> {
 }
 
 impl Bounds<'_> {
-    /// `Ok(canonical path)` when `path` resolves inside the root; otherwise a message.
-    pub fn check(&self, path: &Path) -> Result<PathBuf, String> {
+    /// `Ok(canonical path)` when `path` resolves inside the root; otherwise why not.
+    pub fn check(&self, path: &Path) -> Result<PathBuf, Problem> {
         let shown = display_path(path, self.display_base);
         match std::fs::canonicalize(path) {
             Ok(real) if real.starts_with(self.root) => Ok(real),
-            Ok(_) => Err(format!(
-                "{shown}: resolves outside the plugin folder; ignored"
+            Ok(_) => Err(Problem::at(
+                shown,
+                "resolves outside the plugin folder; ignored",
             )),
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                Err(format!("{shown}: symbolic link loop; ignored"))
+                Err(Problem::at(shown, "symbolic link loop; ignored"))
             }
-            Err(e) => Err(format!("{shown}: cannot resolve: {e}")),
+            Err(e) => Err(Problem::at(shown, format!("cannot resolve: {e}"))),
         }
     }
 }
@@ -63,15 +64,15 @@ pub fn scan_dir(
         return Vec::new();
     }
     if let Err(message) = bounds.check(dir) {
-        problems.push_message(message);
+        problems.push(message);
         return Vec::new();
     }
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => {
-            problems.push_message(format!(
-                "{}: cannot list: {e}",
-                display_path(dir, bounds.display_base)
+            problems.push(Problem::at(
+                display_path(dir, bounds.display_base),
+                format!("cannot list: {e}"),
             ));
             return Vec::new();
         }
@@ -100,7 +101,7 @@ pub fn scan_dir(
             _ => path,
         };
         if let Err(message) = bounds.check(&file) {
-            problems.push_message(message);
+            problems.push(message);
             continue;
         }
         if let Some(child) = parse_file(kind, &file, bounds.display_base, problems) {
@@ -146,7 +147,7 @@ pub fn parse_file(
     let file = match SourceFile::read(path, display_path(path, display_base)) {
         Ok(file) => file,
         Err(message) => {
-            problems.push_message(message);
+            problems.push(message);
             return None;
         }
     };

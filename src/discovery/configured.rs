@@ -8,7 +8,7 @@ use ahp_types::state::{Customization, McpServerCustomization, TextRange};
 use super::expand::{expand_field, expand_remote, Vars};
 use super::{DeclaredServer, Scan};
 use crate::config::ServerConfig;
-use crate::spec::Launch;
+use crate::spec::{Launch, LaunchError};
 
 /// proxy.toml's servers and where the file is.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ pub fn scan_configured(configured: &Configured, ctx: &super::Context) -> Scan {
                 icons: None,
                 range: Some(TextRange::clone(&server.range)),
                 meta: None,
-                enablement: None,
+                enablement: super::mcp::declared_enablement(server.enabled),
                 state,
                 channel: None,
                 mcp_app: None,
@@ -71,8 +71,8 @@ pub fn scan_configured(configured: &Configured, ctx: &super::Context) -> Scan {
 }
 
 /// Expand every `${…}` of a launch spec; the error names the token and the field.
-pub fn expand_launch(launch: &Launch, vars: &Vars<'_>) -> Result<Launch, String> {
-    let x = |field: &str, text: &str| expand_field(field, text, vars);
+pub fn expand_launch(launch: &Launch, vars: &Vars<'_>) -> Result<Launch, LaunchError> {
+    let x = |field: &'static str, text: &str| expand_field(field, text, vars);
     match launch {
         Launch::Stdio {
             command,
@@ -88,7 +88,7 @@ pub fn expand_launch(launch: &Launch, vars: &Vars<'_>) -> Result<Launch, String>
             env: env
                 .iter()
                 .map(|(k, v)| Ok((k.clone(), x("env", v)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, LaunchError>>()?,
             cwd: match cwd {
                 Some(cwd) => Some(PathBuf::from(x("cwd", &cwd.to_string_lossy())?)),
                 None => Some(PathBuf::from(vars.plugin_root)),

@@ -8,7 +8,7 @@ use ahp_types::state::{Customization, CustomizationType, DirectoryCustomization}
 use super::components::{self, Bounds};
 use super::source::failure;
 use super::{display_path, Problems, Scan};
-use crate::spec::{ContentKind, DirectorySpec};
+use crate::spec::{ContentKind, DirectorySpec, Problem};
 
 /// The AHP `contents` value for a component kind.
 pub fn contents_type(kind: ContentKind) -> CustomizationType {
@@ -35,14 +35,14 @@ pub fn scan_directory(spec: &DirectorySpec) -> Scan {
             (problems.load_state(), children)
         }
         Ok(_) => {
-            problems.push_message(format!(
-                "{}: not a folder",
-                display_path(&spec.path, &display_base)
+            problems.push(Problem::at(
+                display_path(&spec.path, &display_base),
+                "not a folder",
             ));
             (problems.error_state(), Vec::new())
         }
         Err(e) => {
-            problems.push_message(failure(
+            problems.push(failure(
                 &display_path(&spec.path, &display_base),
                 "cannot open folder",
                 &e,

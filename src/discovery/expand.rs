@@ -3,6 +3,8 @@
 //! `${workspaceFolder}`, `${workspaceFolderBasename}`, `${userHome}`, `${cwd}`,
 //! `${pathSeparator}` (`${/}`) and `${input:id}`. Single pass, never recursive.
 
+use crate::spec::LaunchError;
+
 /// Where `${…}` values come from.
 pub struct Vars<'a> {
     /// The plugin folder (or the manifest's folder), absolute.
@@ -78,9 +80,12 @@ pub fn expand(input: &str, vars: &Vars<'_>) -> Result<String, Unresolved> {
 
 /// `text` of a launch spec's `field`, expanded; the error names the token, why, and the
 /// field (`${TOKEN} is not set (used in the server's env)`).
-pub fn expand_field(field: &str, text: &str, vars: &Vars<'_>) -> Result<String, String> {
-    expand(text, vars)
-        .map_err(|u| format!("{} {} (used in the server's {field})", u.token, u.reason))
+pub fn expand_field(
+    field: &'static str,
+    text: &str,
+    vars: &Vars<'_>,
+) -> Result<String, LaunchError> {
+    expand(text, vars).map_err(|u| LaunchError::unexpanded(field, u.token, u.reason))
 }
 
 /// A remote server's launch spec (`url`, `headers`), expanded.
@@ -89,13 +94,13 @@ pub fn expand_remote(
     headers: &std::collections::BTreeMap<String, String>,
     sse: bool,
     vars: &Vars<'_>,
-) -> Result<crate::spec::Launch, String> {
+) -> Result<crate::spec::Launch, LaunchError> {
     Ok(crate::spec::Launch::Http {
         url: expand_field("url", url, vars)?,
         headers: headers
             .iter()
             .map(|(k, v)| Ok((k.clone(), expand_field("headers", v, vars)?)))
-            .collect::<Result<_, String>>()?,
+            .collect::<Result<_, LaunchError>>()?,
         sse,
     })
 }

@@ -42,7 +42,7 @@ pub fn from_manifest(value: &str, root: &Path, bounds: &Bounds) -> Result<Icon, 
         ));
     }
     let path = root.join(value);
-    let real = bounds.check(&path)?;
+    let real = bounds.check(&path).map_err(|problem| problem.to_string())?;
     let shown = display_path(&path, bounds.display_base);
     let mime = image_type(&real).ok_or_else(|| {
         format!("{shown}: not an image an icon can be (png, jpg, gif, webp, svg, ico)")

@@ -13,6 +13,7 @@ use super::mcp::{self, ServerScope, Servers};
 use super::plugin;
 use super::source::SourceFile;
 use super::{display_path, Context, Problems, Scan};
+use crate::spec::Problem;
 
 /// Scan one manifest file.
 pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
@@ -37,18 +38,19 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
         .and_then(|file| match json::parse(&file.text) {
             Ok(node) if node.members().is_some() => Ok((file, node)),
             Ok(node) => Err((
-                format!(
-                    "{}: expected a JSON object, found {}; nothing new loaded",
+                Problem::at(
                     file.location(node.span.start),
-                    node.type_name()
+                    format!(
+                        "expected a JSON object, found {}; nothing new loaded",
+                        node.type_name()
+                    ),
                 ),
                 true,
             )),
             Err(e) => Err((
-                format!(
-                    "{}: invalid JSON: {}; nothing new loaded",
+                Problem::at(
                     file.location(e.offset),
-                    e.message
+                    format!("invalid JSON: {}; nothing new loaded", e.message),
                 ),
                 true,
             )),
@@ -56,7 +58,7 @@ pub fn scan_manifest(path: &Path, ctx: &Context) -> Scan {
     let (file, root) = match parsed {
         Ok(parsed) => parsed,
         Err((message, unparsable)) => {
-            problems.push_message(message);
+            problems.push(message);
             if unparsable {
                 // Mid-edit, probably: the servers it declared stay as they were.
                 problems.unparsable(&super::uri::file_uri(path));

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use ahp_types::state::{
-    ChildCustomization, ErrorInfo, McpServerCustomization, McpServerErrorState,
-    McpServerStartingState, McpServerState, McpServerStoppedState,
+    ChildCustomization, CustomizationEnablement, ErrorInfo, McpServerCustomization,
+    McpServerErrorState, McpServerStartingState, McpServerState, McpServerStoppedState,
 };
 
 use super::expand::Vars;
@@ -14,7 +14,7 @@ use super::json::{self, Member, Node, Value};
 use super::server_entry::RawServer;
 use super::source::SourceFile;
 use super::{DeclaredServer, Problems};
-use crate::spec::Launch;
+use crate::spec::{Launch, LaunchError};
 
 /// Where the servers of one file live and how their `${…}` resolve.
 pub struct ServerScope<'a> {
@@ -204,7 +204,7 @@ fn parse_entry(
         icons: None,
         range: Some(file.range(member.span.clone())),
         meta: None,
-        enablement: None,
+        enablement: declared_enablement(enabled),
         state,
         channel: None,
         mcp_app: None,
@@ -220,16 +220,24 @@ fn parse_entry(
     Some((child, server))
 }
 
+/// The decision a declaration makes, as the `enablement` a server is published with: a
+/// server declared `disabled` (or `enabled = false`) carries a `global` entry saying so
+/// (`enablement` absent means enabled, so saying nothing would show it on); one declared
+/// enabled makes no explicit decision.
+pub fn declared_enablement(enabled: bool) -> Option<Vec<CustomizationEnablement>> {
+    (!enabled).then(|| vec![CustomizationEnablement::Global { enabled: false }])
+}
+
 /// What a declared server shows before the supervisor reports on it: `stopped` when
 /// disabled, a `configuration` error when its launch spec cannot be expanded, else
 /// `starting`.
-pub fn initial_state(launch: &Result<Launch, String>, enabled: bool) -> McpServerState {
+pub fn initial_state(launch: &Result<Launch, LaunchError>, enabled: bool) -> McpServerState {
     match (launch, enabled) {
         (_, false) => McpServerState::Stopped(McpServerStoppedState {}),
-        (Err(message), true) => McpServerState::Error(McpServerErrorState {
+        (Err(error), true) => McpServerState::Error(McpServerErrorState {
             error: ErrorInfo {
                 error_type: "configuration".into(),
-                message: message.clone(),
+                message: error.to_string(),
                 stack: None,
                 meta: None,
             },

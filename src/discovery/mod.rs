@@ -24,7 +24,7 @@ use ahp_types::state::{
     CustomizationLoadedState,
 };
 
-use crate::spec::{Launch, Problem};
+use crate::spec::{Launch, LaunchError, Problem};
 
 use source::SourceFile;
 
@@ -40,8 +40,8 @@ pub struct DeclaredServer {
     pub declared_at: String,
     /// `false` when declared `disabled`.
     pub enabled: bool,
-    /// The expanded launch spec, or why it could not be expanded.
-    pub launch: Result<Launch, String>,
+    /// The expanded launch spec, or why it cannot be used.
+    pub launch: Result<Launch, LaunchError>,
     /// The id of the plugin or directory whose children show it (`None` for a top-level
     /// server); the catalog fills it in.
     pub container: Option<std::sync::Arc<str>>,
@@ -93,21 +93,13 @@ impl Problems {
         });
     }
 
-    fn push(&mut self, problem: Problem) {
+    /// A problem as found (a file that could not be read, a path outside its folder).
+    pub fn push(&mut self, problem: Problem) {
         if self.list.len() < MAX_PROBLEMS {
             self.list.push(problem);
         } else {
             self.dropped += 1;
         }
-    }
-
-    /// A problem given as one full `location: message` string (read errors).
-    pub fn push_message(&mut self, full: String) {
-        let (location, message) = match full.split_once(": ") {
-            Some((location, message)) => (location.to_string(), message.to_string()),
-            None => (String::new(), full),
-        };
-        self.push(Problem { location, message });
     }
 
     /// The container's load state: `loaded`, or `degraded` listing every problem.

@@ -12,7 +12,7 @@ use super::json::{self, Node, Value};
 use super::mcp::{self, ServerScope, Servers};
 use super::source::{failure, SourceFile};
 use super::{display_path, Context, Problems, Scan};
-use crate::spec::ContentKind;
+use crate::spec::{ContentKind, Problem};
 
 /// The plugin formats ahp-proxy reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,12 +62,16 @@ pub fn looks_like_plugin(dir: &Path) -> bool {
 /// The plugin folders of a configured root: the root itself when it is a plugin, otherwise
 /// its sub-folders that look like plugins (hidden ones skipped), sorted. A symbolic link
 /// loop among them is kept too, so that its scan reports it instead of passing over it.
-pub fn plugin_folders(root: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn plugin_folders(root: &Path) -> Result<Vec<PathBuf>, Problem> {
     if looks_like_plugin(root) {
         return Ok(vec![root.to_path_buf()]);
     }
-    let entries = std::fs::read_dir(root)
-        .map_err(|e| format!("{}: cannot list plugin folder: {e}", root.display()))?;
+    let entries = std::fs::read_dir(root).map_err(|e| {
+        Problem::at(
+            root.display().to_string(),
+            format!("cannot list plugin folder: {e}"),
+        )
+    })?;
     let mut out: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -138,7 +142,7 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
     let root = match std::fs::canonicalize(dir) {
         Ok(root) => root,
         Err(e) => {
-            problems.push_message(failure(
+            problems.push(failure(
                 &display_path(dir, &display_base),
                 "cannot open plugin folder",
                 &e,
@@ -161,7 +165,7 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
         {
             Ok(manifest) => Some(manifest),
             Err((message, unparsable)) => {
-                problems.push_message(message);
+                problems.push(message);
                 if unparsable {
                     // Mid-edit, probably: whatever the plugin declared stays as it was.
                     problems.unparsable(&uri);
@@ -251,7 +255,7 @@ pub fn scan_plugin(dir: &Path, ctx: &Context) -> Scan {
     let root_skill = dir.join("SKILL.md");
     if field("skills").is_none() && !dir.join("skills").exists() && root_skill.is_file() {
         match bounds.check(&root_skill) {
-            Err(message) => problems.push_message(message),
+            Err(message) => problems.push(message),
             Ok(_) => {
                 if let Some(child) = components::parse_file(
                     ContentKind::Skill,
@@ -345,25 +349,26 @@ fn valid_agent_plugins_name(name: &str) -> bool {
         && !name.contains("..")
 }
 
-/// Read and parse a manifest; the error is a full `file:line:col: message`, and whether the
+/// Read and parse a manifest; the error is the problem (at `file:line:col`) and whether the
 /// file was read but did not parse (rather than missing or unreadable).
-fn read_manifest(path: &Path, display_base: &Path) -> Result<(SourceFile, Node), (String, bool)> {
+fn read_manifest(path: &Path, display_base: &Path) -> Result<(SourceFile, Node), (Problem, bool)> {
     let file = SourceFile::read(path, display_path(path, display_base)).map_err(|m| (m, false))?;
     let node = json::parse(&file.text).map_err(|e| {
-        let message = format!(
-            "{}: invalid JSON: {}; plugin not loaded",
+        let problem = Problem::at(
             file.location(e.offset),
-            e.message
+            format!("invalid JSON: {}; plugin not loaded", e.message),
         );
-        (message, true)
+        (problem, true)
     })?;
     if node.members().is_none() {
-        let message = format!(
-            "{}: the manifest must be a JSON object, found {}",
+        let problem = Problem::at(
             file.location(node.span.start),
-            node.type_name()
+            format!(
+                "the manifest must be a JSON object, found {}",
+                node.type_name()
+            ),
         );
-        return Err((message, true));
+        return Err((problem, true));
     }
     Ok((file, node))
 }
@@ -476,7 +481,7 @@ fn hooks(
         .filter(|p| p.is_file() || components::loops(p))
     {
         if let Err(message) = bounds.check(&path) {
-            problems.push_message(message);
+            problems.push(message);
             continue;
         }
         if let Some(child) =
@@ -508,13 +513,13 @@ fn mcp_servers(
     let mut all = Servers::default();
     for path in files.into_iter().filter(|p| components::present(p)) {
         if let Err(message) = bounds.check(&path) {
-            problems.push_message(message);
+            problems.push(message);
             continue;
         }
         let file = match SourceFile::read(&path, display_path(&path, bounds.display_base)) {
             Ok(file) => file,
             Err(message) => {
-                problems.push_message(message);
+                problems.push(message);
                 continue;
             }
         };

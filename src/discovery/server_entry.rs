@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::expand::{expand_field, expand_remote, Vars};
 use super::json::{Node, Value};
-use crate::spec::Launch;
+use crate::spec::{Launch, LaunchError};
 
 /// A byte offset in the file and what is wrong there.
 pub type FieldError = (usize, String);
@@ -135,7 +135,7 @@ impl RawServer {
     /// Expand every `${…}` and read the `envFile`. `root` is the folder relative commands,
     /// `envFile` and the default `cwd` resolve against. The error says what is wrong and in
     /// which field.
-    pub fn launch(&self, root: &Path, vars: &Vars<'_>) -> Result<Launch, String> {
+    pub fn launch(&self, root: &Path, vars: &Vars<'_>) -> Result<Launch, LaunchError> {
         let x = |field: &'static str, text: &str| expand_field(field, text, vars);
         match &self.kind {
             Kind::Stdio {
@@ -184,12 +184,12 @@ fn read_env_file(
     root: &Path,
     path: &str,
     written: &str,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, LaunchError> {
     let path = root.join(path);
     // Read like every source file: a FIFO or a device is refused, never waited on.
     crate::file_read::read_text(&path, crate::file_read::MAX_SOURCE_BYTES)
         .map(|text| super::dotenv::parse(&text))
-        .map_err(|error| format!("envFile {written:?} cannot be read ({error})"))
+        .map_err(|error| LaunchError::unreadable("envFile", written, error.to_string()))
 }
 
 /// `"disabled": true` or `"enabled": false`; anything but a boolean is noted and ignored.

@@ -8,6 +8,7 @@ use ahp_types::state::{TextPosition, TextRange};
 
 use crate::file_read::{self, ReadError};
 use crate::line_index::{LineIndex, LineTable};
+use crate::spec::Problem;
 
 /// A file's text plus everything needed to point into it.
 pub struct SourceFile {
@@ -22,33 +23,36 @@ pub struct SourceFile {
     lines: LineTable,
 }
 
-/// Why `display` could not be opened: `{display}: {doing}: {e}`, except that a symbolic link
-/// loop is named as one (the OS text, "Too many levels of symbolic links", is not obvious).
-pub fn failure(display: &str, doing: &str, e: &std::io::Error) -> String {
+/// Why `display` could not be opened: `{doing}: {e}` at `display`, except that a symbolic
+/// link loop is named as one (the OS text, "Too many levels of symbolic links", is not
+/// obvious).
+pub fn failure(display: &str, doing: &str, e: &std::io::Error) -> Problem {
     if e.raw_os_error() == Some(libc::ELOOP) {
-        format!("{display}: symbolic link loop; nothing loaded")
+        Problem::at(display, "symbolic link loop; nothing loaded")
     } else {
-        format!("{display}: {doing}: {e}")
+        Problem::at(display, format!("{doing}: {e}"))
     }
 }
 
 impl SourceFile {
-    /// Read `path`; `display` is the name used in messages. The error is a full message.
-    pub fn read(path: &Path, display: String) -> Result<Self, String> {
+    /// Read `path`; `display` is the name used in messages (and the problem's location).
+    pub fn read(path: &Path, display: String) -> Result<Self, Problem> {
         let mut bytes =
             file_read::read(path, file_read::MAX_SOURCE_BYTES).map_err(|e| match e {
                 ReadError::Io(e) => failure(&display, "cannot read", &e),
-                ReadError::NotRegular => format!("{display}: cannot read: not a regular file"),
-                ReadError::TooLarge(max) => format!("{display}: larger than {max} bytes; not read"),
+                ReadError::NotRegular => Problem::at(&display, "cannot read: not a regular file"),
+                ReadError::TooLarge(max) => {
+                    Problem::at(&display, format!("larger than {max} bytes; not read"))
+                }
             })?;
         // Editors drop a byte-order mark from the document, so positions are counted without it.
         if bytes.starts_with(b"\xEF\xBB\xBF") {
             bytes.drain(..3);
         }
         let text = String::from_utf8(bytes).map_err(|e| {
-            format!(
-                "{display}: not valid UTF-8 (byte {})",
-                e.utf8_error().valid_up_to()
+            Problem::at(
+                &display,
+                format!("not valid UTF-8 (byte {})", e.utf8_error().valid_up_to()),
             )
         })?;
         Ok(Self::from_text(path, display, text))

@@ -21,7 +21,7 @@ use std::time::Duration;
 use ahp_types::actions::SessionCustomizationsChangedAction;
 use ahp_types::StateAction;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::watch;
 
 use super::client_view::ClientView;
 use super::scratch::{self, Scratch};
@@ -33,7 +33,7 @@ use crate::host::{Attachment, Host, HARNESS_CHAT_URI};
 use crate::jsonrpc::{self, Incoming};
 use crate::mirror::{CallStart, Turns};
 use crate::supervisor::connections::Connections;
-use crate::supervisor::{AuthReason, Command, Failure, Served, ServerEvent, Status};
+use crate::supervisor::{AuthReason, Failure, Request, Requests, Served, ServerEvent, Status};
 
 /// Connections an input can address.
 const SLOTS: usize = 3;
@@ -270,6 +270,8 @@ fn trace() -> bool {
 
 async fn run(text: &str, config: &Config) {
     let (services, mut control) = seeded_services(config);
+    // The number of the last request the pretend supervisor took.
+    let mut seen = 0;
     let host = &services.host;
     let mut clients = Clients::default();
     let mut slots: Vec<Slot> = (0..SLOTS).map(|_| Slot::open(&services)).collect();
@@ -328,8 +330,14 @@ async fn run(text: &str, config: &Config) {
             }
             slot.mirror.check(host);
         }
-        while let Ok(command) = control.try_recv() {
-            supervise(host, command);
+        let requests = {
+            let now = control.borrow_and_update();
+            let later = now.since(seen);
+            seen = now.asked();
+            later
+        };
+        for request in requests {
+            supervise(host, request);
         }
     }
     // `mcp://` requests are answered from tasks of their own: let them finish.
@@ -364,7 +372,7 @@ async fn run(text: &str, config: &Config) {
 /// one server ready with an `mcpApp`, one asking for authorization, a harness call paused
 /// for it, a supervisor to take client requests; the writable directory's files, and
 /// `mcp://` channels served (no server connected).
-fn seeded_services(config: &Config) -> (Arc<Services>, mpsc::Receiver<Command>) {
+fn seeded_services(config: &Config) -> (Arc<Services>, watch::Receiver<Requests>) {
     let host = Arc::new(Host::new(config));
     let services = Arc::new(Services {
         host: host.clone(),
@@ -376,7 +384,7 @@ fn seeded_services(config: &Config) -> (Arc<Services>, mpsc::Receiver<Command>) 
         },
     });
     host.emit_to_sessions(&rescan());
-    let (tx, control) = mpsc::channel(64);
+    let (tx, control) = watch::channel(Requests::default());
     host.set_control(tx);
     host.set_harness_sampling(true);
     host.server_event(app_event("ready"));
@@ -475,11 +483,11 @@ fn app_event(name: &str) -> ServerEvent {
 
 /// What the supervisor would do with a client's request, as far as the host sees it: a
 /// server given a token reconnects and comes up with it, unless the token is `refused`.
-fn supervise(host: &Host, command: Command) {
-    let Command::Authenticate {
+fn supervise(host: &Host, request: Request) {
+    let Request::Authenticate {
         id,
         bearer: Some(bearer),
-    } = command
+    } = request
     else {
         return;
     };

@@ -1,13 +1,50 @@
 //! Which client-dispatched actions the host accepts, judged against current state.
 //! Pure: returns the `rejectionReason` for refused actions; accepted ones go to the reducers.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use ahp_types::actions::StateAction;
 use ahp_types::state::{
-    ChildCustomization, ClientPluginCustomization, Customization, CustomizationEnablement,
-    CustomizationType, RootState, SessionActiveClient, SessionState, ToolDefinition,
+    ChildCustomization, Customization, CustomizationEnablement, RootState, SessionState,
+    ToolDefinition,
 };
+
+use super::bounds::OutOfBounds;
+use super::plugin_ids::{self, PluginRefusal};
+
+/// Why a client's action is refused: what its `rejectionReason` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// It is too big to keep.
+    Bounds(OutOfBounds),
+    /// The plugins it publishes cannot be shown.
+    Plugins(PluginRefusal),
+    /// Another of the host's rules, as the client reads it.
+    Rule(String),
+}
+
+impl Refusal {
+    /// A rule's refusal.
+    pub fn rule(text: impl Into<String>) -> Self {
+        Self::Rule(text.into())
+    }
+}
+
+impl From<OutOfBounds> for Refusal {
+    fn from(refusal: OutOfBounds) -> Self {
+        Self::Bounds(refusal)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Bounds(refusal) => refusal.fmt(f),
+            Self::Plugins(refusal) => refusal.fmt(f),
+            Self::Rule(text) => f.write_str(text),
+        }
+    }
+}
 
 /// What a customization id refers to, as far as admission cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,45 +86,53 @@ pub fn find_customization(list: &[Customization], id: &str) -> Option<Target> {
 }
 
 /// Judge an action a client dispatched on the root channel.
-pub fn admit_root(root: &RootState, action: &StateAction) -> Result<(), String> {
+pub fn admit_root(root: &RootState, action: &StateAction) -> Result<(), Refusal> {
     match action {
-        StateAction::RootConfigChanged(_) if root.config.is_none() => {
-            Err("this host has no root configuration to change".into())
-        }
+        StateAction::RootConfigChanged(_) if root.config.is_none() => Err(Refusal::rule(
+            "this host has no root configuration to change",
+        )),
         StateAction::RootConfigChanged(_) => Ok(()),
-        other if is_session_dispatchable(other) => Err(format!(
+        other if is_session_dispatchable(other) => Err(Refusal::rule(format!(
             "{} belongs on a session channel, not ahp-root://",
             type_name(other)
-        )),
-        other => Err(not_dispatchable(other)),
+        ))),
+        other => Err(Refusal::rule(not_dispatchable(other))),
     }
 }
 
-/// Judge an action client `client_id` dispatched on a session channel.
+/// Judge an action client `client_id` dispatched on session `uri`.
 pub fn admit_session(
+    uri: &str,
     session: &SessionState,
     client_id: &str,
     action: &StateAction,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let customizations = session.customizations.as_deref().unwrap_or(&[]);
     match action {
         StateAction::SessionTitleChanged(_)
         | StateAction::SessionIsReadChanged(_)
         | StateAction::SessionIsArchivedChanged(_) => Ok(()),
         StateAction::SessionConfigChanged(_) => match session.config {
-            None => Err("this session has no configuration to change".into()),
-            Some(_) => Err("no session configuration property is client-mutable".into()),
+            None => Err(Refusal::rule("this session has no configuration to change")),
+            Some(_) => Err(Refusal::rule(
+                "no session configuration property is client-mutable",
+            )),
         },
         StateAction::SessionActiveClientSet(a) if a.active_client.client_id != client_id => {
-            Err(format!(
+            Err(Refusal::rule(format!(
                 "a client may only set itself as active client (you are {client_id:?}, not {:?})",
                 a.active_client.client_id
-            ))
+            )))
         }
         StateAction::SessionActiveClientSet(a) => {
-            client_tools(&a.active_client.tools)?;
-            client_plugins(
-                customizations,
+            client_tools(&a.active_client.tools).map_err(Refusal::Rule)?;
+            let shown = plugin_ids::Session {
+                uri,
+                chats: &session.chats,
+                shown: customizations,
+            };
+            plugin_ids::client_plugins(
+                &shown,
                 session
                     .active_clients
                     .iter()
@@ -95,15 +140,22 @@ pub fn admit_session(
                 client_id,
                 a.active_client.customizations.as_deref().unwrap_or(&[]),
             )
+            .map_err(Refusal::Plugins)
         }
-        StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => Err(format!(
+        StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => {
+            Err(Refusal::rule(format!(
             "a client may only remove itself from activeClients (you are {client_id:?}, not {:?})",
             a.client_id
-        )),
+        )))
+        }
         StateAction::SessionActiveClientRemoved(_) => Ok(()),
         StateAction::SessionCustomizationToggled(a) => {
-            find_customization(customizations, &a.id)
-                .ok_or_else(|| format!("no customization with id {:?} in this session", a.id))?;
+            find_customization(customizations, &a.id).ok_or_else(|| {
+                Refusal::rule(format!(
+                    "no customization with id {:?} in this session",
+                    a.id
+                ))
+            })?;
             check_enablement(&a.enablement)
         }
         StateAction::SessionMcpServerStartRequested(a) => mcp_server(customizations, &a.id),
@@ -111,80 +163,21 @@ pub fn admit_session(
         StateAction::SessionMcpServerBackgroundRequested(a) => mcp_server(customizations, &a.id),
         StateAction::SessionDefaultChatChanged(a) => match &a.default_chat {
             Some(chat) if !session.chats.iter().any(|c| &c.resource == chat) => {
-                Err(format!("no chat {chat:?} in this session"))
+                Err(Refusal::rule(format!("no chat {chat:?} in this session")))
             }
             _ => Ok(()),
         },
         StateAction::SessionWorkingDirectorySet(_)
         | StateAction::SessionWorkingDirectoryRemoved(_)
-        | StateAction::SessionWorkingDirectoryReplaced(_) => {
-            Err("this host does not manage working directories".into())
-        }
-        StateAction::RootConfigChanged(_) => Err(format!(
+        | StateAction::SessionWorkingDirectoryReplaced(_) => Err(Refusal::rule(
+            "this host does not manage working directories",
+        )),
+        StateAction::RootConfigChanged(_) => Err(Refusal::rule(format!(
             "{} belongs on ahp-root://, not a session channel",
             type_name(action)
-        )),
-        other => Err(not_dispatchable(other)),
+        ))),
+        other => Err(Refusal::rule(not_dispatchable(other))),
     }
-}
-
-/// Whether the plugins client `client_id` publishes can be shown in a session that shows
-/// `shown` and has the `others` active clients: each must be a plugin whose id is its own in
-/// the session (not a host customization's, not another client's plugin, not repeated), since
-/// every action that targets a customization names it by id.
-pub fn client_plugins<'a>(
-    shown: &[Customization],
-    others: impl Iterator<Item = &'a SessionActiveClient>,
-    client_id: &str,
-    plugins: &[ClientPluginCustomization],
-) -> Result<(), String> {
-    if plugins.is_empty() {
-        return Ok(());
-    }
-    let mut taken: HashMap<&str, String> = HashMap::new();
-    for entry in shown {
-        let (id, owner) = match entry {
-            Customization::Plugin(p) => (&p.id, p.client_id.as_deref()),
-            Customization::Directory(d) => (&d.id, d.client_id.as_deref()),
-            Customization::McpServer(m) => (&m.id, None),
-            Customization::Unknown(_) => continue,
-        };
-        if owner != Some(client_id) {
-            let owner = owner.map_or_else(|| "the host".to_string(), |o| format!("client {o:?}"));
-            taken.insert(id, owner);
-        }
-    }
-    for other in others {
-        for plugin in other.customizations.iter().flatten() {
-            taken.insert(&plugin.id, format!("client {:?}", other.client_id));
-        }
-    }
-    let mut mine = HashSet::new();
-    for plugin in plugins {
-        if plugin.r#type != CustomizationType::Plugin {
-            return Err(format!(
-                "customization {:?} has type {}: clients publish only plugins",
-                plugin.id,
-                serde_json::to_string(&plugin.r#type).unwrap_or_default()
-            ));
-        }
-        if plugin.id.is_empty() {
-            return Err("a published plugin needs a non-empty id".into());
-        }
-        if !mine.insert(plugin.id.as_str()) {
-            return Err(format!(
-                "plugin id {:?} appears twice in activeClient.customizations",
-                plugin.id
-            ));
-        }
-        if let Some(owner) = taken.get(plugin.id.as_str()) {
-            return Err(format!(
-                "plugin id {:?} is already used in this session by {owner}; customization ids are session-unique",
-                plugin.id
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The longest tool name MCP allows, in characters.
@@ -244,16 +237,16 @@ pub fn admit_chat(
     chat: &ahp_types::state::ChatState,
     client_id: &str,
     action: &StateAction,
-) -> Result<ChatAdmission, String> {
+) -> Result<ChatAdmission, Refusal> {
     let runner = |turn: &str, call: &str| super::client_tools::runner_of(chat, turn, call);
     let own = |turn: &str, call: &str| match runner(turn, call) {
         Some(owner) if owner == client_id => Ok(ChatAdmission::ClientRun),
-        Some(owner) => Err(format!(
+        Some(owner) => Err(Refusal::rule(format!(
             "tool call {call:?} is run by client {owner:?}; only it may act on it"
-        )),
-        None => Err(format!(
+        ))),
+        None => Err(Refusal::rule(format!(
             "tool call {call:?} of turn {turn:?} is not one a client runs"
-        )),
+        ))),
     };
     match action {
         StateAction::ChatIsReadChanged(_) | StateAction::ChatIsArchivedChanged(_) => {
@@ -266,7 +259,7 @@ pub fn admit_chat(
         }
         StateAction::ChatToolCallComplete(a) => {
             if a.result.success {
-                return Err("only the host completes tool calls; a client may only give up on one waiting for authorization (success: false)".into());
+                return Err(Refusal::rule("only the host completes tool calls; a client may only give up on one waiting for authorization (success: false)"));
             }
             let paused = chat
                 .active_turn
@@ -284,32 +277,36 @@ pub fn admit_chat(
             if paused {
                 Ok(ChatAdmission::GiveUp)
             } else {
-                Err(format!(
+                Err(Refusal::rule(format!(
                     "tool call {:?} of turn {:?} is not waiting for authorization",
                     a.tool_call_id, a.turn_id
-                ))
+                )))
             }
         }
         StateAction::ChatTurnStarted(_)
         | StateAction::ChatPendingMessageSet(_)
-        | StateAction::ChatDraftChanged(_) => Err(
+        | StateAction::ChatDraftChanged(_) => Err(Refusal::rule(
             "this chat is read-only: it shows the MCP harness's tool calls, and this host has no model to send messages to"
-                .into(),
-        ),
-        other => Err(not_dispatchable(other)),
+                ,
+        )),
+        other => Err(Refusal::rule(not_dispatchable(other))),
     }
 }
 
-fn mcp_server(list: &[Customization], id: &str) -> Result<(), String> {
+fn mcp_server(list: &[Customization], id: &str) -> Result<(), Refusal> {
     match find_customization(list, id) {
         Some(Target::McpServer) => Ok(()),
-        Some(Target::Other) => Err(format!("customization {id:?} is not an MCP server")),
-        None => Err(format!("no MCP server with id {id:?} in this session")),
+        Some(Target::Other) => Err(Refusal::rule(format!(
+            "customization {id:?} is not an MCP server"
+        ))),
+        None => Err(Refusal::rule(format!(
+            "no MCP server with id {id:?} in this session"
+        ))),
     }
 }
 
 /// Entries sorted session → workspace → global, each kind at most once, no unknown kinds.
-fn check_enablement(entries: &[CustomizationEnablement]) -> Result<(), String> {
+fn check_enablement(entries: &[CustomizationEnablement]) -> Result<(), Refusal> {
     let mut last_rank = 0;
     for entry in entries {
         let (rank, kind) = match entry {
@@ -317,13 +314,13 @@ fn check_enablement(entries: &[CustomizationEnablement]) -> Result<(), String> {
             CustomizationEnablement::Workspace { .. } => (2, "workspace"),
             CustomizationEnablement::Global { .. } => (3, "global"),
             CustomizationEnablement::Unknown(value) => {
-                return Err(format!("unknown enablement entry {value}"))
+                return Err(Refusal::rule(format!("unknown enablement entry {value}")))
             }
         };
         if rank <= last_rank {
-            return Err(format!(
+            return Err(Refusal::rule(format!(
                 "enablement entries must be ordered session, workspace, global with each kind at most once ({kind} is out of place)"
-            ));
+            )));
         }
         last_rank = rank;
     }
@@ -422,12 +419,14 @@ mod tests {
     fn plain_session_actions_are_accepted() {
         let s = tree();
         assert!(admit_session(
+            "ahp-session:/s",
             &s,
             "c",
             &action(json!({"type": "session/titleChanged", "title": "x"}))
         )
         .is_ok());
         assert!(admit_session(
+            "ahp-session:/s",
             &s,
             "c",
             &action(json!({"type": "session/isReadChanged", "isRead": true}))
@@ -439,13 +438,15 @@ mod tests {
     fn mcp_server_requests_need_an_mcp_server() {
         let s = tree();
         let start = |id: &str| action(json!({"type": "session/mcpServerStartRequested", "id": id}));
-        assert!(admit_session(&s, "c", &start("m1")).is_ok());
-        assert!(admit_session(&s, "c", &start("m2")).is_ok());
-        assert!(admit_session(&s, "c", &start("s1"))
+        assert!(admit_session("ahp-session:/s", &s, "c", &start("m1")).is_ok());
+        assert!(admit_session("ahp-session:/s", &s, "c", &start("m2")).is_ok());
+        assert!(admit_session("ahp-session:/s", &s, "c", &start("s1"))
             .unwrap_err()
+            .to_string()
             .contains("not an MCP server"));
-        assert!(admit_session(&s, "c", &start("zz"))
+        assert!(admit_session("ahp-session:/s", &s, "c", &start("zz"))
             .unwrap_err()
+            .to_string()
             .contains("no MCP server"));
     }
 
@@ -458,21 +459,25 @@ mod tests {
             )
         };
         assert!(admit_session(
+            "ahp-session:/s",
             &s,
             "c",
             &toggle("p1", json!([{"kind": "session", "enabled": false}]))
         )
         .is_ok());
-        assert!(admit_session(&s, "c", &toggle("s1", json!([]))).is_ok());
-        assert!(admit_session(&s, "c", &toggle("nope", json!([]))).is_err());
+        assert!(admit_session("ahp-session:/s", &s, "c", &toggle("s1", json!([]))).is_ok());
+        assert!(admit_session("ahp-session:/s", &s, "c", &toggle("nope", json!([]))).is_err());
         let reversed =
             json!([{"kind": "global", "enabled": true}, {"kind": "session", "enabled": false}]);
-        assert!(admit_session(&s, "c", &toggle("p1", reversed))
-            .unwrap_err()
-            .contains("ordered"));
+        assert!(
+            admit_session("ahp-session:/s", &s, "c", &toggle("p1", reversed))
+                .unwrap_err()
+                .to_string()
+                .contains("ordered")
+        );
         let twice =
             json!([{"kind": "session", "enabled": true}, {"kind": "session", "enabled": false}]);
-        assert!(admit_session(&s, "c", &toggle("p1", twice)).is_err());
+        assert!(admit_session("ahp-session:/s", &s, "c", &toggle("p1", twice)).is_err());
     }
 
     #[test]
@@ -483,53 +488,10 @@ mod tests {
                 json!({"type": "session/activeClientSet", "activeClient": {"clientId": id, "tools": []}}),
             )
         };
-        assert!(admit_session(&s, "me", &set("me")).is_ok());
-        assert!(admit_session(&s, "me", &set("you")).is_err());
+        assert!(admit_session("ahp-session:/s", &s, "me", &set("me")).is_ok());
+        assert!(admit_session("ahp-session:/s", &s, "me", &set("you")).is_err());
         let remove = action(json!({"type": "session/activeClientRemoved", "clientId": "you"}));
-        assert!(admit_session(&s, "me", &remove).is_err());
-    }
-
-    #[test]
-    fn published_plugin_ids_are_unique_in_the_session() {
-        let mut s = tree();
-        let set = |client: &str, ids: &[&str]| {
-            let plugins: Vec<_> = ids
-                .iter()
-                .map(|id| json!({"type": "plugin", "id": id, "uri": "file:///x", "name": "x"}))
-                .collect();
-            action(json!({"type": "session/activeClientSet", "activeClient": {
-                "clientId": client, "tools": [], "customizations": plugins}}))
-        };
-        assert!(admit_session(&s, "me", &set("me", &["mine", "also-mine"])).is_ok());
-        let host = admit_session(&s, "me", &set("me", &["p1"])).unwrap_err();
-        assert!(
-            host.contains("already used in this session by the host"),
-            "{host}"
-        );
-        let twice = admit_session(&s, "me", &set("me", &["a", "a"])).unwrap_err();
-        assert!(twice.contains("appears twice"), "{twice}");
-        let server = admit_session(&s, "me", &set("me", &["m1"])).unwrap_err();
-        assert!(server.contains("the host"), "{server}");
-        // Another client's plugin, published or already shown, is taken; one's own is not.
-        s.active_clients = vec![serde_json::from_value(json!({"clientId": "you", "tools": [],
-            "customizations": [{"type": "plugin", "id": "yours", "uri": "file:///y", "name": "y"}]}))
-        .unwrap()];
-        let other = admit_session(&s, "me", &set("me", &["yours"])).unwrap_err();
-        assert!(other.contains("client \"you\""), "{other}");
-        s.customizations.as_mut().unwrap().push(
-            serde_json::from_value(json!({"type": "plugin", "id": "shown", "uri": "file:///s",
-                "name": "s", "clientId": "me"}))
-            .unwrap(),
-        );
-        assert!(admit_session(&s, "me", &set("me", &["shown"])).is_ok());
-        assert!(admit_session(&s, "you", &set("you", &["shown"])).is_err());
-        let skill: StateAction =
-            action(json!({"type": "session/activeClientSet", "activeClient": {
-            "clientId": "me", "tools": [], "customizations": [
-                {"type": "skill", "id": "k", "uri": "file:///k", "name": "k"}]}}));
-        assert!(admit_session(&s, "me", &skill)
-            .unwrap_err()
-            .contains("only plugins"));
+        assert!(admit_session("ahp-session:/s", &s, "me", &remove).is_err());
     }
 
     #[test]
@@ -538,12 +500,14 @@ mod tests {
         let server_only = action(
             json!({"type": "session/mcpServerStateChanged", "id": "m1", "state": {"kind": "ready"}}),
         );
-        assert!(admit_session(&s, "c", &server_only)
+        assert!(admit_session("ahp-session:/s", &s, "c", &server_only)
             .unwrap_err()
+            .to_string()
             .contains("session/mcpServerStateChanged"));
         let unknown = action(json!({"type": "session/frobnicated"}));
-        assert!(admit_session(&s, "c", &unknown)
+        assert!(admit_session("ahp-session:/s", &s, "c", &unknown)
             .unwrap_err()
+            .to_string()
             .contains("unknown action type"));
         let root: RootState = serde_json::from_value(json!({"agents": []})).expect("valid root");
         assert!(admit_root(
@@ -551,6 +515,7 @@ mod tests {
             &action(json!({"type": "session/titleChanged", "title": "x"}))
         )
         .unwrap_err()
+        .to_string()
         .contains("session channel"));
         assert!(admit_root(
             &root,

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::token_trials::Verdict;
 use super::{live, Core, Host};
 use crate::jsonrpc::{self, ahp_codes, RpcError};
-use crate::supervisor::{Bearer, Command, Status};
+use crate::supervisor::{Bearer, Request, Status};
 
 impl Host {
     /// Tool calls (chat, tool call id) clients give up on from now on.
@@ -54,12 +54,12 @@ impl Host {
         if let (Some(granted), false) = (&params.scopes, params.token.is_empty()) {
             cover_scopes(granted, &asking)?;
         }
-        let Some(control) = core.control.clone() else {
+        if core.control.is_none() {
             return Err(RpcError::new(
                 jsonrpc::codes::INTERNAL_ERROR,
                 "the host is shutting down",
             ));
-        };
+        }
         let bearer = (!params.token.is_empty()).then_some(Bearer {
             token: params.token,
             expires_at,
@@ -83,16 +83,10 @@ impl Host {
             .collect();
         for id in ids {
             tracing::info!(server = %id, revoked = bearer.is_none(), "token received for an MCP server");
-            let command = Command::Authenticate {
+            core.ask(Request::Authenticate {
                 id,
                 bearer: bearer.clone(),
-            };
-            if control.try_send(command).is_err() {
-                return Err(RpcError::new(
-                    jsonrpc::codes::INTERNAL_ERROR,
-                    "the supervisor is busy; try again",
-                ));
-            }
+            });
         }
         Ok(bearer.map(|_| TokenTried {
             verdict: core.token_trials.begin(trying),
@@ -242,7 +236,7 @@ mod tests {
         let config =
             crate::config::Config::parse("", "proxy.toml", std::path::Path::new(".")).unwrap();
         let host = Host::new(&config);
-        let (control, _commands) = tokio::sync::mpsc::channel(8);
+        let (control, _requests) = tokio::sync::watch::channel(Default::default());
         host.set_control(control);
         let event = |status: Option<Status>| ServerEvent {
             id: "s".into(),

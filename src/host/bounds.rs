@@ -1,6 +1,9 @@
 //! How big what a client may put into host state can be: its `clientId`, titles, session
 //! URIs, working directories and every action it dispatches. Pure: each check returns why
-//! a value is refused; callers turn that into `-32602` or a `rejectionReason`.
+//! a value is refused ([`OutOfBounds`]); callers turn that into `-32602` or a
+//! `rejectionReason`.
+
+use std::fmt;
 
 use ahp_types::actions::StateAction;
 use ahp_types::commands::CreateSessionParams;
@@ -25,23 +28,74 @@ pub const MAX_CLIENT_PLUGINS: usize = 64;
 /// replay log.
 pub const MAX_ACTION_BYTES: usize = 256 * 1024;
 
+/// Why a value a client sent is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutOfBounds {
+    /// `what` is empty.
+    Empty(&'static str),
+    /// Text `what` takes `bytes` bytes, more than `max`.
+    TooLong {
+        /// The field.
+        what: &'static str,
+        /// Its length.
+        bytes: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// `what` takes `bytes` bytes as JSON, more than `max`.
+    TooLarge {
+        /// The value.
+        what: &'static str,
+        /// Its encoded length.
+        bytes: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// One client publishes `count` plugins in a session, more than `max`.
+    TooManyPlugins {
+        /// How many.
+        count: usize,
+        /// The most allowed.
+        max: usize,
+    },
+}
+
+impl fmt::Display for OutOfBounds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty(what) => write!(f, "{what} must not be empty"),
+            Self::TooLong { what, bytes, max } => {
+                write!(f, "{what} of {bytes} bytes is longer than {max}")
+            }
+            Self::TooLarge { what, bytes, max } => {
+                write!(f, "{what} takes {bytes} bytes as JSON; at most {max}")
+            }
+            Self::TooManyPlugins { count, max } => write!(
+                f,
+                "activeClient.customizations has {count} plugins; a client may publish at most {max} in a session"
+            ),
+        }
+    }
+}
+
+impl From<OutOfBounds> for String {
+    fn from(refusal: OutOfBounds) -> Self {
+        refusal.to_string()
+    }
+}
+
 /// A `clientId` the host will remember: not empty and at most [`MAX_CLIENT_ID_BYTES`].
-pub fn client_id(id: &str) -> Result<(), String> {
+pub fn client_id(id: &str) -> Result<(), OutOfBounds> {
     if id.is_empty() {
-        Err("clientId must not be empty".into())
-    } else if id.len() > MAX_CLIENT_ID_BYTES {
-        Err(format!(
-            "clientId of {} bytes is longer than {MAX_CLIENT_ID_BYTES}",
-            id.len()
-        ))
+        Err(OutOfBounds::Empty("clientId"))
     } else {
-        Ok(())
+        text("clientId", id, MAX_CLIENT_ID_BYTES)
     }
 }
 
 /// A client-dispatched action small enough to keep: titles and display names within
 /// [`MAX_TITLE_BYTES`], the whole action within [`MAX_ACTION_BYTES`].
-pub fn action(action: &StateAction) -> Result<(), String> {
+pub fn action(action: &StateAction) -> Result<(), OutOfBounds> {
     match action {
         StateAction::SessionTitleChanged(a) => title(&a.title)?,
         StateAction::SessionActiveClientSet(a) => active_client(&a.active_client)?,
@@ -49,21 +103,23 @@ pub fn action(action: &StateAction) -> Result<(), String> {
     }
     let size = encoded_len(action);
     if size > MAX_ACTION_BYTES {
-        return Err(format!(
-            "this action takes {size} bytes as JSON; a client action may take at most {MAX_ACTION_BYTES}"
-        ));
+        return Err(OutOfBounds::TooLarge {
+            what: "this action",
+            bytes: size,
+            max: MAX_ACTION_BYTES,
+        });
     }
     Ok(())
 }
 
 /// A title within [`MAX_TITLE_BYTES`].
-pub fn title(title: &str) -> Result<(), String> {
+pub fn title(title: &str) -> Result<(), OutOfBounds> {
     text("title", title, MAX_TITLE_BYTES)
 }
 
 /// `createSession` parameters small enough to keep: the URI, title, first working directory
 /// and active client.
-pub fn new_session(params: &CreateSessionParams) -> Result<(), String> {
+pub fn new_session(params: &CreateSessionParams) -> Result<(), OutOfBounds> {
     text("channel", &params.channel, MAX_SESSION_URI_BYTES)?;
     if let Some(title) = params
         .config
@@ -80,9 +136,11 @@ pub fn new_session(params: &CreateSessionParams) -> Result<(), String> {
         active_client(client)?;
         let size = encoded_len(client);
         if size > MAX_ACTION_BYTES {
-            return Err(format!(
-                "activeClient takes {size} bytes as JSON; at most {MAX_ACTION_BYTES}"
-            ));
+            return Err(OutOfBounds::TooLarge {
+                what: "activeClient",
+                bytes: size,
+                max: MAX_ACTION_BYTES,
+            });
         }
     }
     Ok(())
@@ -90,25 +148,27 @@ pub fn new_session(params: &CreateSessionParams) -> Result<(), String> {
 
 /// An active client record within bounds: its display name within [`MAX_TITLE_BYTES`], at
 /// most [`MAX_CLIENT_PLUGINS`] plugins.
-fn active_client(client: &ahp_types::state::SessionActiveClient) -> Result<(), String> {
+fn active_client(client: &ahp_types::state::SessionActiveClient) -> Result<(), OutOfBounds> {
     if let Some(name) = &client.display_name {
         text("activeClient.displayName", name, MAX_TITLE_BYTES)?;
     }
     let plugins = client.customizations.as_ref().map_or(0, Vec::len);
     if plugins > MAX_CLIENT_PLUGINS {
-        return Err(format!(
-            "activeClient.customizations has {plugins} plugins; a client may publish at most {MAX_CLIENT_PLUGINS} in a session"
-        ));
+        return Err(OutOfBounds::TooManyPlugins {
+            count: plugins,
+            max: MAX_CLIENT_PLUGINS,
+        });
     }
     Ok(())
 }
 
-fn text(what: &str, value: &str, max: usize) -> Result<(), String> {
+fn text(what: &'static str, value: &str, max: usize) -> Result<(), OutOfBounds> {
     if value.len() > max {
-        Err(format!(
-            "{what} of {} bytes is longer than {max}",
-            value.len()
-        ))
+        Err(OutOfBounds::TooLong {
+            what,
+            bytes: value.len(),
+            max,
+        })
     } else {
         Ok(())
     }
@@ -128,7 +188,9 @@ mod tests {
         assert!(client_id("3f6c-1").is_ok());
         assert!(client_id(&"x".repeat(MAX_CLIENT_ID_BYTES)).is_ok());
         assert!(client_id("").is_err());
-        let long = client_id(&"x".repeat(MAX_CLIENT_ID_BYTES + 1)).unwrap_err();
+        let long = client_id(&"x".repeat(MAX_CLIENT_ID_BYTES + 1))
+            .unwrap_err()
+            .to_string();
         assert!(long.contains("longer than 256"), "{long}");
     }
 
@@ -139,6 +201,7 @@ mod tests {
         assert!(action(&title(MAX_TITLE_BYTES)).is_ok());
         assert!(action(&title(MAX_TITLE_BYTES + 1))
             .unwrap_err()
+            .to_string()
             .contains("title of 1025 bytes"));
         let tools = |n: usize| {
             action_of(json!({"type": "session/activeClientSet", "activeClient": {
@@ -148,10 +211,14 @@ mod tests {
         assert!(action(&tools(1000)).is_ok());
         assert!(action(&tools(MAX_ACTION_BYTES))
             .unwrap_err()
+            .to_string()
             .contains("at most 262144"));
         let named = action_of(json!({"type": "session/activeClientSet", "activeClient": {
             "clientId": "c", "displayName": "n".repeat(MAX_TITLE_BYTES + 1), "tools": []}}));
-        assert!(action(&named).unwrap_err().contains("displayName"));
+        assert!(action(&named)
+            .unwrap_err()
+            .to_string()
+            .contains("displayName"));
         let plugins = |n: usize| {
             let list: Vec<_> = (0..n)
                 .map(|i| json!({"type": "plugin", "id": format!("p{i}"), "uri": "file:///p", "name": "p"}))
@@ -162,6 +229,7 @@ mod tests {
         assert!(action(&plugins(MAX_CLIENT_PLUGINS)).is_ok());
         assert!(action(&plugins(MAX_CLIENT_PLUGINS + 1))
             .unwrap_err()
+            .to_string()
             .contains("at most 64"));
     }
 
@@ -178,14 +246,17 @@ mod tests {
         let long_uri = format!("ahp-session:/{}", "s".repeat(MAX_SESSION_URI_BYTES));
         assert!(new_session(&params(json!({"channel": long_uri})))
             .unwrap_err()
+            .to_string()
             .contains("channel"));
         let title = "t".repeat(MAX_TITLE_BYTES + 1);
         assert!(new_session(&params(json!({"config": {"title": title}})))
             .unwrap_err()
+            .to_string()
             .contains("config.title"));
         let dir = format!("file:///{}", "d".repeat(MAX_WORKING_DIRECTORY_BYTES));
         assert!(new_session(&params(json!({"workingDirectories": [dir]})))
             .unwrap_err()
+            .to_string()
             .contains("workingDirectories"));
     }
 }

@@ -119,8 +119,13 @@ impl Host {
 
 impl Core {
     /// After a committed action on `channel`: keep the published client tools and the
-    /// calls of them up to date.
-    pub(super) fn follow_client_tools(&mut self, channel: &str, action: &StateAction) {
+    /// calls of them up to date (the host's own actions on calls concern no client).
+    pub(super) fn follow_client_tools(
+        &mut self,
+        channel: &str,
+        action: &StateAction,
+        by_client: bool,
+    ) {
         match action {
             StateAction::SessionActiveClientSet(_) if channel == DEFAULT_SESSION_URI => {
                 self.refresh_client_tools();
@@ -131,6 +136,7 @@ impl Core {
                     client: a.client_id.clone(),
                 });
             }
+            _ if !by_client => {}
             StateAction::ChatToolCallComplete(a) if channel == HARNESS_CHAT_URI => {
                 self.client_tools.announce(ClientCallEvent::Completed {
                     call: a.tool_call_id.clone(),

@@ -2,14 +2,13 @@
 //! remembered across connections, subscriptions, and the active-client role ending.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use ahp_types::actions::{SessionActiveClientRemovedAction, StateAction};
 use ahp_types::commands::{
     Implementation, InitializeResult, ReconnectReplayResult, ReconnectResult,
     ReconnectSnapshotResult, SubscribeResult,
 };
-use ahp_types::state::Snapshot;
 use ahp_types::ROOT_RESOURCE_URI;
 
 use super::audience::{Audience, Named};
@@ -44,24 +43,30 @@ impl Host {
         core.fanout.set_client(id, client_id, Audience::of(&record));
         let mut snapshots = Vec::new();
         for named in initial_subscriptions {
-            if let Some(snapshot) = core.snapshot_for(id, named) {
+            if let Some(snapshot) = core.store.snapshot(&named.uri) {
                 core.fanout.subscribe_as(id, &named.uri, &named.name);
-                snapshots.push(snapshot);
+                snapshots.push((snapshot, named.name.clone()));
             }
         }
-        let result = InitializeResult {
-            protocol_version: record.protocol_version,
-            server_seq: seq_i64(core.store.seq()),
-            server_info: Some(server_info()),
-            meta: None,
-            snapshots,
-            default_directory: None,
-            completion_trigger_characters: None,
-            terminal_command_prefix: None,
-            telemetry: None,
-            automations: None,
-        };
-        core.fanout.send(id, jsonrpc::success(request_id, &result));
+        let server_seq = seq_i64(core.store.seq());
+        core.reply(id, move |audience| {
+            let result = InitializeResult {
+                protocol_version: record.protocol_version,
+                server_seq,
+                server_info: Some(server_info()),
+                meta: None,
+                snapshots: snapshots
+                    .into_iter()
+                    .map(|(s, name)| audience.snapshot(s, &name))
+                    .collect(),
+                default_directory: None,
+                completion_trigger_characters: None,
+                terminal_command_prefix: None,
+                telemetry: None,
+                automations: None,
+            };
+            jsonrpc::success(request_id, &result)
+        });
         if !elsewhere {
             core.leave_unfollowed(client_id, initial_subscriptions);
         }
@@ -104,25 +109,43 @@ impl Host {
             core.fanout.subscribe_as(id, &named.uri, &named.name);
         }
         let channels: HashSet<&str> = live.iter().map(|n| n.uri.as_str()).collect();
-        let result = match core.store.replay(last_seen, &channels) {
-            Some(actions) => ReconnectResult::Replay(ReconnectReplayResult {
-                actions: actions
+        // Taken now (with the name the client knows each channel by), shown as the client is
+        // shown them once the lock is let go.
+        let taken = match core.store.replay(last_seen, &channels) {
+            Some(actions) => {
+                let names: HashMap<String, String> = channels
                     .iter()
-                    .filter_map(|e| {
-                        let name = core.fanout.name_of(id, &e.channel);
-                        audience.envelope_as(e, name).map(Cow::into_owned)
-                    })
-                    .collect(),
-                missing: missing.into_iter().map(|n| n.name.clone()).collect(),
-            }),
-            None => ReconnectResult::Snapshot(ReconnectSnapshotResult {
-                snapshots: live
-                    .iter()
-                    .filter_map(|named| core.snapshot_for(id, named))
-                    .collect(),
-            }),
+                    .map(|uri| (uri.to_string(), core.fanout.name_of(id, uri).to_string()))
+                    .collect();
+                let missing: Vec<String> = missing.into_iter().map(|n| n.name.clone()).collect();
+                Ok((actions, names, missing))
+            }
+            None => Err(live
+                .iter()
+                .filter_map(|n| Some((core.store.snapshot(&n.uri)?, n.name.clone())))
+                .collect::<Vec<_>>()),
         };
-        core.fanout.send(id, jsonrpc::success(request_id, &result));
+        core.reply(id, move |audience| {
+            let result = match taken {
+                Ok((actions, names, missing)) => ReconnectResult::Replay(ReconnectReplayResult {
+                    actions: actions
+                        .iter()
+                        .filter_map(|e| {
+                            let name = names.get(&e.channel).unwrap_or(&e.channel);
+                            audience.envelope_as(e, name).map(Cow::into_owned)
+                        })
+                        .collect(),
+                    missing,
+                }),
+                Err(snapshots) => ReconnectResult::Snapshot(ReconnectSnapshotResult {
+                    snapshots: snapshots
+                        .into_iter()
+                        .map(|(s, name)| audience.snapshot(s, &name))
+                        .collect(),
+                }),
+            };
+            jsonrpc::success(request_id, &result)
+        });
         // A session the client was active in and no longer follows: it has left, at once.
         core.leave_unfollowed(client_id, subscriptions);
         Ok(())
@@ -137,18 +160,22 @@ impl Host {
             let mut core = self.core();
             core.fanout.subscribe(id, uri);
             let result = SubscribeResult { snapshot: None };
-            core.fanout.send(id, jsonrpc::success(request_id, &result));
+            core.send(id, jsonrpc::success(request_id, &result));
             return Ok(());
         }
         let mut core = self.core();
         let snapshot = core
-            .snapshot_for(id, channel)
+            .store
+            .snapshot(uri)
             .ok_or_else(|| unknown_channel(&channel.name))?;
         core.fanout.subscribe_as(id, uri, &channel.name);
-        let result = SubscribeResult {
-            snapshot: Some(snapshot),
-        };
-        core.fanout.send(id, jsonrpc::success(request_id, &result));
+        let name = channel.name.clone();
+        core.reply(id, move |audience| {
+            let result = SubscribeResult {
+                snapshot: Some(audience.snapshot(snapshot, &name)),
+            };
+            jsonrpc::success(request_id, &result)
+        });
         Ok(())
     }
 
@@ -175,14 +202,6 @@ impl Host {
 }
 
 impl Core {
-    /// A snapshot of `channel` as connection `id` is shown it (without channels and
-    /// `mcpApp`s unless it is shown MCP Apps, without what its protocol version does not
-    /// know, by the name it asked for).
-    fn snapshot_for(&self, id: ConnId, channel: &Named) -> Option<Snapshot> {
-        let snapshot = self.store.snapshot(&channel.uri)?;
-        Some(self.fanout.audience(id).snapshot(snapshot, &channel.name))
-    }
-
     fn remember(&mut self, client_id: &str, record: ClientRecord) {
         if self.clients.insert(client_id.to_string(), record).is_none() {
             self.client_order.push_back(client_id.to_string());
@@ -224,11 +243,8 @@ impl Core {
         let action = StateAction::SessionActiveClientRemoved(SessionActiveClientRemovedAction {
             client_id: client_id.to_string(),
         });
-        if let Ok(commit) = self.store.commit(uri, action.clone(), None) {
-            self.publish(commit);
-            self.follow_client_tools(uri, &action);
-            self.follow_client_plugins(&action);
-        }
+        // Its follow-ups: the client's tools and plugins leave with it.
+        let _ = self.commit_and_publish(uri, action, None);
     }
 }
 

@@ -30,7 +30,7 @@ impl Host {
         let verdict = if params.channel == ROOT_RESOURCE_URI {
             admission::admit_root(core.store.root(), &params.action)
         } else if let Some(session) = core.store.session(&params.channel) {
-            admission::admit_session(session, client_id, &params.action)
+            admission::admit_session(&params.channel, session, client_id, &params.action)
         } else if let Some(chat) = core.store.chat(&params.channel) {
             admission::admit_chat(chat, client_id, &params.action).and_then(|admission| {
                 match &params.action {
@@ -38,10 +38,10 @@ impl Host {
                         if admission == admission::ChatAdmission::GiveUp
                             && !core.paused.is_held(&params.channel, &a.tool_call_id) =>
                     {
-                        Err(format!(
+                        Err(admission::Refusal::rule(format!(
                             "tool call {:?} is no longer waiting for authorization",
                             a.tool_call_id
-                        ))
+                        )))
                     }
                     _ => Ok(()),
                 }
@@ -51,27 +51,24 @@ impl Host {
             return;
         };
         // Whatever the channel, nothing oversized is kept.
-        let verdict = verdict.and_then(|()| bounds::action(&params.action));
+        let verdict = verdict.and_then(|()| Ok(bounds::action(&params.action)?));
         let origin = ActionOrigin {
             client_id: client_id.to_string(),
             client_seq: params.client_seq,
         };
         let refusal = match verdict {
-            Ok(()) => match core.store.commit(
-                &params.channel,
-                params.action.clone(),
-                Some(origin.clone()),
-            ) {
-                Ok(commit) => {
-                    core.publish(commit);
-                    core.sync_chat(&params.channel);
-                    core.carry_out(&params.channel, &params.action);
-                    return;
+            Ok(()) => {
+                let action = core.resolve(&params.channel, params.action.clone());
+                match core.commit_and_publish(&params.channel, action, Some(origin.clone())) {
+                    Ok(_) => {
+                        core.carry_out(&params.channel, &params.action);
+                        return;
+                    }
+                    Err(CommitError::Refused(reason)) => reason,
+                    Err(CommitError::UnknownChannel) => return,
                 }
-                Err(CommitError::Refused(reason)) => reason,
-                Err(CommitError::UnknownChannel) => return,
-            },
-            Err(reason) => reason,
+            }
+            Err(refusal) => refusal.to_string(),
         };
         params.channel = channel.name.clone();
         core.refuse(id, params, origin, refusal);
@@ -112,16 +109,26 @@ impl Core {
             origin: Some(origin),
             rejection_reason: Some(reason),
         };
-        self.fanout.send(id, jsonrpc::notification("action", &echo));
+        self.send(id, jsonrpc::notification("action", &echo));
     }
 
-    /// Side effects of an accepted client action: toggles are remembered (and mirrored to
-    /// the other sessions, since servers are shared), start/stop go to the supervisor.
+    /// An admitted client action as the host commits it: a toggle carries the decisions
+    /// the host holds beside the client's (see [`live::Live::resolve`]).
+    fn resolve(&self, channel: &str, mut action: StateAction) -> StateAction {
+        if let StateAction::SessionCustomizationToggled(a) = &mut action {
+            if self.store.session(channel).is_some() {
+                a.enablement = self.live.resolve(&a.id, &a.enablement);
+            }
+        }
+        action
+    }
+
+    /// Side effects of an accepted client action (as the client sent it): toggles are
+    /// remembered (and mirrored to the other sessions, since servers are shared); toggles
+    /// and start/stop are asked of the supervisor.
     fn carry_out(&mut self, channel: &str, action: &StateAction) {
-        use crate::supervisor::Command;
-        self.follow_client_tools(channel, action);
-        self.follow_client_plugins(action);
-        let command = match action {
+        use crate::supervisor::Request;
+        let request = match action {
             StateAction::SessionCustomizationToggled(a) => {
                 self.live.record_toggle(&a.id, &a.enablement);
                 let others: Vec<String> = self
@@ -131,17 +138,23 @@ impl Core {
                     .map(str::to_string)
                     .collect();
                 for uri in others {
-                    if let Ok(commit) = self.store.commit(&uri, action.clone(), None) {
-                        self.publish(commit);
-                    }
+                    // A session that does not show it takes it as a no-op.
+                    let action = self.resolve(&uri, action.clone());
+                    let _ = self.commit_and_publish(&uri, action, None);
                 }
-                Command::Toggle {
+                Request::Toggle {
                     id: a.id.clone(),
                     enabled: live::effective(&a.enablement),
                 }
             }
-            StateAction::SessionMcpServerStartRequested(a) => Command::Start(a.id.clone()),
-            StateAction::SessionMcpServerStopRequested(a) => Command::Stop(a.id.clone()),
+            StateAction::SessionMcpServerStartRequested(a) => Request::Run {
+                id: a.id.clone(),
+                run: true,
+            },
+            StateAction::SessionMcpServerStopRequested(a) => Request::Run {
+                id: a.id.clone(),
+                run: false,
+            },
             StateAction::ChatToolCallComplete(a) => {
                 // A client gave up on a call waiting for authorization: its harness request
                 // ends with an error now.
@@ -150,10 +163,6 @@ impl Core {
             }
             _ => return,
         };
-        if let Some(control) = &self.control {
-            if let Err(error) = control.try_send(command) {
-                tracing::warn!(%error, "supervisor busy; client request dropped");
-            }
-        }
+        self.ask(request);
     }
 }

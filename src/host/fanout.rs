@@ -1,103 +1,35 @@
-//! Who is subscribed to what, and the bounded outbound queue of every connection (bounded
-//! in frames and in bytes). Sending never waits: a connection whose queue is full is kicked,
-//! so one slow client never holds up the others (it can `reconnect` and catch up from the
-//! replay log).
+//! Who is subscribed to what, and what each connection is shown: the host's bookkeeping of
+//! its connections, kept under its lock. Which connections get a committed action (as which
+//! audience, on the channel by which name) is decided here, when it is committed; `delivery`
+//! queues it afterwards.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::audience::Audience;
-use crate::jsonrpc::Frame;
 
 /// Host-wide connection number.
 pub type ConnId = u64;
 
-/// A connection's outbound queue: at most `capacity` frames and `max_bytes` bytes (a frame
-/// of any size fits an empty queue). The host's end; the socket reads the [`Outbox`].
-pub fn queue(capacity: usize, max_bytes: usize) -> (Queue, Outbox) {
-    let (tx, rx) = mpsc::channel(capacity);
-    let bytes = Arc::new(AtomicUsize::new(0));
-    (
-        Queue {
-            tx,
-            bytes: bytes.clone(),
-            max_bytes,
-        },
-        Outbox { rx, bytes },
-    )
+/// Connections shown the same thing: one audience, and one name for the channel (the host's
+/// own, or the other name they subscribed under).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// What they are shown.
+    pub audience: Audience,
+    /// The name they know the channel by.
+    pub name: String,
+    /// Who they are.
+    pub ids: Vec<ConnId>,
 }
 
-/// The host's end of a connection's queue.
-pub struct Queue {
-    tx: mpsc::Sender<Frame>,
-    bytes: Arc<AtomicUsize>,
-    max_bytes: usize,
-}
-
-/// Why a frame was not queued.
-enum Refused {
-    /// The queue is full (frames or bytes): the client is too slow.
-    Full,
-    /// The socket is gone.
-    Closed,
-}
-
-impl Queue {
-    fn push(&self, frame: Frame) -> Result<(), Refused> {
-        let len = frame.len();
-        let queued = self.bytes.load(Ordering::Relaxed);
-        if queued > 0 && queued.saturating_add(len) > self.max_bytes {
-            return Err(Refused::Full);
-        }
-        match self.tx.try_send(frame) {
-            Ok(()) => {
-                self.bytes.fetch_add(len, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(mpsc::error::TrySendError::Full(_)) => Err(Refused::Full),
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(Refused::Closed),
-        }
-    }
-}
-
-/// The socket's end of a connection's queue: frames in order, their bytes given back as
-/// they are taken.
-pub struct Outbox {
-    rx: mpsc::Receiver<Frame>,
-    bytes: Arc<AtomicUsize>,
-}
-
-impl Outbox {
-    /// The next frame; `None` once the host dropped the connection.
-    pub async fn recv(&mut self) -> Option<Frame> {
-        let frame = self.rx.recv().await?;
-        self.taken(&frame);
-        Some(frame)
-    }
-
-    /// The next frame if one is queued.
-    pub fn try_recv(&mut self) -> Result<Frame, mpsc::error::TryRecvError> {
-        let frame = self.rx.try_recv()?;
-        self.taken(&frame);
-        Ok(frame)
-    }
-
-    /// Bytes queued and not yet taken.
-    pub fn queued_bytes(&self) -> usize {
-        self.bytes.load(Ordering::Relaxed)
-    }
-
-    fn taken(&self, frame: &Frame) {
-        self.bytes.fetch_sub(frame.len(), Ordering::Relaxed);
-    }
-}
+/// The connections something goes to, grouped by what they are shown (each group's frame
+/// is rendered once, however many connections share it).
+pub type Targets = Vec<Group>;
 
 struct Peer {
-    outbox: Queue,
+    /// Cancelled when the connection is kicked (its queue overflowed).
     kick: CancellationToken,
     subscriptions: HashSet<String>,
     /// The names it subscribed under where they are not the host's own (VS Code's other
@@ -108,7 +40,7 @@ struct Peer {
     audience: Audience,
 }
 
-/// The subscription table plus every live connection's queue.
+/// The subscription table, and every live connection's client and audience.
 #[derive(Default)]
 pub struct Fanout {
     peers: HashMap<ConnId, Peer>,
@@ -116,12 +48,11 @@ pub struct Fanout {
 }
 
 impl Fanout {
-    /// Register a connection's queue and its kick switch.
-    pub fn insert(&mut self, id: ConnId, outbox: Queue, kick: CancellationToken) {
+    /// Register a connection and its kick switch.
+    pub fn insert(&mut self, id: ConnId, kick: CancellationToken) {
         self.peers.insert(
             id,
             Peer {
-                outbox,
                 kick,
                 subscriptions: HashSet::new(),
                 names: HashMap::new(),
@@ -154,11 +85,11 @@ impl Fanout {
         self.peers.get(&id).map(|p| p.audience).unwrap_or_default()
     }
 
-    /// Whether any live connection belongs to `client_id`.
+    /// Whether any live connection (one not kicked) belongs to `client_id`.
     pub fn has_client(&self, client_id: &str) -> bool {
         self.peers
             .values()
-            .any(|p| p.client_id.as_deref() == Some(client_id))
+            .any(|p| p.client_id.as_deref() == Some(client_id) && !p.kick.is_cancelled())
     }
 
     /// Subscribe a connection to `uri` (idempotent: never doubles deliveries).
@@ -221,67 +152,31 @@ impl Fanout {
         }
     }
 
-    /// Queue `frame` for one connection; a full queue kicks it. Returns whether it was queued.
-    pub fn send(&mut self, id: ConnId, frame: Frame) -> bool {
-        let Some(peer) = self.peers.get(&id) else {
-            return false;
-        };
-        match peer.outbox.push(frame) {
-            Ok(()) => true,
-            Err(Refused::Full) => {
-                tracing::warn!(conn = id, "outbound queue full: disconnecting slow client");
-                peer.kick.cancel();
-                self.remove(id);
-                false
-            }
-            Err(Refused::Closed) => {
-                self.remove(id);
-                false
-            }
-        }
-    }
-
-    /// Whether any connection is subscribed to `uri`.
-    pub fn has_subscribers(&self, uri: &str) -> bool {
-        self.channels.contains_key(uri)
-    }
-
-    /// Queue `frame` for every subscriber of `uri`.
-    pub fn broadcast(&mut self, uri: &str, frame: &Frame) {
-        self.broadcast_each(uri, |_, _| Some(frame.clone()));
-    }
-
-    /// Queue for every subscriber of `uri` what `render` makes for its audience and the name
-    /// it knows `uri` by (`None`: nothing). Each audience and name is rendered once, however
-    /// many subscribers share it.
-    pub fn broadcast_each(
-        &mut self,
-        uri: &str,
-        mut render: impl FnMut(Audience, &str) -> Option<Frame>,
-    ) {
-        let Some(ids) = self.channels.get(uri) else {
-            return;
-        };
-        let ids: Vec<ConnId> = ids.iter().copied().collect();
-        let mut rendered: Vec<(Audience, String, Option<Frame>)> = Vec::new();
-        for id in ids {
-            let audience = self.audience(id);
-            let name = self.name_of(id, uri);
-            let at = match rendered
-                .iter()
-                .position(|(a, n, _)| *a == audience && n == name)
-            {
-                Some(at) => at,
-                None => {
-                    let frame = render(audience, name);
-                    rendered.push((audience, name.to_string(), frame));
-                    rendered.len() - 1
-                }
+    /// Every subscriber of `uri`, grouped by audience and by the name it knows `uri` by
+    /// (none kicked).
+    pub fn subscribers(&self, uri: &str) -> Targets {
+        let mut targets: Targets = Vec::new();
+        for id in self.channels.get(uri).into_iter().flatten() {
+            let Some(peer) = self.peers.get(id) else {
+                continue;
             };
-            if let Some(frame) = &rendered[at].2 {
-                self.send(id, frame.clone());
+            if peer.kick.is_cancelled() {
+                continue;
+            }
+            let name = peer.names.get(uri).map_or(uri, String::as_str);
+            match targets
+                .iter_mut()
+                .find(|g| g.audience == peer.audience && g.name == name)
+            {
+                Some(group) => group.ids.push(*id),
+                None => targets.push(Group {
+                    audience: peer.audience,
+                    name: name.to_string(),
+                    ids: vec![*id],
+                }),
             }
         }
+        targets
     }
 }
 
@@ -289,94 +184,48 @@ impl Fanout {
 mod tests {
     use super::*;
 
-    fn peer(fanout: &mut Fanout, id: ConnId, capacity: usize) -> (Outbox, CancellationToken) {
-        let (tx, rx) = queue(capacity, usize::MAX);
-        let kick = CancellationToken::new();
-        fanout.insert(id, tx, kick.clone());
-        (rx, kick)
+    fn ids(targets: &Targets) -> Vec<ConnId> {
+        targets.iter().flat_map(|g| g.ids.clone()).collect()
     }
 
     #[test]
-    fn a_queue_full_of_bytes_kicks_but_one_big_frame_always_fits() {
+    fn subscribers_are_counted_once_grouped_by_audience_and_kicked_ones_left_out() {
         let mut fanout = Fanout::default();
-        let (tx, mut rx) = queue(100, 10);
-        let kick = CancellationToken::new();
-        fanout.insert(1, tx, kick.clone());
-        assert!(fanout.send(1, Frame::from("a frame of 20 bytes.")));
-        assert_eq!(rx.queued_bytes(), 20);
-        assert_eq!(
-            rx.try_recv().ok(),
-            Some(Frame::from("a frame of 20 bytes."))
+        let kicks: Vec<CancellationToken> = (0..3).map(|_| CancellationToken::new()).collect();
+        for (id, kick) in (1..).zip(&kicks) {
+            fanout.insert(id, kick.clone());
+            fanout.subscribe(id, "x");
+        }
+        fanout.subscribe(1, "x");
+        let apps = Audience {
+            mcp_apps: true,
+            ..Audience::default()
+        };
+        fanout.set_client(2, "c", apps);
+        let targets = fanout.subscribers("x");
+        assert_eq!(targets.len(), 2, "two audiences");
+        assert_eq!(ids(&targets), [1, 3, 2]);
+        assert!(fanout.has_client("c"));
+        kicks[1].cancel();
+        assert_eq!(ids(&fanout.subscribers("x")), [1, 3]);
+        assert!(
+            !fanout.has_client("c"),
+            "a kicked connection speaks for nobody"
         );
-        assert_eq!(rx.queued_bytes(), 0);
-        assert!(fanout.send(1, Frame::from("12345")));
-        assert!(fanout.send(1, Frame::from("12345")));
-        assert!(!kick.is_cancelled());
-        assert!(!fanout.send(1, Frame::from("1")));
-        assert!(kick.is_cancelled());
-    }
-
-    #[test]
-    fn broadcast_reaches_subscribers_once() {
-        let mut fanout = Fanout::default();
-        let (mut a, _) = peer(&mut fanout, 1, 8);
-        let (mut b, _) = peer(&mut fanout, 2, 8);
-        fanout.subscribe(1, "x");
-        fanout.subscribe(1, "x");
-        fanout.subscribe(2, "y");
-        fanout.broadcast("x", &Frame::from("f"));
-        assert_eq!(a.try_recv().ok(), Some(Frame::from("f")));
-        assert!(a.try_recv().is_err());
-        assert!(b.try_recv().is_err());
-    }
-
-    #[test]
-    fn a_full_queue_kicks_only_that_peer() {
-        let mut fanout = Fanout::default();
-        let (_slow, slow_kick) = peer(&mut fanout, 1, 1);
-        let (mut fast, fast_kick) = peer(&mut fanout, 2, 8);
-        fanout.subscribe(1, "x");
-        fanout.subscribe(2, "x");
-        for _ in 0..3 {
-            fanout.broadcast("x", &Frame::from("f"));
-        }
-        assert!(slow_kick.is_cancelled());
-        assert!(!fast_kick.is_cancelled());
-        let mut received = 0;
-        while fast.try_recv().is_ok() {
-            received += 1;
-        }
-        assert_eq!(received, 3);
-        assert!(!fanout.send(1, Frame::from("late")));
-    }
-
-    #[test]
-    fn a_subscriber_is_sent_a_channel_by_the_name_it_subscribed_under() {
-        let mut fanout = Fanout::default();
-        let (mut own, _) = peer(&mut fanout, 1, 8);
-        let (mut other, _) = peer(&mut fanout, 2, 8);
-        fanout.subscribe(1, "x");
-        fanout.subscribe_as(2, "x", "alias-of-x");
-        assert_eq!(fanout.name_of(2, "x"), "alias-of-x");
-        fanout.broadcast_each("x", |_, name| Some(Frame::from(name)));
-        assert_eq!(own.try_recv().ok(), Some(Frame::from("x")));
-        assert_eq!(other.try_recv().ok(), Some(Frame::from("alias-of-x")));
-        // Subscribing by the host's own name again: that name from now on.
-        fanout.subscribe(2, "x");
-        assert_eq!(fanout.name_of(2, "x"), "x");
-        fanout.subscribe_as(2, "x", "alias-of-x");
-        assert!(fanout.unsubscribe(2, "x"));
-        assert_eq!(fanout.name_of(2, "x"), "x");
+        assert!(fanout.subscribers("y").is_empty());
     }
 
     #[test]
     fn forgetting_a_channel_unsubscribes_everyone() {
         let mut fanout = Fanout::default();
-        let (mut a, _) = peer(&mut fanout, 1, 8);
+        fanout.insert(1, CancellationToken::new());
         fanout.subscribe(1, "x");
         fanout.forget_channel("x");
-        fanout.broadcast("x", &Frame::from("f"));
-        assert!(a.try_recv().is_err());
+        assert!(fanout.subscribers("x").is_empty());
         assert!(!fanout.unsubscribe(1, "x"));
+        fanout.subscribe(1, "y");
+        fanout.remove(1);
+        assert!(fanout.subscribers("y").is_empty());
+        assert!(fanout.channels.is_empty());
     }
 }

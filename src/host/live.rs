@@ -1,6 +1,6 @@
 //! Facts that outlast a rescan: each supervised server's live state, its `mcp://` channel,
-//! what the channel serves (`mcpApp`, `_meta`) and icons, and every client enablement
-//! decision, laid over scanned customizations.
+//! what the channel serves (`mcpApp`, `_meta`) and icons, and every client enablement decision,
+//! laid over scanned customizations beside the decision their manifest (or publisher) made.
 
 use std::collections::HashMap;
 
@@ -24,7 +24,11 @@ pub struct Live {
     icons: HashMap<String, Vec<Icon>>,
     /// Whether some harness declared sampling (channels then forward it).
     sampling: bool,
+    /// Client enablement decisions, as the client sent them.
     enablement: HashMap<String, Vec<CustomizationEnablement>>,
+    /// The `global` decision the latest scan showed for a server or plugin (a manifest's
+    /// `disabled`, a publishing client's own), by id.
+    declared: HashMap<String, CustomizationEnablement>,
 }
 
 impl Live {
@@ -78,7 +82,7 @@ impl Live {
 
     fn lay_over_server(&self, session: &str, m: &mut ahp_types::state::McpServerCustomization) {
         if let Some(e) = self.enablement.get(&m.id) {
-            m.enablement = Some(e.clone());
+            m.enablement = Some(resolved(e, global_of(m.enablement.as_deref())));
         }
         if let Some(state) = self.states.get(&m.id) {
             m.state = state.clone();
@@ -123,7 +127,19 @@ impl Live {
         self.icons.remove(id);
     }
 
-    /// Remember a client's enablement array for `id`; an empty array clears the decision.
+    /// The enablement array the host shows for `id` when a client sends `client`: the
+    /// client's decisions, then the `global` one the scan showed, unless the client made a
+    /// `global` decision itself (the same scope; the client's is the newer).
+    pub fn resolve(
+        &self,
+        id: &str,
+        client: &[CustomizationEnablement],
+    ) -> Vec<CustomizationEnablement> {
+        resolved(client, self.declared.get(id))
+    }
+
+    /// Remember a client's enablement array for `id` (as the client sent it, not resolved);
+    /// an empty array clears the decision.
     pub fn record_toggle(&mut self, id: &str, enablement: &[CustomizationEnablement]) {
         if enablement.is_empty() {
             self.enablement.remove(id);
@@ -132,18 +148,37 @@ impl Live {
         }
     }
 
-    /// Lay live facts over the customizations a host-originated action for `session` carries.
-    pub fn patch_action(&self, session: &str, action: &mut StateAction) {
+    /// Lay live facts over the customizations a host-originated action for `session`
+    /// carries (a scan's), noting the decisions the scan shows first.
+    pub fn patch_action(&mut self, session: &str, action: &mut StateAction) {
         match action {
             StateAction::SessionCustomizationsChanged(a) => {
+                a.customizations.iter().for_each(|c| self.note_declared(c));
                 a.customizations
                     .iter_mut()
                     .for_each(|c| self.patch(session, c));
             }
             StateAction::SessionCustomizationUpdated(a) => {
+                self.note_declared(&a.customization);
                 self.patch(session, &mut a.customization)
             }
             _ => {}
+        }
+    }
+
+    /// Remember the `global` decision a scanned customization (a plugin) and its servers show.
+    fn note_declared(&mut self, customization: &Customization) {
+        let mut note = |id: &str, enablement: Option<&[CustomizationEnablement]>| {
+            match global_of(enablement) {
+                Some(global) => self.declared.insert(id.to_string(), global.clone()),
+                None => self.declared.remove(id),
+            };
+        };
+        if let Customization::Plugin(p) = customization {
+            note(&p.id, p.enablement.as_deref());
+        }
+        for m in servers(customization) {
+            note(&m.id, m.enablement.as_deref());
         }
     }
 
@@ -153,7 +188,7 @@ impl Live {
         match customization {
             Customization::Plugin(p) => {
                 if let Some(e) = self.enablement.get(&p.id) {
-                    p.enablement = Some(e.clone());
+                    p.enablement = Some(resolved(e, global_of(p.enablement.as_deref())));
                 }
                 p.children
                     .iter_mut()
@@ -191,6 +226,27 @@ impl Live {
             *enabled = Some(effective(e).unwrap_or(true));
         }
     }
+}
+
+/// The `global` entry of an enablement array, if it has one.
+fn global_of(enablement: Option<&[CustomizationEnablement]>) -> Option<&CustomizationEnablement> {
+    enablement
+        .unwrap_or_default()
+        .iter()
+        .find(|e| matches!(e, CustomizationEnablement::Global { .. }))
+}
+
+/// `client`'s decisions, followed by `declared` (a `global` one) unless `client` has a
+/// `global` decision of its own. Entries stay ordered session → workspace → global.
+fn resolved(
+    client: &[CustomizationEnablement],
+    declared: Option<&CustomizationEnablement>,
+) -> Vec<CustomizationEnablement> {
+    let mut all = client.to_vec();
+    if global_of(Some(client)).is_none() {
+        all.extend(declared.cloned());
+    }
+    all
 }
 
 /// Whether MCP server `id` is `customization` or one of its children.
@@ -454,6 +510,46 @@ mod tests {
         let value = serde_json::to_value(&fresh).unwrap();
         assert!(value.get("enablement").is_none());
         assert_eq!(value["children"][0]["state"], json!({"kind": "starting"}));
+    }
+
+    #[test]
+    fn a_declared_global_decision_stays_after_the_clients_own_unless_it_sends_one() {
+        let mut live = Live::default();
+        let off = CustomizationEnablement::Global { enabled: false };
+        let scanned = customization(json!({"type": "mcpServer", "id": "m", "uri": "file:///m",
+            "name": "m", "state": {"kind": "stopped"}, "enablement": [{"kind": "global", "enabled": false}]}));
+        let mut action = StateAction::SessionCustomizationsChanged(
+            ahp_types::actions::SessionCustomizationsChangedAction {
+                customizations: vec![scanned],
+            },
+        );
+        live.patch_action("ahp-session:/s", &mut action);
+        let here = CustomizationEnablement::Session { enabled: true };
+        let everywhere = CustomizationEnablement::Global { enabled: true };
+        let resolved = |id: &str, client: &[CustomizationEnablement]| live.resolve(id, client);
+        assert_eq!(
+            resolved("m", std::slice::from_ref(&here)),
+            [here.clone(), off.clone()]
+        );
+        assert_eq!(resolved("m", &[]), std::slice::from_ref(&off));
+        assert_eq!(
+            resolved("m", std::slice::from_ref(&everywhere)),
+            [everywhere]
+        );
+        assert_eq!(
+            resolved("other", std::slice::from_ref(&here)),
+            std::slice::from_ref(&here)
+        );
+        // Laid over a rescan: the client's decision first, the scan's after it.
+        live.record_toggle("m", std::slice::from_ref(&here));
+        live.patch_action("ahp-session:/s", &mut action);
+        let StateAction::SessionCustomizationsChanged(a) = &action else {
+            unreachable!()
+        };
+        let Customization::McpServer(m) = &a.customizations[0] else {
+            unreachable!()
+        };
+        assert_eq!(m.enablement.as_deref(), Some(&[here, off][..]));
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! The single writer of AHP state: every change is committed through the store (official
-//! reducers, global `serverSeq`, replay log) and fanned out to subscribers under one lock.
+//! reducers, global `serverSeq`, replay log) under one lock, with its follow-ups.
 //!
-//! Replies that establish subscriptions are queued under the same lock as the snapshot is
-//! taken, so a client always sees its snapshot before any action that follows it. `Host` is
-//! one type whose methods live by concern: `clients` (handshake, subscriptions), `sessions`
-//! (list, create, dispose), `dispatch` (client actions), `servers` (supervisor events,
-//! rescans, `mcp://` lookups), `auth` (`authenticate`, paused calls), `client_tools` and
-//! `client_plugins` (what active clients publish).
+//! A critical section decides what to send (`delivery::Delivery`: who gets a commit, which
+//! snapshot a reply carries); rendering and queuing happen after the lock is let go, in
+//! the order the lock was held (`Locked`), so a client always sees its snapshot before any
+//! action that follows it, and actions in `serverSeq` order. `Host` is one type whose
+//! methods live by concern: `clients` (handshake, subscriptions), `sessions` (list,
+//! create, dispose), `dispatch` (client actions), `servers` (supervisor events, rescans,
+//! `mcp://` lookups), `control` (what clients ask of the supervisor), `auth`
+//! (`authenticate`, paused calls), `client_tools` and `client_plugins` (what active clients
+//! publish).
 
 pub mod admission;
 pub mod apps;
@@ -16,12 +19,16 @@ pub mod bounds;
 pub mod client_plugins;
 pub mod client_tools;
 mod clients;
+mod control;
+pub mod delivery;
 mod dispatch;
 pub mod fanout;
 pub mod input_needed;
 pub mod live;
 pub mod malformed;
 pub mod paused;
+pub mod plugin_ids;
+pub mod queue;
 pub mod replay;
 mod servers;
 mod sessions;
@@ -31,18 +38,20 @@ pub mod token_trials;
 pub mod versions;
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use ahp_types::actions::StateAction;
+use ahp_types::actions::{ActionOrigin, StateAction};
 use ahp_types::state::{AgentInfo, Snapshot};
 use ahp_types::ROOT_RESOURCE_URI;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::jsonrpc::Frame;
-use fanout::{ConnId, Fanout};
+use audience::Audience;
+use delivery::{Delivery, Sockets};
+use fanout::{ConnId, Fanout, Targets};
 use store::{Commit, CommitError, Store};
 
 /// URI of the session that exists from start-up.
@@ -66,7 +75,7 @@ pub struct Attachment {
     /// Host-wide connection id.
     pub id: ConnId,
     /// Frames to write to the socket, in order.
-    pub outbox: fanout::Outbox,
+    pub outbox: queue::Outbox,
     /// Cancelled when the host kicks this connection.
     pub kicked: CancellationToken,
 }
@@ -75,8 +84,11 @@ pub struct Attachment {
 struct Core {
     store: Store,
     live: live::Live,
-    control: Option<mpsc::Sender<crate::supervisor::Command>>,
+    /// What clients asked of the servers, followed by the supervisor.
+    control: Option<tokio::sync::watch::Sender<crate::supervisor::Requests>>,
     fanout: Fanout,
+    /// What this critical section decided to send, delivered in order once it ends.
+    outgoing: Vec<Delivery>,
     clients: HashMap<String, ClientRecord>,
     client_order: VecDeque<String>,
     /// Harness tool calls waiting for authorization: the only ones a client may give up on.
@@ -96,6 +108,8 @@ struct Core {
 /// mirror, the watcher (rescans) and the supervisor bridge (server events).
 pub struct Host {
     core: Mutex<Core>,
+    /// Every connection's queue; taken before `core` is let go (see [`Locked`]).
+    sockets: Mutex<Sockets>,
     queue_capacity: usize,
     queue_bytes: usize,
     max_sessions: usize,
@@ -121,7 +135,8 @@ impl Host {
             config.limits.replay_log,
             config.limits.replay_log_bytes,
         );
-        // Adding the first session (and its chat) to an empty store always commits.
+        // Adding the first session (and its chat) to an empty store always commits, and
+        // nobody can be subscribed yet: there is nothing to publish.
         let _ = store.add_session(
             DEFAULT_SESSION_URI,
             &config.session.title,
@@ -139,6 +154,7 @@ impl Host {
                 live: live::Live::default(),
                 control: None,
                 fanout: Fanout::default(),
+                outgoing: Vec::new(),
                 clients: HashMap::new(),
                 client_order: VecDeque::new(),
                 authenticated: HashMap::new(),
@@ -147,6 +163,7 @@ impl Host {
                 client_plugins: client_plugins::ClientPluginFeed::new(config.clients.plugins),
                 token_trials: token_trials::TokenTrials::default(),
             }),
+            sockets: Mutex::new(Sockets::default()),
             queue_capacity: config.limits.client_queue,
             queue_bytes: config.limits.client_queue_bytes,
             max_sessions: config.limits.max_sessions,
@@ -157,22 +174,24 @@ impl Host {
         }
     }
 
-    fn core(&self) -> MutexGuard<'_, Core> {
-        // A panic while holding the lock cannot leave the store half-written (reducers work on
-        // the state in place but are total), so a poisoned lock is still usable.
-        self.core
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The host's state, locked; what the holder decides to send is delivered when the
+    /// guard drops.
+    fn core(&self) -> Locked<'_> {
+        Locked {
+            core: Some(lock(&self.core)),
+            sockets: &self.sockets,
+        }
     }
 
     /// Open a connection: a bounded outbound queue and a kick switch.
     pub fn attach(&self) -> Attachment {
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = fanout::queue(self.queue_capacity, self.queue_bytes);
+        let (tx, rx) = queue::queue(self.queue_capacity, self.queue_bytes);
         let kicked = CancellationToken::new();
         let mut core = self.core();
         core.store.keep_replay(true);
-        core.fanout.insert(id, tx, kicked.clone());
+        core.fanout.insert(id, kicked.clone());
+        lock(&self.sockets).insert(id, tx, kicked.clone());
         Attachment {
             id,
             outbox: rx,
@@ -182,12 +201,14 @@ impl Host {
 
     /// Close a connection: its subscriptions end. Idempotent.
     pub fn detach(&self, id: ConnId) {
-        self.core().fanout.remove(id);
+        let mut core = self.core();
+        core.fanout.remove(id);
+        lock(&self.sockets).remove(id);
     }
 
-    /// Queue one frame for one connection.
+    /// Queue one frame for one connection, after everything decided before it.
     pub fn send(&self, id: ConnId, frame: Frame) {
-        self.core().fanout.send(id, frame);
+        self.core().send(id, frame);
     }
 
     /// A snapshot of any state-bearing channel.
@@ -200,40 +221,126 @@ impl Host {
         self.core().store.chat(uri).is_some()
     }
 
-    /// Commit a host-originated action and broadcast it (on a chat, followed by the
-    /// `session/chatUpdated` it implies). Returns its `serverSeq`.
+    /// Commit a host-originated action and publish it with its follow-ups (see
+    /// [`Core::commit_and_publish`]). Returns its `serverSeq`.
     pub fn emit(&self, channel: &str, action: StateAction) -> Result<u64, CommitError> {
-        let mut core = self.core();
-        let commit = core.store.commit(channel, action, None)?;
-        let seq = commit.envelope.server_seq;
-        core.publish(commit);
-        core.sync_chat(channel);
-        Ok(seq)
+        self.core().commit_and_publish(channel, action, None)
+    }
+}
+
+/// A mutex's guard, poisoned or not: a panic while holding the host's locks cannot leave
+/// the store half-written (reducers work on the state in place but are total), nor a queue.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The host's state while its lock is held. When it drops, what the critical section
+/// decided to send is delivered: the sockets' lock is taken before the host's is let go,
+/// so batches are queued in the order the host lock was held, while the next holder
+/// already works; rendering and queuing are no longer under the host's lock.
+struct Locked<'a> {
+    core: Option<MutexGuard<'a, Core>>,
+    sockets: &'a Mutex<Sockets>,
+}
+
+impl Deref for Locked<'_> {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        self.core
+            .as_deref()
+            .unwrap_or_else(|| unreachable!("held until drop"))
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Core {
+        self.core
+            .as_deref_mut()
+            .unwrap_or_else(|| unreachable!("held until drop"))
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let Some(mut core) = self.core.take() else {
+            return;
+        };
+        if core.outgoing.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut core.outgoing);
+        let mut sockets = lock(self.sockets);
+        drop(core);
+        sockets.deliver(batch);
     }
 }
 
 impl Core {
-    /// After a commit on `channel`: if it is a chat whose summary changed, tell its session.
-    fn sync_chat(&mut self, channel: &str) {
-        if let Some(commit) = self.store.sync_chat_summary(channel) {
-            self.publish(commit);
+    /// Commit `action` on `channel` and everything that follows from it: published to its
+    /// subscribers (and the summary change it caused to the root's), on a chat the
+    /// `session/chatUpdated` it implies, and what active clients publish (their tools and
+    /// plugins) kept up to date. The one way an action enters host state besides the
+    /// store's own session and chat bookkeeping. Returns its `serverSeq`.
+    fn commit_and_publish(
+        &mut self,
+        channel: &str,
+        action: StateAction,
+        origin: Option<ActionOrigin>,
+    ) -> Result<u64, CommitError> {
+        let by_client = origin.is_some();
+        let commit = self.store.commit(channel, action, origin)?;
+        let seq = commit.envelope.server_seq;
+        let envelope = commit.envelope.clone();
+        self.publish(commit);
+        if let Some(summary) = self.store.sync_chat_summary(channel) {
+            self.publish(summary);
         }
+        self.follow_client_tools(channel, &envelope.action, by_client);
+        self.follow_client_plugins(&envelope.action);
+        Ok(seq)
     }
 
-    /// Broadcast a committed envelope, and the summary change it caused if any, each as
-    /// its subscribers' audiences are shown it.
+    /// Send a committed envelope to its channel's subscribers, and the summary change it
+    /// caused (if any) to the root's, each as its audience is shown it and by the name it
+    /// subscribed under.
     fn publish(&mut self, commit: Commit) {
-        let envelope = &commit.envelope;
-        let encoded = commit.json.as_deref();
-        self.fanout
-            .broadcast_each(&envelope.channel, |audience, name| {
-                audience.action(envelope, encoded, name)
-            });
-        if let Some(changes) = &commit.summary_changes {
-            self.fanout
-                .broadcast_each(ROOT_RESOURCE_URI, |audience, _| {
-                    Some(audience.summary_changed(&envelope.channel, changes))
-                });
+        let to = self.fanout.subscribers(&commit.envelope.channel);
+        let summary_to = match commit.summary_changes {
+            Some(_) => self.fanout.subscribers(ROOT_RESOURCE_URI),
+            None => Targets::new(),
+        };
+        self.outgoing.push(Delivery::Commit {
+            commit: Box::new(commit),
+            to,
+            summary_to,
+        });
+    }
+
+    /// Send `frame` to connection `id`.
+    fn send(&mut self, id: ConnId, frame: Frame) {
+        self.outgoing.push(Delivery::Frame(id, frame));
+    }
+
+    /// Send connection `id` what `render` makes for its audience (rendered after the lock).
+    fn reply(&mut self, id: ConnId, render: impl FnOnce(Audience) -> Frame + Send + 'static) {
+        let audience = self.fanout.audience(id);
+        self.outgoing
+            .push(Delivery::Reply(id, audience, Box::new(render)));
+    }
+
+    /// Send every subscriber of `uri` what `render` makes for its audience and the name it
+    /// knows `uri` by.
+    fn broadcast_each(
+        &mut self,
+        uri: &str,
+        render: impl FnMut(Audience, &str) -> Option<Frame> + Send + 'static,
+    ) {
+        let to = self.fanout.subscribers(uri);
+        if !to.is_empty() {
+            self.outgoing.push(Delivery::Each(to, Box::new(render)));
         }
     }
 }

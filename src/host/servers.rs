@@ -1,8 +1,7 @@
 //! Servers as the host shows them: supervisor events and harness sampling laid over every
-//! session, rescans committed with live facts kept, the supervisor's control line, `mcp://` lookups.
+//! session, rescans committed with live facts kept, `mcp://` lookups.
 
 use ahp_types::actions::StateAction;
-use tokio::sync::mpsc;
 
 use super::fanout::ConnId;
 use super::{apps, live, Core, Host};
@@ -10,16 +9,6 @@ use crate::jsonrpc::{Frame, RpcError};
 use crate::untrusted::Untrusted;
 
 impl Host {
-    /// Send supervisor commands for accepted client actions (toggle, start, stop) here.
-    pub fn set_control(&self, control: mpsc::Sender<crate::supervisor::Command>) {
-        self.core().control = Some(control);
-    }
-
-    /// Drop the supervisor sender (shutdown): client requests are no longer carried out.
-    pub fn set_control_closed(&self) {
-        self.core().control = None;
-    }
-
     /// A supervised server changed state: remember it and tell every session that shows it.
     pub fn server_event(&self, event: crate::supervisor::ServerEvent) {
         let mut core = self.core();
@@ -104,7 +93,8 @@ impl Host {
             .filter_map(|m| m.channel.clone())
             .collect();
         for channel in channels {
-            core.fanout.broadcast(&channel, &frame_for(&channel));
+            let frame = frame_for(&channel);
+            core.broadcast_each(&channel, move |_, _| Some(frame.clone()));
         }
     }
 }
@@ -115,11 +105,8 @@ impl Core {
     fn commit_patched(&mut self, uri: &str, action: &StateAction) -> bool {
         let mut action = action.clone();
         self.live.patch_action(uri, &mut action);
-        match self.store.commit(uri, action, None) {
-            Ok(commit) => {
-                self.publish(commit);
-                true
-            }
+        match self.commit_and_publish(uri, action, None) {
+            Ok(_) => true,
             Err(error) => {
                 tracing::warn!(session = %Untrusted(uri), ?error, "host action not applied");
                 false
@@ -180,11 +167,8 @@ impl Core {
                 )));
             }
             for action in actions {
-                match self.store.commit(&uri, action, None) {
-                    Ok(commit) => self.publish(commit),
-                    Err(error) => {
-                        tracing::warn!(session = %Untrusted(&uri), ?error, "server state not applied")
-                    }
+                if let Err(error) = self.commit_and_publish(&uri, action, None) {
+                    tracing::warn!(session = %Untrusted(&uri), ?error, "server state not applied")
                 }
             }
         }
@@ -206,12 +190,8 @@ impl Core {
         agent.protected_resources = shown;
         let action =
             StateAction::RootAgentsChanged(ahp_types::actions::RootAgentsChangedAction { agents });
-        match self
-            .store
-            .commit(ahp_types::ROOT_RESOURCE_URI, action, None)
-        {
-            Ok(commit) => self.publish(commit),
-            Err(error) => tracing::warn!(?error, "protected resources not shown"),
+        if let Err(error) = self.commit_and_publish(ahp_types::ROOT_RESOURCE_URI, action, None) {
+            tracing::warn!(?error, "protected resources not shown");
         }
     }
 
@@ -235,11 +215,8 @@ impl Core {
                         customization: patched,
                     },
                 ));
-                match self.store.commit(&uri, action, None) {
-                    Ok(commit) => self.publish(commit),
-                    Err(error) => {
-                        tracing::warn!(session = %Untrusted(&uri), ?error, "mcpApp not applied")
-                    }
+                if let Err(error) = self.commit_and_publish(&uri, action, None) {
+                    tracing::warn!(session = %Untrusted(&uri), ?error, "mcpApp not applied")
                 }
             }
         }

@@ -82,13 +82,18 @@ impl Host {
         let customizations = core.customizations_for(&uri);
         if let Some(active) = &params.active_client {
             super::admission::client_tools(&active.tools).map_err(RpcError::invalid_params)?;
-            super::admission::client_plugins(
-                &customizations,
+            let session = super::plugin_ids::Session {
+                uri: &uri,
+                chats: &[],
+                shown: &customizations,
+            };
+            super::plugin_ids::client_plugins(
+                &session,
                 std::iter::empty(),
                 client_id,
                 active.customizations.as_deref().unwrap_or(&[]),
             )
-            .map_err(RpcError::invalid_params)?;
+            .map_err(|refusal| RpcError::invalid_params(refusal.to_string()))?;
         }
         let publishes = params
             .active_client
@@ -109,20 +114,19 @@ impl Host {
                 customizations,
             )
             .map_err(|e| RpcError::new(jsonrpc::codes::INTERNAL_ERROR, format!("{e:?}")))?;
-        core.fanout.send(id, jsonrpc::success(request_id, &()));
+        core.send(id, jsonrpc::success(request_id, &()));
         core.publish(commit);
         if publishes {
             core.refresh_client_plugins();
         }
         if let Some(summary) = core.store.summary(&uri) {
-            core.fanout
-                .broadcast_each(ROOT_RESOURCE_URI, |audience, _| {
-                    let added = SessionAddedParams {
-                        channel: ROOT_RESOURCE_URI.to_string(),
-                        summary: audience.summary(summary.clone()),
-                    };
-                    Some(jsonrpc::notification("root/sessionAdded", &added))
-                });
+            core.broadcast_each(ROOT_RESOURCE_URI, move |audience, _| {
+                let added = SessionAddedParams {
+                    channel: ROOT_RESOURCE_URI.to_string(),
+                    summary: audience.summary(summary.clone()),
+                };
+                Some(jsonrpc::notification("root/sessionAdded", &added))
+            });
         }
         Ok(())
     }
@@ -146,17 +150,15 @@ impl Host {
         for chat in &chats {
             core.fanout.forget_channel(chat);
         }
-        core.fanout.send(id, jsonrpc::success(request_id, &()));
+        core.send(id, jsonrpc::success(request_id, &()));
         core.publish(commit);
         core.refresh_client_plugins();
         let removed = SessionRemovedParams {
             channel: ROOT_RESOURCE_URI.to_string(),
             session: uri.to_string(),
         };
-        core.fanout.broadcast(
-            ROOT_RESOURCE_URI,
-            &jsonrpc::notification("root/sessionRemoved", &removed),
-        );
+        let frame = jsonrpc::notification("root/sessionRemoved", &removed);
+        core.broadcast_each(ROOT_RESOURCE_URI, move |_, _| Some(frame.clone()));
         Ok(())
     }
 }

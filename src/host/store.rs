@@ -52,8 +52,10 @@ impl SessionRecord {
     }
 }
 
-/// What a committed action produced.
+/// What a committed action produced: in state and the replay log already, it must be
+/// published (`Core::publish`), or subscribers' mirrors part from the host's state.
 #[derive(Debug, Clone)]
+#[must_use = "a commit is in state already: publish it"]
 pub struct Commit {
     /// The envelope to broadcast on its channel (already in the replay log).
     pub envelope: Arc<ActionEnvelope>,
@@ -308,6 +310,7 @@ impl Store {
 
     /// Remove the session at `uri` (and its chats) and commit the new
     /// `root/activeSessionsChanged`. Returns the commit and the removed chats' URIs.
+    #[must_use = "the count's commit must be published"]
     pub fn remove_session(&mut self, uri: &str) -> Option<(Commit, Vec<String>)> {
         self.sessions.remove(uri)?;
         let chats: Vec<String> = self
@@ -370,6 +373,7 @@ impl Store {
 
     /// After a change on chat `chat`: commit `session/chatUpdated` on its session with the
     /// summary fields that now differ from the session's catalogue entry, if any.
+    #[must_use = "the commit must be published"]
     pub fn sync_chat_summary(&mut self, chat: &str) -> Option<Commit> {
         let (state, session) = self.chats.get(chat)?;
         let current = chat_summary(state);
@@ -464,7 +468,7 @@ mod tests {
 
     fn store_with_session() -> Store {
         let mut store = Store::new(agent(), 16, usize::MAX);
-        store
+        let _ = store
             .add_session("ahp-session:/s", "T", None, None, vec![])
             .expect("adding a session commits");
         store
@@ -510,12 +514,12 @@ mod tests {
                 title: title.into(),
             })
         };
-        store
+        let _ = store
             .commit("ahp-session:/s", title("unseen"), None)
             .unwrap();
         assert_eq!(store.replay_bytes(), 0);
         store.keep_replay(true);
-        store.commit("ahp-session:/s", title("seen"), None).unwrap();
+        let _ = store.commit("ahp-session:/s", title("seen"), None).unwrap();
         let channels: HashSet<&str> = ["ahp-session:/s"].into_iter().collect();
         // From before the unseen one: snapshots; from after it: the later one.
         assert!(store.replay(1, &channels).is_none());

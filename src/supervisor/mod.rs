@@ -2,7 +2,8 @@
 //! discovery declares and what clients ask (toggle, start, stop). Knows nothing of AHP.
 //!
 //! It reports every transition as a [`ServerEvent`]; the host turns those into
-//! `session/mcpServerStateChanged` actions.
+//! `session/mcpServerStateChanged` actions. What clients ask arrives as desired state
+//! ([`Requests`] in a `watch`), so a request the host committed is never lost.
 
 mod alerts;
 pub mod auth;
@@ -13,6 +14,7 @@ pub mod policy;
 #[allow(unsafe_code)]
 // pre_exec (parent-death signal, cgroup) and the watchdog's fork; the only other unsafe is heap's mi_collect
 pub mod process;
+pub mod requests;
 mod running;
 pub mod server;
 mod start;
@@ -22,6 +24,7 @@ mod task;
 pub mod upstream;
 
 pub use failure::Failure;
+pub use requests::{Request, Requests};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -32,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::SupervisorConfig;
 use crate::discovery::DeclaredServer;
-use crate::spec::Launch;
+use crate::spec::{Launch, LaunchError};
 
 /// Where a server is in its life, as the supervisor sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,7 +142,7 @@ pub struct ServerEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Desired {
     /// How to launch it (or why it cannot be launched).
-    pub launch: Result<Launch, String>,
+    pub launch: Result<Launch, LaunchError>,
     /// Whether it should be running.
     pub run: bool,
     /// Bumped by every start/stop request: the task answers each with its state.
@@ -148,7 +151,7 @@ pub struct Desired {
     pub bearer: Option<Bearer>,
 }
 
-/// Requests to the supervisor.
+/// What discovery tells the supervisor (what clients ask comes as [`Requests`]).
 #[derive(Debug)]
 pub enum Command {
     /// The complete set of declared servers (each knows the plugin or directory that
@@ -157,29 +160,12 @@ pub enum Command {
         /// Every declared server, in catalog order (the first of a duplicated id wins).
         servers: Vec<Arc<DeclaredServer>>,
     },
-    /// A client's enablement decision for a server or a container (`None`: cleared).
-    Toggle {
-        /// The customization id.
-        id: String,
-        /// The effective value, or `None` when the decision was cleared.
-        enabled: Option<bool>,
-    },
-    /// `session/mcpServerStartRequested`.
-    Start(String),
-    /// `session/mcpServerStopRequested`.
-    Stop(String),
-    /// `authenticate`: use this token for server `id` (`None` revokes) and reconnect.
-    Authenticate {
-        /// The server's customization id.
-        id: String,
-        /// The token, or `None` to drop it.
-        bearer: Option<Bearer>,
-    },
 }
 
-/// The handle: send [`Command`]s, then [`Supervisor::shutdown`].
+/// The handle: send [`Command`]s, write [`Requests`], then [`Supervisor::shutdown`].
 pub struct Supervisor {
     commands: mpsc::Sender<Command>,
+    requests: watch::Sender<Requests>,
     shutdown: CancellationToken,
     owner: JoinHandle<()>,
 }
@@ -192,6 +178,7 @@ impl Supervisor {
         connections: std::sync::Arc<connections::Connections>,
     ) -> (Self, mpsc::Receiver<ServerEvent>) {
         let (commands, inbox) = mpsc::channel(1024);
+        let (requests, asked) = watch::channel(Requests::default());
         let (events, outbox) = mpsc::channel(1024);
         let (ended, endings) = mpsc::unbounded_channel();
         let shutdown = CancellationToken::new();
@@ -205,10 +192,11 @@ impl Supervisor {
             ended,
             generation: 0,
         };
-        let owner = tokio::spawn(owner.run(inbox, endings));
+        let owner = tokio::spawn(owner.run(inbox, endings, asked));
         (
             Self {
                 commands,
+                requests,
                 shutdown,
                 owner,
             },
@@ -216,9 +204,15 @@ impl Supervisor {
         )
     }
 
-    /// A sender for commands (the host and the watcher each keep one).
+    /// A sender for commands (the watcher keeps one).
     pub fn commands(&self) -> mpsc::Sender<Command> {
         self.commands.clone()
+    }
+
+    /// Where what clients ask is written (the host keeps it): the supervisor follows the
+    /// latest value, however many requests it holds.
+    pub fn requests(&self) -> watch::Sender<Requests> {
+        self.requests.clone()
     }
 
     /// Stop every server (reporting `stopped` for each) and wait for them.
@@ -295,13 +289,28 @@ impl Owner {
         mut self,
         mut inbox: mpsc::Receiver<Command>,
         mut endings: mpsc::UnboundedReceiver<(String, u64)>,
+        mut asked: watch::Receiver<Requests>,
     ) {
+        // The number of the last request taken.
+        let mut seen = 0;
         loop {
             tokio::select! {
                 command = inbox.recv() => match command {
-                    Some(command) => self.apply(command).await,
+                    Some(Command::Sync { servers }) => self.sync(servers).await,
                     None => break,
                 },
+                Ok(()) = asked.changed() => {
+                    let requests = {
+                        let now = asked.borrow_and_update();
+                        let later = now.since(seen);
+                        seen = now.asked();
+                        later
+                    };
+                    for request in requests {
+                        self.take(request);
+                    }
+                    self.reconcile().await;
+                }
                 Some((id, generation)) = endings.recv() => self.task_ended(&id, generation).await,
                 _ = self.shutdown.cancelled() => break,
             }
@@ -315,10 +324,10 @@ impl Owner {
         }
     }
 
-    async fn apply(&mut self, command: Command) {
-        match command {
-            Command::Sync { servers } => self.sync(servers).await,
-            Command::Toggle { id, enabled } => {
+    /// Take one client request into the servers' desired states (the caller reconciles).
+    fn take(&mut self, request: Request) {
+        match request {
+            Request::Toggle { id, enabled } => {
                 match enabled {
                     Some(value) => self.toggles.insert(id.clone(), value),
                     None => self.toggles.remove(&id),
@@ -328,30 +337,24 @@ impl Owner {
                         entry.request = None;
                     }
                 }
-                self.reconcile().await;
             }
-            Command::Start(id) | Command::Stop(id) if !self.servers.contains_key(id.as_str()) => {
-                tracing::debug!(server = %id, "start/stop request for an unknown server ignored");
-            }
-            Command::Start(id) => self.request(&id, true).await,
-            Command::Stop(id) => self.request(&id, false).await,
-            Command::Authenticate { id, bearer } => {
+            Request::Run { id, run } => match self.servers.get_mut(id.as_str()) {
+                Some(entry) => {
+                    entry.request = Some(run);
+                    entry.epoch += 1;
+                }
+                None => {
+                    tracing::debug!(server = %id, "start/stop request for an unknown server ignored");
+                }
+            },
+            Request::Authenticate { id, bearer } => {
                 if let Some(entry) = self.servers.get_mut(id.as_str()) {
                     entry.bearer = bearer.map(Box::new);
                     // A fresh attempt with the new credentials, whatever happened before.
                     entry.epoch += 1;
                 }
-                self.reconcile().await;
             }
         }
-    }
-
-    async fn request(&mut self, id: &str, run: bool) {
-        if let Some(entry) = self.servers.get_mut(id) {
-            entry.request = Some(run);
-            entry.epoch += 1;
-        }
-        self.reconcile().await;
     }
 
     /// A task ended after stopping its server on purpose: forget it, and start a new one if

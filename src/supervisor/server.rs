@@ -88,8 +88,8 @@ impl Task {
         }
         let launch = match &want.launch {
             Ok(launch) => launch,
-            Err(message) => {
-                self.report_failure(Failure::Config(message.clone()), 1, false)
+            Err(error) => {
+                self.report_failure(Failure::Config(error.to_string()), 1, false)
                     .await;
                 return self.wait(desired).await;
             }

@@ -222,7 +222,11 @@ fn enablement_and_the_launch_switch_decide_which_servers_run() {
     unlaunched.publish(&[published("p", &uri, json!({}))], &ctx);
     for server in unlaunched.servers() {
         assert!(!server.enabled);
-        assert_eq!(server.launch, Err(NOT_LAUNCHED.to_string()));
+        assert_eq!(server.launch, Err(LaunchError::not_launched(NOT_LAUNCHED)));
+        assert_eq!(
+            server.launch.as_ref().unwrap_err().to_string(),
+            format!("not launched: {NOT_LAUNCHED}")
+        );
     }
     let container = &shown(&unlaunched)[0];
     assert_eq!(container["children"][1]["state"]["kind"], "stopped");
