@@ -221,3 +221,33 @@ pub fn effective_enablement(
         CustomizationEnablement::Unknown(_) => None,
     }
 }
+
+/// Which of a server's tools the harness is offered, and which it may call without asking,
+/// as the server's declaration says (`disabledTools`, `includeTools`, `excludeTools`,
+/// `alwaysAllow`, `autoApprove`). Names are the server's own tool names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilters {
+    /// `disabledTools`: hidden.
+    pub disabled: Vec<String>,
+    /// `includeTools`: when present, only these are offered.
+    pub include: Option<Vec<String>>,
+    /// `excludeTools`: hidden (wins over `includeTools`, as in Gemini CLI).
+    pub exclude: Vec<String>,
+    /// `alwaysAllow` and `autoApprove`: pre-approved (no approval flow asks yet).
+    pub pre_approved: Vec<String>,
+}
+
+impl ToolFilters {
+    /// Whether the harness is not offered tool `name`.
+    pub fn hides(&self, name: &str) -> bool {
+        let listed = |names: &[String]| names.iter().any(|n| n == name);
+        listed(&self.disabled)
+            || listed(&self.exclude)
+            || self.include.as_deref().is_some_and(|only| !listed(only))
+    }
+
+    /// Whether the declaration restricts or pre-approves anything.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}

@@ -4,6 +4,7 @@
 //! one part that runs servers.
 
 pub mod start;
+mod tools;
 
 use ahp_types::state::{
     ChildCustomization, Customization, CustomizationLoadState, McpServerState, TextRange,
@@ -81,8 +82,8 @@ fn problems_json(problems: &[Problem]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The tree as JSON: `{customizations, problems, serversStarted}` (customizations exactly
-/// as AHP sends them), and with `--start` each server's outcome under `servers`.
+/// The tree as JSON: `{customizations, problems, serversStarted, toolFilters}`
+/// (customizations exactly as AHP sends them; `toolFilters` by server id), and with `--start` each server's outcome under `servers`.
 pub fn render_json(
     catalog: &Catalog,
     missing: &[Problem],
@@ -92,6 +93,7 @@ pub fn render_json(
         "customizations": catalog.customizations(),
         "problems": problems_json(&problems(catalog, missing)),
         "serversStarted": started.is_some(),
+        "toolFilters": tools::json(catalog),
     });
     if let Some(outcomes) = started {
         value["servers"] = start::render_json(outcomes);
@@ -167,6 +169,11 @@ pub fn render_text(catalog: &Catalog, missing: &[Problem]) -> String {
                 ));
                 for child in p.children.iter().flatten() {
                     line(format!("    {}", child_line(child)));
+                    if let ChildCustomization::McpServer(m) = child {
+                        tools::lines(catalog, &m.id, "        ")
+                            .into_iter()
+                            .for_each(&mut line);
+                    }
                 }
             }
             Customization::Directory(d) => {
@@ -181,13 +188,18 @@ pub fn render_text(catalog: &Catalog, missing: &[Problem]) -> String {
                     line(format!("    {}", child_line(child)));
                 }
             }
-            Customization::McpServer(m) => line(format!(
-                "  mcpServer {}  [{}]  {}{}",
-                m.name,
-                state_label(&m.state),
-                m.uri,
-                range_label(m.range.as_ref())
-            )),
+            Customization::McpServer(m) => {
+                line(format!(
+                    "  mcpServer {}  [{}]  {}{}",
+                    m.name,
+                    state_label(&m.state),
+                    m.uri,
+                    range_label(m.range.as_ref())
+                ));
+                tools::lines(catalog, &m.id, "      ")
+                    .into_iter()
+                    .for_each(&mut line);
+            }
             Customization::Unknown(_) => {}
         }
     }

@@ -311,6 +311,26 @@ pub const ALL: &[Key] = &[
         default: "`{}`",
     }),
     Key::Flag(SERVER_ENABLED),
+    Key::Other(Other {
+        name: "servers.<name>.disabledTools",
+        default: "`[]`",
+    }),
+    Key::Other(Other {
+        name: "servers.<name>.includeTools",
+        default: "none (every tool)",
+    }),
+    Key::Other(Other {
+        name: "servers.<name>.excludeTools",
+        default: "`[]`",
+    }),
+    Key::Other(Other {
+        name: "servers.<name>.alwaysAllow",
+        default: "`[]`",
+    }),
+    Key::Other(Other {
+        name: "servers.<name>.autoApprove",
+        default: "`[]`",
+    }),
 ];
 
 #[cfg(test)]

@@ -137,6 +137,16 @@ pub(super) struct RawServer {
     pub headers: BTreeMap<String, String>,
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
+    #[serde(default, rename = "disabledTools")]
+    pub disabled_tools: Vec<String>,
+    #[serde(rename = "includeTools")]
+    pub include_tools: Option<Vec<String>>,
+    #[serde(default, rename = "excludeTools")]
+    pub exclude_tools: Vec<String>,
+    #[serde(default, rename = "alwaysAllow")]
+    pub always_allow: Vec<String>,
+    #[serde(default, rename = "autoApprove")]
+    pub auto_approve: Vec<String>,
 }
 
 fn enabled_by_default() -> bool {

@@ -10,7 +10,7 @@ use super::checker::Checker;
 use super::paths::Resolver;
 use super::raw::RawServer;
 use super::settings::ServerConfig;
-use crate::spec::Launch;
+use crate::spec::{Launch, ToolFilters};
 
 /// Every `[servers.<name>]`, in name order; invalid ones are problems and left out.
 pub(super) fn servers(
@@ -72,6 +72,12 @@ fn server_config(
         name,
         enabled: raw.enabled,
         transport: transport?,
+        tools: ToolFilters {
+            disabled: raw.disabled_tools,
+            include: raw.include_tools,
+            exclude: raw.exclude_tools,
+            pre_approved: [raw.always_allow, raw.auto_approve].concat(),
+        },
         declared_at,
         range,
     })

@@ -262,6 +262,8 @@ pub struct ServerConfig {
     pub enabled: bool,
     /// How to reach it.
     pub transport: Launch,
+    /// The tools it hides from the harness and pre-approves.
+    pub tools: crate::spec::ToolFilters,
     /// Where it was declared, `file:line:col`.
     pub declared_at: String,
     /// Zero-based UTF-16 range of its declaration, from the table name to its last value.

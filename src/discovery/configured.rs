@@ -64,6 +64,7 @@ pub fn scan_configured(configured: &Configured, ctx: &super::Context) -> Scan {
             declared_at: server.declared_at.clone(),
             enabled: server.enabled,
             launch,
+            tools: server.tools.clone(),
             container: None,
         });
     }

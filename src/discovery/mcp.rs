@@ -215,6 +215,7 @@ fn parse_entry(
         declared_at: file.location(at),
         enabled,
         launch,
+        tools: raw.tools.clone(),
         container: None,
     };
     Some((child, server))

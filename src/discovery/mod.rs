@@ -42,6 +42,8 @@ pub struct DeclaredServer {
     pub enabled: bool,
     /// The expanded launch spec, or why it cannot be used.
     pub launch: Result<Launch, LaunchError>,
+    /// The tools it hides from the harness and pre-approves.
+    pub tools: crate::spec::ToolFilters,
     /// The id of the plugin or directory whose children show it (`None` for a top-level
     /// server); the catalog fills it in.
     pub container: Option<std::sync::Arc<str>>,
@@ -55,6 +57,7 @@ impl fmt::Debug for DeclaredServer {
             .field("declared_at", &self.declared_at)
             .field("enabled", &self.enabled)
             .field("launch", &self.launch.as_ref().map(Launch::kind))
+            .field("tools", &self.tools)
             .finish()
     }
 }

@@ -7,14 +7,28 @@ use std::path::Path;
 
 use super::expand::{expand_field, expand_remote, Vars};
 use super::json::{Node, Value};
-use crate::spec::{Launch, LaunchError};
+use crate::spec::{Launch, LaunchError, ToolFilters};
 
 /// A byte offset in the file and what is wrong there.
 pub type FieldError = (usize, String);
 
 /// The keys this proxy reads.
 const USED: &[&str] = &[
-    "type", "command", "args", "env", "envFile", "cwd", "url", "headers", "disabled", "enabled",
+    "type",
+    "command",
+    "args",
+    "env",
+    "envFile",
+    "cwd",
+    "url",
+    "headers",
+    "disabled",
+    "enabled",
+    "disabledTools",
+    "includeTools",
+    "excludeTools",
+    "alwaysAllow",
+    "autoApprove",
 ];
 
 /// Keys other hosts define that do not change how the server is launched; accepted quietly.
@@ -24,12 +38,7 @@ const KNOWN_ELSEWHERE: &[&str] = &[
     "gallery",
     "version",
     "timeout",
-    "autoApprove",
-    "alwaysAllow",
-    "disabledTools",
     "trust",
-    "includeTools",
-    "excludeTools",
     "oauth",
     "icon",
     "title",
@@ -40,6 +49,8 @@ pub struct RawServer {
     kind: Kind,
     /// Declared `"disabled": true` (or `"enabled": false`).
     pub disabled: bool,
+    /// `disabledTools`, `includeTools`, `excludeTools`, `alwaysAllow`, `autoApprove`.
+    pub tools: ToolFilters,
     /// Things wrong that do not stop the server (unknown keys, a `disabled` that is not a
     /// boolean): reported as problems.
     pub notes: Vec<FieldError>,
@@ -77,6 +88,7 @@ impl RawServer {
         };
         let mut notes = unknown_keys(entry);
         let disabled = switch(entry, &mut notes);
+        let tools = tool_filters(entry, &mut notes);
         let command = string("command")?;
         let url = string("url")?;
         let transport = match string("type")?.as_deref() {
@@ -128,6 +140,7 @@ impl RawServer {
         Ok(Self {
             kind,
             disabled,
+            tools,
             notes,
         })
     }
@@ -214,6 +227,57 @@ fn switch(entry: &Node, notes: &mut Vec<FieldError>) -> bool {
     let disabled = flag("disabled");
     let enabled = flag("enabled");
     disabled.unwrap_or(enabled == Some(false))
+}
+
+/// The tool lists of an entry: `disabledTools` (Roo Code, Cline), `includeTools` and
+/// `excludeTools` (Gemini CLI), `alwaysAllow` (Roo Code, Cline) and `autoApprove` (Cline,
+/// Kiro, Amazon Q). A list that is not an array of strings is noted and ignored (an
+/// `includeTools` so ignored hides nothing).
+fn tool_filters(entry: &Node, notes: &mut Vec<FieldError>) -> ToolFilters {
+    let mut list = |key: &str| -> Option<Vec<String>> {
+        let node = &entry.get(key)?.node;
+        let items = match &node.value {
+            Value::Array(items) => items,
+            _ => {
+                notes.push((
+                    node.span.start,
+                    format!(
+                        "`{key}` must be an array of tool names, found {}; ignored",
+                        node.type_name()
+                    ),
+                ));
+                return None;
+            }
+        };
+        let mut names = Vec::new();
+        for item in items {
+            match &item.value {
+                Value::String(name) => names.push(name.clone()),
+                _ => {
+                    notes.push((
+                        item.span.start,
+                        format!(
+                            "`{key}` items must be tool names, found {}; `{key}` ignored",
+                            item.type_name()
+                        ),
+                    ));
+                    return None;
+                }
+            }
+        }
+        Some(names)
+    };
+    let disabled = list("disabledTools").unwrap_or_default();
+    let include = list("includeTools");
+    let exclude = list("excludeTools").unwrap_or_default();
+    let mut pre_approved = list("alwaysAllow").unwrap_or_default();
+    pre_approved.extend(list("autoApprove").unwrap_or_default());
+    ToolFilters {
+        disabled,
+        include,
+        exclude,
+        pre_approved,
+    }
 }
 
 fn args(entry: &Node) -> Result<Vec<String>, FieldError> {
@@ -326,6 +390,46 @@ mod tests {
         assert_eq!(
             notes(r#"{"command": "x", "disabled": "true"}"#),
             ["`disabled` must be true or false, found a string; ignored"]
+        );
+    }
+
+    fn tools(text: &str) -> ToolFilters {
+        let node = super::super::json::parse(text).expect("json");
+        RawServer::read(&node).expect("declared").tools
+    }
+
+    #[test]
+    fn tool_lists_of_every_dialect_are_read() {
+        let t = tools(
+            r#"{"command": "x", "disabledTools": ["a"], "includeTools": ["a", "b", "c"],
+                "excludeTools": ["c"], "alwaysAllow": ["b"], "autoApprove": ["d"]}"#,
+        );
+        assert_eq!(t.disabled, ["a"]);
+        assert_eq!(
+            t.include.as_deref(),
+            Some(&["a".into(), "b".into(), "c".into()][..])
+        );
+        assert_eq!(t.exclude, ["c"]);
+        assert_eq!(t.pre_approved, ["b", "d"]);
+        // disabled and excluded win over included; what is not included is hidden.
+        assert!(t.hides("a") && t.hides("c") && t.hides("z"));
+        assert!(!t.hides("b"));
+        assert!(tools(r#"{"command": "x"}"#).is_empty());
+        assert!(!tools(r#"{"command": "x", "includeTools": "a"}"#).hides("z"));
+    }
+
+    #[test]
+    fn a_tool_list_of_the_wrong_shape_is_noted_and_ignored() {
+        assert_eq!(
+            notes(r#"{"command": "x", "disabledTools": "a", "includeTools": ["a", 1]}"#),
+            [
+                "`disabledTools` must be an array of tool names, found a string; ignored",
+                "`includeTools` items must be tool names, found a number; `includeTools` ignored",
+            ]
+        );
+        assert_eq!(
+            notes(r#"{"command": "x", "includeTool": []}"#),
+            ["unknown key `includeTool` (did you mean `includeTools`?); ignored"]
         );
     }
 }

@@ -255,7 +255,7 @@ impl Hub {
                     .get(&id)
                     .cloned()
                     .unwrap_or_else(|| server.name.clone());
-                let offer = server.offer();
+                let offer = self.offered(&id, server.offer());
                 (id, qualifier, offer)
             })
             .collect();
@@ -280,6 +280,19 @@ impl Hub {
         let names = Arc::new(Namespace::build(&servers, &self.settings.policy));
         self.tables().namespace = Some((version, names.clone()));
         names
+    }
+
+    /// What server `id` offers the harness: `offer` without the tools its declaration
+    /// filters out.
+    fn offered(&self, id: &str, offer: Arc<Offer>) -> Arc<Offer> {
+        match self.connections.tool_filters(id) {
+            Some(filters) if offer.tools.iter().any(|t| filters.hides(&t.key)) => {
+                let mut shown = (*offer).clone();
+                shown.tools.retain(|t| !filters.hides(&t.key));
+                Arc::new(shown)
+            }
+            _ => offer,
+        }
     }
 
     /// The qualifier (prefix) of server `id`.

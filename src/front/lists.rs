@@ -1,7 +1,7 @@
 //! The four `*/list` requests: the aggregated endpoint answers from the namespace of every
 //! ready server (items as their servers wrote them, renamed where names collide; with one
 //! server and nothing renamed, that server's own answer); a per-server endpoint asks its
-//! server. A harness's first listing waits for servers still
+//! server. Tools a server's declaration filters out are never listed. A harness's first listing waits for servers still
 //! starting; app-only tools are hidden from a harness without MCP Apps.
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use super::exchange::Exchange;
 use super::harness::Harness;
 use super::outbox::Stream;
 use super::registry::Scope;
-use super::steps::{self, shape::HideAppOnly};
+use super::steps::{self, shape::HideAppOnly, shape::HideFiltered};
 use crate::mcp::message::Message;
 use crate::upstream::offer::{self, Lists};
 
@@ -55,14 +55,14 @@ fn respond(harness: Arc<Harness>, message: Message, stream: Stream) {
                 return;
             }
             let server = server.clone();
-            let steps = steps::base().with_if(!apps && method == "tools/list", || HideAppOnly);
+            let steps = tool_list_steps(apps, &method);
             Exchange::start(&harness, &server, message, stream, None, steps);
         }
         Scope::All => {
             // One server and nothing renamed: its own answer, as for its own endpoint (the
             // list's other members and its pages included).
             if let Some(server) = super::routes::only_server(&harness) {
-                let steps = steps::base().with_if(!apps && method == "tools/list", || HideAppOnly);
+                let steps = tool_list_steps(apps, &method);
                 return Exchange::start(&harness, &server, message, stream, None, steps);
             }
             let names = harness.hub.namespace();
@@ -81,6 +81,16 @@ fn respond(harness: Arc<Harness>, message: Message, stream: Stream) {
             stream.finish(result_answer(&id, &result));
         }
     }
+}
+
+/// The steps of a list request forwarded to one server: a `tools/list` answer loses the
+/// tools the server's declaration filters out, and its app-only tools for a harness
+/// without MCP Apps.
+fn tool_list_steps(apps: bool, method: &str) -> super::exchange::Steps {
+    let tools = method == "tools/list";
+    steps::base()
+        .with_if(tools, || HideFiltered)
+        .with_if(!apps && tools, || HideAppOnly)
 }
 
 /// Servers that do not announce resource list changes are asked again on each aggregated

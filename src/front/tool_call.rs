@@ -1,5 +1,6 @@
 //! The harness's `tools/call`: the tool found (waiting for servers still starting), a
-//! client's tool run as the AHP client-tool flow, a server's mirrored and forwarded.
+//! client's tool run as the AHP client-tool flow, a server's mirrored and forwarded; one
+//! its server's declaration filters out answered as an unknown tool.
 
 use std::sync::Arc;
 
@@ -62,6 +63,15 @@ fn call_found(
     found: routes::FoundTool,
 ) {
     let id = message.id().unwrap_or("null").to_string();
+    let hidden = harness
+        .hub
+        .connections
+        .tool_filters(&found.server)
+        .is_some_and(|filters| filters.hides(&found.original));
+    if hidden {
+        // Filtered out by the server's declaration: as if it did not exist.
+        return unknown_tool(&stream, &id, &called);
+    }
     if found.server.starts_with(CLIENT_PREFIX) {
         return client_calls::call(harness, message, stream, &found.server, &found.original);
     }

@@ -60,6 +60,7 @@ mod tests {
                 env: Default::default(),
                 cwd: None,
             }),
+            tools: Default::default(),
             container: None,
         })
     }

@@ -368,6 +368,14 @@ impl Connections {
         }
     }
 
+    /// The tool filters server `id` was declared with (none when it is not declared).
+    pub fn tool_filters(&self, id: &str) -> Option<crate::spec::ToolFilters> {
+        let declared = self.declared.read().unwrap_or_else(|p| p.into_inner());
+        let found = declared.binary_search_by(|s| s.id.as_str().cmp(id)).ok()?;
+        let tools = &declared[found].tools;
+        (!tools.is_empty()).then(|| tools.clone())
+    }
+
     /// Every later change, in order (or word that some were missed).
     pub fn subscribe(&self) -> Changes {
         Changes(self.changes.subscribe())

@@ -236,17 +236,30 @@ pub fn page(
 
 /// A `tools/list` answer's text without its app-only tools; `None` when it has none.
 pub fn without_app_only(text: &str) -> Option<String> {
+    without_tools(text, Item::app_only)
+}
+
+/// A `tools/list` answer's text without the tools `drop` picks (each seen as an [`Item`]
+/// keyed by its name); `None` when it picks none.
+pub fn without_tools(text: &str, drop: impl Fn(&Item) -> bool) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        name: Option<String>,
+    }
     let span = message::find(text, 0..text.len(), &["result", "tools"])?;
     let tools: Vec<&RawValue> = serde_json::from_str(&text[span.clone()]).ok()?;
     let kept: Vec<&str> = tools
         .iter()
         .map(|raw| raw.get())
         .filter(|raw| {
-            !Item {
-                key: String::new(),
+            let key = serde_json::from_str::<Named>(raw)
+                .ok()
+                .and_then(|n| n.name)
+                .unwrap_or_default();
+            !drop(&Item {
+                key,
                 raw: raw.to_string(),
-            }
-            .app_only()
+            })
         })
         .collect();
     if kept.len() == tools.len() {

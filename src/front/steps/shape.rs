@@ -1,6 +1,7 @@
 //! Answers shaped for the harness that gets them: on the aggregated endpoint a server's
 //! renamed URIs are rewritten to the names the harness knows; a harness without MCP Apps
-//! does not see app-only tools in a `tools/list` answer.
+//! does not see app-only tools in a `tools/list` answer, nor tools its server's declaration
+//! filters out.
 
 use crate::front::exchange::{Context, Flow, Step};
 use crate::mcp::message::Message;
@@ -25,6 +26,24 @@ impl Step for HideAppOnly {
     fn answer(&mut self, _x: &mut Context, message: Message) -> Flow {
         Flow::Next(
             match crate::upstream::offer::without_app_only(message.text()) {
+                Some(text) => reparsed(message, text),
+                None => message,
+            },
+        )
+    }
+}
+
+/// Hides the tools the server's declaration filters out (`disabledTools`, `includeTools`,
+/// `excludeTools`) in a `tools/list` answer.
+pub struct HideFiltered;
+
+impl Step for HideFiltered {
+    fn answer(&mut self, x: &mut Context, message: Message) -> Flow {
+        let Some(filters) = x.hub().connections.tool_filters(&x.server) else {
+            return Flow::Next(message);
+        };
+        Flow::Next(
+            match crate::upstream::offer::without_tools(message.text(), |t| filters.hides(&t.key)) {
                 Some(text) => reparsed(message, text),
                 None => message,
             },
