@@ -19,6 +19,7 @@ use super::lock::assert_free;
 use super::outbox::Stream;
 use crate::mcp::message::Message;
 use crate::mirror::{Outcome, Ticket};
+use crate::upstream::era::Era;
 use crate::upstream::session::{Options, Reply, Unanswered};
 
 /// One behaviour on the raw path of a harness request. Every method has a default that
@@ -281,8 +282,15 @@ impl Exchange {
             reset_on_progress: true,
             tag: Some(self.x.tag()),
         };
+        // A modern server is told whom the request is for (a legacy one knew at `initialize`).
+        let envelope = match connected.era() {
+            Era::Modern => super::envelope::of(hub, self.x.harness),
+            Era::Legacy => None,
+        };
         assert_free("a server session called under a front lock");
-        if let Err((reply, failure)) = connected.session.request(message, self, options) {
+        let session = &connected.session;
+        if let Err((reply, failure)) = session.request_as(message, self, options, envelope.as_ref())
+        {
             reply.fail(failure);
         }
     }

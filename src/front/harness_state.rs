@@ -73,6 +73,8 @@ struct State {
     initialize: Option<Value>,
     /// What those declared (read once: every tool call looks).
     abilities: Abilities,
+    /// A stand-in's modern request envelope (who its requests are sent for).
+    modern: Option<crate::mcp::era::Envelope>,
     /// Requests it owes an answer to, by the id the proxy gave them.
     owed: HashMap<u64, Owed>,
     /// Requests for it held until its handshake is done (`notifications/initialized`).
@@ -119,6 +121,7 @@ impl HarnessState {
                 gone: false,
                 initialize: None,
                 abilities: Abilities::default(),
+                modern: None,
                 owed: HashMap::new(),
                 held: Vec::new(),
                 general: None,
@@ -182,6 +185,16 @@ impl HarnessState {
         state.initialize = Some(params);
         state.abilities = abilities;
         abilities
+    }
+
+    /// It stands in for a modern request whose `_meta` said `envelope`.
+    pub(super) fn speaks_modern(&self, envelope: crate::mcp::era::Envelope) {
+        self.state().modern = Some(envelope);
+    }
+
+    /// The modern envelope it stands in for, if it does.
+    pub fn modern_envelope(&self) -> Option<crate::mcp::era::Envelope> {
+        self.state().modern.clone()
     }
 
     /// What it declared (nothing before `initialize`).

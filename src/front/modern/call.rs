@@ -17,11 +17,12 @@ use tokio::sync::mpsc;
 use super::super::answers::INTERNAL_ERROR;
 use super::super::harness::Harness;
 use super::super::hub::Hub;
+use super::super::naming::Route;
 use super::super::outbox::{Outgoing, Stream};
 use super::super::registry::{Abilities, Level, Need, Scope};
 use super::super::steps::logs;
 use super::state::{self, Claims};
-use super::{initialize_params, server_era, Cancel};
+use super::{initialize_params, scope_hint, server_era, Cancel};
 use crate::mcp::era::{self, CacheHint, Completion, Envelope, Era, Problem};
 use crate::mcp::message::{self, Kind, Message};
 
@@ -135,12 +136,11 @@ pub fn resume(
     let claims = match state::verify(&token, &binding(&message)) {
         Ok(claims) => claims,
         Err(refused) => {
-            if let Scope::Server(server) = scope {
-                if server_era(hub, server) == Era::Modern {
-                    // Minted by a modern server: its own to judge.
-                    forward(hub, scope.clone(), envelope.clone(), message, out, cancel);
-                    return Ok(());
-                }
+            let to = target(hub, scope, &message);
+            if to.is_some_and(|server| server_era(hub, &server) == Era::Modern) {
+                // Minted by a modern server: its own to judge.
+                forward(hub, scope.clone(), envelope.clone(), message, out, cancel);
+                return Ok(());
             }
             return Err(refuse(refused.describe()));
         }
@@ -177,6 +177,32 @@ pub fn resume(
         .map_err(|_| refuse("Invalid params: the call this requestState was for is over"))
 }
 
+/// The server a request that may need input goes to in `scope` (by the tool, prompt or
+/// resource it names on `/mcp`), when one is known.
+fn target(hub: &Hub, scope: &Scope, message: &Message) -> Option<String> {
+    if let Scope::Server(server) = scope {
+        return Some(server.clone());
+    }
+    let method = message.method()?;
+    let named = message.string(&[era::named_by(method)?])?;
+    let namespace = hub.namespace();
+    let found = match method {
+        "tools/call" => namespace.tool(&named).map(|e| e.server.clone()),
+        "prompts/get" => namespace.prompt(&named).map(|e| e.server.clone()),
+        _ => match namespace.route_uri(&named) {
+            Route::To { server, .. } => Some(server),
+            Route::Ask(servers) => servers.into_iter().next(),
+        },
+    };
+    found.or_else(|| {
+        // One server and nothing renamed: what is not known is that server's.
+        let ready = hub.connections.snapshot();
+        (ready.len() == 1)
+            .then(|| ready.into_keys().next())
+            .flatten()
+    })
+}
+
 /// The harness a modern request stands for while it runs: the scope of its endpoint, what its
 /// envelope declared, never asked anything outside its calls.
 fn stand_in(hub: &Arc<Hub>, scope: Scope, envelope: &Envelope) -> Arc<Harness> {
@@ -185,6 +211,7 @@ fn stand_in(hub: &Arc<Hub>, scope: Scope, envelope: &Envelope) -> Arc<Harness> {
         .stand_in
         .store(true, std::sync::atomic::Ordering::Relaxed);
     let declared = harness.initialized(initialize_params(envelope, false));
+    harness.speaks_modern(envelope.clone());
     hub.join(harness.state());
     harness.go_live();
     harness.complete_handshake();
@@ -301,13 +328,10 @@ impl Pump {
     }
 
     /// The cache hints of this request's answer: every server's the scope joins, merged to
-    /// the strictest (a legacy server's are [`CacheHint::LEGACY`]; a modern server's own
-    /// pass through untouched, since only absent hints are added).
+    /// the strictest (a legacy server's are [`CacheHint::LEGACY`], a modern server's its
+    /// own; a modern server's answer keeps its hints, since only absent hints are added).
     fn cache_hint(&self) -> CacheHint {
-        (self.hub.connections.snapshot().into_keys())
-            .filter(|server| self.harness.scope.includes(server))
-            .map(|_| CacheHint::LEGACY)
-            .fold(CacheHint::LEGACY, CacheHint::merge)
+        scope_hint(&self.hub, &self.harness.scope)
     }
 
     /// A message the servers sent about the request: progress (under the harness's current

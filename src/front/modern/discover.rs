@@ -1,7 +1,7 @@
-//! `server/discover` on the modern face: on `/mcp/<server>` that server's own answer (built
-//! from its legacy `initialize` result: capabilities, instructions, `serverInfo` in `_meta`);
-//! on `/mcp` and stdio the proxy's, with the union of the servers' capabilities and their
-//! instructions. Answered once servers still starting are up, as `initialize` is.
+//! `server/discover` on the modern face: on `/mcp/<server>` that server's own answer (a
+//! modern server's as it gave it; a legacy one's built from its `initialize` result); on
+//! `/mcp` and stdio the proxy's, with the union of the servers' capabilities and their
+//! instructions and the strictest of their cache hints. Answered once servers still starting are up, as `initialize` is.
 
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use super::super::hub::Hub;
 use super::super::initialize;
 use super::super::outbox::Stream;
 use super::super::registry::Scope;
+use super::scope_hint;
 use crate::mcp::era::{self, meta, CacheHint};
 use crate::mcp::message::Message;
 
@@ -35,17 +36,24 @@ pub fn answer(hub: Arc<Hub>, scope: Scope, message: Message, out: Stream) {
             Scope::All => {
                 let (capabilities, instructions) = initialize::union(&hub);
                 let info = initialize::proxy_info();
-                result_answer(&id, &result(capabilities, instructions, info).to_string())
+                let hint = scope_hint(&hub, &scope);
+                let result = result(capabilities, instructions, info, hint);
+                result_answer(&id, &result.to_string())
             }
         };
         out.finish(text);
     });
 }
 
-/// Server `server`'s discover result, from its `initialize` result (while it runs, or as it
-/// last answered).
+/// Server `server`'s discover result: a modern server's own answer, as it gave it; a legacy
+/// server's built from its `initialize` result (while it runs, or as it last answered).
 fn of_server(hub: &Hub, server: &str) -> Option<Value> {
-    let initialized = match hub.connections.get(server) {
+    let connected = hub.connections.get(server);
+    let discovered = (connected.as_ref()).and_then(|c| c.session.discovered());
+    if let Some(own) = discovered.and_then(|text| serde_json::from_str(text).ok()) {
+        return Some(own);
+    }
+    let initialized = match connected {
         Some(connected) => connected.initialized,
         None => hub.connections.last_initialized(server)?,
     };
@@ -55,13 +63,18 @@ fn of_server(hub: &Hub, server: &str) -> Option<Value> {
         initialized.capabilities.clone(),
         initialized.instructions.clone(),
         info,
+        CacheHint::LEGACY,
     ))
 }
 
 /// A discover result: the versions the front serves, `capabilities`, `instructions`, the
-/// identity in `_meta`, and the cache hints the proxy gives a legacy server's answers.
-fn result(capabilities: Value, instructions: Option<String>, info: Value) -> Value {
-    let hint = CacheHint::LEGACY;
+/// identity in `_meta`, and cache hints `hint`.
+fn result(
+    capabilities: Value,
+    instructions: Option<String>,
+    info: Value,
+    hint: CacheHint,
+) -> Value {
     let mut result = Map::new();
     result.insert("resultType".into(), json!("complete"));
     result.insert("supportedVersions".into(), json!(era::SUPPORTED));

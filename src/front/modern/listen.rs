@@ -73,6 +73,7 @@ pub fn start(
         .stand_in
         .store(true, std::sync::atomic::Ordering::Relaxed);
     listener.initialized(initialize_params(envelope, false));
+    listener.speaks_modern(envelope.clone());
     hub.join(listener.state());
     let (general, mut frames) = Stream::channel();
     listener.set_general(Some(general));

@@ -21,7 +21,7 @@ use super::hub::Hub;
 use super::in_flight::HarnessId;
 use super::outbox::Stream;
 use super::registry::Scope;
-use crate::mcp::era::{self, Envelope, Era, Headers, Problem};
+use crate::mcp::era::{self, CacheHint, Envelope, Era, Headers, Problem};
 use crate::mcp::message::{Kind, Message};
 use crate::upstream::handshake::Identity;
 
@@ -45,11 +45,34 @@ pub enum Served {
     Answering,
 }
 
-/// The era of the server a modern request goes to. Every server is legacy until the
-/// upstream detects modern ones (issue 30's upstream half); then a modern server's results,
-/// `input_required` and `requestState` pass through untouched (`call`, `discover`).
-pub fn server_era(_hub: &Hub, _server: &str) -> Era {
-    Era::Legacy
+/// The era the upstream speaks to server `server` in (legacy while it is not running): a
+/// modern server's results, `input_required` and `requestState` pass through untouched
+/// (`call`, `discover`).
+pub fn server_era(hub: &Hub, server: &str) -> Era {
+    match hub.connections.get(server).map(|c| c.era()) {
+        Some(crate::upstream::era::Era::Modern) => Era::Modern,
+        _ => Era::Legacy,
+    }
+}
+
+/// The cache hints server `server`'s results are given: a modern server's own (those of its
+/// discover answer), [`CacheHint::LEGACY`] for a legacy one.
+pub fn server_hint(hub: &Hub, server: &str) -> CacheHint {
+    let discovered =
+        (hub.connections.get(server)).and_then(|c| c.session.discovered().map(str::to_string));
+    discovered
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|result| CacheHint::of(&result))
+        .unwrap_or(CacheHint::LEGACY)
+}
+
+/// The cache hints of a result joined from every server of `scope`: the strictest of theirs.
+pub fn scope_hint(hub: &Hub, scope: &Scope) -> CacheHint {
+    (hub.connections.snapshot().into_keys())
+        .filter(|server| scope.includes(server))
+        .map(|server| server_hint(hub, &server))
+        .reduce(CacheHint::merge)
+        .unwrap_or(CacheHint::LEGACY)
 }
 
 /// Serve one modern message from a harness; its answer goes to `out`. `Err` when the spec's
