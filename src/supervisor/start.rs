@@ -26,8 +26,10 @@ use crate::upstream::stateless::ProbeFailure;
 pub(super) const TOO_LONG: &str =
     "wrote a stdout line longer than 16 MiB, which cannot be read as an MCP message; stopped";
 /// How long a stdio server may take to answer the `server/discover` probe before it is
-/// taken for a legacy server that ignores requests before `initialize`.
-const PROBE_WAIT: Duration = Duration::from_secs(3);
+/// taken for a legacy server that ignores requests before `initialize`. Generous: a Node
+/// server on a busy machine can take seconds to start, and a modern one taken for legacy
+/// would not come up; a server that stays silent is rare (most answer an error at once).
+const PROBE_WAIT: Duration = Duration::from_secs(10);
 /// After a failed handshake, how long to wait for the child's exit status.
 const EXIT_STATUS_WAIT: Duration = Duration::from_secs(1);
 
