@@ -1,14 +1,16 @@
 //! What a session with a modern (2026-07-28) server keeps and does to each request on its
 //! way: the server's discover answer, the default envelope (who the proxy stands for when
 //! the front names nobody), and the legacy requests that have no modern counterpart,
-//! answered here (`resources/subscribe` folds into the listen stream's filter).
+//! answered here (`resources/subscribe` folds into the listen stream's filter), and a legacy
+//! harness's calls put behind the [`Bridge`].
 
 use std::collections::BTreeSet;
 
 use tokio::sync::watch;
 
+use super::bridge::{self, Bridge};
 use super::envelope::Envelope;
-use super::era::Discovered;
+use super::era::{Discovered, Era};
 use super::session::{Modernity, Options, Reply, Session};
 use crate::mcp::message::Message;
 
@@ -52,10 +54,10 @@ impl Modernity for Modern {
 
     fn outgoing(
         &self,
-        _session: &Session,
+        session: &Session,
         request: Message,
         reply: Box<dyn Reply>,
-        _options: Options,
+        options: Options,
         envelope: Option<&Envelope>,
     ) -> Option<(Message, Box<dyn Reply>)> {
         let envelope = envelope.unwrap_or(&self.envelope);
@@ -79,6 +81,12 @@ impl Modernity for Modern {
             Some("logging/setLevel" | "ping") => {
                 answer_here(&request, reply);
                 None
+            }
+            // A legacy harness cannot take `input_required`: the bridge asks it instead.
+            method if envelope.era == Era::Legacy && bridge::may_ask(method) => {
+                let wrapped = envelope.wrap(request.clone());
+                let bridge = Bridge::new(session, request, envelope.clone(), options, reply);
+                Some((wrapped, Box::new(bridge)))
             }
             _ => Some((envelope.wrap(request), reply)),
         }

@@ -80,6 +80,8 @@ struct Pending {
     timeout: Duration,
     reset_on_progress: bool,
     tag: Option<u64>,
+    /// A standing request (a listen stream): not a call in flight, its traffic the owner's.
+    standing: bool,
 }
 
 #[derive(Default)]
@@ -99,6 +101,8 @@ struct Inner {
     link: Box<dyn Link>,
     state: Mutex<State>,
     unsolicited: Mutex<Option<Weak<dyn Unsolicited>>>,
+    /// The proxy's own requests to the owner ([`Session::ask_owner`]) by raw id.
+    local: Mutex<HashMap<String, oneshot::Sender<Message>>>,
     /// Set once the server turned out to be modern.
     modern: OnceLock<Arc<dyn Modernity>>,
     earlier_deadline: Arc<Notify>,
@@ -140,12 +144,13 @@ impl Session {
                     ..State::default()
                 }),
                 unsolicited: Mutex::new(None),
+                local: Mutex::default(),
                 modern: OnceLock::new(),
                 earlier_deadline: Arc::new(Notify::new()),
                 ended: CancellationToken::new(),
             }),
         };
-        tokio::spawn(keep_deadlines(
+        tokio::spawn(deadlines::keep(
             Arc::downgrade(&session.inner),
             session.inner.earlier_deadline.clone(),
             session.inner.ended.clone(),
@@ -226,6 +231,16 @@ impl Session {
             },
             None => (request, reply),
         };
+        self.send_prepared(request, reply, options)
+    }
+
+    /// Send `request` as it is (a modern server's envelope already in it) with a fresh id.
+    pub(crate) fn send_prepared(
+        &self,
+        request: Message,
+        reply: Box<dyn Reply>,
+        options: Options,
+    ) -> Result<u64, (Box<dyn Reply>, Unanswered)> {
         let caller_token = request
             .find(&["_meta", "progressToken"])
             .map(|span| (span.clone(), request.slice(span).to_string()));
@@ -270,6 +285,7 @@ impl Session {
                     timeout: options.timeout,
                     reset_on_progress: options.reset_on_progress,
                     tag: options.tag,
+                    standing: false,
                 },
             );
             (id, text)
@@ -337,6 +353,9 @@ impl Session {
 
     /// Send a notification (e.g. `notifications/initialized`).
     pub fn notify(&self, text: String) -> Result<(), Unanswered> {
+        let Err(text) = self.answered_here(text) else {
+            return Ok(());
+        };
         if self.inner.modern.get().is_some_and(|m| !m.forwards(&text)) {
             return Ok(());
         }
@@ -346,9 +365,54 @@ impl Session {
     /// Answer the server's request whose id is `id` (raw) with `body`: the raw text of a
     /// `"result": …` or `"error": …` member.
     pub fn answer(&self, id: &str, body: &str) -> Result<(), Unanswered> {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#);
+        match self.answered_here(text) {
+            Ok(()) => Ok(()),
+            Err(text) => self.inner.link.send(text, None),
+        }
+    }
+
+    /// `text`, when it answers one of [`Session::ask_owner`]'s requests, to its asker.
+    fn answered_here(&self, text: String) -> Result<(), String> {
+        let mut local = self.inner.local.lock().unwrap_or_else(|p| p.into_inner());
+        if local.is_empty() {
+            return Err(text);
+        }
+        let Ok(message) = Message::parse(text.clone()) else {
+            return Err(text);
+        };
+        if !matches!(message.kind(), Kind::Result | Kind::Error) {
+            return Err(text);
+        }
+        match message.id().and_then(|id| local.remove(id)) {
+            Some(asker) => {
+                let _ = asker.send(message);
+                Ok(())
+            }
+            None => Err(text),
+        }
+    }
+
+    /// Hand `request` (its id one the server never uses) to the session's owner as if the
+    /// server had sent it about `cause`; its answer comes back here instead of going to the
+    /// server.
+    pub(crate) fn ask_owner(&self, request: Message, cause: Cause) -> oneshot::Receiver<Message> {
+        let (tx, rx) = oneshot::channel();
+        let Some(id) = request.id().map(str::to_string) else {
+            return rx;
+        };
         self.inner
-            .link
-            .send(format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#), None)
+            .local
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), tx);
+        match self.unsolicited() {
+            Some(unsolicited) => unsolicited.request(self, request, cause),
+            None => {
+                let _ = self.answer(&id, NO_CLIENT);
+            }
+        }
+        rx
     }
 
     /// Stop waiting for request `id` and tell the server (`notifications/cancelled`). The
@@ -400,9 +464,21 @@ impl Session {
         self.inner.link.negotiated(version);
     }
 
-    /// How many requests wait for an answer.
+    /// How many requests wait for an answer (standing ones are none of them).
     pub fn in_flight(&self) -> usize {
-        self.state().pending.len()
+        self.state()
+            .pending
+            .values()
+            .filter(|p| !p.standing)
+            .count()
+    }
+
+    /// Make request `id` a standing one (a listen stream): what the server sends on it goes
+    /// to the owner, and it is no call in flight.
+    pub(crate) fn stand(&self, id: u64) {
+        if let Some(pending) = self.state().pending.get_mut(&id) {
+            pending.standing = true;
+        }
     }
 
     /// One message from the server, in the order it came. `stream` is the request whose
@@ -423,10 +499,7 @@ impl Session {
                     Some(unsolicited) => unsolicited.request(self, message, cause),
                     None => {
                         if let Some(id) = message.id() {
-                            let _ = self.answer(
-                                id,
-                                r#""error":{"code":-32601,"message":"no MCP client is connected to answer this request"}"#,
-                            );
+                            let _ = self.answer(id, NO_CLIENT);
                         }
                     }
                 }
@@ -448,6 +521,9 @@ impl Session {
     }
 
     fn notification(&self, message: Message, stream: Option<u64>) {
+        if message.method() == Some("notifications/subscriptions/acknowledged") {
+            return; // a listen stream of the proxy's own opened: nothing for harnesses
+        }
         if message.method() == Some("notifications/progress") {
             let Some(span) = message.find(&["progressToken"]) else {
                 return;
@@ -482,7 +558,8 @@ impl Session {
                 .method()
                 .is_some_and(|m| m.ends_with("/list_changed"));
             if related {
-                if let Some(pending) = self.state().pending.get_mut(&id) {
+                let mut state = self.state();
+                if let Some(pending) = state.pending.get_mut(&id).filter(|p| !p.standing) {
                     pending.reply.related(message);
                     return;
                 }
@@ -557,60 +634,16 @@ impl Session {
     }
 }
 
+/// The answer to a server request no MCP client can take.
+const NO_CLIENT: &str =
+    r#""error":{"code":-32601,"message":"no MCP client is connected to answer this request"}"#;
+
 /// `notifications/cancelled` for request `id`.
 pub fn cancelled(id: u64, reason: &str) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id},"reason":{}}}}}"#,
         message::quote(reason)
     )
-}
-
-/// Fails requests whose deadline passed; sleeps until the earliest one. Holds the session
-/// only while it looks, so a dropped session ends it.
-async fn keep_deadlines(inner: Weak<Inner>, earlier: Arc<Notify>, ended: CancellationToken) {
-    loop {
-        let next = {
-            let Some(inner) = inner.upgrade() else { return };
-            Session { inner }.expire(Instant::now())
-        };
-        tokio::select! {
-            _ = earlier.notified() => {}
-            _ = ended.cancelled() => return,
-            _ = async {
-                match next {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            } => {}
-        }
-    }
-}
-
-impl Session {
-    /// Fail every request whose deadline is before `now`; the next deadline, if any.
-    fn expire(&self, now: Instant) -> Option<Instant> {
-        let mut expired = Vec::new();
-        let next = {
-            let mut state = self.state();
-            while let Some(&(at, id)) = state.deadlines.first() {
-                if at > now {
-                    break;
-                }
-                state.deadlines.pop_first();
-                expired.push(id);
-            }
-            let next = state.deadlines.first().map(|(at, _)| *at);
-            state.alarm = next;
-            next
-        };
-        for id in expired {
-            if let Some(pending) = self.take(id) {
-                let _ = self.notify(cancelled(id, "timed out"));
-                pending.reply.fail(Unanswered::Timeout(pending.timeout));
-            }
-        }
-        next
-    }
 }
 
 /// A reply that hands the whole response (or failure) to a waiting task.
@@ -626,6 +659,7 @@ impl Reply for Answer {
     }
 }
 
+mod deadlines;
 mod roles;
 #[cfg(test)]
 mod tests;
