@@ -126,7 +126,12 @@ pub async fn establish(
         Some(discovered) => {
             let initialized = Initialized::discovered(&discovered, name);
             let modern = Modern::new(identity.envelope(), discovered);
-            listen::keep(&session, modern.envelope.clone(), modern.subscriptions());
+            listen::keep(
+                &session,
+                modern.envelope.clone(),
+                modern.subscriptions(),
+                modern.acknowledged(),
+            );
             session.go_modern(Arc::new(modern));
             initialized
         }

@@ -6,6 +6,7 @@
 //! or the subscribed URIs change, and gone with the session.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
@@ -21,11 +22,13 @@ const FIRST_RETRY: Duration = Duration::from_secs(1);
 const LAST_RETRY: Duration = Duration::from_secs(60);
 
 /// Keep a listen stream open on `session` for `envelope`, following `subscriptions`,
-/// until the session ends.
+/// until the session ends; `acknowledged` follows the URIs the open stream was
+/// acknowledged for.
 pub fn keep(
     session: &Session,
     envelope: Envelope,
     subscriptions: watch::Receiver<BTreeSet<String>>,
+    acknowledged: Arc<watch::Sender<BTreeSet<String>>>,
 ) {
     let weak = session.downgrade();
     tokio::spawn(async move {
@@ -46,7 +49,15 @@ pub fn keep(
                     reset_on_progress: false,
                     tag: None,
                 };
-                match session.send_prepared(envelope.wrap(request), Box::new(Ended(tx)), options) {
+                match session.send_prepared(
+                    envelope.wrap(request),
+                    Box::new(Ended {
+                        ended: tx,
+                        uris,
+                        acknowledged: acknowledged.clone(),
+                    }),
+                    options,
+                ) {
                     Ok(id) => {
                         session.stand(id);
                         id
@@ -82,16 +93,23 @@ fn request_text(uris: &BTreeSet<String>) -> String {
     )
 }
 
-/// Tells the keeper the stream ended, however it did.
-struct Ended(oneshot::Sender<()>);
+/// Tells the keeper the stream ended, however it did, and says what it was acknowledged for.
+struct Ended {
+    ended: oneshot::Sender<()>,
+    uris: BTreeSet<String>,
+    acknowledged: Arc<watch::Sender<BTreeSet<String>>>,
+}
 
 impl Reply for Ended {
-    fn related(&mut self, _: Message) {}
+    /// Only the acknowledgement comes here (the deliveries go to the owner).
+    fn related(&mut self, _: Message) {
+        self.acknowledged.send_replace(self.uris.clone());
+    }
     fn respond(self: Box<Self>, _: Message) {
-        let _ = self.0.send(());
+        let _ = self.ended.send(());
     }
     fn fail(self: Box<Self>, _: Unanswered) {
-        let _ = self.0.send(());
+        let _ = self.ended.send(());
     }
 }
 

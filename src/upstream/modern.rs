@@ -5,6 +5,7 @@
 //! harness's calls put behind the [`Bridge`].
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use tokio::sync::watch;
 
@@ -22,6 +23,9 @@ pub struct Modern {
     pub discovered: Discovered,
     /// Resource URIs harnesses subscribed to (the listen stream's filter).
     subscriptions: watch::Sender<BTreeSet<String>>,
+    /// The URIs the open listen stream was acknowledged for: a subscription is answered
+    /// once its URI is among them, so no update after the answer is missed.
+    acknowledged: Arc<watch::Sender<BTreeSet<String>>>,
 }
 
 impl Modern {
@@ -31,12 +35,18 @@ impl Modern {
             envelope,
             discovered,
             subscriptions: watch::channel(BTreeSet::new()).0,
+            acknowledged: Arc::new(watch::channel(BTreeSet::new()).0),
         }
     }
 
     /// Follows the resource URIs harnesses subscribed to.
     pub fn subscriptions(&self) -> watch::Receiver<BTreeSet<String>> {
         self.subscriptions.subscribe()
+    }
+
+    /// Where the listen stream says what it was acknowledged for.
+    pub fn acknowledged(&self) -> Arc<watch::Sender<BTreeSet<String>>> {
+        self.acknowledged.clone()
     }
 }
 
@@ -63,18 +73,29 @@ impl Modernity for Modern {
         let envelope = envelope.unwrap_or(&self.envelope);
         match request.method() {
             Some(method @ ("resources/subscribe" | "resources/unsubscribe")) => {
-                if let Some(uri) = request.string(&["uri"]) {
-                    let uri = uri.into_owned();
-                    let subscribe = method == "resources/subscribe";
-                    self.subscriptions.send_if_modified(|set| {
-                        if subscribe {
-                            set.insert(uri)
-                        } else {
-                            set.remove(&uri)
-                        }
-                    });
+                let subscribe = method == "resources/subscribe";
+                let Some(uri) = request.string(&["uri"]).map(|u| u.into_owned()) else {
+                    answer_here(&request, reply);
+                    return None;
+                };
+                self.subscriptions.send_if_modified(|set| {
+                    if subscribe {
+                        set.insert(uri.clone())
+                    } else {
+                        set.remove(&uri)
+                    }
+                });
+                if !subscribe {
+                    answer_here(&request, reply);
+                    return None;
                 }
-                answer_here(&request, reply);
+                // Answered once the listen stream covers it (or after the request's time).
+                let mut acknowledged = self.acknowledged.subscribe();
+                tokio::spawn(async move {
+                    let covered = acknowledged.wait_for(|set| set.contains(&uri));
+                    let _ = tokio::time::timeout(options.timeout, covered).await;
+                    answer_here(&request, reply);
+                });
                 None
             }
             // No modern counterpart: the level travels per request, pings are the proxy's.

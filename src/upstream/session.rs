@@ -479,7 +479,14 @@ impl Session {
 
     fn notification(&self, message: Message, stream: Option<u64>) {
         if message.method() == Some("notifications/subscriptions/acknowledged") {
-            return; // a listen stream of the proxy's own opened: nothing for harnesses
+            // A listen stream of the proxy's own opened: its keeper hears, no harness does.
+            let id = message.find(&["_meta", SUBSCRIPTION_ID]);
+            let id = id.and_then(|span| message.slice(span).parse::<u64>().ok());
+            let mut state = self.state();
+            if let Some(pending) = id.and_then(|id| state.pending.get_mut(&id)) {
+                pending.reply.related(message);
+            }
+            return;
         }
         if message.method() == Some("notifications/progress") {
             let Some(span) = message.find(&["progressToken"]) else {
@@ -590,6 +597,9 @@ impl Session {
         self.inner.ended.is_cancelled()
     }
 }
+
+/// The `_meta` member naming the listen stream a notification belongs to.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The answer to a server request no MCP client can take.
 const NO_CLIENT: &str =
