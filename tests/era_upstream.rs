@@ -151,3 +151,81 @@ async fn a_crashing_modern_server_is_an_error_with_its_exit_status_and_stderr() 
     assert!(message.contains("status 5"), "{message}");
     assert!(message.contains("modern: out of luck"), "{message}");
 }
+
+/// SDK v1 (a legacy harness declaring elicitation, sampling and roots) against a modern-only
+/// server over `transport`, through `front`: its `input_required` answers become real
+/// requests to the harness, and the server's list changes and resource updates (read from
+/// the proxy's listen stream) reach it.
+async fn a_legacy_harness_answers_a_modern_server(transport: Transport, stdio_front: bool) {
+    let toolkit = Toolkit::load();
+    let (table, _http) = era_server(&toolkit, "modern", "modern", transport);
+    let wanted = [
+        "elicit",
+        "sample",
+        "roots",
+        "list_changed",
+        "resource_updated",
+    ];
+    let outcomes = if stdio_front {
+        let scratch = common::ScratchDir::new("bridge");
+        let path = scratch.path().join("bridge.toml");
+        std::fs::write(&path, format!("{FAST}{table}")).unwrap();
+        let argv = vec![
+            env!("CARGO_BIN_EXE_ahp-proxy").to_string(),
+            "--config".into(),
+            path.display().to_string(),
+            "serve".into(),
+            "--stdio".into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ];
+        tokio::task::block_in_place(|| toolkit.drive(V1, &Target::Command(argv)))
+    } else {
+        through_proxy(&toolkit, &table, "modern").await.1
+    };
+    let failed = passed(&outcomes, &wanted);
+    assert!(failed.is_empty(), "{transport:?}: {failed:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_legacy_harness_answers_a_modern_stdio_server_through_its_endpoint() {
+    a_legacy_harness_answers_a_modern_server(Transport::Stdio, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_legacy_harness_answers_a_modern_http_server_through_its_endpoint() {
+    a_legacy_harness_answers_a_modern_server(Transport::Http, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_legacy_harness_on_stdio_answers_a_modern_server() {
+    a_legacy_harness_answers_a_modern_server(Transport::Stdio, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_capability_the_harness_did_not_declare_is_a_clear_error() {
+    let toolkit = Toolkit::load();
+    let (table, _http) = era_server(&toolkit, "modern", "modern", Transport::Stdio);
+    // A raw legacy harness declaring no capabilities at all.
+    let (proxy, mut harness) = common::stdio_harness(&format!("{FAST}{table}")).await;
+    let mut w = Watcher::open(&proxy).await;
+    w.until("modern", "ready", &mut Vec::new()).await;
+    let mut asked = Vec::new();
+    let exchange = harness
+        .request(
+            "tools/call",
+            Some(r#"{"name":"elicit","arguments":{}}"#),
+            &mut |method, _| {
+                asked.push(method.to_string());
+                String::new()
+            },
+        )
+        .await;
+    let response: serde_json::Value = serde_json::from_str(exchange.response()).unwrap();
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("elicitation/create") && message.contains("elicitation"),
+        "{response}"
+    );
+    assert!(asked.is_empty(), "{asked:?}");
+}

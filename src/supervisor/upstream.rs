@@ -10,6 +10,7 @@ use super::connections::Connections;
 use crate::mcp::message::Message;
 use crate::upstream::era::Discovered;
 use crate::upstream::handshake::{self, HandshakeError, Identity, Initialized};
+use crate::upstream::listen;
 use crate::upstream::modern::Modern;
 use crate::upstream::offer::{self, ListError, Lists, Offer};
 use crate::upstream::session::{self, Cause, Session, Unanswered};
@@ -124,7 +125,14 @@ pub async fn establish(
     let initialized = match discovered {
         Some(discovered) => {
             let initialized = Initialized::discovered(&discovered, name);
-            session.go_modern(Arc::new(Modern::new(identity.envelope(), discovered)));
+            let modern = Modern::new(identity.envelope(), discovered);
+            listen::keep(
+                &session,
+                modern.envelope.clone(),
+                modern.subscriptions(),
+                modern.acknowledged(),
+            );
+            session.go_modern(Arc::new(modern));
             initialized
         }
         None => match handshake::initialize(&session, identity, timeout).await {

@@ -1,14 +1,17 @@
 //! What a session with a modern (2026-07-28) server keeps and does to each request on its
 //! way: the server's discover answer, the default envelope (who the proxy stands for when
 //! the front names nobody), and the legacy requests that have no modern counterpart,
-//! answered here (`resources/subscribe` folds into the listen stream's filter).
+//! answered here (`resources/subscribe` folds into the listen stream's filter), and a legacy
+//! harness's calls put behind the [`Bridge`].
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use super::bridge::{self, Bridge};
 use super::envelope::Envelope;
-use super::era::Discovered;
+use super::era::{Discovered, Era};
 use super::session::{Modernity, Options, Reply, Session};
 use crate::mcp::message::Message;
 
@@ -20,6 +23,9 @@ pub struct Modern {
     pub discovered: Discovered,
     /// Resource URIs harnesses subscribed to (the listen stream's filter).
     subscriptions: watch::Sender<BTreeSet<String>>,
+    /// The URIs the open listen stream was acknowledged for: a subscription is answered
+    /// once its URI is among them, so no update after the answer is missed.
+    acknowledged: Arc<watch::Sender<BTreeSet<String>>>,
 }
 
 impl Modern {
@@ -29,12 +35,18 @@ impl Modern {
             envelope,
             discovered,
             subscriptions: watch::channel(BTreeSet::new()).0,
+            acknowledged: Arc::new(watch::channel(BTreeSet::new()).0),
         }
     }
 
     /// Follows the resource URIs harnesses subscribed to.
     pub fn subscriptions(&self) -> watch::Receiver<BTreeSet<String>> {
         self.subscriptions.subscribe()
+    }
+
+    /// Where the listen stream says what it was acknowledged for.
+    pub fn acknowledged(&self) -> Arc<watch::Sender<BTreeSet<String>>> {
+        self.acknowledged.clone()
     }
 }
 
@@ -52,33 +64,50 @@ impl Modernity for Modern {
 
     fn outgoing(
         &self,
-        _session: &Session,
+        session: &Session,
         request: Message,
         reply: Box<dyn Reply>,
-        _options: Options,
+        options: Options,
         envelope: Option<&Envelope>,
     ) -> Option<(Message, Box<dyn Reply>)> {
         let envelope = envelope.unwrap_or(&self.envelope);
         match request.method() {
             Some(method @ ("resources/subscribe" | "resources/unsubscribe")) => {
-                if let Some(uri) = request.string(&["uri"]) {
-                    let uri = uri.into_owned();
-                    let subscribe = method == "resources/subscribe";
-                    self.subscriptions.send_if_modified(|set| {
-                        if subscribe {
-                            set.insert(uri)
-                        } else {
-                            set.remove(&uri)
-                        }
-                    });
+                let subscribe = method == "resources/subscribe";
+                let Some(uri) = request.string(&["uri"]).map(|u| u.into_owned()) else {
+                    answer_here(&request, reply);
+                    return None;
+                };
+                self.subscriptions.send_if_modified(|set| {
+                    if subscribe {
+                        set.insert(uri.clone())
+                    } else {
+                        set.remove(&uri)
+                    }
+                });
+                if !subscribe {
+                    answer_here(&request, reply);
+                    return None;
                 }
-                answer_here(&request, reply);
+                // Answered once the listen stream covers it (or after the request's time).
+                let mut acknowledged = self.acknowledged.subscribe();
+                tokio::spawn(async move {
+                    let covered = acknowledged.wait_for(|set| set.contains(&uri));
+                    let _ = tokio::time::timeout(options.timeout, covered).await;
+                    answer_here(&request, reply);
+                });
                 None
             }
             // No modern counterpart: the level travels per request, pings are the proxy's.
             Some("logging/setLevel" | "ping") => {
                 answer_here(&request, reply);
                 None
+            }
+            // A legacy harness cannot take `input_required`: the bridge asks it instead.
+            method if envelope.era == Era::Legacy && bridge::may_ask(method) => {
+                let wrapped = envelope.wrap(request.clone());
+                let bridge = Bridge::new(session, request, envelope.clone(), options, reply);
+                Some((wrapped, Box::new(bridge)))
             }
             _ => Some((envelope.wrap(request), reply)),
         }

@@ -80,6 +80,8 @@ struct Pending {
     timeout: Duration,
     reset_on_progress: bool,
     tag: Option<u64>,
+    /// A standing request (a listen stream): not a call in flight, its traffic the owner's.
+    standing: bool,
 }
 
 #[derive(Default)]
@@ -99,6 +101,8 @@ struct Inner {
     link: Box<dyn Link>,
     state: Mutex<State>,
     unsolicited: Mutex<Option<Weak<dyn Unsolicited>>>,
+    /// The proxy's own requests to the owner ([`Session::ask_owner`]) by raw id.
+    local: Mutex<HashMap<String, oneshot::Sender<Message>>>,
     /// Set once the server turned out to be modern.
     modern: OnceLock<Arc<dyn Modernity>>,
     earlier_deadline: Arc<Notify>,
@@ -140,12 +144,13 @@ impl Session {
                     ..State::default()
                 }),
                 unsolicited: Mutex::new(None),
+                local: Mutex::default(),
                 modern: OnceLock::new(),
                 earlier_deadline: Arc::new(Notify::new()),
                 ended: CancellationToken::new(),
             }),
         };
-        tokio::spawn(keep_deadlines(
+        tokio::spawn(deadlines::keep(
             Arc::downgrade(&session.inner),
             session.inner.earlier_deadline.clone(),
             session.inner.ended.clone(),
@@ -226,6 +231,16 @@ impl Session {
             },
             None => (request, reply),
         };
+        self.send_prepared(request, reply, options)
+    }
+
+    /// Send `request` as it is (a modern server's envelope already in it) with a fresh id.
+    pub(crate) fn send_prepared(
+        &self,
+        request: Message,
+        reply: Box<dyn Reply>,
+        options: Options,
+    ) -> Result<u64, (Box<dyn Reply>, Unanswered)> {
         let caller_token = request
             .find(&["_meta", "progressToken"])
             .map(|span| (span.clone(), request.slice(span).to_string()));
@@ -270,6 +285,7 @@ impl Session {
                     timeout: options.timeout,
                     reset_on_progress: options.reset_on_progress,
                     tag: options.tag,
+                    standing: false,
                 },
             );
             (id, text)
@@ -337,6 +353,9 @@ impl Session {
 
     /// Send a notification (e.g. `notifications/initialized`).
     pub fn notify(&self, text: String) -> Result<(), Unanswered> {
+        let Err(text) = self.answered_here(text) else {
+            return Ok(());
+        };
         if self.inner.modern.get().is_some_and(|m| !m.forwards(&text)) {
             return Ok(());
         }
@@ -346,9 +365,11 @@ impl Session {
     /// Answer the server's request whose id is `id` (raw) with `body`: the raw text of a
     /// `"result": …` or `"error": …` member.
     pub fn answer(&self, id: &str, body: &str) -> Result<(), Unanswered> {
-        self.inner
-            .link
-            .send(format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#), None)
+        let text = format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#);
+        match self.answered_here(text) {
+            Ok(()) => Ok(()),
+            Err(text) => self.inner.link.send(text, None),
+        }
     }
 
     /// Stop waiting for request `id` and tell the server (`notifications/cancelled`). The
@@ -400,9 +421,21 @@ impl Session {
         self.inner.link.negotiated(version);
     }
 
-    /// How many requests wait for an answer.
+    /// How many requests wait for an answer (standing ones are none of them).
     pub fn in_flight(&self) -> usize {
-        self.state().pending.len()
+        self.state()
+            .pending
+            .values()
+            .filter(|p| !p.standing)
+            .count()
+    }
+
+    /// Make request `id` a standing one (a listen stream): what the server sends on it goes
+    /// to the owner, and it is no call in flight.
+    pub(crate) fn stand(&self, id: u64) {
+        if let Some(pending) = self.state().pending.get_mut(&id) {
+            pending.standing = true;
+        }
     }
 
     /// One message from the server, in the order it came. `stream` is the request whose
@@ -423,10 +456,7 @@ impl Session {
                     Some(unsolicited) => unsolicited.request(self, message, cause),
                     None => {
                         if let Some(id) = message.id() {
-                            let _ = self.answer(
-                                id,
-                                r#""error":{"code":-32601,"message":"no MCP client is connected to answer this request"}"#,
-                            );
+                            let _ = self.answer(id, NO_CLIENT);
                         }
                     }
                 }
@@ -448,6 +478,16 @@ impl Session {
     }
 
     fn notification(&self, message: Message, stream: Option<u64>) {
+        if message.method() == Some("notifications/subscriptions/acknowledged") {
+            // A listen stream of the proxy's own opened: its keeper hears, no harness does.
+            let id = message.find(&["_meta", SUBSCRIPTION_ID]);
+            let id = id.and_then(|span| message.slice(span).parse::<u64>().ok());
+            let mut state = self.state();
+            if let Some(pending) = id.and_then(|id| state.pending.get_mut(&id)) {
+                pending.reply.related(message);
+            }
+            return;
+        }
         if message.method() == Some("notifications/progress") {
             let Some(span) = message.find(&["progressToken"]) else {
                 return;
@@ -482,7 +522,8 @@ impl Session {
                 .method()
                 .is_some_and(|m| m.ends_with("/list_changed"));
             if related {
-                if let Some(pending) = self.state().pending.get_mut(&id) {
+                let mut state = self.state();
+                if let Some(pending) = state.pending.get_mut(&id).filter(|p| !p.standing) {
                     pending.reply.related(message);
                     return;
                 }
@@ -557,60 +598,19 @@ impl Session {
     }
 }
 
+/// The `_meta` member naming the listen stream a notification belongs to.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The answer to a server request no MCP client can take.
+const NO_CLIENT: &str =
+    r#""error":{"code":-32601,"message":"no MCP client is connected to answer this request"}"#;
+
 /// `notifications/cancelled` for request `id`.
 pub fn cancelled(id: u64, reason: &str) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id},"reason":{}}}}}"#,
         message::quote(reason)
     )
-}
-
-/// Fails requests whose deadline passed; sleeps until the earliest one. Holds the session
-/// only while it looks, so a dropped session ends it.
-async fn keep_deadlines(inner: Weak<Inner>, earlier: Arc<Notify>, ended: CancellationToken) {
-    loop {
-        let next = {
-            let Some(inner) = inner.upgrade() else { return };
-            Session { inner }.expire(Instant::now())
-        };
-        tokio::select! {
-            _ = earlier.notified() => {}
-            _ = ended.cancelled() => return,
-            _ = async {
-                match next {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            } => {}
-        }
-    }
-}
-
-impl Session {
-    /// Fail every request whose deadline is before `now`; the next deadline, if any.
-    fn expire(&self, now: Instant) -> Option<Instant> {
-        let mut expired = Vec::new();
-        let next = {
-            let mut state = self.state();
-            while let Some(&(at, id)) = state.deadlines.first() {
-                if at > now {
-                    break;
-                }
-                state.deadlines.pop_first();
-                expired.push(id);
-            }
-            let next = state.deadlines.first().map(|(at, _)| *at);
-            state.alarm = next;
-            next
-        };
-        for id in expired {
-            if let Some(pending) = self.take(id) {
-                let _ = self.notify(cancelled(id, "timed out"));
-                pending.reply.fail(Unanswered::Timeout(pending.timeout));
-            }
-        }
-        next
-    }
 }
 
 /// A reply that hands the whole response (or failure) to a waiting task.
@@ -626,6 +626,8 @@ impl Reply for Answer {
     }
 }
 
+mod deadlines;
+mod owner_asks;
 mod roles;
 #[cfg(test)]
 mod tests;
