@@ -1,6 +1,6 @@
-//! The official MCP conformance suite (`@modelcontextprotocol/conformance`, the server
-//! scenarios of MCP 2025-11-25) against its reference server — the project's fixture,
-//! `ahp-proxy-example-server conformance` — directly and through `ahp-proxy`: both
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance`): the server
+//! scenarios of MCP 2025-11-25 against the project's fixture, and those of 2026-07-28 and
+//! 2025-11-25 against the SDK v2 reference server, directly and through `ahp-proxy`: both
 //! endpoints, the server as a stdio child and as an HTTP upstream. The same scenarios must
 //! pass. `scripts/conformance.sh` installs a pinned Node ≥ 22 and the suite when missing.
 
@@ -51,6 +51,65 @@ fn the_proxy_passes_the_same_conformance_scenarios_as_the_server_it_fronts() {
             passed.len(),
             summary["checks_passed"],
             summary["elapsed_ms"]
+        );
+    }
+}
+
+/// The scored scenarios that passed, and those that did not (with their failures).
+fn scored(summary: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut passed, mut failed) = (Vec::new(), Vec::new());
+    for s in summary["scenarios"].as_array().expect("scenarios") {
+        let name = s["name"].as_str().unwrap_or_default().to_string();
+        match (s["scored"] == true, s["status"] == "pass") {
+            (true, true) => passed.push(name),
+            (true, false) => failed.push(format!("{name}: {}", s["failures"])),
+            _ => {}
+        }
+    }
+    (passed, failed)
+}
+
+/// MCP 2026-07-28 through the proxy: the SDK v2 reference server (dual-era, spoken to in
+/// modern) behind ahp-proxy on every path passes every scored 2026-07-28 scenario it passes
+/// direct (37, `tests/era_direct.rs`), and the 2025-11-25 ones stay as they are direct (33).
+#[test]
+fn the_proxy_passes_the_2026_07_28_scenarios_the_modern_server_it_fronts_passes() {
+    for (upstream, endpoint) in [
+        ("stdio", "server"),
+        ("stdio", "aggregate"),
+        ("http", "server"),
+        ("http", "aggregate"),
+    ] {
+        let path = [
+            "proxy",
+            "--sdk",
+            "--upstream",
+            upstream,
+            "--endpoint",
+            endpoint,
+        ];
+        let modern = suite::run(&path, &["--requirements", "2026-07-28"]);
+        let (passed, failed) = scored(&modern);
+        assert!(
+            failed.is_empty() && passed.len() == 37,
+            "2026-07-28, {upstream} upstream, {endpoint} endpoint: passed {}, failed {failed:?}",
+            passed.len()
+        );
+        let legacy = suite::run(&path, &["--requirements", "2025-11-25"]);
+        assert_eq!(
+            (
+                legacy["scenarios_passed"].as_u64(),
+                legacy["scenarios_failed"].as_u64()
+            ),
+            (Some(33), Some(0)),
+            "2025-11-25, {upstream} upstream, {endpoint} endpoint: {:?}",
+            legacy["failed_scenarios"]
+        );
+        eprintln!(
+            "SDK v2 reference server through ahp-proxy ({upstream} upstream, {endpoint} endpoint): 2026-07-28 {} scored scenarios in {} ms, 2025-11-25 33 in {} ms",
+            passed.len(),
+            modern["elapsed_ms"],
+            legacy["elapsed_ms"]
         );
     }
 }

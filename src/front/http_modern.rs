@@ -56,7 +56,8 @@ pub async fn post(hub: &Arc<Hub>, headers: &HeaderMap, scope: Scope, message: Me
 
 type Response = http::Response<Body>;
 
-/// A validation error found once the request ran (a capability it lacked) is a `400`.
+/// A validation error found once the request ran (a capability it lacked) is a `400`; a
+/// method the server does not know (its own `-32601`, passed on) a `404`, as the spec says.
 fn status_of(text: &str) -> StatusCode {
     let refused = Message::parse(text.to_string())
         .ok()
@@ -68,6 +69,7 @@ fn status_of(text: &str) -> StatusCode {
     ];
     match refused.and_then(|code| code.parse::<i64>().ok()) {
         Some(code) if validation.contains(&code) => StatusCode::BAD_REQUEST,
+        Some(era::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
         _ => StatusCode::OK,
     }
 }
