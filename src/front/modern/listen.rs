@@ -1,5 +1,5 @@
-//! `subscriptions/listen` on the modern face: acknowledged at once with the filter the proxy
-//! honours, then fed the list changes the harness opted into (the servers' own legacy
+//! `subscriptions/listen` on the modern face: acknowledged with the filter the proxy honours
+//! once the resources it names are subscribed at their servers, then fed the list changes the harness opted into (the servers' own legacy
 //! `list_changed` on `/mcp/<server>`, the proxy's on `/mcp` and stdio, servers added,
 //! removed or toggled included) and updates of the resources it named, each tagged with the
 //! listen request's id. Ends when the harness closes the stream (HTTP) or cancels it (stdio).
@@ -25,6 +25,9 @@ const LISTS: [(&str, &str); 3] = [
         "notifications/resources/list_changed",
     ),
 ];
+
+/// How long the acknowledgement waits for the servers to confirm the resource subscriptions.
+const SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Start serving a listen request on `out`.
 pub fn start(
@@ -62,10 +65,10 @@ pub fn start(
         honoured.insert("resourceSubscriptions".into(), json!(uris));
     }
     let tag = format!(r#"{{"{}":{id}}}"#, meta::SUBSCRIPTION_ID);
-    out.send(format!(
+    let ack = format!(
         r#"{{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{{"_meta":{tag},"notifications":{}}}}}"#,
         Value::Object(honoured)
-    ));
+    );
     // A harness of its own hears what the front announces: the changes of its scope, and
     // the updates of the resources it subscribes to (through the usual subscription path).
     let listener = Harness::new(hub.clone(), scope, false);
@@ -79,17 +82,33 @@ pub fn start(
     listener.set_general(Some(general));
     listener.go_live();
     listener.complete_handshake();
+    let mut subscribed = Vec::new();
     for (n, uri) in uris.iter().enumerate() {
         let text = format!(
             r#"{{"jsonrpc":"2.0","id":"listen-{n}","method":"resources/subscribe","params":{{"uri":{}}}}}"#,
             message::quote(uri)
         );
         if let Ok(subscribe) = Message::parse(text) {
-            listener.handle(subscribe, Stream::channel().0);
+            let (answer, answered) = Stream::channel();
+            listener.handle(subscribe, answer);
+            subscribed.push(answered);
         }
     }
     let updates = !uris.is_empty();
     tokio::spawn(async move {
+        // The acknowledgement promises the updates: it waits (within SUBSCRIBE_WAIT) until
+        // every resource named is subscribed at its server, so none right after it is lost.
+        let _ = tokio::time::timeout(SUBSCRIBE_WAIT, async {
+            for mut answered in subscribed {
+                while let Some(frame) = answered.recv().await {
+                    if frame.last {
+                        break;
+                    }
+                }
+            }
+        })
+        .await;
+        out.send(ack);
         loop {
             let frame = tokio::select! {
                 frame = frames.recv() => frame,
