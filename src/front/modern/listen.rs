@@ -2,7 +2,8 @@
 //! once the resources it names are subscribed at their servers, then fed the list changes the
 //! harness opted into (the servers' own legacy `list_changed` on `/mcp/<server>`, the proxy's
 //! on `/mcp` and stdio, servers added, removed or toggled included) and updates of the
-//! resources it named, each tagged with the listen request's id. Ends when the harness closes the stream (HTTP) or cancels it (stdio).
+//! resources it named, each tagged with the listen request's id. Ends when the harness
+//! closes the stream (HTTP) or cancels it (stdio).
 
 use std::sync::Arc;
 
