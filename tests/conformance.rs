@@ -55,20 +55,6 @@ fn the_proxy_passes_the_same_conformance_scenarios_as_the_server_it_fronts() {
     }
 }
 
-/// The scored scenarios that passed, and those that did not (with their failures).
-fn scored(summary: &Value) -> (Vec<String>, Vec<String>) {
-    let (mut passed, mut failed) = (Vec::new(), Vec::new());
-    for s in summary["scenarios"].as_array().expect("scenarios") {
-        let name = s["name"].as_str().unwrap_or_default().to_string();
-        match (s["scored"] == true, s["status"] == "pass") {
-            (true, true) => passed.push(name),
-            (true, false) => failed.push(format!("{name}: {}", s["failures"])),
-            _ => {}
-        }
-    }
-    (passed, failed)
-}
-
 /// MCP 2026-07-28 through the proxy: the SDK v2 reference server (dual-era, spoken to in
 /// modern) behind ahp-proxy on every path passes every scored 2026-07-28 scenario it passes
 /// direct (37, `tests/era_direct.rs`), and the 2025-11-25 ones stay as they are direct (33).
@@ -89,7 +75,7 @@ fn the_proxy_passes_the_2026_07_28_scenarios_the_modern_server_it_fronts_passes(
             endpoint,
         ];
         let modern = suite::run(&path, &["--requirements", "2026-07-28"]);
-        let (passed, failed) = scored(&modern);
+        let (passed, failed) = suite::scored(&modern);
         assert!(
             failed.is_empty() && passed.len() == 37,
             "2026-07-28, {upstream} upstream, {endpoint} endpoint: passed {}, failed {failed:?}",

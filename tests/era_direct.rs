@@ -12,7 +12,6 @@ mod suite;
 use era::{
     direct, in_parallel, Client, Expect, Outcome, Target, Toolkit, Transport, CLIENTS, SERVERS,
 };
-use serde_json::Value;
 
 /// The input a server asks for in each scenario, by method.
 const ASKS: [(&str, &str); 3] = [
@@ -127,24 +126,10 @@ fn every_sdk_client_meets_every_era_server_as_the_spec_says() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// The scored scenarios that passed, and those that did not.
-fn scored(summary: &Value) -> (Vec<String>, Vec<String>) {
-    let (mut passed, mut failed) = (Vec::new(), Vec::new());
-    for s in summary["scenarios"].as_array().expect("scenarios") {
-        let name = s["name"].as_str().unwrap_or_default().to_string();
-        match (s["scored"] == true, s["status"] == "pass") {
-            (true, true) => passed.push(name),
-            (true, false) => failed.push(name),
-            _ => {}
-        }
-    }
-    (passed, failed)
-}
-
 #[test]
 fn the_sdk_reference_server_passes_the_2026_07_28_and_2025_11_25_server_scenarios() {
     let modern = suite::run(&["reference", "--sdk"], &["--requirements", "2026-07-28"]);
-    let (passed, failed) = scored(&modern);
+    let (passed, failed) = suite::scored(&modern);
     assert!(
         failed.is_empty() && passed.len() == 37,
         "2026-07-28: passed {passed:?}, failed {failed:?}"
@@ -175,7 +160,7 @@ fn the_sdk_reference_client_passes_the_2026_07_28_client_scenarios_but_oauth() {
         &["client", "--sdk-client"],
         &["--requirements", "2026-07-28"],
     );
-    let (passed, failed) = scored(&summary);
+    let (passed, failed) = suite::scored(&summary);
     let not_oauth = |names: &[String]| -> Vec<String> {
         let names = names.iter().filter(|n| !n.starts_with("auth/"));
         names.cloned().collect()

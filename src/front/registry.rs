@@ -117,16 +117,7 @@ impl Need {
 pub struct Level(u8);
 
 impl Level {
-    const NAMES: [&'static str; 8] = [
-        "debug",
-        "info",
-        "notice",
-        "warning",
-        "error",
-        "critical",
-        "alert",
-        "emergency",
-    ];
+    const NAMES: [&'static str; 8] = crate::mcp::era::LOG_LEVELS;
 
     /// The level called `name`.
     pub fn parse(name: &str) -> Option<Self> {

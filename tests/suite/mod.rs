@@ -39,3 +39,17 @@ pub fn run(args: &[&str], suite_args: &[&str]) -> Value {
         });
     serde_json::from_str(summary).expect("a JSON summary")
 }
+
+/// The scored scenarios of a summary that passed, and those that did not.
+pub fn scored(summary: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut passed, mut failed) = (Vec::new(), Vec::new());
+    for s in summary["scenarios"].as_array().expect("scenarios") {
+        let name = s["name"].as_str().unwrap_or_default().to_string();
+        match (s["scored"] == true, s["status"] == "pass") {
+            (true, true) => passed.push(name),
+            (true, false) => failed.push(name),
+            _ => {}
+        }
+    }
+    (passed, failed)
+}
