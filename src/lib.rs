@@ -16,39 +16,40 @@
 //! pipes before it parks), `banner` (what start-up prints),
 //! `health` (`GET /healthz`), `serve` (the wiring and the shutdown order); `fuzzing` (fuzz
 //! targets, with the `fuzzing` feature only). The example MCP servers are a separate program
-//! (`example-servers/`, `ahp-proxy-example-server`). See ARCHITECTURE.md.
+//! (`example-servers/`, `ahp-proxy-example-server`). Modules only the crate itself uses are
+//! `pub(crate)`. See ARCHITECTURE.md.
 
 #![deny(unsafe_code)]
 
-pub mod ahp;
-pub mod authority;
-pub mod banner;
+pub(crate) mod ahp;
+pub(crate) mod authority;
+pub(crate) mod banner;
 pub mod catalog;
 pub mod check;
 pub mod config;
-pub mod console;
+pub(crate) mod console;
 pub mod control;
-pub mod descriptors;
+pub(crate) mod descriptors;
 pub mod discovery;
-pub mod file_read;
-pub mod front;
+pub(crate) mod file_read;
+pub(crate) mod front;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod guess;
-pub mod health;
+pub(crate) mod guess;
+pub(crate) mod health;
 pub mod heap;
-pub mod host;
-pub mod jsonrpc;
-pub mod line_index;
+pub(crate) mod host;
+pub(crate) mod jsonrpc;
+pub(crate) mod line_index;
 pub mod log_writer;
-pub mod mcp;
-pub mod mirror;
+pub(crate) mod mcp;
+pub(crate) mod mirror;
 pub mod park_spin;
 pub mod serve;
 pub mod spec;
 pub mod supervisor;
-pub mod tcp;
+pub(crate) mod tcp;
 pub mod untrusted;
-pub mod upstream;
-pub mod watch;
+pub(crate) mod upstream;
+pub(crate) mod watch;

@@ -69,6 +69,7 @@ impl Slots {
     }
 
     /// The most descriptors a listener with room for `connections` holds at once.
+    #[cfg(test)]
     pub fn most(connections: usize) -> usize {
         let connections = connections.max(1);
         connections + Self::refusals(connections)

@@ -96,11 +96,6 @@ impl Gate {
         Ok(())
     }
 
-    /// Whether a token is needed to connect.
-    pub fn needs_token(&self) -> bool {
-        self.token.is_some()
-    }
-
     /// The `Host` and `Origin` checks alone: for the console's pages, which carry no
     /// secret (the page asks for the token and presents it on its WebSocket).
     pub fn check_site(&self, headers: &HeaderMap) -> Result<(), Refusal> {

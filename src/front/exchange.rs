@@ -65,8 +65,6 @@ pub enum Course {
     /// waiting step held meanwhile). A harness that cancels, or goes away, ends the wait and
     /// the request, unanswered.
     Wait(Waiting),
-    /// Answer the harness with this whole answer text, now.
-    Answer(String),
     /// Answer the harness with this JSON-RPC error.
     Refuse {
         /// The error code.
@@ -132,11 +130,6 @@ impl Tracked {
         };
         hub.tables().registry.in_flight.insert(tag, entry);
         Self { hub, tag }
-    }
-
-    /// Its tag.
-    pub fn tag(&self) -> u64 {
-        self.tag
     }
 }
 
@@ -252,7 +245,6 @@ impl Exchange {
                     }
                 });
             }
-            Course::Answer(text) => self.finish(text),
             Course::Refuse { code, message } => self.refuse(code, &message),
         }
     }

@@ -40,8 +40,6 @@ pub struct Owed {
     pub asker: Asker,
     /// Its progress token as the harness knows it, if it gave one.
     pub token: Option<String>,
-    /// When it was sent.
-    pub sent: Instant,
 }
 
 impl Owed {
@@ -263,11 +261,7 @@ impl HarnessState {
         let text = message
             .rewrite(Some(&id.to_string()), Vec::new())
             .into_text();
-        let owed = Owed {
-            asker,
-            token,
-            sent: Instant::now(),
-        };
+        let owed = Owed { asker, token };
         let stream = {
             let mut state = self.state();
             if state.gone {

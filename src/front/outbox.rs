@@ -102,6 +102,7 @@ impl Budget {
     }
 
     /// How many notifications were dropped so far.
+    #[cfg(test)]
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }

@@ -52,11 +52,13 @@ impl<K: Clone + Eq + Hash, V> Parked<K, V> {
     }
 
     /// How many are kept.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether none is kept.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -315,26 +315,6 @@ pub fn server_mut<'a>(
     })
 }
 
-/// The current state of MCP server `id` (top-level or child) in a customization list.
-pub fn server_state_in<'a>(list: &'a [Customization], id: &str) -> Option<&'a McpServerState> {
-    for entry in list {
-        let children = match entry {
-            Customization::McpServer(m) if m.id == id => return Some(&m.state),
-            Customization::Plugin(p) => p.children.as_deref(),
-            Customization::Directory(d) => d.children.as_deref(),
-            _ => None,
-        };
-        for child in children.unwrap_or(&[]) {
-            if let ChildCustomization::McpServer(m) = child {
-                if m.id == id {
-                    return Some(&m.state);
-                }
-            }
-        }
-    }
-    None
-}
-
 /// Icons shown per server, at most.
 const MAX_ICONS: usize = 8;
 /// Longest icon `src` shown (a `data:` URI holds the image).

@@ -81,6 +81,7 @@ impl Outbox {
     }
 
     /// Bytes queued and not yet taken.
+    #[cfg(test)]
     pub fn queued_bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
     }

@@ -108,6 +108,7 @@ impl ReplayLog {
     }
 
     /// How many bytes the kept envelopes take (their JSON text and bookkeeping).
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         self.bytes
     }

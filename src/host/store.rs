@@ -153,6 +153,7 @@ impl Store {
     }
 
     /// Bytes the replay log holds (its envelopes' JSON text and their bookkeeping).
+    #[cfg(test)]
     pub fn replay_bytes(&self) -> usize {
         self.log.bytes()
     }

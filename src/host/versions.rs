@@ -43,11 +43,6 @@ impl Version {
         parts.next().is_none().then_some(version)
     }
 
-    /// Whether a client at this version knows everything the host's state holds.
-    pub fn is_current(self) -> bool {
-        self >= CURRENT
-    }
-
     fn knows_fields_of_1_0(self) -> bool {
         self >= FIELDS_INTRODUCED_IN
     }
@@ -337,7 +332,7 @@ mod tests {
         assert_eq!(Version::parse("1.2.10"), Some(Version(1, 2, 10)));
         assert!(Version::parse("1.0").is_none() && Version::parse("1.0.0.0").is_none());
         assert!(Version(0, 10, 0) > V0_9 && CURRENT > Version(0, 10, 0));
-        assert!(!V0_9.is_current() && Version(1, 3, 0).is_current());
+        assert!(V0_9 < CURRENT && Version(1, 3, 0) >= CURRENT);
     }
 
     #[test]

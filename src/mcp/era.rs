@@ -40,8 +40,6 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 pub const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC "method not found" (also every method removed in 2026-07-28).
 pub const METHOD_NOT_FOUND: i64 = -32601;
-/// The 2025 "resource not found", which 2026-07-28 answers as [`INVALID_PARAMS`].
-pub const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// Which era a message speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -62,6 +62,7 @@ impl Turns {
 
     /// A harness's call began at `now_iso`; `missed` calls were not mirrored since the last
     /// start.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn start(
         &mut self,
         call: CallStart,

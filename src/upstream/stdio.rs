@@ -98,6 +98,7 @@ impl Link for Pipes {
 
 /// A session over a child's pipes. It ends when stdout ends, a line is too long, or it is
 /// closed (which closes the child's stdin).
+#[cfg(test)]
 pub fn connect<R>(stdin: pipe::Sender, stdout: R, watch: Arc<dyn Watch>) -> Session
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -105,7 +106,7 @@ where
     open(stdin, stdout, watch, None)
 }
 
-/// [`connect`] to a child whose stdout the `--stdio` worker watches before it parks
+/// A session over the pipes of a child whose stdout the `--stdio` worker watches before it parks
 /// ([`crate::park_spin`]) while the session reads it.
 pub fn connect_child(
     stdin: pipe::Sender,
