@@ -260,6 +260,7 @@ fn check(config: &Config, file: Option<&Path>, json: bool, start: bool) -> ExitC
             &catalog,
             &missing,
             outcomes.as_deref(),
+            &config.approval,
         )));
     } else {
         let file = file.map(|f| std::path::absolute(f).unwrap_or_else(|_| f.to_path_buf()));
