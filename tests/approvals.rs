@@ -1,0 +1,198 @@
+//! Approvals end to end: the real binary with `[approval]`, a harness on its stdio, the
+//! official AHP client deciding. A held call waits in pending confirmation (listed in the
+//! session's `inputNeeded`, in the snapshot of a client that connects meanwhile), goes on
+//! approved (with the edited input), answers `isError` denied (naming who and why), refuses a
+//! late answer, is denied when nobody answers in time or when the harness cancels it; the
+//! policy spares pre-approved and read-only tools and what a client allowed for the session.
+
+mod common;
+
+use std::process::Command;
+
+use ahp::client::{Client, SessionSubscription};
+use ahp_types::actions::StateAction;
+use ahp_types::state::{
+    ChatState, ResponsePart, SessionInputRequest, SnapshotState, ToolCallConfirmationState,
+    ToolCallPendingConfirmationState, ToolCallState,
+};
+use common::raw::RawClient;
+use common::{examples, initialized_client, next_action, server, stdio_harness, Proxy, PATIENCE};
+use serde_json::{json, Value};
+
+const CHAT: &str = "ahp-chat:/harness";
+const SESSION: &str = "ahp-session:/default";
+
+/// The echo and notes examples under `approval` (the `[approval]` table's body).
+fn config(approval: &str) -> String {
+    format!(
+        "{}{}alwaysAllow = [\"list_notes\"]\n[approval]\n{approval}",
+        server("echo", "echo", &[]),
+        server("notes", "notes", &[]),
+    )
+}
+
+/// An AHP client following the harness chat.
+struct Approver {
+    client: Client,
+    chat: ChatState,
+    sub: SessionSubscription,
+}
+
+impl Approver {
+    async fn join(proxy: &Proxy, client_id: &str) -> Self {
+        let client = initialized_client(proxy, client_id).await;
+        let (snapshot, sub) = client.subscribe(CHAT.into()).await.unwrap();
+        let chat = match snapshot.snapshot.expect("snapshot").state {
+            SnapshotState::Chat(chat) => *chat,
+            other => panic!("expected a chat, got {other:?}"),
+        };
+        Self { client, chat, sub }
+    }
+
+    /// The first call `done` holds for (turn id, state), applying actions until one does.
+    async fn until(&mut self, done: impl Fn(&ToolCallState) -> bool) -> (String, ToolCallState) {
+        loop {
+            let turns = (self.chat.active_turn.iter())
+                .map(|t| (t.id.clone(), &t.response_parts))
+                .chain(
+                    self.chat
+                        .turns
+                        .iter()
+                        .map(|t| (t.id.clone(), &t.response_parts)),
+                );
+            let found = turns.into_iter().find_map(|(turn, parts)| {
+                parts.iter().find_map(|p| match p {
+                    ResponsePart::ToolCall(tc) if done(&tc.tool_call) => {
+                        Some((turn.clone(), tc.tool_call.clone()))
+                    }
+                    _ => None,
+                })
+            });
+            if let Some(found) = found {
+                return found;
+            }
+            let envelope = next_action(&mut self.sub).await;
+            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
+        }
+    }
+
+    /// The first call pending confirmation: its turn and state.
+    async fn pending(&mut self) -> (String, ToolCallPendingConfirmationState) {
+        let (turn, state) = self
+            .until(|s| matches!(s, ToolCallState::PendingConfirmation(_)))
+            .await;
+        match state {
+            ToolCallState::PendingConfirmation(p) => (turn, p),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Dispatch `chat/toolCallConfirmed` for `call` of `turn` with `fields`.
+    async fn answer(&self, turn: &str, call: &str, fields: Value) {
+        let mut action =
+            json!({"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": call});
+        action
+            .as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        let action: StateAction = serde_json::from_value(action).unwrap();
+        self.client.dispatch(CHAT.into(), action).await.unwrap();
+    }
+
+    /// Why the host refused this client's answer about `call`.
+    async fn refusal(&mut self, call: &str) -> String {
+        loop {
+            let envelope = next_action(&mut self.sub).await;
+            if let (Some(reason), StateAction::ChatToolCallConfirmed(a)) =
+                (&envelope.rejection_reason, &envelope.action)
+            {
+                if a.tool_call_id == call {
+                    return reason.clone();
+                }
+            }
+            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
+        }
+    }
+}
+
+/// The harness calls `tool` with `arguments` (and progress token `p-1`) while `meanwhile` runs.
+async fn call_meanwhile<T>(
+    harness: &mut RawClient,
+    tool: &str,
+    arguments: Value,
+    meanwhile: impl std::future::Future<Output = T>,
+) -> (Value, Vec<String>, T) {
+    let params = json!({"name": tool, "arguments": arguments, "_meta": {"progressToken": "p-1"}});
+    let params = params.to_string();
+    let mut none = |_: &str, _: &str| String::new();
+    let (exchange, got) = tokio::join!(
+        harness.request("tools/call", Some(&params), &mut none),
+        meanwhile
+    );
+    let answer: Value = serde_json::from_str(exchange.response()).unwrap();
+    let others = exchange.received().map(str::to_string).collect();
+    (answer, others, got)
+}
+
+/// The text of a tool result.
+fn text(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a text result: {answer}"))
+        .to_string()
+}
+
+/// A call answered without anybody deciding (within the patience window: a held one waits
+/// five minutes).
+async fn answered_unasked(harness: &mut RawClient, tool: &str, arguments: Value) -> Value {
+    let params = json!({"name": tool, "arguments": arguments}).to_string();
+    let mut none = |_: &str, _: &str| String::new();
+    let exchange = harness
+        .request("tools/call", Some(&params), &mut none)
+        .await;
+    serde_json::from_str(exchange.response()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_waits_then_runs_with_the_input_a_client_edited() {
+    let (proxy, mut harness) = stdio_harness(&config("mode = \"always\"\n")).await;
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let (answer, received, ()) = call_meanwhile(&mut harness, "echo", json!({"text": "as asked"}), async {
+        let (turn, pending) = ide.pending().await;
+        // The call as AHP shows it: who, where, what, and the choices.
+        let title = serde_json::to_value(&pending.confirmation_title).unwrap();
+        assert_eq!(title, json!("Allow echo on echo?"));
+        let message = serde_json::to_value(&pending.invocation_message).unwrap().to_string();
+        assert!(message.contains("`echo`") && message.contains("as asked"), "{message}");
+        assert_eq!(pending.editable, Some(true));
+        let options: Vec<String> = pending.options.iter().flatten().map(|o| o.id.clone()).collect();
+        assert_eq!(options, ["allow-once", "allow-tool-session", "allow-server-session", "deny"]);
+        // A client that connects now sees it pending: in the chat and in the session's inputNeeded.
+        let late = initialized_client(&proxy, "late").await;
+        let (snapshot, _session) = late.subscribe(SESSION.into()).await.unwrap();
+        let SnapshotState::Session(session) = snapshot.snapshot.unwrap().state else {
+            panic!("a session snapshot");
+        };
+        let listed = session.input_needed.iter().flatten().any(|r| match r {
+            SessionInputRequest::ToolConfirmation(r) => matches!(&r.tool_call,
+                ToolCallConfirmationState::PendingConfirmation(p) if p.tool_call_id == pending.tool_call_id),
+            _ => false,
+        });
+        assert!(listed, "{:?}", session.input_needed);
+        ide.answer(&turn, &pending.tool_call_id, json!({"approved": true, "editedToolInput": "{\"text\":\"as edited\"}"})).await;
+    })
+    .await;
+    assert_eq!(text(&answer), "as edited", "{answer}");
+    assert!(
+        received
+            .iter()
+            .any(|m| m.contains("notifications/progress") && m.contains("waiting for approval")),
+        "the harness heard that its call waits: {received:?}"
+    );
+    // Approved, it ran and completed as usual.
+    ide.until(|s| matches!(s, ToolCallState::Completed(c) if c.success))
+        .await;
+    assert!(proxy
+        .wait_for_log("tool call approval")
+        .contains("approved"));
+}
