@@ -196,3 +196,179 @@ async fn a_held_call_waits_then_runs_with_the_input_a_client_edited() {
         .wait_for_log("tool call approval")
         .contains("approved"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_answer_decides_a_denial_says_who_and_why_and_a_late_answer_is_refused() {
+    let (proxy, mut harness) = stdio_harness(&config("mode = \"always\"\n")).await;
+    let mut first = Approver::join(&proxy, "ide-a").await;
+    let mut second = Approver::join(&proxy, "ide-b").await;
+    let (answer, _, refused) = call_meanwhile(&mut harness, "echo", json!({"text": "rm -rf"}), async {
+        let (turn, pending) = first.pending().await;
+        let (_, seen) = second.pending().await;
+        assert_eq!(seen.tool_call_id, pending.tool_call_id);
+        first
+            .answer(&turn, &pending.tool_call_id, json!({"approved": false, "reason": "denied", "reasonMessage": "not on my machine"}))
+            .await;
+        // The second answers once it saw the first's decision (answers racing on two
+        // connections arrive in either order; the one that arrives first decides).
+        second.until(|s| matches!(s, ToolCallState::Cancelled(_))).await;
+        second.answer(&turn, &pending.tool_call_id, json!({"approved": true})).await;
+        second.refusal(&pending.tool_call_id).await
+    })
+    .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let said = text(&answer);
+    assert!(
+        said.contains("denied by AHP client \"ide-a\"") && said.contains("not on my machine"),
+        "{said}"
+    );
+    assert!(
+        refused.contains("already denied by client \"ide-a\""),
+        "{refused}"
+    );
+    // Denied, the call shows cancelled with the reason.
+    first
+        .until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+    assert!(proxy.wait_for_log("tool call approval").contains("denied"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_call_is_denied_once_its_time_is_up() {
+    let (proxy, mut harness) =
+        stdio_harness(&config("mode = \"always\"\ntimeout_ms = 1000\n")).await;
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let (answer, _, ()) = call_meanwhile(&mut harness, "echo", json!({"text": "x"}), async {
+        ide.pending().await;
+    })
+    .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let said = text(&answer);
+    assert!(
+        said.contains("denied by the proxy: nobody answered within 1000 ms"),
+        "{said}"
+    );
+    ide.until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destructive_asks_only_for_tools_neither_read_only_nor_pre_approved() {
+    let (proxy, mut harness) = stdio_harness(&format!(
+        "{}alwaysAllow = [\"echo\"]\n{}[approval]\nmode = \"destructive\"\n",
+        server("echo", "echo", &[]),
+        server("notes", "notes", &[]),
+    ))
+    .await;
+    // Nobody answers: these go straight through.
+    let listed = answered_unasked(&mut harness, "list_notes", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+    let echoed = answered_unasked(&mut harness, "echo", json!({"text": "pre-approved"})).await;
+    assert_eq!(text(&echoed), "pre-approved");
+    // add_note is neither: it is held, and "allow this tool for this session" lets the next through.
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let note = json!({"title": "t", "text": "x"});
+    let (answer, _, ()) = call_meanwhile(&mut harness, "add_note", note.clone(), async {
+        let (turn, pending) = ide.pending().await;
+        ide.answer(
+            &turn,
+            &pending.tool_call_id,
+            json!({"approved": true, "selectedOptionId": "allow-tool-session"}),
+        )
+        .await;
+    })
+    .await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let again = answered_unasked(&mut harness, "add_note", note).await;
+    assert!(again.get("result").is_some(), "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_is_the_default_and_asks_nothing() {
+    let (_proxy, mut harness) = stdio_harness(&server("notes", "notes", &[])).await;
+    let added =
+        answered_unasked(&mut harness, "add_note", json!({"title": "t", "text": "x"})).await;
+    assert!(added.get("result").is_some(), "{added}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harness_that_cancels_ends_its_pending_call() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (proxy, (stdout, mut stdin)) = Proxy::start_stdio(&config("mode = \"always\"\n"));
+    let mut lines = BufReader::new(stdout).lines();
+    let say = |line: String| {
+        let line = line + "\n";
+        async move { line }
+    };
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ] {
+        stdin
+            .write_all(say(line.into()).await.as_bytes())
+            .await
+            .unwrap();
+    }
+    let first = tokio::time::timeout(PATIENCE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.contains(r#""id":1"#), "{first}");
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#;
+    stdin
+        .write_all(say(call.into()).await.as_bytes())
+        .await
+        .unwrap();
+    let (turn, pending) = ide.pending().await;
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"changed my mind"}}"#;
+    stdin
+        .write_all(say(cancel.into()).await.as_bytes())
+        .await
+        .unwrap();
+    let (_, cancelled) = ide
+        .until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+    let shown = serde_json::to_value(&cancelled).unwrap().to_string();
+    assert!(shown.contains("the harness cancelled the call"), "{shown}");
+    ide.answer(&turn, &pending.tool_call_id, json!({"approved": true}))
+        .await;
+    let refused = ide.refusal(&pending.tool_call_id).await;
+    assert!(refused.contains("already denied by the proxy"), "{refused}");
+}
+
+#[test]
+fn check_shows_the_effective_policy() {
+    let dir = common::ScratchDir::new("approvals-check");
+    let path = dir.path().join("proxy.toml");
+    let text = config(
+        "mode = \"destructive\"\ntimeout_ms = 60000\n[approval.servers.notes]\nmode = \"always\"\n\
+         [approval.servers.notes.tools.read_note]\nreview_result = true\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    let run = |json: bool| {
+        let mut command = Command::new(common::proxy());
+        command.arg("--config").arg(&path).arg("check");
+        if json {
+            command.arg("--json");
+        }
+        String::from_utf8_lossy(&command.output().unwrap().stdout).into_owned()
+    };
+    let text = run(false);
+    assert!(
+        text.contains(
+            "approval       destructive; a call waits 60000 ms for a decision, then is denied\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("  server notes: always\n"), "{text}");
+    assert!(
+        text.contains("  tool notes/read_note: results reviewed\n"),
+        "{text}"
+    );
+    let report: Value = serde_json::from_str(&run(true)).unwrap();
+    assert_eq!(report["approval"]["mode"], "destructive");
+    assert_eq!(report["approval"]["servers"]["notes"]["mode"], "always");
+    let _ = examples();
+}

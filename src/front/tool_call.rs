@@ -149,7 +149,7 @@ fn held(
     let annotations = tool.and_then(|t| t.value(&["annotations"]));
     let hint = |name: &str| annotations.as_ref().and_then(|a| a.get(name)?.as_bool());
     let pre_approved = (harness.hub.connections.tool_filters(&found.server))
-        .is_some_and(|f| f.pre_approved.iter().any(|t| *t == found.original));
+        .is_some_and(|f| f.pre_approved.contains(&found.original));
     let facts = Facts {
         read_only: hint("readOnlyHint") == Some(true),
         pre_approved,
