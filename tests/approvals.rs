@@ -372,3 +372,26 @@ fn check_shows_the_effective_policy() {
     assert_eq!(report["approval"]["servers"]["notes"]["mode"], "always");
     let _ = examples();
 }
+
+/// A modern (2026-07-28) harness's call, on stdio without a session: held the same way, it
+/// answers nothing until a client decides, then completes as a modern result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_call_is_held_until_decided() {
+    const ENVELOPE: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}"#;
+    let (proxy, (stdout, stdin)) = Proxy::start_stdio(&config("mode = \"always\"\n"));
+    let mut harness = RawClient::stdio(stdout, stdin);
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let params = format!(r#"{{"name":"echo","arguments":{{"text":"modern"}},"_meta":{ENVELOPE}}}"#);
+    let mut none = |_: &str, _: &str| String::new();
+    let (exchange, ()) = tokio::join!(
+        harness.request("tools/call", Some(&params), &mut none),
+        async {
+            let (turn, pending) = ide.pending().await;
+            ide.answer(&turn, &pending.tool_call_id, json!({"approved": true}))
+                .await;
+        }
+    );
+    let answer: Value = serde_json::from_str(exchange.response()).unwrap();
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    assert_eq!(text(&answer), "modern");
+}
