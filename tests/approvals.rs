@@ -395,3 +395,64 @@ async fn a_modern_call_is_held_until_decided() {
     assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
     assert_eq!(text(&answer), "modern");
 }
+
+/// A harness over streamable HTTP that ends its session (DELETE) while its call waits:
+/// the pending call goes (cancelled in AHP), and a late answer is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harness_that_goes_away_ends_its_pending_call() {
+    let proxy = Proxy::start(&config("mode = \"always\"\n"));
+    let http = reqwest::Client::new();
+    let post = |session: Option<&str>, body: Value| {
+        let mut request = http
+            .post(format!("{}/echo", proxy.mcp_url))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let init = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+    )
+    .await
+    .unwrap();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = init.text().await;
+    let _ = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await
+    .unwrap();
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let call = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": {"progressToken": 7}}}),
+    );
+    let (stream, (turn, pending)) = tokio::join!(call, ide.pending());
+    let deleted = http
+        .delete(format!("{}/echo", proxy.mcp_url))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    drop(stream);
+    ide.until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+    ide.answer(&turn, &pending.tool_call_id, json!({"approved": true}))
+        .await;
+    let refused = ide.refusal(&pending.tool_call_id).await;
+    assert!(refused.contains("already denied by the proxy"), "{refused}");
+}

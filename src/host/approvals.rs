@@ -47,7 +47,7 @@ pub struct Approvals {
     held: HashSet<(String, String)>,
     /// Calls shown in the session's input-needed list.
     announced: HashSet<(String, String)>,
-    decided: VecDeque<((String, String), String)>,
+    decided: VecDeque<Decision>,
     decisions: broadcast::Sender<Decision>,
 }
 
@@ -70,28 +70,31 @@ impl Approvals {
 
     /// Why a decision on call `call` of `chat`, which is not held, is refused.
     pub fn refusal(&self, chat: &str, call: &str) -> Option<String> {
-        let key = (chat.to_string(), call.to_string());
-        let (_, said) = self.decided.iter().rev().find(|(k, _)| *k == key)?;
-        Some(format!("tool call {call:?} was already {said}"))
+        let decision = self.decision(chat, call)?;
+        let verb = if decision.approved {
+            "approved"
+        } else {
+            "denied"
+        };
+        Some(match &decision.client {
+            Some(client) => format!("tool call {call:?} was already {verb} by client {client:?}"),
+            None => format!("tool call {call:?} was already {verb} by the proxy"),
+        })
+    }
+
+    /// The decision on call `call` of `chat`, while it is among the latest.
+    pub fn decision(&self, chat: &str, call: &str) -> Option<&Decision> {
+        (self.decided.iter().rev()).find(|d| d.call.0 == chat && d.call.1 == call)
     }
 
     fn decide(&mut self, decision: &Decision) -> bool {
         if !self.held.remove(&decision.call) {
             return false;
         }
-        let verb = if decision.approved {
-            "approved"
-        } else {
-            "denied"
-        };
-        let by = match &decision.client {
-            Some(client) => format!("{verb} by client {client:?}"),
-            None => format!("{verb} by the proxy"),
-        };
         if self.decided.len() >= DECIDED_KEPT {
             self.decided.pop_front();
         }
-        self.decided.push_back((decision.call.clone(), by));
+        self.decided.push_back(decision.clone());
         let _ = self.decisions.send(decision.clone());
         true
     }
@@ -163,6 +166,12 @@ impl Host {
         }
         core.decided(&decision);
         true
+    }
+
+    /// The decision on call `call` of `chat`, if one was taken lately (for a listener that
+    /// fell behind).
+    pub fn approval_decision(&self, chat: &str, call: &str) -> Option<Decision> {
+        self.core().approvals.decision(chat, call).cloned()
     }
 
     /// Call `call` of `chat` is shown waiting for approval in turn `turn`: the session gets

@@ -281,6 +281,12 @@ impl Ticket {
         })
     }
 
+    /// The decision taken on the call, if one was (for a listener that fell behind).
+    pub fn decision(&self) -> Option<crate::host::approvals::Decision> {
+        let host = self.given_up.host.upgrade()?;
+        host.approval_decision(&self.given_up.chat, &call_id(self.call))
+    }
+
     /// Whether `decision` is about this call.
     pub fn is_about(&self, decision: &crate::host::approvals::Decision) -> bool {
         decision.call.0 == self.given_up.chat && decision.call.1 == call_id(self.call)

@@ -95,6 +95,7 @@ impl Step for Hold {
             let mut pending = Pending {
                 ticket: Some(ticket),
                 decided: false,
+                what: (call.tool.clone(), call.server.1.clone()),
             };
             let decision = decide(&call, &mut pending, heard, progress).await;
             pending.decided = true;
@@ -110,13 +111,22 @@ impl Step for Hold {
 struct Pending {
     ticket: Option<Ticket>,
     decided: bool,
+    /// The tool and its server's name (for the log).
+    what: (String, String),
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
         if let (false, Some(ticket)) = (self.decided, &self.ticket) {
             if ticket.decide(false, "the harness cancelled the call") {
-                tracing::info!(outcome = "cancelled by the harness", "tool call approval");
+                let (tool, server) = &self.what;
+                tracing::info!(
+                    tool = %crate::untrusted::Untrusted(tool),
+                    server = %server,
+                    client = "-",
+                    outcome = "cancelled by the harness",
+                    "tool call approval"
+                );
             }
         }
     }
@@ -140,7 +150,13 @@ async fn decide(
         tokio::select! {
             got = heard.recv() => match got {
                 Ok(decision) if ticket.is_about(&decision) => return decision,
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Ok(_) => {}
+                // Fell behind: the decision may be among those missed.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    if let Some(decision) = ticket.decision() {
+                        return decision;
+                    }
+                }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => {
                     return unanswered(call, false);
                 }
@@ -156,7 +172,10 @@ async fn decide(
                 if ticket.decide(approved, decision.reason.as_deref().unwrap_or_default()) {
                     return decision;
                 }
-                // A client decided first: its decision is on its way.
+                // A client decided first.
+                if let Some(decision) = ticket.decision() {
+                    return decision;
+                }
             }
         }
     }
