@@ -1,7 +1,8 @@
 //! ahp-proxy: serves the MCP servers of plugin folders and manifests to an MCP-only harness,
 //! and projects them to Agent Host Protocol (AHP) clients as live customizations.
 //!
-//! Map, from the bottom up: `spec` (plain data the layers share), `line_index` (byte offsets
+//! Map, from the bottom up: `spec` (plain data the layers share), `approval` (the approval
+//! policy, pure), `line_index` (byte offsets
 //! → positions), `jsonrpc` (AHP framing), `config` (proxy.toml), `discovery` (plugin folders,
 //! manifests and directories → customizations and launch specs), `catalog` (every source
 //! scanned, diffed into actions), `check` (the `check` report), `control` (the `status`,
@@ -22,6 +23,7 @@
 #![deny(unsafe_code)]
 
 pub(crate) mod ahp;
+pub(crate) mod approval;
 pub(crate) mod authority;
 pub(crate) mod banner;
 pub mod catalog;

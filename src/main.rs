@@ -126,6 +126,31 @@ enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// List the harness's tool calls a running proxy holds for approval.
+    Approvals {
+        #[command(flatten)]
+        remote: Remote,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a held tool call (its id, as `approvals` lists it).
+    Approve {
+        /// The call's id.
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Deny a held tool call: the harness gets an error result saying so.
+    Deny {
+        /// The call's id.
+        id: String,
+        /// Why (the harness's model reads it).
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 /// Where the running proxy is.
@@ -260,6 +285,7 @@ fn check(config: &Config, file: Option<&Path>, json: bool, start: bool) -> ExitC
             &catalog,
             &missing,
             outcomes.as_deref(),
+            &config.approval,
         )));
     } else {
         let file = file.map(|f| std::path::absolute(f).unwrap_or_else(|_| f.to_path_buf()));
@@ -310,7 +336,10 @@ fn remote_of(command: &Command) -> Option<&Remote> {
         | Command::Stop { remote, .. }
         | Command::Restart { remote, .. }
         | Command::Enable { remote, .. }
-        | Command::Disable { remote, .. } => Some(remote),
+        | Command::Disable { remote, .. }
+        | Command::Approvals { remote, .. }
+        | Command::Approve { remote, .. }
+        | Command::Deny { remote, .. } => Some(remote),
         Command::Serve { .. } | Command::Check { .. } => None,
     }
 }
@@ -351,6 +380,18 @@ fn control(command: Command, endpoint: Endpoint) -> ExitCode {
         Command::Restart { server, .. } => verb(Verb::Restart, server),
         Command::Enable { name, .. } => verb(Verb::Enable, name),
         Command::Disable { name, .. } => verb(Verb::Disable, name),
+        Command::Approvals { json, .. } => {
+            runtime.block_on(control::approvals::list(&endpoint, *json))
+        }
+        Command::Approve { id, .. } => {
+            runtime.block_on(control::approvals::decide(&endpoint, id, true, None))
+        }
+        Command::Deny { id, reason, .. } => runtime.block_on(control::approvals::decide(
+            &endpoint,
+            id,
+            false,
+            reason.as_deref(),
+        )),
         Command::Serve { .. } | Command::Check { .. } => 2,
     };
     ExitCode::from(status)

@@ -86,6 +86,7 @@ pub async fn run(mut config: Config, options: Options) -> Result<(), String> {
             },
             request_timeout: config.mcp.request_timeout,
             first_list_wait: config.mcp.first_list_wait,
+            approval: config.approval.clone(),
         },
         mirror,
     );

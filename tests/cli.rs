@@ -595,3 +595,77 @@ fn a_misspelt_config_key_gets_a_guess() {
     assert!(stderr.contains("did you mean `command`?"), "{stderr}");
     assert!(stderr.contains("did you mean `listen`?"), "{stderr}");
 }
+
+/// `ahp-proxy approvals` lists a held call; `deny ID --reason …` denies it (the harness reads
+/// who and why); `approve ID` lets the next through; an id that waits no more is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_approve_and_deny_steer_held_calls_from_the_terminal() {
+    let config = format!(
+        "{}[approval]\nmode = \"always\"\n",
+        common::server("echo", "echo", &[])
+    );
+    let (proxy, mut harness) = common::stdio_harness(&config).await;
+    let mut watcher = common::Watcher::open(&proxy).await;
+    let url = proxy.url.clone();
+    let run = move |args: &[&str]| {
+        let mut command = tokio::process::Command::new(common::proxy());
+        command.args(args).args(["--url", &url]);
+        async move { command.output().await.expect("run the command") }
+    };
+    // Wait until the session lists a call waiting for approval (other than `done`); its id.
+    let mut held = async |done: &str| loop {
+        let waiting = watcher.mirror.input_needed.iter().flatten().find_map(|r| {
+            let r = serde_json::to_value(r).unwrap();
+            let id = r["toolCall"]["toolCallId"].as_str().unwrap_or_default();
+            (r["kind"] == "toolConfirmation" && id != done).then(|| id.to_string())
+        });
+        if let Some(id) = waiting {
+            return id;
+        }
+        watcher.step().await;
+    };
+    let params = r#"{"name":"echo","arguments":{"text":"hi"}}"#;
+    let mut none = |_: &str, _: &str| String::new();
+    let (denied, listed) = tokio::join!(
+        harness.request("tools/call", Some(params), &mut none),
+        async {
+            let id = held("").await;
+            let listed = run(&["approvals"]).await;
+            let json = run(&["approvals", "--json"]).await;
+            let said: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+            assert_eq!(said[0]["id"], id.as_str(), "{said}");
+            assert_eq!(said[0]["tool"], "echo", "{said}");
+            let deny = run(&["deny", &id, "--reason", "not from this terminal"]).await;
+            assert!(deny.status.success(), "{deny:?}");
+            // It waits no more: a second decision is refused.
+            let again = run(&["approve", &id]).await;
+            assert_eq!(again.status.code(), Some(2), "{again:?}");
+            let why = String::from_utf8_lossy(&again.stderr);
+            assert!(why.contains("waits for approval"), "{why}");
+            (String::from_utf8_lossy(&listed.stdout).into_owned(), id)
+        }
+    );
+    let (listed, id) = listed;
+    assert!(
+        listed.contains(&id) && listed.contains("Allow echo on echo?"),
+        "{listed}"
+    );
+    let denied: serde_json::Value = serde_json::from_str(denied.response()).unwrap();
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    let said = denied["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("denied by AHP client \"ahp-proxy-cli-")
+            && said.contains("not from this terminal"),
+        "{said}"
+    );
+    let (approved, ()) = tokio::join!(
+        harness.request("tools/call", Some(params), &mut none),
+        async {
+            let id = held(&id).await;
+            let approve = run(&["approve", &id]).await;
+            assert!(approve.status.success(), "{approve:?}");
+        }
+    );
+    let approved: serde_json::Value = serde_json::from_str(approved.response()).unwrap();
+    assert_eq!(approved["result"]["content"][0]["text"], "hi", "{approved}");
+}

@@ -248,6 +248,7 @@ fn mirrored(
         },
         display_name: tool.map(|t| t.title()).unwrap_or_else(|| name.clone()),
         ui: tool.and_then(|t| t.ui()),
+        confirmation: None,
         tool: name,
         input: params
             .get("arguments")

@@ -3,6 +3,7 @@
 //! an invalid config as JSON too. Pure: catalog in, text out; `start` (`check --start`) is the
 //! one part that runs servers.
 
+pub mod approval;
 pub mod start;
 mod tools;
 
@@ -82,18 +83,20 @@ fn problems_json(problems: &[Problem]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The tree as JSON: `{customizations, problems, serversStarted, toolFilters}`
+/// The tree as JSON: `{customizations, problems, serversStarted, toolFilters, approval}`
 /// (customizations exactly as AHP sends them; `toolFilters` by server id), and with `--start` each server's outcome under `servers`.
 pub fn render_json(
     catalog: &Catalog,
     missing: &[Problem],
     started: Option<&[start::Outcome]>,
+    policy: &crate::approval::Policy,
 ) -> String {
     let mut value = json!({
         "customizations": catalog.customizations(),
         "problems": problems_json(&problems(catalog, missing)),
         "serversStarted": started.is_some(),
         "toolFilters": tools::json(catalog),
+        "approval": approval::json(policy),
     });
     if let Some(outcomes) = started {
         value["servers"] = start::render_json(outcomes);
@@ -139,6 +142,7 @@ pub fn render_header(config: &Config, file: Option<&Path>) -> String {
     for dir in &config.directories {
         out.push_str(&format!("directory      {}\n", dir.path.display()));
     }
+    out.push_str(&approval::lines(&config.approval));
     out
 }
 

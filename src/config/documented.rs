@@ -24,6 +24,9 @@ fn tables() -> BTreeMap<&'static str, &'static str> {
             "limits" => "[limits]\n",
             "supervisor" => "[supervisor]\n",
             "clients" => "[clients]\n",
+            "approval" => "[approval]\n",
+            "approval.servers.<name>" => "[approval.servers.a]\n",
+            "approval.servers.<name>.tools.<tool>" => "[approval.servers.a.tools.t]\n",
             other => panic!("a table the test does not know: {other}"),
         };
         tables.insert(table, header);
@@ -59,15 +62,18 @@ fn the_table_and_the_parser_know_the_same_keys() {
                 _ => None,
             })
             .collect();
-        if table.is_empty() {
-            // Top-level tables are keys of the file too.
-            expected.extend(
-                tables()
-                    .keys()
-                    .filter(|t| !t.is_empty())
-                    .map(|t| t.split('.').next().unwrap_or_default().to_string()),
-            );
-        }
+        // The tables inside a table are keys of it too.
+        let inside = |t: &str| match table {
+            "" => Some(t.to_string()),
+            table => t.strip_prefix(table)?.strip_prefix('.').map(str::to_string),
+        };
+        expected.extend(
+            tables()
+                .keys()
+                .filter(|t| !t.is_empty())
+                .filter_map(|t| inside(t))
+                .map(|t| t.split('.').next().unwrap_or_default().to_string()),
+        );
         assert_eq!(schema_keys(header), expected, "keys of [{table}]");
     }
 }

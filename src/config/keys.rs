@@ -195,6 +195,12 @@ pub const CLIENTS_PLUGINS: Flag = Flag {
     default: true,
 };
 
+// ─── [approval] ─────────────────────────────────────────────────────────────
+
+pub const APPROVAL_MODE: Text = text("approval.mode", "never");
+pub const APPROVAL_TIMEOUT_MS: Number = number("approval.timeout_ms", 300_000, 1_000, 86_400_000);
+pub const APPROVAL_ON_TIMEOUT: Text = text("approval.on_timeout", "deny");
+
 // ─── [servers.<name>] ───────────────────────────────────────────────────────
 
 pub const SERVER_ENABLED: Flag = Flag {
@@ -281,6 +287,21 @@ pub const ALL: &[Key] = &[
     Key::Other(Other {
         name: "clients.launch_servers",
         default: "`true` when `[ahp] listen` is a loopback address, else `false`",
+    }),
+    Key::Text(APPROVAL_MODE),
+    Key::Number(APPROVAL_TIMEOUT_MS),
+    Key::Text(APPROVAL_ON_TIMEOUT),
+    Key::Other(Other {
+        name: "approval.servers.<name>.mode",
+        default: "`approval.mode`",
+    }),
+    Key::Other(Other {
+        name: "approval.servers.<name>.tools.<tool>.mode",
+        default: "the server's mode",
+    }),
+    Key::Other(Other {
+        name: "approval.servers.<name>.tools.<tool>.review_result",
+        default: "`false`",
     }),
     Key::Other(Other {
         name: "servers.<name>.type",

@@ -7,6 +7,7 @@
 //! `documented` (tests) holds docs/configuration.md's table and the bundled proxy.toml to `keys`;
 //! `locate` finds the file a command reads without `--config`.
 
+mod approval;
 mod checker;
 #[cfg(test)]
 mod documented;
@@ -80,6 +81,7 @@ impl Config {
         let manifests = paths::list(&mut checker, keys::MANIFESTS.name, raw.manifests, &resolver);
         let directories = paths::directories(&mut checker, raw.directories, &resolver);
         let servers = servers::servers(&mut checker, raw.servers, &resolver);
+        let approval = approval::approval(&mut checker, raw.approval);
         let config = ahp.map(|ahp| Config {
             ahp,
             agent,
@@ -88,6 +90,7 @@ impl Config {
             supervisor,
             mcp,
             clients: sections::clients(raw.clients),
+            approval,
             plugin_roots,
             manifests,
             servers,

@@ -30,6 +30,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub clients: RawClients,
     #[serde(default)]
+    pub approval: RawApproval,
+    #[serde(default)]
     pub servers: BTreeMap<Spanned<String>, Spanned<RawServer>>,
     #[serde(default)]
     pub directories: Vec<Spanned<RawDirectory>>,
@@ -119,6 +121,32 @@ pub(super) struct RawSupervisor {
 pub(super) struct RawClients {
     pub plugins: Option<bool>,
     pub launch_servers: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApproval {
+    pub mode: Option<Spanned<String>>,
+    pub timeout_ms: Option<Spanned<i64>>,
+    pub on_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub servers: BTreeMap<String, RawApprovalServer>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApprovalServer {
+    pub mode: Option<Spanned<String>>,
+    #[serde(default)]
+    pub tools: BTreeMap<String, RawApprovalTool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApprovalTool {
+    pub mode: Option<Spanned<String>>,
+    #[serde(default)]
+    pub review_result: bool,
 }
 
 #[derive(Deserialize)]

@@ -28,6 +28,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// What AHP clients may contribute besides tools (`[clients]`).
     pub clients: ClientsConfig,
+    /// Which harness tool calls wait for an AHP client's approval (`[approval]`).
+    pub approval: crate::approval::Policy,
     /// Folders whose sub-folders are plugins, or single plugin folders.
     pub plugin_roots: Vec<PathBuf>,
     /// `plugins.json`, `.mcp.json`, VS Code `mcp.json` or Claude Desktop config files.

@@ -248,3 +248,53 @@ fn syntax_errors_are_all_reported_too() {
     let error = parse("a = \nb = [1,\n[ahp]\nlisten = 3\n").expect_err("broken");
     assert!(error.problems.len() >= 2, "{error}");
 }
+
+#[test]
+fn approval_defaults_to_never_and_reads_its_overrides() {
+    use crate::approval::{Mode, OnTimeout};
+    let empty = parse("").unwrap().approval;
+    assert!(empty.is_inert());
+    assert_eq!(empty, crate::approval::Policy::default());
+    let config = parse(
+        "[approval]\nmode = \"destructive\"\ntimeout_ms = 5000\non_timeout = \"allow\"\n\
+         [approval.servers.notes]\nmode = \"always\"\n\
+         [approval.servers.notes.tools.list_notes]\nmode = \"never\"\nreview_result = true\n",
+    )
+    .unwrap()
+    .approval;
+    assert_eq!(config.mode, Mode::Destructive);
+    assert_eq!(config.timeout, Duration::from_millis(5000));
+    assert_eq!(config.on_timeout, OnTimeout::Allow);
+    assert_eq!(config.mode_of("notes", "add_note"), Mode::Always);
+    assert_eq!(config.mode_of("notes", "list_notes"), Mode::Never);
+    assert_eq!(config.mode_of("clock", "now"), Mode::Destructive);
+    let facts = crate::approval::Facts::default();
+    assert!(config.judge("notes", "list_notes", facts).review_result);
+}
+
+#[test]
+fn approval_mistakes_name_the_key_and_where() {
+    let message = error("[approval]\nmode = \"sometimes\"\n");
+    assert!(message.starts_with("proxy.toml:2:8: "), "{message}");
+    assert!(
+        message.contains("approval.mode = \"sometimes\""),
+        "{message}"
+    );
+    let message = error("[approval.servers.notes.tools.x]\n\nmode = \"maybe\"\n");
+    assert!(message.starts_with("proxy.toml:3:8: "), "{message}");
+    assert!(
+        message.contains("approval.servers.notes.tools.x.mode = \"maybe\""),
+        "{message}"
+    );
+    let message = error("[approval]\non_timeout = \"shrug\"\ntimeout_ms = 5\n");
+    assert!(
+        message.contains("proxy.toml:2:14: approval.on_timeout"),
+        "{message}"
+    );
+    assert!(
+        message.contains("proxy.toml:3:14: approval.timeout_ms = 5 is out of range"),
+        "{message}"
+    );
+    let message = error("[approval.servers.notes]\nmod = \"always\"\n");
+    assert!(message.contains("did you mean `mode`?"), "{message}");
+}

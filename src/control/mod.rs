@@ -2,8 +2,10 @@
 //! AHP client of a running proxy, with the official `ahp` client over `ahp-ws`. It follows
 //! the default session (the same tree every AHP client sees), counts each ready server's
 //! tools on its `mcp://` channel, and steers with the actions any AHP client may dispatch.
-//! Every step of reaching the proxy has a deadline (`error`).
+//! Every step of reaching the proxy has a deadline (`error`). `approvals` lists and decides
+//! the harness tool calls held for approval.
 
+pub mod approvals;
 pub mod error;
 pub mod steer;
 pub mod tree;

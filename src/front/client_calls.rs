@@ -109,6 +109,7 @@ impl Run {
                 display_name,
                 input: self.input.clone(),
                 ui,
+                confirmation: None,
             })
             .await;
         let Some(ticket) = ticket else {

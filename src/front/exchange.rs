@@ -65,6 +65,8 @@ pub enum Course {
     /// waiting step held meanwhile). A harness that cancels, or goes away, ends the wait and
     /// the request, unanswered.
     Wait(Waiting),
+    /// Answer the harness with this whole answer text, now.
+    Answer(String),
     /// Answer the harness with this JSON-RPC error.
     Refuse {
         /// The error code.
@@ -245,6 +247,7 @@ impl Exchange {
                     }
                 });
             }
+            Course::Answer(text) => self.finish(text),
             Course::Refuse { code, message } => self.refuse(code, &message),
         }
     }

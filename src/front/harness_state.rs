@@ -81,6 +81,9 @@ struct State {
     general: Option<Stream>,
     /// When it was last heard from, or had a stream or request open (HTTP expiry).
     last_seen: Instant,
+    /// What a client allowed for the rest of this session: a server's tool, or (no tool)
+    /// every tool of a server, by the server's customization id.
+    allowed: std::collections::HashSet<(String, Option<String>)>,
 }
 
 /// One harness session's state.
@@ -124,6 +127,7 @@ impl HarnessState {
                 held: Vec::new(),
                 general: None,
                 last_seen: Instant::now(),
+                allowed: std::collections::HashSet::new(),
             }),
             budget: Budget::default(),
             next_request: AtomicU64::new(1),
@@ -133,6 +137,21 @@ impl HarnessState {
             spoke_modern: AtomicBool::new(false),
             stand_in: AtomicBool::new(false),
         })
+    }
+
+    /// Whether a client allowed tool `tool` of server `server` (or the whole server) for the
+    /// rest of this session.
+    pub fn allowed(&self, server: &str, tool: &str) -> bool {
+        let state = self.state();
+        let key = |tool: Option<&str>| (server.to_string(), tool.map(str::to_string));
+        state.allowed.contains(&key(Some(tool))) || state.allowed.contains(&key(None))
+    }
+
+    /// A client allowed tool `tool` of server `server` (`None`: all of its tools) for the
+    /// rest of this session.
+    pub fn allow(&self, server: &str, tool: Option<&str>) {
+        let key = (server.to_string(), tool.map(str::to_string));
+        self.state().allowed.insert(key);
     }
 
     fn state(&self) -> Held<'_, State> {

@@ -34,6 +34,8 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// How long a request waits for servers that are still starting.
     pub first_list_wait: Duration,
+    /// Which tool calls wait for an AHP client's approval.
+    pub approval: crate::approval::Policy,
 }
 
 impl Default for Settings {
@@ -42,6 +44,7 @@ impl Default for Settings {
             policy: Policy::default(),
             request_timeout: Duration::from_secs(300),
             first_list_wait: Duration::from_secs(10),
+            approval: crate::approval::Policy::default(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The harness's `tools/call`: the tool found (waiting for servers still starting), a
 //! client's tool run as the AHP client-tool flow, a server's mirrored and forwarded; one
-//! its server's declaration filters out answered as an unknown tool.
+//! its server's declaration filters out answered as an unknown tool; one the approval
+//! policy holds waits for a decision first (`steps::approval`).
 
 use std::sync::Arc;
 
@@ -10,10 +11,12 @@ use super::exchange::Exchange;
 use super::harness::Harness;
 use super::outbox::Stream;
 use super::registry::Scope;
+use super::steps::approval::{Held, Hold};
 use super::steps::{self, scope::RetryOnScope, shape::RewriteUris, tasks::TaskCreation};
 use super::{client_calls, routes};
+use crate::approval::Facts;
 use crate::mcp::message::{self, Message};
-use crate::mirror::{self, CallStart};
+use crate::mirror::{self, CallStart, Confirmation};
 
 /// `tools/call`: find the tool (waiting for servers still starting when it is not known
 /// yet), refuse an app-only tool to a harness without MCP Apps, mirror the call, forward it
@@ -86,6 +89,7 @@ fn call_found(
     }
     let hub = &harness.hub;
     let server_name = hub.connections.name_of(&found.server);
+    let held = held(&harness, &found, &server_name, &message);
     let ticket = hub.mirror.begin(|call| CallStart {
         call,
         runner: mirror::Runner::Server {
@@ -103,6 +107,7 @@ fn call_found(
             .map(|span| message.slice(span).to_string())
             .unwrap_or_else(|| "{}".into()),
         ui: found.tool.as_ref().and_then(|t| t.ui()),
+        confirmation: held.clone(),
     });
     let renamed = (found.original != called)
         .then(|| message.find(&["name"]))
@@ -114,6 +119,58 @@ fn call_found(
     let steps = steps::base()
         .with_if(harness.scope == Scope::All, || RewriteUris)
         .with(RetryOnScope::default())
-        .with(TaskCreation);
+        .with(TaskCreation)
+        // Last: the steps before it have seen the request when it is held.
+        .with_if(held.is_some(), || {
+            let held = Held::new(
+                harness.state().clone(),
+                (found.server.clone(), server_name.clone()),
+                found.original.clone(),
+                &hub.settings.approval,
+            );
+            Hold::new(held)
+        });
     Exchange::start(&harness, &found.server, message, stream, ticket, steps);
+}
+
+/// Whether the approval policy holds this call, and how it is shown then: `None` when it
+/// goes straight on (the policy, a pre-approval or what a client allowed this session).
+fn held(
+    harness: &Harness,
+    found: &routes::FoundTool,
+    server_name: &str,
+    message: &Message,
+) -> Option<Confirmation> {
+    let policy = &harness.hub.settings.approval;
+    if policy.is_inert() {
+        return None;
+    }
+    let tool = found.tool.as_ref();
+    let annotations = tool.and_then(|t| t.value(&["annotations"]));
+    let hint = |name: &str| annotations.as_ref().and_then(|a| a.get(name)?.as_bool());
+    let pre_approved = (harness.hub.connections.tool_filters(&found.server))
+        .is_some_and(|f| f.pre_approved.contains(&found.original));
+    let facts = Facts {
+        read_only: hint("readOnlyHint") == Some(true),
+        pre_approved,
+    };
+    let verdict = policy.judge(server_name, &found.original, facts);
+    if !verdict.ask || harness.allowed(&found.server, &found.original) {
+        return None;
+    }
+    let arguments = message
+        .find(&["arguments"])
+        .map(|span| message.slice(span).to_string())
+        .unwrap_or_else(|| "{}".into());
+    let shown = |v: &Option<serde_json::Value>| v.as_ref().map_or("none".into(), |v| v.to_string());
+    let text = format!(
+        "The MCP harness wants to call tool `{}` on MCP server **{server_name}**.\n\nArguments:\n```json\n{}\n```\n\nAnnotations: {}",
+        found.original,
+        mirror::cut(&arguments, mirror::MAX_TEXT),
+        shown(&annotations),
+    );
+    Some(Confirmation {
+        title: format!("Allow {} on {server_name}?", found.original),
+        message: text,
+    })
 }

@@ -31,6 +31,8 @@ impl Host {
             admission::admit_root(core.store.root(), &params.action)
         } else if let Some(session) = core.store.session(&params.channel) {
             admission::admit_session(&params.channel, session, client_id, &params.action)
+        } else if let Some(refused) = core.judge_approval(&params.channel, &params.action) {
+            refused
         } else if let Some(chat) = core.store.chat(&params.channel) {
             admission::admit_chat(chat, client_id, &params.action).and_then(|admission| {
                 match &params.action {
@@ -61,6 +63,11 @@ impl Host {
                 let action = core.resolve(&params.channel, params.action.clone());
                 match core.commit_and_publish(&params.channel, action, Some(origin.clone())) {
                     Ok(_) => {
+                        if let StateAction::ChatToolCallConfirmed(a) = &params.action {
+                            if core.approvals.is_held(&params.channel, &a.tool_call_id) {
+                                return core.client_decided(&params.channel, client_id, a);
+                            }
+                        }
                         core.carry_out(&params.channel, &params.action);
                         return;
                     }
@@ -115,6 +122,15 @@ impl Core {
     /// An admitted client action as the host commits it: a toggle carries the decisions
     /// the host holds beside the client's (see [`live::Live::resolve`]).
     fn resolve(&self, channel: &str, mut action: StateAction) -> StateAction {
+        if let StateAction::ChatToolCallConfirmed(a) = &mut action {
+            // A client's approval of a held call is the user's.
+            if a.approved
+                && a.confirmed.is_none()
+                && self.approvals.is_held(channel, &a.tool_call_id)
+            {
+                a.confirmed = Some(ahp_types::state::ToolCallConfirmationReason::UserAction);
+            }
+        }
         if let StateAction::SessionCustomizationToggled(a) = &mut action {
             if self.store.session(channel).is_some() {
                 a.enablement = self.live.resolve(&a.id, &a.enablement);

@@ -8,10 +8,11 @@
 //! methods live by concern: `clients` (handshake, subscriptions), `sessions` (list,
 //! create, dispose), `dispatch` (client actions), `servers` (supervisor events, rescans,
 //! `mcp://` lookups), `control` (what clients ask of the supervisor), `auth`
-//! (`authenticate`, paused calls), `client_tools` and `client_plugins` (what active clients
+//! (`authenticate`, paused calls), `approvals` (calls held for approval), `client_tools` and `client_plugins` (what active clients
 //! publish).
 
 pub mod admission;
+pub mod approvals;
 pub mod apps;
 pub mod audience;
 mod auth;
@@ -93,6 +94,8 @@ struct Core {
     client_order: VecDeque<String>,
     /// Harness tool calls waiting for authorization: the only ones a client may give up on.
     paused: paused::PausedCalls,
+    /// Harness tool calls held for approval: the only ones a client may approve or deny.
+    approvals: approvals::Approvals,
     /// Tools AHP clients offer the harness, and the events of the calls of them.
     client_tools: client_tools::ClientTools,
     /// Plugins AHP clients publish, handed to the catalog.
@@ -159,6 +162,7 @@ impl Host {
                 client_order: VecDeque::new(),
                 authenticated: HashMap::new(),
                 paused: paused::PausedCalls::default(),
+                approvals: approvals::Approvals::default(),
                 client_tools: client_tools::ClientTools::default(),
                 client_plugins: client_plugins::ClientPluginFeed::new(config.clients.plugins),
                 token_trials: token_trials::TokenTrials::default(),

@@ -9,6 +9,7 @@
 //! says how many were skipped. It sits between the MCP front and the `mcp://` channels
 //! (which report calls) and the host (which it emits into).
 
+mod confirmation;
 mod result;
 mod task;
 mod turns;
@@ -24,6 +25,9 @@ use crate::host::Host;
 
 pub use result::{cut, tool_call_result};
 pub use turns::Turns;
+
+/// A held call's decision, as the host announces it.
+pub use crate::host::approvals::Decision;
 
 /// Longest text (bytes) of one mirrored content block or tool input; longer is cut.
 pub const MAX_TEXT: usize = 16 * 1024;
@@ -95,7 +99,28 @@ pub struct CallStart {
     pub input: String,
     /// The tool's `_meta.ui` (MCP Apps), as the server declared it.
     pub ui: Option<Value>,
+    /// What a call held for approval asks (`None`: it needs none).
+    pub confirmation: Option<Confirmation>,
 }
+
+/// How a call held for approval is shown: pending confirmation, editable, with the options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confirmation {
+    /// `confirmationTitle`.
+    pub title: String,
+    /// `invocationMessage` (Markdown): the tool, its server, its arguments and annotations.
+    pub message: String,
+}
+
+/// The options of a call held for approval, by id: allow once, allow the tool or the server
+/// for the harness's session, deny.
+pub const OPTION_ONCE: &str = "allow-once";
+/// Allow this tool for the rest of the harness's session.
+pub const OPTION_TOOL: &str = "allow-tool-session";
+/// Allow every tool of this server for the rest of the harness's session.
+pub const OPTION_SERVER: &str = "allow-server-session";
+/// Deny.
+pub const OPTION_DENY: &str = "deny";
 
 #[cfg(test)]
 impl CallStart {
@@ -111,6 +136,7 @@ impl CallStart {
             display_name: "Echo".into(),
             input: r#"{"text":"hi"}"#.into(),
             ui: Some(serde_json::json!({"resourceUri": "ui://v"})),
+            confirmation: None,
         }
     }
 }
@@ -228,6 +254,42 @@ impl Ticket {
             Some(host) => host.release_paused(&self.given_up.chat, &call_id(self.call)),
             None => true,
         }
+    }
+
+    /// The call is held for approval: every decision from now on (`None` when there is no
+    /// host any more).
+    pub fn hold_for_approval(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<crate::host::approvals::Decision>> {
+        let host = self.given_up.host.upgrade()?;
+        Some(host.hold_approval(&self.given_up.chat, &call_id(self.call)))
+    }
+
+    /// The proxy decides the call held for approval (`approved`, saying `reason`), unless a
+    /// client did first (`false` then).
+    pub fn decide(&self, approved: bool, reason: &str) -> bool {
+        let Some(host) = self.given_up.host.upgrade() else {
+            return false;
+        };
+        host.decide_approval(crate::host::approvals::Decision {
+            call: (self.given_up.chat.clone(), call_id(self.call)),
+            approved,
+            client: None,
+            reason: Some(reason.to_string()),
+            edited_input: None,
+            option: None,
+        })
+    }
+
+    /// The decision taken on the call, if one was (for a listener that fell behind).
+    pub fn decision(&self) -> Option<crate::host::approvals::Decision> {
+        let host = self.given_up.host.upgrade()?;
+        host.approval_decision(&self.given_up.chat, &call_id(self.call))
+    }
+
+    /// Whether `decision` is about this call.
+    pub fn is_about(&self, decision: &crate::host::approvals::Decision) -> bool {
+        decision.call.0 == self.given_up.chat && decision.call.1 == call_id(self.call)
     }
 
     /// The call waits for authorization (`auth` says what is needed). Lossy: when the

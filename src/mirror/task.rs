@@ -100,10 +100,20 @@ pub(super) async fn run(
             }
             None => turns.close(now, &crate::host::store::now_iso8601()),
         };
+        // A call held for approval is listed in the session's input-needed entries once shown.
+        let held = actions.iter().find_map(|action| match action {
+            ahp_types::actions::StateAction::ChatToolCallReady(a) if a.confirmed.is_none() => {
+                Some((a.turn_id.clone(), a.tool_call_id.clone()))
+            }
+            _ => None,
+        });
         for action in actions {
             if let Err(error) = host.emit(&chat, action) {
                 tracing::debug!(?error, "tool call not mirrored");
             }
+        }
+        if let Some((turn, call)) = held {
+            host.announce_approval(&chat, &turn, &call);
         }
         // The countdown starts when the turn becomes idle; events that leave it idle (a call
         // waiting for the next turn, an authorization) do not restart it.

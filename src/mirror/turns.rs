@@ -323,16 +323,17 @@ impl Turns {
                 }
             }),
         }));
-        out.push(StateAction::ChatToolCallReady(ChatToolCallReadyAction {
+        let plain = StringOrMarkdown::Plain(match &call.runner {
+            Runner::Server { name, .. } => format!("Calling {} on {name}", call.display_name),
+            Runner::Client { name, .. } => {
+                format!("Asking {name} to run {}", call.display_name)
+            }
+        });
+        let ready = ChatToolCallReadyAction {
             turn_id: open.id.clone(),
             tool_call_id: call_id(call.call),
             meta: None,
-            invocation_message: StringOrMarkdown::Plain(match &call.runner {
-                Runner::Server { name, .. } => format!("Calling {} on {name}", call.display_name),
-                Runner::Client { name, .. } => {
-                    format!("Asking {name} to run {}", call.display_name)
-                }
-            }),
+            invocation_message: plain,
             tool_input: Some(ToolInput::Inline(cut(&call.input, MAX_TEXT))),
             contributor: None,
             intention: None,
@@ -342,6 +343,10 @@ impl Turns {
             editable: None,
             options: None,
             confirmed: Some(ToolCallConfirmationReason::NotNeeded),
+        };
+        out.push(StateAction::ChatToolCallReady(match &call.confirmation {
+            None => ready,
+            Some(asked) => super::confirmation::pending(ready, asked),
         }));
     }
 }

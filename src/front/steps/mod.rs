@@ -1,8 +1,9 @@
 //! The behaviours of the front's raw path, one [`Step`](crate::front::exchange::Step) each,
-//! chosen per request by the code that routes it: shaping answers for the aggregated
+//! chosen per request by the code that routes it: holding a call for approval, shaping answers for the aggregated
 //! endpoint, asking the next server, retrying once a token with more scope came, following
 //! tasks, undoing a refused subscription, and each harness's log level.
 
+pub mod approval;
 pub mod fallback;
 pub mod logs;
 pub mod scope;

@@ -1,0 +1,187 @@
+//! `ahp-proxy approvals`, `approve ID` and `deny ID [--reason …]`: the harness tool calls
+//! held for approval, as the default session's `inputNeeded` lists them, and a decision on
+//! one dispatched as any AHP client's `chat/toolCallConfirmed` (the first decision counts).
+
+use ahp::SubscriptionEvent;
+use ahp_types::actions::ChatToolCallConfirmedAction;
+use ahp_types::common::StringOrMarkdown;
+use ahp_types::state::{
+    SessionInputRequest, ToolCallCancellationReason, ToolCallConfirmationReason,
+    ToolCallConfirmationState, ToolInput,
+};
+use ahp_types::StateAction;
+use serde_json::json;
+
+use super::error::{within, ControlError, Step, STEP_DEADLINE};
+use super::{Connection, Endpoint};
+use crate::untrusted::{json_escaped, Escaped};
+
+/// The action, by its wire type.
+const CONFIRMED: &str = "chat/toolCallConfirmed";
+
+/// One call held for approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    /// Its tool call id (what `approve` and `deny` take).
+    pub id: String,
+    /// The chat it is in, and its turn.
+    pub chat: String,
+    /// Its turn.
+    pub turn: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The title clients show.
+    pub title: String,
+    /// Its arguments (JSON text).
+    pub input: String,
+}
+
+/// The calls the session lists as waiting for approval (pure).
+pub fn pending(requests: &[SessionInputRequest]) -> Vec<Pending> {
+    requests
+        .iter()
+        .filter_map(|request| {
+            let SessionInputRequest::ToolConfirmation(r) = request else {
+                return None;
+            };
+            let ToolCallConfirmationState::PendingConfirmation(call) = &r.tool_call else {
+                return None;
+            };
+            Some(Pending {
+                id: call.tool_call_id.clone(),
+                chat: r.chat.clone(),
+                turn: r.turn_id.clone(),
+                tool: call.tool_name.clone(),
+                title: (call.confirmation_title.as_ref()).map_or_else(String::new, text),
+                input: match &call.tool_input {
+                    Some(ToolInput::Inline(text)) => text.clone(),
+                    _ => String::new(),
+                },
+            })
+        })
+        .collect()
+}
+
+fn text(value: &StringOrMarkdown) -> String {
+    match value {
+        StringOrMarkdown::Plain(text) => text.clone(),
+        StringOrMarkdown::Markdown { markdown } => markdown.clone(),
+    }
+}
+
+/// `ahp-proxy approvals`: list them (text or JSON). Exit 0, or 2 when the proxy cannot be
+/// reached.
+pub async fn list(endpoint: &Endpoint, as_json: bool) -> u8 {
+    let connection = match Connection::open(endpoint).await {
+        Ok(connection) => connection,
+        Err(error) => {
+            eprintln!("ahp-proxy: {error}");
+            return error.exit_status();
+        }
+    };
+    let calls = pending(connection.state.input_needed.as_deref().unwrap_or(&[]));
+    connection.close().await;
+    if as_json {
+        let value: Vec<_> = (calls.iter())
+            .map(|c| json!({"id": c.id, "tool": c.tool, "title": c.title, "input": c.input, "chat": c.chat}))
+            .collect();
+        let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        println!("{}", json_escaped(&text));
+        return 0;
+    }
+    if calls.is_empty() {
+        println!("no tool call waits for approval");
+    }
+    for call in &calls {
+        println!(
+            "{}  {}  {}",
+            Escaped(&call.id),
+            Escaped(&call.title),
+            Escaped(&crate::mirror::cut(&call.input, 200))
+        );
+    }
+    0
+}
+
+/// `ahp-proxy approve ID` / `deny ID [--reason …]`: decide call `id`. Exit 0 when the
+/// decision counted, 1 when the proxy refused it (another came first), 2 when nothing waits
+/// under that id or the proxy cannot be reached.
+pub async fn decide(endpoint: &Endpoint, id: &str, approved: bool, reason: Option<&str>) -> u8 {
+    let outcome = match Connection::open(endpoint).await {
+        Ok(connection) => {
+            let outcome = decide_on(&connection, id, approved, reason).await;
+            connection.close().await;
+            outcome
+        }
+        Err(error) => Err(error),
+    };
+    match outcome {
+        Ok(()) => {
+            println!(
+                "{} {}",
+                if approved { "approved" } else { "denied" },
+                Escaped(id)
+            );
+            0
+        }
+        Err(error) => {
+            eprintln!("ahp-proxy: {error}");
+            error.exit_status()
+        }
+    }
+}
+
+async fn decide_on(
+    connection: &Connection,
+    id: &str,
+    approved: bool,
+    reason: Option<&str>,
+) -> Result<(), ControlError> {
+    let calls = pending(connection.state.input_needed.as_deref().unwrap_or(&[]));
+    let Some(call) = calls.iter().find(|c| c.id == id) else {
+        return Err(ControlError::NotWaiting {
+            id: id.to_string(),
+            url: connection.url.clone(),
+        });
+    };
+    let url = connection.url.as_str();
+    let client = &connection.client;
+    // Subscribed to the chat to hear the decision's echo.
+    let (_, mut sub) = within(url, Step::Subscribe, client.subscribe(call.chat.clone())).await?;
+    let action = StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
+        turn_id: call.turn.clone(),
+        tool_call_id: call.id.clone(),
+        meta: None,
+        approved,
+        confirmed: approved.then_some(ToolCallConfirmationReason::UserAction),
+        reason: (!approved).then_some(ToolCallCancellationReason::Denied),
+        edited_tool_input: None,
+        user_suggestion: None,
+        reason_message: reason.map(|r| StringOrMarkdown::Plain(r.to_string())),
+        selected_option_id: Some(if approved { "allow-once" } else { "deny" }.into()),
+    });
+    let step = Step::Request(CONFIRMED);
+    let seq = within(url, step, client.dispatch(call.chat.clone(), action))
+        .await?
+        .client_seq;
+    let echo = async {
+        while let Some(event) = sub.recv().await {
+            if let SubscriptionEvent::Action(envelope) = event {
+                if let Some(outcome) = connection.echo_of(&envelope, seq) {
+                    return outcome;
+                }
+            }
+        }
+        Err(ControlError::Closed {
+            url: url.to_string(),
+        })
+    };
+    match tokio::time::timeout(STEP_DEADLINE, echo).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(ControlError::TimedOut {
+            url: url.to_string(),
+            step,
+            after: STEP_DEADLINE,
+        }),
+    }
+}

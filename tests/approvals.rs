@@ -1,0 +1,458 @@
+//! Approvals end to end: the real binary with `[approval]`, a harness on its stdio, the
+//! official AHP client deciding. A held call waits in pending confirmation (listed in the
+//! session's `inputNeeded`, in the snapshot of a client that connects meanwhile), goes on
+//! approved (with the edited input), answers `isError` denied (naming who and why), refuses a
+//! late answer, is denied when nobody answers in time or when the harness cancels it; the
+//! policy spares pre-approved and read-only tools and what a client allowed for the session.
+
+mod common;
+
+use std::process::Command;
+
+use ahp::client::{Client, SessionSubscription};
+use ahp_types::actions::StateAction;
+use ahp_types::state::{
+    ChatState, ResponsePart, SessionInputRequest, SnapshotState, ToolCallConfirmationState,
+    ToolCallPendingConfirmationState, ToolCallState,
+};
+use common::raw::RawClient;
+use common::{examples, initialized_client, next_action, server, stdio_harness, Proxy, PATIENCE};
+use serde_json::{json, Value};
+
+const CHAT: &str = "ahp-chat:/harness";
+const SESSION: &str = "ahp-session:/default";
+
+/// The echo and notes examples under `approval` (the `[approval]` table's body).
+fn config(approval: &str) -> String {
+    format!(
+        "{}{}alwaysAllow = [\"list_notes\"]\n[approval]\n{approval}",
+        server("echo", "echo", &[]),
+        server("notes", "notes", &[]),
+    )
+}
+
+/// An AHP client following the harness chat.
+struct Approver {
+    client: Client,
+    chat: ChatState,
+    sub: SessionSubscription,
+}
+
+impl Approver {
+    async fn join(proxy: &Proxy, client_id: &str) -> Self {
+        let client = initialized_client(proxy, client_id).await;
+        let (snapshot, sub) = client.subscribe(CHAT.into()).await.unwrap();
+        let chat = match snapshot.snapshot.expect("snapshot").state {
+            SnapshotState::Chat(chat) => *chat,
+            other => panic!("expected a chat, got {other:?}"),
+        };
+        Self { client, chat, sub }
+    }
+
+    /// The first call `done` holds for (turn id, state), applying actions until one does.
+    async fn until(&mut self, done: impl Fn(&ToolCallState) -> bool) -> (String, ToolCallState) {
+        loop {
+            let turns = (self.chat.active_turn.iter())
+                .map(|t| (t.id.clone(), &t.response_parts))
+                .chain(
+                    self.chat
+                        .turns
+                        .iter()
+                        .map(|t| (t.id.clone(), &t.response_parts)),
+                );
+            let found = turns.into_iter().find_map(|(turn, parts)| {
+                parts.iter().find_map(|p| match p {
+                    ResponsePart::ToolCall(tc) if done(&tc.tool_call) => {
+                        Some((turn.clone(), tc.tool_call.clone()))
+                    }
+                    _ => None,
+                })
+            });
+            if let Some(found) = found {
+                return found;
+            }
+            let envelope = next_action(&mut self.sub).await;
+            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
+        }
+    }
+
+    /// The first call pending confirmation: its turn and state.
+    async fn pending(&mut self) -> (String, ToolCallPendingConfirmationState) {
+        let (turn, state) = self
+            .until(|s| matches!(s, ToolCallState::PendingConfirmation(_)))
+            .await;
+        match state {
+            ToolCallState::PendingConfirmation(p) => (turn, p),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Dispatch `chat/toolCallConfirmed` for `call` of `turn` with `fields`.
+    async fn answer(&self, turn: &str, call: &str, fields: Value) {
+        let mut action =
+            json!({"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": call});
+        action
+            .as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        let action: StateAction = serde_json::from_value(action).unwrap();
+        self.client.dispatch(CHAT.into(), action).await.unwrap();
+    }
+
+    /// Why the host refused this client's answer about `call`.
+    async fn refusal(&mut self, call: &str) -> String {
+        loop {
+            let envelope = next_action(&mut self.sub).await;
+            if let (Some(reason), StateAction::ChatToolCallConfirmed(a)) =
+                (&envelope.rejection_reason, &envelope.action)
+            {
+                if a.tool_call_id == call {
+                    return reason.clone();
+                }
+            }
+            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
+        }
+    }
+}
+
+/// The harness calls `tool` with `arguments` (and progress token `p-1`) while `meanwhile` runs.
+async fn call_meanwhile<T>(
+    harness: &mut RawClient,
+    tool: &str,
+    arguments: Value,
+    meanwhile: impl std::future::Future<Output = T>,
+) -> (Value, Vec<String>, T) {
+    let params = json!({"name": tool, "arguments": arguments, "_meta": {"progressToken": "p-1"}});
+    let params = params.to_string();
+    let mut none = |_: &str, _: &str| String::new();
+    let (exchange, got) = tokio::join!(
+        harness.request("tools/call", Some(&params), &mut none),
+        meanwhile
+    );
+    let answer: Value = serde_json::from_str(exchange.response()).unwrap();
+    let others = exchange.received().map(str::to_string).collect();
+    (answer, others, got)
+}
+
+/// The text of a tool result.
+fn text(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a text result: {answer}"))
+        .to_string()
+}
+
+/// A call answered without anybody deciding (within the patience window: a held one waits
+/// five minutes).
+async fn answered_unasked(harness: &mut RawClient, tool: &str, arguments: Value) -> Value {
+    let params = json!({"name": tool, "arguments": arguments}).to_string();
+    let mut none = |_: &str, _: &str| String::new();
+    let exchange = harness
+        .request("tools/call", Some(&params), &mut none)
+        .await;
+    serde_json::from_str(exchange.response()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_waits_then_runs_with_the_input_a_client_edited() {
+    let (proxy, mut harness) = stdio_harness(&config("mode = \"always\"\n")).await;
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let (answer, received, ()) = call_meanwhile(&mut harness, "echo", json!({"text": "as asked"}), async {
+        let (turn, pending) = ide.pending().await;
+        // The call as AHP shows it: who, where, what, and the choices.
+        let title = serde_json::to_value(&pending.confirmation_title).unwrap();
+        assert_eq!(title, json!("Allow echo on echo?"));
+        let message = serde_json::to_value(&pending.invocation_message).unwrap().to_string();
+        assert!(message.contains("`echo`") && message.contains("as asked"), "{message}");
+        assert_eq!(pending.editable, Some(true));
+        let options: Vec<String> = pending.options.iter().flatten().map(|o| o.id.clone()).collect();
+        assert_eq!(options, ["allow-once", "allow-tool-session", "allow-server-session", "deny"]);
+        // A client that connects now sees it pending: in the chat and in the session's inputNeeded.
+        let late = initialized_client(&proxy, "late").await;
+        let (snapshot, _session) = late.subscribe(SESSION.into()).await.unwrap();
+        let SnapshotState::Session(session) = snapshot.snapshot.unwrap().state else {
+            panic!("a session snapshot");
+        };
+        let listed = session.input_needed.iter().flatten().any(|r| match r {
+            SessionInputRequest::ToolConfirmation(r) => matches!(&r.tool_call,
+                ToolCallConfirmationState::PendingConfirmation(p) if p.tool_call_id == pending.tool_call_id),
+            _ => false,
+        });
+        assert!(listed, "{:?}", session.input_needed);
+        ide.answer(&turn, &pending.tool_call_id, json!({"approved": true, "editedToolInput": "{\"text\":\"as edited\"}"})).await;
+    })
+    .await;
+    assert_eq!(text(&answer), "as edited", "{answer}");
+    assert!(
+        received
+            .iter()
+            .any(|m| m.contains("notifications/progress") && m.contains("waiting for approval")),
+        "the harness heard that its call waits: {received:?}"
+    );
+    // Approved, it ran and completed as usual.
+    ide.until(|s| matches!(s, ToolCallState::Completed(c) if c.success))
+        .await;
+    assert!(proxy
+        .wait_for_log("tool call approval")
+        .contains("approved"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_answer_decides_a_denial_says_who_and_why_and_a_late_answer_is_refused() {
+    let (proxy, mut harness) = stdio_harness(&config("mode = \"always\"\n")).await;
+    let mut first = Approver::join(&proxy, "ide-a").await;
+    let mut second = Approver::join(&proxy, "ide-b").await;
+    let (answer, _, refused) = call_meanwhile(&mut harness, "echo", json!({"text": "rm -rf"}), async {
+        let (turn, pending) = first.pending().await;
+        let (_, seen) = second.pending().await;
+        assert_eq!(seen.tool_call_id, pending.tool_call_id);
+        first
+            .answer(&turn, &pending.tool_call_id, json!({"approved": false, "reason": "denied", "reasonMessage": "not on my machine"}))
+            .await;
+        // The second answers once it saw the first's decision (answers racing on two
+        // connections arrive in either order; the one that arrives first decides).
+        second.until(|s| matches!(s, ToolCallState::Cancelled(_))).await;
+        second.answer(&turn, &pending.tool_call_id, json!({"approved": true})).await;
+        second.refusal(&pending.tool_call_id).await
+    })
+    .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let said = text(&answer);
+    assert!(
+        said.contains("denied by AHP client \"ide-a\"") && said.contains("not on my machine"),
+        "{said}"
+    );
+    assert!(
+        refused.contains("already denied by client \"ide-a\""),
+        "{refused}"
+    );
+    // Denied, the call shows cancelled with the reason.
+    first
+        .until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+    assert!(proxy.wait_for_log("tool call approval").contains("denied"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_call_is_denied_once_its_time_is_up() {
+    let (proxy, mut harness) =
+        stdio_harness(&config("mode = \"always\"\ntimeout_ms = 1000\n")).await;
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let (answer, _, ()) = call_meanwhile(&mut harness, "echo", json!({"text": "x"}), async {
+        ide.pending().await;
+    })
+    .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let said = text(&answer);
+    assert!(
+        said.contains("denied by the proxy: nobody answered within 1000 ms"),
+        "{said}"
+    );
+    ide.until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destructive_asks_only_for_tools_neither_read_only_nor_pre_approved() {
+    let (proxy, mut harness) = stdio_harness(&format!(
+        "{}alwaysAllow = [\"echo\"]\n{}[approval]\nmode = \"destructive\"\n",
+        server("echo", "echo", &[]),
+        server("notes", "notes", &[]),
+    ))
+    .await;
+    // Nobody answers: these go straight through.
+    let listed = answered_unasked(&mut harness, "list_notes", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+    let echoed = answered_unasked(&mut harness, "echo", json!({"text": "pre-approved"})).await;
+    assert_eq!(text(&echoed), "pre-approved");
+    // add_note is neither: it is held, and "allow this tool for this session" lets the next through.
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let note = json!({"title": "t", "text": "x"});
+    let (answer, _, ()) = call_meanwhile(&mut harness, "add_note", note.clone(), async {
+        let (turn, pending) = ide.pending().await;
+        ide.answer(
+            &turn,
+            &pending.tool_call_id,
+            json!({"approved": true, "selectedOptionId": "allow-tool-session"}),
+        )
+        .await;
+    })
+    .await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let again = answered_unasked(&mut harness, "add_note", note).await;
+    assert!(again.get("result").is_some(), "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_is_the_default_and_asks_nothing() {
+    let (_proxy, mut harness) = stdio_harness(&server("notes", "notes", &[])).await;
+    let added =
+        answered_unasked(&mut harness, "add_note", json!({"title": "t", "text": "x"})).await;
+    assert!(added.get("result").is_some(), "{added}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harness_that_cancels_ends_its_pending_call() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (proxy, (stdout, mut stdin)) = Proxy::start_stdio(&config("mode = \"always\"\n"));
+    let mut lines = BufReader::new(stdout).lines();
+    let say = |line: String| {
+        let line = line + "\n";
+        async move { line }
+    };
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ] {
+        stdin
+            .write_all(say(line.into()).await.as_bytes())
+            .await
+            .unwrap();
+    }
+    let first = tokio::time::timeout(PATIENCE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.contains(r#""id":1"#), "{first}");
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#;
+    stdin
+        .write_all(say(call.into()).await.as_bytes())
+        .await
+        .unwrap();
+    let (turn, pending) = ide.pending().await;
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"changed my mind"}}"#;
+    stdin
+        .write_all(say(cancel.into()).await.as_bytes())
+        .await
+        .unwrap();
+    let (_, cancelled) = ide
+        .until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+    let shown = serde_json::to_value(&cancelled).unwrap().to_string();
+    assert!(shown.contains("the harness cancelled the call"), "{shown}");
+    ide.answer(&turn, &pending.tool_call_id, json!({"approved": true}))
+        .await;
+    let refused = ide.refusal(&pending.tool_call_id).await;
+    assert!(refused.contains("already denied by the proxy"), "{refused}");
+}
+
+#[test]
+fn check_shows_the_effective_policy() {
+    let dir = common::ScratchDir::new("approvals-check");
+    let path = dir.path().join("proxy.toml");
+    let text = config(
+        "mode = \"destructive\"\ntimeout_ms = 60000\n[approval.servers.notes]\nmode = \"always\"\n\
+         [approval.servers.notes.tools.read_note]\nreview_result = true\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    let run = |json: bool| {
+        let mut command = Command::new(common::proxy());
+        command.arg("--config").arg(&path).arg("check");
+        if json {
+            command.arg("--json");
+        }
+        String::from_utf8_lossy(&command.output().unwrap().stdout).into_owned()
+    };
+    let text = run(false);
+    assert!(
+        text.contains(
+            "approval       destructive; a call waits 60000 ms for a decision, then is denied\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("  server notes: always\n"), "{text}");
+    assert!(
+        text.contains("  tool notes/read_note: results reviewed\n"),
+        "{text}"
+    );
+    let report: Value = serde_json::from_str(&run(true)).unwrap();
+    assert_eq!(report["approval"]["mode"], "destructive");
+    assert_eq!(report["approval"]["servers"]["notes"]["mode"], "always");
+    let _ = examples();
+}
+
+/// A modern (2026-07-28) harness's call, on stdio without a session: held the same way, it
+/// answers nothing until a client decides, then completes as a modern result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_call_is_held_until_decided() {
+    const ENVELOPE: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}"#;
+    let (proxy, (stdout, stdin)) = Proxy::start_stdio(&config("mode = \"always\"\n"));
+    let mut harness = RawClient::stdio(stdout, stdin);
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let params = format!(r#"{{"name":"echo","arguments":{{"text":"modern"}},"_meta":{ENVELOPE}}}"#);
+    let mut none = |_: &str, _: &str| String::new();
+    let (exchange, ()) = tokio::join!(
+        harness.request("tools/call", Some(&params), &mut none),
+        async {
+            let (turn, pending) = ide.pending().await;
+            ide.answer(&turn, &pending.tool_call_id, json!({"approved": true}))
+                .await;
+        }
+    );
+    let answer: Value = serde_json::from_str(exchange.response()).unwrap();
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    assert_eq!(text(&answer), "modern");
+}
+
+/// A harness over streamable HTTP that ends its session (DELETE) while its call waits:
+/// the pending call goes (cancelled in AHP), and a late answer is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harness_that_goes_away_ends_its_pending_call() {
+    let proxy = Proxy::start(&config("mode = \"always\"\n"));
+    let http = reqwest::Client::new();
+    let post = |session: Option<&str>, body: Value| {
+        let mut request = http
+            .post(format!("{}/echo", proxy.mcp_url))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let init = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+    )
+    .await
+    .unwrap();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = init.text().await;
+    let _ = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await
+    .unwrap();
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let call = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": {"progressToken": 7}}}),
+    );
+    let (stream, (turn, pending)) = tokio::join!(call, ide.pending());
+    let deleted = http
+        .delete(format!("{}/echo", proxy.mcp_url))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    drop(stream);
+    ide.until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+    ide.answer(&turn, &pending.tool_call_id, json!({"approved": true}))
+        .await;
+    let refused = ide.refusal(&pending.tool_call_id).await;
+    assert!(refused.contains("already denied by the proxy"), "{refused}");
+}
