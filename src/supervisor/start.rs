@@ -100,15 +100,15 @@ impl Task {
         // Probe unless the launch spec is known to be legacy; a child that exits on the
         // probe (or never answers it) is legacy, and a fresh one is started for it.
         let mut probe = self.connections.era_of(key) != Some(Era::Legacy);
+        let launch = process::Launch {
+            command: command.to_string(),
+            args: args.to_vec(),
+            env: env.clone(),
+            cwd: cwd.map(Path::to_path_buf),
+        };
         loop {
-            let child = Child {
-                command,
-                args,
-                env,
-                cwd,
-            };
             match self
-                .spawn_stdio(child, identity, probe, deadline, desired)
+                .spawn_stdio(launch.clone(), identity, probe, deadline, desired)
                 .await
             {
                 Ok(Attempt::Up(running)) => {
@@ -132,7 +132,7 @@ impl Task {
     /// Spawn the child and, within `deadline`, probe its era (when `probe`) and handshake.
     async fn spawn_stdio(
         &self,
-        launch: Child<'_>,
+        launch: process::Launch,
         identity: &Identity,
         probe: bool,
         deadline: tokio::time::Instant,
@@ -143,7 +143,8 @@ impl Task {
             stdin,
             stdout,
             stderr: pipe,
-        } = process::spawn(launch.command, launch.args, launch.env, launch.cwd)
+        } = process::spawn_off_worker(launch)
+            .await
             .map_err(|e| Interrupted::Failed(Failure::Spawn(e.to_string())))?;
         let tail = SharedTail::default();
         let mut drained = tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
@@ -355,14 +356,6 @@ enum Attempt {
     Up(Box<Running>),
     /// The child exited on the probe or never answered it: start a fresh one, legacy.
     Respawn,
-}
-
-/// A stdio launch spec, borrowed.
-struct Child<'a> {
-    command: &'a str,
-    args: &'a [String],
-    env: &'a BTreeMap<String, String>,
-    cwd: Option<&'a Path>,
 }
 
 /// The era cache's key for a launch spec (a hash: the spec itself is secret).
