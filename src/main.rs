@@ -56,9 +56,9 @@ enum Command {
         /// off unless `--mcp-listen` is given.
         #[arg(long)]
         stdio: bool,
-        /// Threads running the proxy's tasks [default: 1 with --stdio, where one harness
-        /// talks to one sidecar and a call should not hop between threads; else one per
-        /// core].
+        /// Threads running the proxy's tasks [default: 1: a call then never hops between
+        /// threads; slow work (spawning servers, /proc and cgroup files) runs on threads of
+        /// its own. More only for a proxy kept busy on one core: see docs/benchmarks.md].
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
         worker_threads: Option<u16>,
         /// With --stdio: µs the worker watches its pipes before it parks [default: 50;
@@ -448,18 +448,12 @@ fn serve(
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
-    // One worker with --stdio: one harness, one sidecar, a call stays on one thread (see
-    // examples/bench_front and docs/benchmarks.md; with stdin/stdout as non-blocking pipes a
-    // worker per core measures about the same there, and is faster for many HTTP sessions).
-    match worker_threads {
-        Some(n) => {
-            builder.worker_threads(usize::from(n));
-        }
-        None if stdio => {
-            builder.worker_threads(1);
-        }
-        None => {}
-    }
+    // One worker unless told otherwise, on every front: a call's request, its upstream
+    // exchange and its answer then run on one thread, with no wake-up of another core in
+    // between (on a 2-core VM a worker per core added ~+100 µs at one call in flight against
+    // ~+27 µs, and carried fewer calls/s at 32 sessions). Blocking work goes to the runtime's
+    // blocking threads (spawn_blocking). See docs/benchmarks.md ("One worker by default").
+    builder.worker_threads(worker_threads.map_or(1, usize::from));
     // The harness's stdin is watched for the whole run (when spinning, below).
     let _stdin_watched = stdio
         .then(|| ahp_proxy::park_spin::Watched::new(std::os::fd::AsFd::as_fd(&std::io::stdin())));

@@ -37,6 +37,10 @@ fn bench_front_quick_prints_every_table_for_every_path_of_ours() {
         "latency, 1 call in flight",
         "CPU µs per call",
         "targets (issue 18), this run:",
+        "targets (issue 34: speed at the floor by default; issue 30: the modern paths), this run:",
+        "  start-up of 50 stdio servers, median of 1: ahp-proxy spawned → AHP client sees all ready",
+        "  1 call in flight over HTTP: ahp-proxy /mcp/echo → stdio echo adds",
+        "  2026-07-28 harness, ahp-proxy /mcp/echo → stdio echo: adds",
     ] {
         assert!(stdout.contains(heading), "no {heading:?} in:\n{stdout}");
     }
@@ -46,6 +50,8 @@ fn bench_front_quick_prints_every_table_for_every_path_of_ours() {
         "ahp-proxy /mcp/echo → stdio echo",
         "ahp-proxy /mcp → stdio echo",
         "ahp-proxy /mcp/echo → HTTP echo",
+        "echo --http direct (2026-07-28)",
+        "ahp-proxy /mcp/echo → stdio echo (2026-07-28)",
     ] {
         let row = stdout
             .lines()

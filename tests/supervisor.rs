@@ -543,3 +543,49 @@ async fn no_launch_secret_ever_appears_in_ahp_frames_or_info_logs() {
         }
     }
 }
+
+/// A legacy stdio MCP server in `sh` that writes the method of every message it reads to
+/// the file named by its argument: answers `server/discover` with -32601, `initialize` and
+/// an empty `tools/list`.
+const METHOD_LOGGING_SERVER: &str = r#"log="$1"
+while IFS= read -r line; do
+  method=$(printf '%s' "$line" | sed -n 's/.*"method":"\([^"]*\)".*/\1/p')
+  id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\([0-9]*\),.*/\1/p')
+  printf '%s\n' "$method" >> "$log"
+  [ -n "$id" ] || continue
+  case "$method" in
+    server/discover) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"unknown"}}\n' "$id" ;;
+    initialize) printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"sh","version":"1"}}}\n' "$id" ;;
+    tools/list) printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}\n' "$id" ;;
+    *) printf '{"jsonrpc":"2.0","id":%s,"result":{}}\n' "$id" ;;
+  esac
+done
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_of_one_launch_spec_starting_together_share_one_era_probe() {
+    // Three servers declared alike (one launch spec): one server/discover between them,
+    // the others initialized on the verdict (issue 34: start-up of many servers).
+    let dir = ScratchDir::new("one-probe");
+    let script = dir.path().join("server.sh");
+    std::fs::write(&script, METHOD_LOGGING_SERVER).unwrap();
+    let log = dir.path().join("methods.log");
+    let mut config = String::from(FAST);
+    for name in ["a", "b", "c"] {
+        config.push_str(&format!(
+            "[servers.{name}]\ncommand = \"sh\"\nargs = [{:?}, {:?}]\n",
+            script.display().to_string(),
+            log.display().to_string()
+        ));
+    }
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in ["a", "b", "c"] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    let methods = std::fs::read_to_string(&log).unwrap();
+    let count = |method: &str| methods.lines().filter(|l| *l == method).count();
+    assert_eq!(count("initialize"), 3, "{methods}");
+    assert_eq!(count("server/discover"), 1, "{methods}");
+}

@@ -1,11 +1,12 @@
-//! The light streamable HTTP client: one keep-alive HTTP/1.1 connection per MCP session,
-//! requests written in one piece, answers read as `application/json` or an SSE stream.
+//! The light streamable HTTP client: one keep-alive HTTP/1.1 connection per MCP session
+//! (legacy), or per client sending stateless 2026-07-28 POSTs with the standard headers
+//! (modern); requests written in one piece, answers read as `application/json` or SSE.
 //! No framework and no extra task per connection, so its own cost per call stays small.
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use crate::mcp;
+use crate::mcp::{self, Era};
 
 /// One MCP session over streamable HTTP.
 pub struct HttpSession {
@@ -21,6 +22,12 @@ pub struct HttpSession {
     line: Vec<u8>,
     /// Whether the last answer came as an SSE stream (else plain JSON).
     pub answered_sse: bool,
+    era: Era,
+    /// Modern: the tool a `tools/call` names (its `Mcp-Name` header).
+    tool: Option<String>,
+    /// Modern: the `Mcp-Method` (and `Mcp-Name`) header lines of `headers_for`'s method.
+    mcp_headers: String,
+    headers_for: String,
 }
 
 /// What the client keeps of an HTTP answer's head.
@@ -32,8 +39,10 @@ struct Head {
 }
 
 impl HttpSession {
-    /// `initialize` + `notifications/initialized` on `url` (`http://host:port/path`).
-    pub async fn open(url: &str) -> Result<HttpSession, String> {
+    /// On `url` (`http://host:port/path`): a legacy session (`initialize` +
+    /// `notifications/initialized`), or a modern client (no handshake: every request a
+    /// stateless POST with `MCP-Protocol-Version`, `Mcp-Method` and, for a call, `Mcp-Name`).
+    pub async fn open_as(url: &str, era: Era) -> Result<HttpSession, String> {
         let rest = url
             .strip_prefix("http://")
             .ok_or_else(|| format!("not an http:// URL: {url}"))?;
@@ -52,7 +61,15 @@ impl HttpSession {
             body: Vec::new(),
             line: Vec::new(),
             answered_sse: false,
+            era,
+            tool: None,
+            mcp_headers: String::new(),
+            headers_for: String::new(),
         };
+        if era == Era::Modern {
+            session.protocol = Some(mcp::MODERN.to_string());
+            return Ok(session);
+        }
         let answer = session
             .request("initialize", mcp::INITIALIZE_PARAMS)
             .await?;
@@ -72,19 +89,35 @@ impl HttpSession {
         Ok(session)
     }
 
-    /// One request; the JSON-RPC response that answered it.
+    /// Modern: the tool its `tools/call`s name (their `Mcp-Name`).
+    pub fn calls_tool(&mut self, tool: &str) {
+        self.tool = Some(tool.to_string());
+        self.headers_for.clear();
+    }
+
+    /// One request (`params` as a legacy client sends them: a modern one adds its `_meta`);
+    /// the JSON-RPC response that answered it.
     pub async fn request(&mut self, method: &str, params: &str) -> Result<String, String> {
-        let range = self.exchange(method, params).await?;
+        let params = mcp::params_for(self.era, params);
+        let range = self.exchange(method, &params).await?;
         Ok(String::from_utf8_lossy(&self.body[range]).into_owned())
     }
 
-    /// One request, its answer left in `self.body[range]`; an error answer is an `Err`.
+    /// One request (`params` as this era sends them), its answer left in `self.body[range]`;
+    /// an error answer is an `Err`.
     pub async fn exchange(
         &mut self,
         method: &str,
         params: &str,
     ) -> Result<std::ops::Range<usize>, String> {
         self.next_id += 1;
+        if self.era == Era::Modern && self.headers_for != method {
+            self.mcp_headers = format!("Mcp-Method: {method}\r\n");
+            if let Some(tool) = self.tool.as_ref().filter(|_| method == "tools/call") {
+                self.mcp_headers.push_str(&format!("Mcp-Name: {tool}\r\n"));
+            }
+            self.headers_for = method.to_string();
+        }
         let mut body = std::mem::take(&mut self.request);
         body.clear();
         mcp::write_request(&mut body, self.next_id, method, params);
@@ -118,6 +151,11 @@ impl HttpSession {
             return Err(format!("{method} failed: {}", error.get()));
         }
         Ok(range)
+    }
+
+    /// The bytes of the last answer's body in `range` (from [`HttpSession::exchange`]).
+    pub fn body(&self, range: std::ops::Range<usize>) -> &[u8] {
+        &self.body[range]
     }
 
     /// End the session (`DELETE`), best effort.
@@ -157,6 +195,9 @@ impl HttpSession {
             if let Some(value) = value {
                 head.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
             }
+        }
+        if method == "POST" {
+            head.extend_from_slice(self.mcp_headers.as_bytes());
         }
         head.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
         head.extend_from_slice(body);

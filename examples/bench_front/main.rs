@@ -9,11 +9,19 @@
 //!   `initialize` + `notifications/initialized`, then `tools/call echo` back to back, JSON
 //!   or SSE answers): `echo --http` direct; `ahp-proxy` `/mcp/echo` and `/mcp` in front of
 //!   the stdio echo; the Rust `mcp-proxy` 0.6.0 in front of the stdio echo; `ahp-proxy` and
-//!   the Rust `mcp-proxy` in front of `echo --http`; each at 1, 8 and 32 sessions.
+//!   the Rust `mcp-proxy` in front of `echo --http`; each at 1, 8 and 32 sessions;
+//! - the same HTTP client speaking 2026-07-28 (no session: a stateless POST per call, with
+//!   `_meta` and the standard headers; labels end in "(2026-07-28)"): `echo --http` direct
+//!   and `ahp-proxy` `/mcp/echo` in front of each echo, beside the legacy paths;
+//! - `ahp-proxy` as it ran by default before issue 34 (`--worker-threads=<cores>`) in front
+//!   of the stdio echo, beside the default (one worker);
+//! - first, start-up of 50 stdio echo servers: `ahp-proxy serve` spawned until an official
+//!   AHP client saw all `ready`, beside the servers spawned and initialized here (rmcp's
+//!   client and the raw one), interleaved runs.
 //!
 //! Printed: the issue-18 table (added p50 over direct stdio, calls/s at 1/8/32 sessions),
 //! latency p50/p99, CPU µs per call (proxy, echo, this client, from /proc), and
-//! the issue's targets. Every call through `ahp-proxy` is mirrored into its AHP default
+//! the targets of issues 18, 34 and 30 (the modern paths). Every call through `ahp-proxy` is mirrored into its AHP default
 //! chat (committed with the official reducers; at 32 sessions no call waits long enough to
 //! be counted as not shown).
 //!
@@ -31,18 +39,23 @@
 //! `BENCH_FRONT_ONLY` (comma-separated parts of path labels: measure only those, e.g. to
 //! profile one proxy by the pid printed for it), `BENCH_FRONT_AHP_WATCHER` (set: an official
 //! AHP client, in this process, follows the default session of each `ahp-proxy serve`, as an
-//! IDE would; `=chats`: and its chats, so it is sent every mirrored action).
+//! IDE would; `=chats`: and its chats, so it is sent every mirrored action),
+//! `BENCH_FRONT_SERVERS` (50) and `BENCH_FRONT_STARTUP_RUNS` (5; `--quick` 1; 0 leaves the
+//! start-up out; `BENCH_FRONT_ONLY=start-up` measures only it).
 
 #[allow(dead_code)]
 #[path = "../common/mod.rs"]
 mod common;
 mod http_client;
+mod issue_targets;
 mod mcp;
 mod measure;
 mod process;
 mod report;
+mod startup;
 mod stdio_client;
 mod targets;
+mod watcher;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -53,6 +66,8 @@ use targets::{Bench, Peers};
 
 /// HTTP sessions calling at once, by default.
 const SESSIONS: [usize; 3] = [1, 8, 32];
+/// What `BENCH_FRONT_ONLY` names to measure the start-up of many servers.
+const STARTUP: &str = "start-up";
 /// Stdio blocks per path in each round (they are short).
 const STDIO_BLOCKS_PER_ROUND: usize = 2;
 
@@ -68,6 +83,9 @@ struct Knobs {
     sessions: Vec<usize>,
     /// Label substrings of the paths to measure (all when empty).
     only: Vec<String>,
+    /// Start-up: stdio servers declared, and interleaved runs (0: not measured).
+    servers: usize,
+    startup_runs: usize,
 }
 
 impl Knobs {
@@ -106,6 +124,8 @@ impl Knobs {
                     .ok_or_else(|| format!("BENCH_FRONT_SESSIONS={list:?}: say e.g. 1,8,32"))?,
                 Err(_) => SESSIONS.to_vec(),
             },
+            servers: env("BENCH_FRONT_SERVERS", 50, 50)?.max(1) as usize,
+            startup_runs: env("BENCH_FRONT_STARTUP_RUNS", 5, 1)? as usize,
             only: std::env::var("BENCH_FRONT_ONLY")
                 .unwrap_or_default()
                 .split(',')
@@ -160,6 +180,25 @@ async fn run(knobs: &Knobs, dir: &std::path::Path) -> bool {
         knobs.http_warmup.as_millis(),
         knobs.http_measure.as_millis()
     );
+    // Start-up first, with nothing else of ours running.
+    let mut failures = Vec::new();
+    let startup = match knobs.startup_runs > 0 && knobs.measures(STARTUP) {
+        true => {
+            eprintln!("bench_front: start-up of {} stdio servers", knobs.servers);
+            let measured = startup::measure(
+                &common::proxy_binary(),
+                &common::examples_binary(),
+                dir,
+                knobs.servers,
+                knobs.startup_runs,
+            )
+            .await;
+            measured
+                .map_err(|error| failures.push(format!("{STARTUP}: {error}")))
+                .ok()
+        }
+        false => None,
+    };
     let (peers, mut notes) = if knobs.peers {
         Peers::find()
     } else {
@@ -195,7 +234,7 @@ async fn run(knobs: &Knobs, dir: &std::path::Path) -> bool {
             }
         );
     }
-    let mut failures = std::mem::take(&mut bench.failures);
+    failures.append(&mut bench.failures);
 
     let mut stdio_tallies: Vec<Tally> = bench.stdio.iter().map(|_| Tally::default()).collect();
     let mut http_tallies: Vec<Vec<Tally>> = bench
@@ -262,6 +301,7 @@ async fn run(knobs: &Knobs, dir: &std::path::Path) -> bool {
     report::latency(&stdio_rows, &http_rows);
     report::cpu(&stdio_rows, &http_rows, &knobs.sessions);
     report::targets(&stdio_rows, &http_rows, &knobs.sessions);
+    issue_targets::print(&stdio_rows, &http_rows, &knobs.sessions, startup.as_ref());
     report::before_after(&stdio_rows, &http_rows, &knobs.sessions);
     for (label, failed) in stdio_rows
         .iter()

@@ -1,12 +1,43 @@
 //! The few MCP messages the benchmark clients write and read, as raw JSON text: the
-//! `initialize` they send, a request line, what they look at in an answer, and the echo
-//! tool found in a `tools/list` answer.
+//! `initialize` they send (or, at 2026-07-28, the `_meta` each request carries), a request
+//! line, what they look at in an answer, and the echo tool found in a `tools/list` answer.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 /// What both clients send in `initialize`: no capabilities, so no server→client requests.
 pub const INITIALIZE_PARAMS: &str = r#"{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench_front","version":"0.1.0"}}"#;
+
+/// The modern protocol version: no `initialize`, no session, each request stateless.
+pub const MODERN: &str = "2026-07-28";
+
+/// What a modern request's `params._meta` carries (no capabilities, as `initialize` above).
+const MODERN_META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench_front","version":"0.1.0"}}"#;
+
+/// The MCP era a benchmark client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize`, then requests in the session (2025-06-18 here).
+    Legacy,
+    /// 2026-07-28: each request a stateless POST carrying its own `_meta`.
+    Modern,
+}
+
+/// `params` (a JSON object's text) as `era` sends them: with the modern `_meta` added.
+pub fn params_for(era: Era, params: &str) -> String {
+    match era {
+        Era::Legacy => params.to_string(),
+        Era::Modern => {
+            let body = params.trim().trim_start_matches('{').trim_start();
+            let rest = if body == "}" {
+                "}".to_string()
+            } else {
+                format!(",{body}")
+            };
+            format!(r#"{{"_meta":{MODERN_META}{rest}"#)
+        }
+    }
+}
 
 /// A JSON-RPC request (`params` is JSON text) appended to `out`.
 pub fn write_request(out: &mut Vec<u8>, id: u64, method: &str, params: &str) {

@@ -81,9 +81,14 @@ pub async fn http_block(
     measure: Duration,
     tally: &mut Tally,
 ) -> Result<(), String> {
-    let opened =
-        futures_util::future::join_all((0..sessions).map(|_| HttpSession::open(&path.url))).await;
-    let opened: Vec<HttpSession> = opened.into_iter().collect::<Result<_, _>>()?;
+    let opened = futures_util::future::join_all(
+        (0..sessions).map(|_| HttpSession::open_as(&path.url, path.era)),
+    )
+    .await;
+    let mut opened: Vec<HttpSession> = opened.into_iter().collect::<Result<_, _>>()?;
+    for session in &mut opened {
+        session.calls_tool(&path.tool);
+    }
     let keep_samples = sessions == 1;
     let before = Cpu::now(path.route.proxy, &path.route.servers);
     let measure_from = Instant::now() + warmup;

@@ -35,11 +35,11 @@ pub fn p50_p99(tally: &Tally) -> (f64, f64) {
     (percentile(&sorted, 50.0), percentile(&sorted, 99.0))
 }
 
-fn rate(tally: &Tally) -> f64 {
+pub fn rate(tally: &Tally) -> f64 {
     tally.calls as f64 / tally.seconds.max(1e-9)
 }
 
-fn thousands(value: f64) -> String {
+pub fn thousands(value: f64) -> String {
     if !value.is_finite() {
         return "—".into();
     }
@@ -95,11 +95,11 @@ pub fn summary(stdio: &[Row], http: &[Row], sessions: &[usize]) {
 }
 
 /// The direct stdio path: the reference of every "added" figure.
-fn direct_stdio<'a>(stdio: &'a [Row<'a>]) -> Option<&'a Row<'a>> {
+pub fn direct_stdio<'a>(stdio: &'a [Row<'a>]) -> Option<&'a Row<'a>> {
     stdio.iter().find(|r| !r.proxied && r.failed.is_none())
 }
 
-fn first_p50(row: &Row) -> f64 {
+pub fn first_p50(row: &Row) -> f64 {
     row.tallies.first().map_or(f64::NAN, |t| p50_p99(t).0)
 }
 
@@ -205,9 +205,16 @@ pub fn targets(stdio: &[Row], http: &[Row], sessions: &[usize]) {
         }
     }
     let ok = |r: &&Row| r.failed.is_none();
-    let direct = http.iter().filter(ok).find(|r| !r.proxied);
+    let legacy = |r: &&Row| !r.label.ends_with(crate::targets::MODERN_MARK);
+    let direct = http.iter().filter(ok).find(|r| !r.proxied && legacy(r));
     let last = sessions.len().saturating_sub(1);
-    for ours in http.iter().filter(ok).filter(|r| r.ours && r.proxied) {
+    // (A modern harness's paths have their own lines: `issue_targets`.)
+    for ours in http
+        .iter()
+        .filter(ok)
+        .filter(legacy)
+        .filter(|r| r.ours && r.proxied)
+    {
         if let Some(direct) = direct {
             let share = rate(&ours.tallies[last]) / rate(&direct.tallies[last]);
             println!(

@@ -325,7 +325,9 @@ impl ConnectionProtocol {
                 Ok(())
             }
             m if m.starts_with("resource") || m == "createResourceWatch" => {
-                self.resource_command(id, m, params)
+                // Host files may sit on a slow disk or a network mount: read and written
+                // off the runtime's worker (one by default), which other clients share.
+                off_worker(|| self.resource_command(id, m, params))
             }
             m => Err(RpcError::method_not_found(format!("unknown method {m:?}"))),
         }
@@ -558,4 +560,16 @@ fn log_steering(conn: ConnId, client_id: &str, action: &StateAction) {
 /// [`bounds::MAX_CLIENT_ID_BYTES`].
 fn usable_client_id(client_id: &str) -> Result<(), RpcError> {
     bounds::client_id(client_id).map_err(RpcError::invalid_params)
+}
+
+/// Run `work`, which blocks on the file system, without holding up the tasks of the
+/// worker it is called on: on a multi-thread runtime the worker hands its other tasks to a
+/// fresh one meanwhile (`block_in_place`); elsewhere (a test's one-thread runtime) it runs
+/// as it is.
+fn off_worker<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
 }

@@ -147,6 +147,8 @@ pub struct Connections {
     /// The era each launch spec / endpoint turned out to speak (by a hash of it): a start
     /// that knows it skips the probe; a start that fails forgets it.
     eras: RwLock<HashMap<u64, Era>>,
+    /// The era probes in flight, shared by starts of the same spec.
+    probes: super::era_probes::Probes,
 }
 
 impl Default for Connections {
@@ -164,6 +166,7 @@ impl Default for Connections {
             http: OnceLock::new(),
             last_initialized: RwLock::default(),
             eras: RwLock::default(),
+            probes: super::era_probes::Probes::default(),
         }
     }
 }
@@ -191,6 +194,12 @@ impl Connections {
             .unwrap_or_else(|p| p.into_inner())
             .get(&key)
             .copied()
+    }
+
+    /// A start's part in probing the era of launch spec `key`: it leads, or it follows a
+    /// start of the same spec probing now.
+    pub(super) fn join_era_probe(&self, key: u64) -> super::era_probes::Part {
+        self.probes.join(key)
     }
 
     /// Remember (`Some`) or forget (`None`) the era of the server launched as `key`.

@@ -8,6 +8,7 @@
 mod alerts;
 pub mod auth;
 pub mod connections;
+mod era_probes;
 mod failure;
 pub mod https;
 pub mod policy;

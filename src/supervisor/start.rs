@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::era_probes::Part;
 use super::process::{self, Spawned};
 use super::stderr::{self, with_tail, SharedTail};
 use super::stdout;
@@ -98,17 +99,30 @@ impl Task {
         let key = era_key(&(command, args, env, cwd));
         let deadline = tokio::time::Instant::now() + self.config.start_timeout;
         // Probe unless the launch spec is known to be legacy; a child that exits on the
-        // probe (or never answers it) is legacy, and a fresh one is started for it.
-        let mut probe = self.connections.era_of(key) != Some(Era::Legacy);
+        // probe (or never answers it) is legacy, and a fresh one is started for it. Starts
+        // of the same spec at once share one probe: the others spawn meanwhile, then go on
+        // with its verdict (a modern one still asks its own child, for its own answer).
+        let known = self.connections.era_of(key);
+        let mut probe = known != Some(Era::Legacy);
+        let mut part = known
+            .is_none()
+            .then(|| self.connections.join_era_probe(key));
+        let launch = process::Launch {
+            command: command.to_string(),
+            args: args.to_vec(),
+            env: env.clone(),
+            cwd: cwd.map(Path::to_path_buf),
+        };
         loop {
-            let child = Child {
-                command,
-                args,
-                env,
-                cwd,
-            };
             match self
-                .spawn_stdio(child, identity, probe, deadline, desired)
+                .spawn_stdio(
+                    launch.clone(),
+                    identity,
+                    probe,
+                    part.take(),
+                    deadline,
+                    desired,
+                )
                 .await
             {
                 Ok(Attempt::Up(running)) => {
@@ -129,12 +143,14 @@ impl Task {
         }
     }
 
-    /// Spawn the child and, within `deadline`, probe its era (when `probe`) and handshake.
+    /// Spawn the child and, within `deadline`, probe its era (when `probe`: as `part` of the
+    /// probe of its launch spec, when there is one in flight) and handshake.
     async fn spawn_stdio(
         &self,
-        launch: Child<'_>,
+        launch: process::Launch,
         identity: &Identity,
         probe: bool,
+        part: Option<Part>,
         deadline: tokio::time::Instant,
         desired: &mut watch::Receiver<Desired>,
     ) -> Result<Attempt, Interrupted> {
@@ -143,7 +159,8 @@ impl Task {
             stdin,
             stdout,
             stderr: pipe,
-        } = process::spawn(launch.command, launch.args, launch.env, launch.cwd)
+        } = process::spawn_off_worker(launch)
+            .await
             .map_err(|e| Interrupted::Failed(Failure::Spawn(e.to_string())))?;
         let tail = SharedTail::default();
         let mut drained = tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
@@ -161,7 +178,7 @@ impl Task {
         let session = crate::upstream::stdio::connect_child(stdin, stdout, report.clone());
         let handshake = tokio::time::timeout_at(deadline, async {
             let discovered = match probe {
-                true => probe_stdio(&session, identity).await?,
+                true => probe_as(part, &session, identity).await?,
                 false => None,
             };
             self.establish(session, identity, discovered).await
@@ -357,19 +374,37 @@ enum Attempt {
     Respawn,
 }
 
-/// A stdio launch spec, borrowed.
-struct Child<'a> {
-    command: &'a str,
-    args: &'a [String],
-    env: &'a BTreeMap<String, String>,
-    cwd: Option<&'a Path>,
-}
-
 /// The era cache's key for a launch spec (a hash: the spec itself is secret).
 fn era_key(launch: &impl Hash) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     launch.hash(&mut hasher);
     hasher.finish()
+}
+
+/// Probe as `part` of the probe of a launch spec: a follower whose leader found legacy
+/// sends no probe; a leader tells its followers what it found (a silent child: legacy, as
+/// its fresh one will be spoken to); anyone else probes its own child.
+async fn probe_as(
+    part: Option<Part>,
+    session: &Session,
+    identity: &Identity,
+) -> Result<Option<Discovered>, ConnectError> {
+    match part {
+        Some(Part::Follow(follow)) => match follow.verdict().await {
+            Some(Era::Legacy) => Ok(None),
+            _ => probe_stdio(session, identity).await,
+        },
+        Some(Part::Lead(lead)) => {
+            let found = probe_stdio(session, identity).await;
+            match &found {
+                Ok(None) | Err(ConnectError::ProbeUnanswered) => lead.settle(Era::Legacy),
+                Ok(Some(_)) => lead.settle(Era::Modern),
+                Err(_) => {}
+            }
+            found
+        }
+        None => probe_stdio(session, identity).await,
+    }
 }
 
 /// Ask a stdio server `server/discover`: its answer if it speaks modern (and lists no

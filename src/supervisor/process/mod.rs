@@ -54,6 +54,32 @@ pub enum SpawnError {
     NoPipes,
 }
 
+/// A stdio server's launch, owned, to be spawned on a blocking thread.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: std::collections::BTreeMap<String, String>,
+    pub cwd: Option<std::path::PathBuf>,
+}
+
+/// [`spawn`] on one of the runtime's blocking threads: the fork waits until the child has
+/// `exec`ed (or failed to) and making its cgroup writes to the cgroup file system, either
+/// of which would stop every task of a one-worker runtime meanwhile (fifty servers starting
+/// at once: fifty of them in a row).
+pub async fn spawn_off_worker(launch: Launch) -> Result<Spawned, SpawnError> {
+    tokio::task::spawn_blocking(move || {
+        spawn(
+            &launch.command,
+            &launch.args,
+            &launch.env,
+            launch.cwd.as_deref(),
+        )
+    })
+    .await
+    .unwrap_or_else(|joined| Err(SpawnError::Other(std::io::Error::other(joined))))
+}
+
 /// Start `command args` in `cwd` with `env` added, in a new process group, with SIGKILL as
 /// its parent-death signal; when the proxy owns its servers ([`Ownership::establish`]),
 /// with its marker in the environment and in its own cgroup.
@@ -185,7 +211,7 @@ pub async fn terminate(child: &mut Child, grace: Duration) -> Option<ExitStatus>
     }
     signal_group(group, Signal::TERM);
     if let (Some(ownership), Some(pid)) = (ownership, group) {
-        ownership.ask_to_stop(pid);
+        ownership.ask_to_stop(pid).await;
     }
     let status = match tokio::time::timeout(grace, child.wait()).await {
         // Grandchildren that ignored SIGTERM go too.

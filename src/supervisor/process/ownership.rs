@@ -154,21 +154,26 @@ impl Ownership {
             cgroup: cgroup.clone(),
         })
         .await;
-        let mut registry = self.lock();
-        if gone {
-            registry.remove(&pid);
-            drop(registry);
-            if let Some(path) = cgroup {
-                cgroup::remove(&path);
+        {
+            let mut registry = self.lock();
+            if !gone {
+                if let Some(server) = registry.get_mut(&pid) {
+                    server.swept = true;
+                }
+                return;
             }
-        } else if let Some(server) = registry.get_mut(&pid) {
-            server.swept = true;
+            registry.remove(&pid);
+        }
+        if let Some(path) = cgroup {
+            // It retries a few ms apart until the last process has left.
+            let _ = tokio::task::spawn_blocking(move || cgroup::remove(&path)).await;
         }
     }
 
     /// SIGTERM everything server `pid` started (its marker, its cgroup, its tree), not the
     /// server itself: a polite first step beside the SIGTERM to its group.
-    pub fn ask_to_stop(&self, pid: u32) {
+    /// (`/proc` is read on a blocking thread.)
+    pub async fn ask_to_stop(&self, pid: u32) {
         let Some((marker, cgroup)) = self.marker_and_cgroup(pid) else {
             return;
         };
@@ -178,17 +183,20 @@ impl Ownership {
             root: Some(pid as i32),
             cgroup,
         };
-        for target in targets.find(&tree::snapshot()) {
-            if target != pid as i32 {
-                super::signal(target, rustix::process::Signal::TERM);
+        let _ = tokio::task::spawn_blocking(move || {
+            for target in targets.find(&tree::snapshot()) {
+                if target != pid as i32 {
+                    super::signal(target, rustix::process::Signal::TERM);
+                }
             }
-        }
+        })
+        .await;
     }
 
     /// Shutdown, after every server stopped: kill whatever is left (anything carrying this
     /// proxy's marker, in its cgroups, or below it in the tree: orphans it adopted), reap
     /// them, and remove the cgroups.
-    async fn release_all(&self) {
+    async fn release_all(&'static self) {
         let pids: Vec<u32> = self.lock().keys().copied().collect();
         for pid in pids {
             self.clear(pid, false).await;
@@ -200,10 +208,13 @@ impl Ownership {
             cgroup: self.cgroups.as_ref().map(|b| b.path().to_path_buf()),
         })
         .await;
-        self.reap_orphans();
-        if let Some(base) = &self.cgroups {
-            base.kill_all_and_remove();
-        }
+        let _ = tokio::task::spawn_blocking(|| {
+            self.reap_orphans();
+            if let Some(base) = &self.cgroups {
+                base.kill_all_and_remove();
+            }
+        })
+        .await;
     }
 
     /// Reap children that are not server processes (orphans the proxy adopted as their
@@ -239,11 +250,15 @@ impl Ownership {
 
     /// After some child ended: clear away after server processes that died (their leftovers
     /// killed at once; forgotten once reaped) and reap adopted orphans.
-    async fn tidy(&self) {
-        for (pid, gone) in self.ended() {
+    /// (`/proc` is read on a blocking thread.)
+    async fn tidy(&'static self) {
+        let ended = tokio::task::spawn_blocking(|| self.ended())
+            .await
+            .unwrap_or_default();
+        for (pid, gone) in ended {
             self.clear(pid, gone).await;
         }
-        self.reap_orphans();
+        let _ = tokio::task::spawn_blocking(|| self.reap_orphans()).await;
     }
 }
 
