@@ -476,3 +476,60 @@ async fn prompts_are_served_where_advertised_and_channel_calls_are_mirrored_as_t
         "the proxy measured the 30 ms sleep: {done}"
     );
 }
+
+/// A change only clients with `mcpApps` can see (a harness that answers sampling arrives,
+/// so every `mcpApp` gains `sampling`) reaches them, and is not sent to the other clients as
+/// a `customizationUpdated` that, for them, changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_to_mcp_apps_alone_is_not_sent_to_clients_that_do_not_see_them() {
+    let proxy = Proxy::start(&config());
+    let mut apps = Watcher::open_with_apps(&proxy, "apps-client").await;
+    let mut plain = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in ["dash", "clock"] {
+        apps.until(name, "ready", &mut seen).await;
+        plain.until(name, "ready", &mut seen).await;
+    }
+    let harness: rmcp::model::ClientConfig = serde_json::from_value(json!({
+        "protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
+        "clientInfo": {"name": "h", "version": "1"}}))
+    .unwrap();
+    let _harness = rmcp::ServiceExt::serve(
+        harness,
+        rmcp::transport::StreamableHttpClientTransport::from_uri(proxy.mcp_url.clone()),
+    )
+    .await
+    .expect("a harness that answers sampling");
+    while apps.server("clock")["mcpApp"]["capabilities"]
+        .get("sampling")
+        .is_none()
+    {
+        apps.step().await;
+    }
+    // Then a change every client sees: up to it, the plain client got nothing that changes
+    // nothing for it.
+    plain
+        .dispatch(json!({"type": "session/titleChanged", "title": "after sampling"}))
+        .await;
+    loop {
+        let envelope = common::next_action(&mut plain.sub).await;
+        if let ahp_types::actions::StateAction::SessionCustomizationUpdated(update) =
+            &envelope.action
+        {
+            assert!(
+                !plain
+                    .mirror
+                    .customizations
+                    .iter()
+                    .flatten()
+                    .any(|c| *c == update.customization),
+                "a customizationUpdated that changes nothing for a client without mcpApps: {:?}",
+                update.customization
+            );
+        }
+        let _ = ahp::reducers::apply_action_to_session(&mut plain.mirror, &envelope.action);
+        if plain.mirror.title == "after sampling" {
+            break;
+        }
+    }
+}
