@@ -109,6 +109,7 @@ impl Run {
                 display_name,
                 input: self.input.clone(),
                 ui,
+                era: Some(harness.era()),
             })
             .await;
         let Some(ticket) = ticket else {

@@ -103,6 +103,7 @@ fn call_found(
             .map(|span| message.slice(span).to_string())
             .unwrap_or_else(|| "{}".into()),
         ui: found.tool.as_ref().and_then(|t| t.ui()),
+        era: Some(harness.era()),
     });
     let renamed = (found.original != called)
         .then(|| message.find(&["name"]))
