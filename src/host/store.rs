@@ -435,7 +435,8 @@ impl Store {
         )
     }
 
-    /// Envelopes after `after` on `channels`, or `None` when the log no longer reaches back.
+    /// Envelopes after `after` on `channels`, or `None` when the log no longer reaches back;
+    /// without `mcp_apps`, those that change only what clients with `mcpApps` see are left out.
     pub fn replay(
         &self,
         after: u64,
