@@ -170,15 +170,6 @@ pub fn plain_action(action: &StateAction) -> Option<StateAction> {
     stripped.then_some(plain)
 }
 
-/// Whether a client without `mcpApps` sees `after` as it sees `before`: the two differ at
-/// most in channels and `mcpApp`s (an update of only those changes nothing for it).
-pub fn same_when_plain(before: &Customization, after: &Customization) -> bool {
-    let (mut before, mut after) = (before.clone(), after.clone());
-    strip_customization(&mut before);
-    strip_customization(&mut after);
-    before == after
-}
-
 /// Remove channels and `mcpApp`s from a customization and its children; whether any were.
 fn strip_customization(customization: &mut Customization) -> bool {
     match customization {

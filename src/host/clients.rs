@@ -111,7 +111,7 @@ impl Host {
         let channels: HashSet<&str> = live.iter().map(|n| n.uri.as_str()).collect();
         // Taken now (with the name the client knows each channel by), shown as the client is
         // shown them once the lock is let go.
-        let taken = match core.store.replay(last_seen, &channels, mcp_apps) {
+        let taken = match core.store.replay(last_seen, &channels) {
             Some(actions) => {
                 let names: HashMap<String, String> = channels
                     .iter()

@@ -73,11 +73,8 @@ impl Sockets {
                 } => {
                     let envelope = &commit.envelope;
                     let encoded = commit.json.as_deref();
-                    // What changes only channels and `mcpApp`s is nothing to the others.
                     self.each(&to, |audience, name| {
-                        (audience.mcp_apps || !commit.apps_only)
-                            .then(|| audience.action(envelope, encoded, name))
-                            .flatten()
+                        audience.action(envelope, encoded, name)
                     });
                     if let Some(changes) = &commit.summary_changes {
                         self.each(&summary_to, |audience, _| {

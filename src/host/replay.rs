@@ -25,8 +25,6 @@ struct Entry {
     channel: Box<str>,
     /// The whole envelope as JSON (channel, action, serverSeq, origin).
     json: Arc<str>,
-    /// Replayed only to clients with `mcpApps` (it changes nothing the others see).
-    apps_only: bool,
 }
 
 /// The last committed envelopes, in `serverSeq` order: at most `capacity` of them, taking at
@@ -60,8 +58,7 @@ impl ReplayLog {
     ///
     /// Returns the envelope's JSON text, shared with the log: what a subscriber that sees
     /// the envelope unchanged is sent (`None` when the log is off or it was not encodable).
-    /// `apps_only`: replayed only to clients with `mcpApps`.
-    pub fn push(&mut self, envelope: &ActionEnvelope, apps_only: bool) -> Option<Arc<str>> {
+    pub fn push(&mut self, envelope: &ActionEnvelope) -> Option<Arc<str>> {
         if self.capacity == 0 || self.max_bytes == 0 {
             return None;
         }
@@ -83,7 +80,6 @@ impl ReplayLog {
             server_seq: envelope.server_seq,
             channel: envelope.channel.as_str().into(),
             json: json.clone(),
-            apps_only,
         };
         let size = entry_bytes(&entry);
         if size > self.max_bytes {
@@ -118,14 +114,12 @@ impl ReplayLog {
 
     /// Envelopes with `serverSeq > after` on `channels`, or `None` when some of the
     /// envelopes after `after` were already dropped (the caller must fall back to snapshots).
-    /// `current` is the host's latest `serverSeq`; without `mcp_apps`, the envelopes kept
-    /// as changing only what clients with `mcpApps` see are left out.
+    /// `current` is the host's latest `serverSeq`.
     pub fn since(
         &self,
         after: u64,
         current: u64,
         channels: &HashSet<&str>,
-        mcp_apps: bool,
     ) -> Option<Vec<ActionEnvelope>> {
         if after >= current {
             return Some(Vec::new());
@@ -137,7 +131,6 @@ impl ReplayLog {
         self.entries
             .iter()
             .filter(|e| e.server_seq > after && channels.contains(&*e.channel))
-            .filter(|e| mcp_apps || !e.apps_only)
             // What this log encoded decodes: a failure here would be a bug in the types'
             // serde, answered like a gap (snapshots) rather than with a partial replay.
             .map(|e| serde_json::from_str(&e.json).ok())
@@ -171,86 +164,56 @@ mod tests {
         let mut log = ReplayLog::new(10, usize::MAX);
         for seq in 1..=4 {
             let sent = envelope(seq, if seq % 2 == 0 { "a" } else { "b" });
-            let text = log.push(&sent, false).expect("kept");
+            let text = log.push(&sent).expect("kept");
             assert_eq!(*text, serde_json::to_string(&sent).unwrap());
         }
-        let replay = log
-            .since(1, 4, &channels(&["a"]), true)
-            .expect("within the log");
+        let replay = log.since(1, 4, &channels(&["a"])).expect("within the log");
         let seqs: Vec<u64> = replay.iter().map(|e| e.server_seq).collect();
         assert_eq!(seqs, vec![2, 4]);
-    }
-
-    #[test]
-    fn what_only_mcp_apps_clients_see_is_replayed_only_to_them() {
-        let mut log = ReplayLog::new(8, usize::MAX);
-        for seq in 1..=3 {
-            log.push(&envelope(seq, "a"), seq == 2);
-        }
-        let seqs = |apps| -> Vec<u64> {
-            let replay = log
-                .since(0, 3, &channels(&["a"]), apps)
-                .expect("within the log");
-            replay.iter().map(|e| e.server_seq).collect()
-        };
-        assert_eq!(seqs(true), [1, 2, 3]);
-        assert_eq!(seqs(false), [1, 3]);
     }
 
     #[test]
     fn gap_older_than_the_log_needs_snapshots() {
         let mut log = ReplayLog::new(2, usize::MAX);
         for seq in 1..=4 {
-            log.push(&envelope(seq, "a"), false);
+            log.push(&envelope(seq, "a"));
         }
-        assert!(log.since(1, 4, &channels(&["a"]), true).is_none());
-        assert_eq!(
-            log.since(2, 4, &channels(&["a"]), true).map(|r| r.len()),
-            Some(2)
-        );
+        assert!(log.since(1, 4, &channels(&["a"])).is_none());
+        assert_eq!(log.since(2, 4, &channels(&["a"])).map(|r| r.len()), Some(2));
     }
 
     #[test]
     fn the_byte_cap_drops_the_oldest_and_an_oversized_envelope_breaks_the_chain() {
         let size = {
             let mut one = ReplayLog::new(1, usize::MAX);
-            one.push(&envelope(1, "a"), false);
+            one.push(&envelope(1, "a"));
             one.bytes()
         };
         let mut log = ReplayLog::new(100, size * 3);
         for seq in 1..=5 {
-            log.push(&envelope(seq, "a"), false);
+            log.push(&envelope(seq, "a"));
         }
         assert!(log.bytes() <= size * 3, "{} > {}", log.bytes(), size * 3);
-        assert_eq!(
-            log.since(2, 5, &channels(&["a"]), true).map(|r| r.len()),
-            Some(3)
-        );
-        assert!(log.since(1, 5, &channels(&["a"]), true).is_none());
+        assert_eq!(log.since(2, 5, &channels(&["a"])).map(|r| r.len()), Some(3));
+        assert!(log.since(1, 5, &channels(&["a"])).is_none());
         // One envelope bigger than the whole cap: nothing before it can be replayed, and
         // it is not kept either; later ones are.
         let mut big = envelope(6, "a");
         big.action = StateAction::SessionTitleChanged(SessionTitleChangedAction {
             title: "x".repeat(size * 4),
         });
-        log.push(&big, false);
+        log.push(&big);
         assert_eq!(log.bytes(), 0);
-        assert!(log.since(5, 6, &channels(&["a"]), true).is_none());
-        log.push(&envelope(7, "a"), false);
-        assert!(log.since(5, 7, &channels(&["a"]), true).is_none());
-        assert_eq!(
-            log.since(6, 7, &channels(&["a"]), true).map(|r| r.len()),
-            Some(1)
-        );
+        assert!(log.since(5, 6, &channels(&["a"])).is_none());
+        log.push(&envelope(7, "a"));
+        assert!(log.since(5, 7, &channels(&["a"])).is_none());
+        assert_eq!(log.since(6, 7, &channels(&["a"])).map(|r| r.len()), Some(1));
     }
 
     #[test]
     fn nothing_missed_is_an_empty_replay_even_with_an_empty_log() {
         let log = ReplayLog::new(0, usize::MAX);
-        assert_eq!(
-            log.since(7, 7, &channels(&["a"]), true).map(|r| r.len()),
-            Some(0)
-        );
-        assert!(log.since(6, 7, &channels(&["a"]), true).is_none());
+        assert_eq!(log.since(7, 7, &channels(&["a"])).map(|r| r.len()), Some(0));
+        assert!(log.since(6, 7, &channels(&["a"])).is_none());
     }
 }

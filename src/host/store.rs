@@ -13,12 +13,11 @@ use ahp_types::actions::{
 };
 use ahp_types::notifications::PartialSessionSummary;
 use ahp_types::state::{
-    AgentInfo, ChatState, Customization, RootState, SessionActiveClient, SessionLifecycle,
-    SessionState, SessionStatus, SessionSummary, Snapshot, SnapshotState,
+    AgentInfo, ChatState, RootState, SessionActiveClient, SessionLifecycle, SessionState,
+    SessionStatus, SessionSummary, Snapshot, SnapshotState,
 };
 use ahp_types::ROOT_RESOURCE_URI;
 
-use super::apps;
 use super::replay::ReplayLog;
 use super::summary::{chat_summary, summary_status, SummaryFields};
 
@@ -65,9 +64,6 @@ pub struct Commit {
     pub json: Option<Arc<str>>,
     /// Summary fields that changed, for `root/sessionSummaryChanged` (session actions only).
     pub summary_changes: Option<PartialSessionSummary>,
-    /// It changes only what clients with `mcpApps` see (channels, `mcpApp`s): the others
-    /// are not sent it, live or in a replay.
-    pub apps_only: bool,
 }
 
 /// Why an action could not be committed.
@@ -225,7 +221,6 @@ impl Store {
         action: StateAction,
         origin: Option<ActionOrigin>,
     ) -> Result<Commit, CommitError> {
-        let mut apps_only = false;
         let summary_changes = if channel == ROOT_RESOURCE_URI {
             let outcome = apply_action_to_root(&mut self.root, &action);
             accept(outcome)?;
@@ -239,7 +234,6 @@ impl Store {
                 .get_mut(channel)
                 .ok_or(CommitError::UnknownChannel)?;
             let before = SummaryFields::of(&record.state);
-            apps_only = apps_only_update(&record.state, &action);
             accept(apply_action_to_session(&mut record.state, &action))?;
             // The session's own status follows its summary (see `summary_status`).
             record.state.status = summary_status(&record.state);
@@ -260,7 +254,7 @@ impl Store {
             rejection_reason: None,
         });
         let json = if self.replaying {
-            self.log.push(&envelope, apps_only)
+            self.log.push(&envelope)
         } else {
             None
         };
@@ -268,7 +262,6 @@ impl Store {
             envelope,
             json,
             summary_changes,
-            apps_only,
         })
     }
 
@@ -435,39 +428,9 @@ impl Store {
         )
     }
 
-    /// Envelopes after `after` on `channels`, or `None` when the log no longer reaches back;
-    /// without `mcp_apps`, those that change only what clients with `mcpApps` see are left out.
-    pub fn replay(
-        &self,
-        after: u64,
-        channels: &HashSet<&str>,
-        mcp_apps: bool,
-    ) -> Option<Vec<ActionEnvelope>> {
-        self.log.since(after, self.seq, channels, mcp_apps)
-    }
-}
-
-/// Whether `action` on `session` is a `customizationUpdated` that changes only channels and
-/// `mcpApp`s of a container the session shows.
-fn apps_only_update(session: &SessionState, action: &StateAction) -> bool {
-    let StateAction::SessionCustomizationUpdated(update) = action else {
-        return false;
-    };
-    let id = customization_id(&update.customization);
-    session
-        .customizations
-        .iter()
-        .flatten()
-        .find(|c| customization_id(c) == id)
-        .is_some_and(|before| apps::same_when_plain(before, &update.customization))
-}
-
-fn customization_id(c: &Customization) -> Option<&str> {
-    match c {
-        Customization::McpServer(m) => Some(&m.id),
-        Customization::Plugin(p) => Some(&p.id),
-        Customization::Directory(d) => Some(&d.id),
-        Customization::Unknown(_) => None,
+    /// Envelopes after `after` on `channels`, or `None` when the log no longer reaches back.
+    pub fn replay(&self, after: u64, channels: &HashSet<&str>) -> Option<Vec<ActionEnvelope>> {
+        self.log.since(after, self.seq, channels)
     }
 }
 
@@ -539,7 +502,7 @@ mod tests {
         assert!(changes.status.is_none());
         assert!(changes.modified_at.is_some());
         let channels: HashSet<&str> = ["ahp-session:/s"].into_iter().collect();
-        assert_eq!(store.replay(1, &channels, true).map(|r| r.len()), Some(1));
+        assert_eq!(store.replay(1, &channels).map(|r| r.len()), Some(1));
     }
 
     #[test]
@@ -559,8 +522,8 @@ mod tests {
         let _ = store.commit("ahp-session:/s", title("seen"), None).unwrap();
         let channels: HashSet<&str> = ["ahp-session:/s"].into_iter().collect();
         // From before the unseen one: snapshots; from after it: the later one.
-        assert!(store.replay(1, &channels, true).is_none());
-        let replayed = store.replay(2, &channels, true).expect("within the log");
+        assert!(store.replay(1, &channels).is_none());
+        let replayed = store.replay(2, &channels).expect("within the log");
         assert_eq!(replayed.len(), 1);
         assert_eq!(replayed[0].action, title("seen"));
     }
