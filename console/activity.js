@@ -6,7 +6,7 @@
 
 import { h, fill, badge, jsonDetails, pretty, replaceKeepingFocus } from "./dom.js";
 
-/** The `_meta` key the host stamps every call with (startedAt, durationMs, clientId). */
+/** The `_meta` key the host stamps every call with (startedAt, durationMs, era, clientId). */
 export const CALL_META = "ahp-proxy/call";
 
 const STATUS_LABEL = {
@@ -34,7 +34,7 @@ export function resultText(tc) {
     .join("\n");
 }
 
-/** What the host says about a call: `{startedAt, durationMs, clientId}` (each may be absent). */
+/** What the host says about a call: `{startedAt, durationMs, era, clientId}` (each may be absent). */
 export function hostTiming(tc) {
   const own = tc && tc._meta && tc._meta[CALL_META];
   return own && typeof own === "object" ? own : {};
@@ -46,6 +46,10 @@ function resultJson(tc) {
   for (const key of ["content", "structuredContent", "error", "pastTenseMessage"]) if (tc[key] !== undefined) out[key] = tc[key];
   return out;
 }
+
+/** The MCP era a harness spoke for a call, as the host names it in `era`. */
+const ERA_LABEL = { legacy: "MCP 2025", modern: "MCP 2026-07-28" };
+const ERA_TITLE = { legacy: "the harness spoke MCP 2025-11-25 or before (initialize, sessions)", modern: "the harness spoke MCP 2026-07-28 (stateless requests)" };
 
 export class Activity {
   /**
@@ -144,6 +148,7 @@ export class Activity {
         "data-status": tc.status,
         "data-call": tc.toolCallId,
         "data-by": timing.clientId === undefined ? "harness" : timing.clientId === this.actions.clientId ? "console" : "client",
+        "data-era": timing.era,
       },
       h(
         "div",
@@ -154,6 +159,7 @@ export class Activity {
         badge(status, `call-${statusKind}`),
         typeof timing.durationMs === "number" ? h("span", { class: "muted call-duration", title: "measured by the proxy" }, `${timing.durationMs} ms`) : null,
         by ? h("span", { class: "badge badge-by", title: `clientId ${timing.clientId}` }, by) : null,
+        ERA_LABEL[timing.era] ? h("span", { class: "badge badge-era", title: ERA_TITLE[timing.era] }, ERA_LABEL[timing.era]) : null,
         ui && ui.resourceUri && server ? h("button", { type: "button", onclick: () => this.actions.openView(tc) }, "Open view") : null,
       ),
       timing.startedAt ? h("time", { class: "muted call-time", datetime: timing.startedAt }, new Date(timing.startedAt).toLocaleTimeString()) : null,

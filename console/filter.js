@@ -96,11 +96,12 @@ export class Filter {
   typed() {
     const started = performance.now();
     this.apply();
+    const applied = performance.now() - started;
     // Done when on screen: the next frame, style and layout included.
     requestAnimationFrame(() => {
       void document.body.offsetHeight;
       const ms = performance.now() - started;
-      this.host.stats.filters.push({ query: this.input.value, ms });
+      this.host.stats.filters.push({ query: this.input.value, ms, applied });
       if (this.host.stats.filters.length > 200) this.host.stats.filters.shift();
     });
   }

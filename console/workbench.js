@@ -57,7 +57,10 @@ export class Workbench {
    */
   constructor(host) {
     this.host = host;
-    this.sections = new Map(); // server id → {element, details, apps, built, words}
+    // server id → {element, details, apps, built, words, server}: `server` is the mirror's
+    // object as the section last drew it (rows are redrawn with every change of their
+    // server), so building a section never searches the whole tree for it.
+    this.sections = new Map();
   }
 
   /** Forget every section (a new connection). */
@@ -84,6 +87,7 @@ export class Workbench {
   /** The offer of server `server` changed (a list was read): its section follows. */
   refresh(server, entry = this.sections.get(server.id)) {
     if (!entry) return;
+    entry.server = server;
     const offer = this.host.offers.of(server) || {};
     const counts = [
       offer.tools && plural(offer.tools.length, "tool"),
@@ -128,8 +132,7 @@ export class Workbench {
   }
 
   build(id, entry) {
-    const server = this.host.current(id);
-    if (!server) return;
+    const server = entry.server;
     const offer = this.host.offers.of(server) || {};
     entry.built = true;
     entry.version = offer.version;

@@ -81,9 +81,12 @@ async fn publish(watcher: &Watcher, client_id: &str, plugins: Value) {
         .await;
 }
 
-/// An official client as `client_id`, following the default session.
+/// An official client as `client_id`, following the default session. It declares `mcpApps`,
+/// so it is shown the host's whole state: a client without it is also sent the updates that
+/// change only channels and `mcpApp`s (every 1.0 client sees every `serverSeq` of its
+/// channels), which change nothing it sees, and `until` could not tell them from no-ops.
 async fn joined(proxy: &Proxy, client_id: &str) -> Watcher {
-    Watcher::subscribed(initialized_client(proxy, client_id).await).await
+    Watcher::open_with_apps(proxy, client_id).await
 }
 
 /// A plugin folder with one skill and the `notes` example server in its `.mcp.json`.

@@ -42,6 +42,31 @@ async fn open_console(browser: &Browser, proxy: &Proxy) {
     rendered(browser).await;
 }
 
+/// A fresh browser with the console of `proxy` open, once each server of `ready` shows as
+/// ready in it.
+async fn console_with(proxy: &Proxy, ready: &[&str]) -> Browser {
+    let browser = Browser::start().await;
+    open_console(&browser, proxy).await;
+    for name in ready {
+        server_state(&browser, name, "ready").await;
+    }
+    browser
+}
+
+/// Open server `name`'s offer (*Tools, resources and prompts*) once it was read (its summary
+/// counts `counts`): clicked before, the section could still grow above the summary as the
+/// read lands (its MCP Apps' *Try it* forms), and the click fall beside it.
+async fn open_offer(browser: &Browser, name: &str, counts: &str) {
+    let summary = format!(".server[data-server=\"{name}\"] details.offer > summary");
+    browser
+        .until(
+            &format!("{name}'s offer, read"),
+            &format!("const s = document.querySelector('{summary}'); return s && s.textContent.includes('{counts}')"),
+        )
+        .await;
+    browser.click(&summary).await;
+}
+
 /// The page has rendered its first snapshot.
 async fn rendered(browser: &Browser) {
     browser
@@ -99,17 +124,17 @@ fn bundled(tag: &str, extra: &str) -> (Proxy, ScratchDir) {
 async fn the_bundled_tree_renders_with_the_right_states() {
     let _one = ONE_BROWSER.lock().await;
     let (proxy, _data) = bundled("console-bundled", "");
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
-    for name in [
-        "lint",
-        "clock",
-        "release-dashboard",
-        "notes",
-        "scratch-notes",
-    ] {
-        server_state(&browser, name, "ready").await;
-    }
+    let browser = console_with(
+        &proxy,
+        &[
+            "lint",
+            "clock",
+            "release-dashboard",
+            "notes",
+            "scratch-notes",
+        ],
+    )
+    .await;
     let error = server_error(&browser, "misconfigured").await;
     assert!(error.starts_with("startFailed"), "{error}");
     assert!(
@@ -203,9 +228,7 @@ async fn toggling_a_server_in_the_page_stops_it_and_the_mirror_stays_equal_to_th
             .unwrap_or_else(|| panic!("no {args} process"))
     };
     let pid = pid_of("echo");
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
-    server_state(&browser, "a", "ready").await;
+    let browser = console_with(&proxy, &["a"]).await;
     browser
         .click(".server[data-server=\"a\"] button[role=\"switch\"]")
         .await;
@@ -343,9 +366,7 @@ async fn a_crash_shows_its_error_live() {
     let mut seen = Vec::new();
     w.until("c", "ready", &mut seen).await;
     let channel = w.server("c")["channel"].as_str().unwrap().to_string();
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
-    server_state(&browser, "c", "ready").await;
+    let browser = console_with(&proxy, &["c"]).await;
     let _: Result<Value, _> = w
         .client
         .request(
@@ -394,9 +415,7 @@ async fn open_dashboard_view(browser: &Browser) {
 async fn an_app_view_renders_in_its_sandbox_and_calls_a_tool_through_the_channel() {
     let _one = ONE_BROWSER.lock().await;
     let proxy = Proxy::start(&server("dashboard", "app", &[]));
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
-    server_state(&browser, "dashboard", "ready").await;
+    let browser = console_with(&proxy, &["dashboard"]).await;
     open_dashboard_view(&browser).await;
     // The relay runs on the View origin, another port, with the spec's default CSP.
     let frame = browser
@@ -640,28 +659,15 @@ async fn first_render_and_live_updates_with_1000_plugins_and_50_servers() {
     let _one = ONE_BROWSER.lock().await;
     let root = ScratchDir::new("console-load");
     for i in 0..1000 {
-        let plugin = root.path().join(format!("plugin-{i:04}"));
-        std::fs::create_dir_all(plugin.join(".claude-plugin")).unwrap();
-        std::fs::write(
-            plugin.join(".claude-plugin/plugin.json"),
-            format!("{{\"name\": \"plugin-{i:04}\", \"version\": \"1.0.{i}\"}}"),
-        )
-        .unwrap();
-        for skill in 0..3 {
-            let dir = plugin.join(format!("skills/skill-{skill}"));
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(
-                dir.join("SKILL.md"),
-                format!("---\nname: skill-{skill}\ndescription: Skill {skill} of plugin {i}\n---\nbody\n"),
-            )
-            .unwrap();
-        }
-        std::fs::create_dir_all(plugin.join("agents")).unwrap();
-        std::fs::write(
-            plugin.join("agents/helper.md"),
-            "---\ndescription: An agent\n---\nbody\n",
-        )
-        .unwrap();
+        let skills: Vec<_> = (0..3)
+            .map(|n| (format!("skill-{n}"), format!("Skill {n} of plugin {i}")))
+            .collect();
+        let plugin = plugin_folder(
+            root.path(),
+            &format!("plugin-{i:04}"),
+            &format!(", \"version\": \"1.0.{i}\""),
+            &skills,
+        );
         if i % 20 == 0 {
             std::fs::write(
                 plugin.join(".mcp.json"),
@@ -769,7 +775,7 @@ async fn first_render_and_live_updates_with_1000_plugins_and_50_servers() {
             .await;
         let times = browser
             .eval(&format!(
-                "return window.ahpConsole.stats.filters.slice(-{}).map(f => f.ms)",
+                "return window.ahpConsole.stats.filters.slice(-{}).map(f => [f.ms, f.applied])",
                 query.len()
             ))
             .await;
@@ -778,7 +784,14 @@ async fn first_render_and_live_updates_with_1000_plugins_and_50_servers() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|t| t.as_f64().unwrap()),
+                .enumerate()
+                .map(|(end, t)| {
+                    (
+                        query[..=end].to_string(),
+                        t[0].as_f64().unwrap(),
+                        t[1].as_f64().unwrap(),
+                    )
+                }),
         );
     }
     let shown = browser
@@ -795,7 +808,8 @@ async fn first_render_and_live_updates_with_1000_plugins_and_50_servers() {
          first render (navigation start → tree on screen), 3 loads: {} ms (median {:.0} ms)\n\
          live server state change → on screen, 10 updates: median {:.1} ms, max {:.1} ms\n\
          plugin edit on disk → customizationUpdated → on screen: {:.1} ms\n\
-         filter, each of {} keystrokes → the narrowed tree on screen: median {:.1} ms, max {:.1} ms\n",
+         filter, each of {} keystrokes → the narrowed tree on screen: median {:.1} ms, max {:.1} ms\n\
+         filter, by keystroke (in brackets: the filter's own script, before style and layout): {}\n",
         firsts
             .iter()
             .map(|f| format!("{f:.0}"))
@@ -806,12 +820,50 @@ async fn first_render_and_live_updates_with_1000_plugins_and_50_servers() {
         updates.iter().copied().fold(0.0, f64::max),
         edit,
         typed.len(),
-        median(typed.clone()),
-        typed.iter().copied().fold(0.0, f64::max),
+        median(typed.iter().map(|(_, ms, _)| *ms).collect()),
+        typed.iter().map(|(_, ms, _)| *ms).fold(0.0, f64::max),
+        typed
+            .iter()
+            .map(|(query, ms, applied)| format!("{query} {ms:.1} ({applied:.1})"))
+            .collect::<Vec<_>>()
+            .join(", "),
     );
     eprintln!("{report}");
     std::fs::write(screenshot_dir().join("render-figures.txt"), &report).unwrap();
     browser.close().await;
+}
+
+/// Plugin folder `name` under `root`: its manifest (`name`, then `manifest_rest`, more JSON
+/// members), each skill of `skills` (name, description) and one agent, `helper`.
+fn plugin_folder(
+    root: &Path,
+    name: &str,
+    manifest_rest: &str,
+    skills: &[(String, String)],
+) -> std::path::PathBuf {
+    let plugin = root.join(name);
+    std::fs::create_dir_all(plugin.join(".claude-plugin")).unwrap();
+    std::fs::write(
+        plugin.join(".claude-plugin/plugin.json"),
+        format!("{{\"name\": \"{name}\"{manifest_rest}}}"),
+    )
+    .unwrap();
+    for (skill, description) in skills {
+        let dir = plugin.join(format!("skills/{skill}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: {skill}\ndescription: {description}\n---\nbody\n"),
+        )
+        .unwrap();
+    }
+    std::fs::create_dir_all(plugin.join("agents")).unwrap();
+    std::fs::write(
+        plugin.join("agents/helper.md"),
+        "---\ndescription: An agent\n---\nbody\n",
+    )
+    .unwrap();
+    plugin
 }
 
 async fn forget_updates(browser: &Browser) {
@@ -837,9 +889,7 @@ async fn a_paused_call_is_marked_and_resumed_with_a_pasted_token_or_given_up() {
     let _one = ONE_BROWSER.lock().await;
     // A protected server, ready with a token that may not call `add` (scope `admin`).
     let (server, proxy, _w, _seen) = protected::ready_with_narrow_token("").await;
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
-    server_state(&browser, "remote", "ready").await;
+    let browser = console_with(&proxy, &["remote"]).await;
 
     // The server refuses `add` for want of scope: the page marks the call paused, with what
     // is needed.
@@ -949,21 +999,14 @@ async fn harness_calls(
 async fn the_workbench_lists_every_offer_and_calls_reads_and_gets_through_the_channel() {
     let _one = ONE_BROWSER.lock().await;
     let (proxy, _data) = bundled("console-workbench", "");
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
-    for name in ["notes", "release-dashboard"] {
-        server_state(&browser, name, "ready").await;
-    }
+    let browser = console_with(&proxy, &["notes", "release-dashboard"]).await;
     let notes = ".server[data-server=\"notes\"]";
-    browser
-        .until(
-            "notes' offer, read",
-            &format!("const s = document.querySelector('{notes} details.offer > summary'); return s && s.textContent.includes('4 tools, 1 resource, 1 template, 1 prompt')"),
-        )
-        .await;
-    browser
-        .click(&format!("{notes} details.offer > summary"))
-        .await;
+    open_offer(
+        &browser,
+        "notes",
+        "4 tools, 1 resource, 1 template, 1 prompt",
+    )
+    .await;
     let listed = browser
         .until(
             "the notes offer, open",
@@ -988,9 +1031,7 @@ async fn the_workbench_lists_every_offer_and_calls_reads_and_gets_through_the_ch
         ))
         .await;
     assert_eq!(summary, "file_note File a note idempotent");
-    browser
-        .click(".server[data-server=\"release-dashboard\"] details.offer > summary")
-        .await;
+    open_offer(&browser, "release-dashboard", "2 tools, 1 resource").await;
     let dashboard = browser
         .until(
             "the dashboard's offer",
@@ -1274,8 +1315,7 @@ async fn the_summary_attention_activity_json_and_charts() {
         counts,
         json!({"ready": 6, "starting": 0, "error": 1, "stopped": 0, "problem": 2})
     );
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
+    let browser = console_with(&proxy, &[]).await;
     browser
         .until(
             "the summary, as the host counts",
@@ -1372,7 +1412,7 @@ async fn the_summary_attention_activity_json_and_charts() {
     let shown = browser
         .eval(&format!(
             "const c = document.querySelector('{call}'); const tc = window.ahpConsole.mirror.chat.turns.concat(window.ahpConsole.mirror.chat.activeTurn || []).flatMap(t => t.responseParts).find(p => p.kind === 'toolCall' && p.toolCall.toolName === 'sleep').toolCall;\
-             return {{input: c.querySelector('details.call-input pre').textContent, output: JSON.parse(c.querySelector('details.call-output pre').textContent), duration: c.querySelector('.call-duration').textContent, host: tc._meta['ahp-proxy/call'].durationMs, server: c.querySelector('.call-head').innerText, by: c.dataset.by}}"
+             return {{input: c.querySelector('details.call-input pre').textContent, output: JSON.parse(c.querySelector('details.call-output pre').textContent), duration: c.querySelector('.call-duration').textContent, host: tc._meta['ahp-proxy/call'].durationMs, server: c.querySelector('.call-head').innerText, by: c.dataset.by, era: [c.dataset.era, c.querySelector('.badge-era').textContent]}}"
         ))
         .await;
     assert_eq!(shown["input"], "{\n  \"ms\": 40\n}", "{shown}");
@@ -1392,6 +1432,8 @@ async fn the_summary_attention_activity_json_and_charts() {
         "{shown}"
     );
     assert_eq!(shown["by"], "harness");
+    // The harness (rmcp, MCP 2025-11-25) spoke the legacy era.
+    assert_eq!(shown["era"], json!(["legacy", "MCP 2025"]), "{shown}");
     // The clock's chart: drawn, and following the next calls.
     let chart = ".chart-row[data-server=\"clock\"]";
     let drawn = browser
@@ -1447,9 +1489,7 @@ async fn press_enter(browser: &Browser) {
 async fn the_focus_stays_after_stop_and_start_and_state_changes_are_announced() {
     let _one = ONE_BROWSER.lock().await;
     let proxy = Proxy::start(&server("a", "echo", &[]));
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
-    server_state(&browser, "a", "ready").await;
+    let browser = console_with(&proxy, &["a"]).await;
     let announced = |words: &str| {
         format!("return [...document.querySelectorAll('[aria-live]')].some(r => r.textContent.includes('{words}'))")
     };
@@ -1479,9 +1519,7 @@ async fn the_focus_stays_after_stop_and_start_and_state_changes_are_announced() 
 async fn a_switch_is_named_by_its_visible_label() {
     let _one = ONE_BROWSER.lock().await;
     let proxy = Proxy::start(&server("a", "echo", &[]));
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
-    server_state(&browser, "a", "ready").await;
+    let browser = console_with(&proxy, &["a"]).await;
     let switch = ".server[data-server=\"a\"] button[role=\"switch\"]";
     let named = format!(
         "const s = document.querySelector('{switch}'); const name = (s.getAttribute('aria-label') || s.textContent).toLowerCase();\
@@ -1513,8 +1551,7 @@ async fn a_calls_duration_is_the_proxys_measure_even_when_the_page_came_later() 
     w.until("clock", "ready", &mut Vec::new()).await;
     let harness = harness(&proxy).await;
     harness_calls(&harness, "sleep", json!({"ms": 80})).await;
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
+    let browser = console_with(&proxy, &[]).await;
     let head = browser
         .until(
             "the earlier call",
@@ -1548,28 +1585,10 @@ async fn children_are_counted_in_the_singular_and_the_favicon_is_served() {
     let _one = ONE_BROWSER.lock().await;
     let root = ScratchDir::new("console-plurals");
     for (plugin, skills) in [("one-each", 1), ("two-skills", 2)] {
-        let dir = root.path().join(plugin);
-        std::fs::create_dir_all(dir.join(".claude-plugin")).unwrap();
-        std::fs::write(
-            dir.join(".claude-plugin/plugin.json"),
-            format!("{{\"name\": \"{plugin}\"}}"),
-        )
-        .unwrap();
-        for n in 0..skills {
-            let skill = dir.join(format!("skills/s{n}"));
-            std::fs::create_dir_all(&skill).unwrap();
-            std::fs::write(
-                skill.join("SKILL.md"),
-                format!("---\nname: s{n}\ndescription: A skill\n---\nbody\n"),
-            )
-            .unwrap();
-        }
-        std::fs::create_dir_all(dir.join("agents")).unwrap();
-        std::fs::write(
-            dir.join("agents/helper.md"),
-            "---\ndescription: An agent\n---\nbody\n",
-        )
-        .unwrap();
+        let skills: Vec<_> = (0..skills)
+            .map(|n| (format!("s{n}"), "A skill".to_string()))
+            .collect();
+        plugin_folder(root.path(), plugin, "", &skills);
     }
     let proxy = Proxy::start(&format!(
         "plugin_roots = [{:?}]\n",
@@ -1581,8 +1600,7 @@ async fn children_are_counted_in_the_singular_and_the_favicon_is_served() {
         icon.starts_with("HTTP/1.1 200") && icon.contains("image/svg+xml"),
         "{icon}"
     );
-    let browser = Browser::start().await;
-    open_console(&browser, &proxy).await;
+    let browser = console_with(&proxy, &[]).await;
     let counts = browser
         .until(
             "the children's counts",

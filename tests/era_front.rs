@@ -374,3 +374,58 @@ async fn a_request_state_answers_its_held_call_once() {
         "{replayed}"
     );
 }
+
+/// Each harness call in the harness chat says which MCP era the harness spoke for it
+/// (`_meta["ahp-proxy/call"].era`): `modern` for a 2026-07-28 request, `legacy` for a call in
+/// an `initialize`d session.
+#[tokio::test]
+async fn the_harness_chat_says_which_era_each_call_was_made_in() {
+    let proxy = Proxy::start(&common::server("echo", "echo", &[]));
+    let mut ahp = common::Raw::connect(&proxy).await;
+    let init = ahp
+        .request(
+            "initialize",
+            json!({"channel": "ahp-root://", "clientId": "era-watcher", "protocolVersions": ["1.0.0"],
+                   "initialSubscriptions": ["ahp-chat:/harness"]}),
+        )
+        .await;
+    assert!(init.get("result").is_some(), "{init}");
+    let started = |n: &Value| n["params"]["action"]["type"] == "chat/toolCallStart";
+
+    let call = format!(r#"{{"name":"echo","arguments":{{"text":"modern"}},"_meta":{ENVELOPE}}}"#);
+    let headers = [
+        MODERN[0],
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "echo"),
+    ];
+    let (status, answer, _) =
+        post(&proxy.mcp_url, &headers, &request(1, "tools/call", &call)).await;
+    assert_eq!(status, 200, "{answer}");
+    let modern = ahp.notification(started).await;
+    assert_eq!(
+        modern["params"]["action"]["_meta"]["ahp-proxy/call"]["era"], "modern",
+        "{modern}"
+    );
+
+    let mut legacy = common::raw::RawClient::http(&proxy.mcp_url);
+    legacy
+        .request(
+            "initialize",
+            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}"#),
+            &mut |_, _| String::new(),
+        )
+        .await;
+    legacy.notify("notifications/initialized", None).await;
+    legacy
+        .request(
+            "tools/call",
+            Some(r#"{"name":"echo","arguments":{"text":"legacy"}}"#),
+            &mut |_, _| String::new(),
+        )
+        .await;
+    let old = ahp.notification(started).await;
+    assert_eq!(
+        old["params"]["action"]["_meta"]["ahp-proxy/call"]["era"], "legacy",
+        "{old}"
+    );
+}

@@ -416,6 +416,11 @@ async fn prompts_are_served_where_advertised_and_channel_calls_are_mirrored_as_t
         start["_meta"]["ahp-proxy/call"]["startedAt"].is_string(),
         "{start}"
     );
+    // No MCP harness made it: no era.
+    assert!(
+        start["_meta"]["ahp-proxy/call"].get("era").is_none(),
+        "{start}"
+    );
     let done = raw
         .notification(|n| n["params"]["action"]["type"] == "chat/toolCallComplete")
         .await;

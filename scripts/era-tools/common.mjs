@@ -1,7 +1,8 @@
 // What the era servers share (scripts/era-tools: legacy-server.mjs on SDK v1, era-server.mjs on
 // SDK v2): the feature set's names and fixed values, the process-wide record of cancelled calls,
-// the tool list's toggle, and the small HTTP listener. The client driver (driver.mjs) imports the
-// same names, so a renamed tool cannot pass unnoticed.
+// the tool list's toggle, the servers' shape (capabilities, text results) and the small HTTP
+// listener. The client driver (driver.mjs) imports the same names, so a renamed tool cannot pass
+// unnoticed.
 import { createServer } from 'node:http';
 
 /** The tools every era server offers, by the same names. */
@@ -61,6 +62,27 @@ export function waitCancelled(tag, ms = 15000) {
     };
     cancelWaiters.set(tag, [...(cancelWaiters.get(tag) ?? []), wake]);
   });
+}
+
+/** A tool result of one text block. */
+export const text = (t) => ({ content: [{ type: 'text', text: t }] });
+
+/**
+ * An era server's `McpServer` (`McpServer`: the SDK's class, v1 or v2), as `name` `version`
+ * with `instructions`: every list announces its changes, resources can be subscribed to.
+ */
+export function eraServer(McpServer, name, version, instructions) {
+  return new McpServer(
+    { name, version },
+    {
+      capabilities: {
+        tools: { listChanged: true },
+        resources: { subscribe: true, listChanged: true },
+        prompts: { listChanged: true },
+      },
+      instructions,
+    },
+  );
 }
 
 /** Waits `ms`, or less when `signal` aborts. */

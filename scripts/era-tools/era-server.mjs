@@ -33,6 +33,7 @@ import {
   SAMPLE_PROMPT,
   TOOLS,
   bumpResource,
+  eraServer,
   extraToolShown,
   flipExtraTool,
   listenHttp,
@@ -40,6 +41,7 @@ import {
   pause,
   recordCancelled,
   resourceText,
+  text,
   waitCancelled,
 } from './common.mjs';
 import { dualEraHandler, whileConnected } from './v2-serving.mjs';
@@ -54,20 +56,8 @@ const live = new Set();
 /** The HTTP handler of modern requests: it publishes changes to listen streams. */
 let modernHandler;
 
-const text = (t) => ({ content: [{ type: 'text', text: t }] });
-
 function build({ era } = {}) {
-  const server = new McpServer(
-    { name: NAME, version: '2.4.0' },
-    {
-      capabilities: {
-        tools: { listChanged: true },
-        resources: { subscribe: true, listChanged: true },
-        prompts: { listChanged: true },
-      },
-      instructions: `ahp-proxy era test server (SDK v2, ${modernOnly ? 'modern-only' : 'dual-era'})`,
-    },
-  );
+  const server = eraServer(McpServer, NAME, '2.4.0', `ahp-proxy era test server (SDK v2, ${modernOnly ? 'modern-only' : 'dual-era'})`);
   const self = { server, era, subscribed: new Set(), extra: undefined };
 
   server.registerTool(TOOLS.echo, { description: 'Echoes text', inputSchema: z.object({ text: z.string() }) }, async ({ text: t }) =>

@@ -29,6 +29,7 @@ import {
   SAMPLE_PROMPT,
   TOOLS,
   bumpResource,
+  eraServer,
   extraToolShown,
   flipExtraTool,
   jsonBody,
@@ -37,6 +38,7 @@ import {
   pause,
   recordCancelled,
   resourceText,
+  text,
   waitCancelled,
 } from './common.mjs';
 
@@ -44,20 +46,8 @@ const NAME = 'era-v1-legacy';
 /** Connected instances (one over stdio, one per HTTP session): they get change notifications. */
 const live = new Set();
 
-const text = (t) => ({ content: [{ type: 'text', text: t }] });
-
 function build() {
-  const server = new McpServer(
-    { name: NAME, version: '1.32.2' },
-    {
-      capabilities: {
-        tools: { listChanged: true },
-        resources: { subscribe: true, listChanged: true },
-        prompts: { listChanged: true },
-      },
-      instructions: 'ahp-proxy era test server (SDK v1, legacy)',
-    },
-  );
+  const server = eraServer(McpServer, NAME, '1.32.2', 'ahp-proxy era test server (SDK v1, legacy)');
   const self = { server, subscribed: new Set(), extra: undefined };
 
   server.registerTool(TOOLS.echo, { description: 'Echoes text', inputSchema: { text: z.string() } }, async ({ text: t }) =>

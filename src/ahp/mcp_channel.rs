@@ -254,6 +254,7 @@ fn mirrored(
             .get("arguments")
             .map(Value::to_string)
             .unwrap_or_else(|| "{}".into()),
+        era: None,
     })
 }
 

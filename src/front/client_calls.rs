@@ -110,6 +110,7 @@ impl Run {
                 input: self.input.clone(),
                 ui,
                 confirmation: None,
+                era: Some(harness.era()),
             })
             .await;
         let Some(ticket) = ticket else {

@@ -16,6 +16,7 @@ use super::answers::error_answer;
 use super::lock::{lock, Held};
 use super::outbox::{Budget, Stream};
 use super::registry::{Abilities, HarnessId, Scope};
+use crate::mcp::era::Era;
 use crate::mcp::message::{self, Message};
 use crate::upstream::session::WeakSession;
 
@@ -112,6 +113,16 @@ pub struct HarnessState {
 }
 
 impl HarnessState {
+    /// The MCP era its requests speak: modern when it stands in for a modern request (or
+    /// listen), legacy for a harness that sent `initialize`.
+    pub fn era(&self) -> Era {
+        if self.stand_in.load(Ordering::Relaxed) {
+            Era::Modern
+        } else {
+            Era::Legacy
+        }
+    }
+
     /// Session `id`, seeing `scope`.
     pub fn new(id: HarnessId, scope: Scope, stands_for: bool) -> Arc<Self> {
         Arc::new(Self {

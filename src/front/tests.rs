@@ -3,7 +3,7 @@
 //! in-flight table checked after every way a request can end, and where a server's own
 //! request goes.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -20,31 +20,8 @@ use crate::front::registry::Scope;
 use crate::mcp::message::Message;
 use crate::supervisor::connections::{Connected, Connections, Downstream};
 use crate::upstream::handshake::Initialized;
-use crate::upstream::session::{Cause, Link, Session, Unanswered, Unsolicited};
-
-/// A link that records what was sent.
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<String>>>);
-
-impl Link for Recorder {
-    fn send(&self, text: String, _request: Option<u64>) -> Result<(), Unanswered> {
-        self.0.lock().unwrap().push(text);
-        Ok(())
-    }
-    fn close(&self) {}
-}
-
-impl Recorder {
-    fn sent(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-
-    /// The id the server knows the last request sent by.
-    fn last_id(&self) -> String {
-        let last = self.sent().last().cloned().expect("something was sent");
-        Message::parse(last).unwrap().id().unwrap().to_string()
-    }
-}
+use crate::upstream::session::recorder::Recorder;
+use crate::upstream::session::{Cause, Session, Unanswered, Unsolicited};
 
 struct Server {
     session: Session,

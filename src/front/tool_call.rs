@@ -108,6 +108,7 @@ fn call_found(
             .unwrap_or_else(|| "{}".into()),
         ui: found.tool.as_ref().and_then(|t| t.ui()),
         confirmation: held.clone(),
+        era: Some(harness.era()),
     });
     let renamed = (found.original != called)
         .then(|| message.find(&["name"]))

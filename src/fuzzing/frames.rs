@@ -405,6 +405,7 @@ fn seeded_services(config: &Config) -> (Arc<Services>, watch::Receiver<Requests>
             input: "{}".into(),
             ui: None,
             confirmation: None,
+            era: Some(crate::mcp::era::Era::Legacy),
         };
         for action in turns.start(start, 0, 0, "2026-01-01T00:00:00.000Z") {
             let _ = host.emit(HARNESS_CHAT_URI, action);

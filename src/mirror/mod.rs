@@ -22,6 +22,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::host::Host;
+use crate::mcp::era::Era;
 
 pub use result::{cut, tool_call_result};
 pub use turns::Turns;
@@ -43,8 +44,9 @@ pub const MAX_TURNS: usize = 50;
 /// How long a turn stays open after its last call finished.
 pub const LINGER: Duration = Duration::from_millis(500);
 /// The `_meta` key of every mirrored call: `startedAt` (ISO 8601), `durationMs` once it
-/// ended (measured on the call's path, from its start to its answer), and `clientId` when an
-/// AHP client made it on an `mcp://` channel.
+/// ended (measured on the call's path, from its start to its answer), `era` for a harness's
+/// call (`"legacy"`: MCP 2025-11-25 and before, `"modern"`: 2026-07-28, as the harness spoke
+/// it), and `clientId` when an AHP client made it on an `mcp://` channel.
 pub const CALL_META: &str = "ahp-proxy/call";
 
 /// When a mirrored call began and who made it, as its `_meta[CALL_META]` says.
@@ -62,13 +64,20 @@ pub(crate) type Meta = serde_json::Map<String, Value>;
 impl CallStamp {
     /// A call's `_meta` as it starts: the tool's `ui` (MCP Apps), and [`CALL_META`] with when
     /// it began and, for a call an AHP client made on an `mcp://` channel, that client's id.
-    pub(crate) fn meta(&self, ui: Option<&Value>) -> Meta {
+    pub(crate) fn meta(&self, ui: Option<&Value>, era: Option<Era>) -> Meta {
         let mut meta = Meta::new();
         if let Some(ui) = ui {
             meta.insert("ui".into(), ui.clone());
         }
         let mut own = Meta::new();
         own.insert("startedAt".into(), self.started_at.clone().into());
+        if let Some(era) = era {
+            let name = match era {
+                Era::Legacy => "legacy",
+                Era::Modern => "modern",
+            };
+            own.insert("era".into(), name.into());
+        }
         if let Some(client) = &self.client_id {
             own.insert("clientId".into(), client.clone().into());
         }
@@ -101,6 +110,9 @@ pub struct CallStart {
     pub ui: Option<Value>,
     /// What a call held for approval asks (`None`: it needs none).
     pub confirmation: Option<Confirmation>,
+    /// The MCP era the harness spoke making it (`None`: an AHP client's call on an `mcp://`
+    /// channel, no MCP harness's).
+    pub era: Option<Era>,
 }
 
 /// How a call held for approval is shown: pending confirmation, editable, with the options.
@@ -137,6 +149,7 @@ impl CallStart {
             input: r#"{"text":"hi"}"#.into(),
             ui: Some(serde_json::json!({"resourceUri": "ui://v"})),
             confirmation: None,
+            era: Some(Era::Legacy),
         }
     }
 }

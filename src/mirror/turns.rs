@@ -89,7 +89,7 @@ impl Turns {
     ) -> Vec<StateAction> {
         self.missed += missed;
         let mut out = Vec::new();
-        let meta = stamp.meta(call.ui.as_ref());
+        let meta = stamp.meta(call.ui.as_ref(), call.era);
         // A call a client runs never waits: the client acts on what the chat shows.
         let client_runs = matches!(call.runner, Runner::Client { .. });
         if self.full() && !client_runs {
@@ -452,7 +452,16 @@ mod tests {
         };
         apply(
             &mut state,
-            turns.start_stamped(call(2), &by_a_client, 0, 1, T0),
+            turns.start_stamped(
+                CallStart {
+                    era: None,
+                    ..call(2)
+                },
+                &by_a_client,
+                0,
+                1,
+                T0,
+            ),
         );
         assert!(!turns.idle());
         assert!(turns.close(2, T0).is_empty(), "a busy turn stays open");
@@ -469,7 +478,7 @@ mod tests {
                     assert_eq!(
                         serde_json::to_value(&r.meta).unwrap(),
                         json!({"ui": {"resourceUri": "ui://v"},
-                               "ahp-proxy/call": {"startedAt": T0}})
+                               "ahp-proxy/call": {"startedAt": T0, "era": "legacy"}})
                     );
                 }
                 other => panic!("expected running, got {other:?}"),
@@ -491,8 +500,8 @@ mod tests {
             turns.finish(1, &Outcome::Failed("boom".into()), 7, 4, T0),
         );
         assert!(turns.idle());
-        // Each completed call carries its `ui`, when it began, how long it took, and, for the
-        // call an AHP client made, that client.
+        // Each completed call carries its `ui`, when it began, how long it took, and the era
+        // the harness spoke or, for the call an AHP client made, that client.
         let metas: Vec<Value> = state
             .active_turn
             .as_ref()
@@ -511,7 +520,7 @@ mod tests {
             metas,
             [
                 json!({"ui": {"resourceUri": "ui://v"},
-                       "ahp-proxy/call": {"startedAt": T0, "durationMs": 7}}),
+                       "ahp-proxy/call": {"startedAt": T0, "era": "legacy", "durationMs": 7}}),
                 json!({"ui": {"resourceUri": "ui://v"},
                        "ahp-proxy/call": {"startedAt": "2026-01-01T00:00:01.000Z",
                                           "clientId": "console-1", "durationMs": 12}}),

@@ -628,6 +628,8 @@ impl Reply for Answer {
 
 mod deadlines;
 mod owner_asks;
+#[cfg(test)]
+pub(crate) mod recorder;
 mod roles;
 #[cfg(test)]
 mod tests;

@@ -133,15 +133,26 @@ impl Browser {
         }
     }
 
-    /// Click the first element matching `css`.
+    /// Click the first element matching `css`. The page redraws as actions arrive, so the
+    /// element found may be replaced before the click lands (a stale element); then it is
+    /// found again and clicked again, until the patience window runs out.
     pub async fn click(&self, css: &str) {
-        self.client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no {css}: {e}"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("cannot click {css}: {e}"));
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let clicked = match self.client.find(Locator::Css(css)).await {
+                Ok(element) => element.click().await,
+                Err(e) => Err(e),
+            };
+            match clicked {
+                Ok(()) => return,
+                Err(e)
+                    if e.is_stale_element_reference() && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::task::yield_now().await;
+                }
+                Err(e) => panic!("cannot click {css}: {e}"),
+            }
+        }
     }
 
     /// Save a screenshot as `name`.png in the screenshot folder.

@@ -3,25 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::recorder::Recorder;
 use super::*;
-
-/// A link that records what was sent.
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<String>>>);
-
-impl Link for Recorder {
-    fn send(&self, text: String, _request: Option<u64>) -> Result<(), Unanswered> {
-        self.0.lock().unwrap().push(text);
-        Ok(())
-    }
-    fn close(&self) {}
-}
-
-impl Recorder {
-    fn sent(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
 
 /// A reply that records what it got, in order.
 #[derive(Clone, Default)]
