@@ -138,12 +138,18 @@ impl Tracked {
     pub fn tag(&self) -> u64 {
         self.tag
     }
+
+    /// Leave the in-flight table (before the answer is queued on the request's stream:
+    /// a notification routed there afterwards would land behind the answer, and be lost).
+    fn release(&self) {
+        let removed = self.hub.tables().registry.in_flight.remove(self.tag);
+        drop(removed);
+    }
 }
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        let removed = self.hub.tables().registry.in_flight.remove(self.tag);
-        drop(removed);
+        self.release();
     }
 }
 
@@ -300,6 +306,7 @@ impl Exchange {
         if let Some(ticket) = self.x.ticket.take() {
             ticket.finish(Outcome::Raw(text.clone()));
         }
+        self.x.tracked.release();
         self.x.stream.finish(text);
     }
 
@@ -313,6 +320,7 @@ impl Exchange {
                 Outcome::Failed(text.to_string())
             });
         }
+        self.x.tracked.release();
         self.x.stream.finish(error_answer(&self.x.id, code, text));
     }
 }

@@ -548,14 +548,17 @@ impl Session {
     }
 
     /// The tag of the request a server message is about: the one whose stream carried it,
-    /// else the only tagged request in flight.
+    /// none when a standing request's stream (a listen stream) carried it, else the only
+    /// tagged request in flight.
     fn origin(&self, stream: Option<u64>) -> Option<u64> {
         let state = self.state();
-        if let Some(tag) = stream
-            .and_then(|id| state.pending.get(&id))
-            .and_then(|p| p.tag)
-        {
-            return Some(tag);
+        if let Some(pending) = stream.and_then(|id| state.pending.get(&id)) {
+            if pending.standing {
+                return None;
+            }
+            if let Some(tag) = pending.tag {
+                return Some(tag);
+            }
         }
         let mut tags = state.pending.values().filter_map(|p| p.tag);
         match (tags.next(), tags.next()) {
