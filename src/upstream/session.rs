@@ -103,6 +103,8 @@ struct Inner {
     unsolicited: Mutex<Option<Weak<dyn Unsolicited>>>,
     /// The proxy's own requests to the owner ([`Session::ask_owner`]) by raw id.
     local: Mutex<HashMap<String, oneshot::Sender<Message>>>,
+    /// Calls between rounds of input, by tag ([`Session::between_rounds`]).
+    between: Mutex<HashMap<u64, CancellationToken>>,
     /// Set once the server turned out to be modern.
     modern: OnceLock<Arc<dyn Modernity>>,
     earlier_deadline: Arc<Notify>,
@@ -145,6 +147,7 @@ impl Session {
                 }),
                 unsolicited: Mutex::new(None),
                 local: Mutex::default(),
+                between: Mutex::default(),
                 modern: OnceLock::new(),
                 earlier_deadline: Arc::new(Notify::new()),
                 ended: CancellationToken::new(),
@@ -380,8 +383,10 @@ impl Session {
         }
     }
 
-    /// [`Session::cancel`] every request in flight whose tag is one of `tags`.
+    /// [`Session::cancel`] every request in flight whose tag is one of `tags`, and stop the
+    /// calls of those tags that wait between rounds of input.
     pub fn cancel_tagged(&self, tags: &[u64], reason: &str) {
+        self.stop_between(tags);
         let ids: Vec<u64> = self
             .state()
             .pending
