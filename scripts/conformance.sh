@@ -191,7 +191,13 @@ run_suite() {
       server:--url | client:--command) target="$2"; shift 2 ;;
       server:--url=* | client:--command=*) target="${1#*=}"; shift ;;
       client:--sdk-client) sdk_client=1; shift ;;
-      client:--through-proxy) target="$here/conformance.sh proxy-client"; shift ;;
+      client:--through-proxy)
+        target="$here/conformance.sh proxy-client"
+        AHP_CONFORMANCE_NODE="$(node_bin)"
+        AHP_CONFORMANCE_ERA="$("$here/era.sh" install)" || die "scripts/era.sh install failed"
+        project_bin ahp-proxy >/dev/null
+        export AHP_CONFORMANCE_NODE AHP_CONFORMANCE_ERA
+        shift ;;
       *:--out) out="$2"; shift 2 ;;
       *:--out=*) out="${1#*=}"; shift ;;
       *:--quiet) quiet=1; shift ;;
@@ -417,22 +423,29 @@ cmd_proxy() {
 # `conformance`, and the SDK v2 reference client (the scenario's environment passed on) drives
 # it on /mcp/conformance.
 cmd_proxy_client() {
-  local url="${1:-}" node era proxy out ports rc=0
+  local url="${1:-}" node era proxy out rc=0 mcp="" deadline
   [[ -n "$url" ]] || die "proxy-client URL"
-  node="$(node_bin)"
-  era="$("$here/era.sh" install)" || die "scripts/era.sh install failed"
+  # Set once by `client --through-proxy`: the suite gives each client 30 s, and every node
+  # start counts on a loaded machine.
+  node="${AHP_CONFORMANCE_NODE:-$(node_bin)}"
+  era="${AHP_CONFORMANCE_ERA:-$("$here/era.sh" install)}" || die "scripts/era.sh install failed"
   proxy="$(project_bin ahp-proxy)"
   out="$(mktemp -d "${TMPDIR:-/tmp}/ahp-conformance-client.XXXXXX")"
-  mapfile -t ports < <(free_ports "$node" 2)
-  printf '[servers.conformance]\nurl = %s\n' "$(json_str "$node" "$url")" >"$out/proxy.toml"
+  printf '[servers.conformance]\nurl = "%s"\n' "${url//\"/}" >"$out/proxy.toml"
   echo "conformance.sh: ahp-proxy in front of $url (log: $out/proxy.log)" >&2
+  # OS-chosen ports; the MCP one read from the proxy's log.
   start_group "$out/proxy.log" "$proxy" --log-format json --config "$out/proxy.toml" serve \
-    --listen "127.0.0.1:${ports[0]}" --mcp-listen "127.0.0.1:${ports[1]}"
+    --listen 127.0.0.1:0 --mcp-listen 127.0.0.1:0
   local proxy_pid="$STARTED_PID"
-  wait_port "${ports[1]}" 30 "$proxy_pid" || { cat "$out/proxy.log" >&2; die "the proxy did not listen"; }
+  deadline=$((SECONDS + 30))
+  while [[ -z "$mcp" ]] && ((SECONDS < deadline)) && kill -0 "$proxy_pid" 2>/dev/null; do
+    mcp="$(grep -o '"MCP endpoint listening","addr":"[^"]*"' "$out/proxy.log" | head -1 | sed 's/.*"addr":"//; s/"$//' || true)"
+    [[ -n "$mcp" ]] || sleep 0.1
+  done
+  [[ -n "$mcp" ]] || { cat "$out/proxy.log" >&2; die "the proxy did not listen"; }
   wait_ready "$out/proxy.log" conformance 30 "$proxy_pid" ||
     echo "conformance.sh: no 'server ready' for conformance in the proxy log; going on" >&2
-  "$node" "$era/reference-client.mjs" "http://127.0.0.1:${ports[1]}/mcp/conformance" || rc=$?
+  "$node" "$era/reference-client.mjs" "http://$mcp/mcp/conformance" || rc=$?
   stop_groups
   return "$rc"
 }
