@@ -140,8 +140,11 @@ fn is_token(text: &str) -> bool {
 pub fn values(params: &[Param], arguments: &Map<String, Value>) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for param in params {
-        let mut at = arguments.get(&param.path[0]);
-        for name in &param.path[1..] {
+        let Some((first, rest)) = param.path.split_first() else {
+            continue;
+        };
+        let mut at = arguments.get(first);
+        for name in rest {
             at = at.and_then(|v| v.get(name));
         }
         let value = match at {

@@ -177,6 +177,8 @@ fn name_headers(base: &HeaderMap, request: &Message) -> HeaderMap {
     let name = match method {
         "tools/call" | "prompts/get" => request.string(&["name"]),
         "resources/read" => request.string(&["uri"]),
+        // The Tasks extension (`io.modelcontextprotocol/tasks`): the task it names.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => request.string(&["taskId"]),
         _ => None,
     };
     if let Some(value) = name.and_then(|n| HeaderValue::from_str(&header_value(&n)).ok()) {
@@ -346,6 +348,23 @@ mod tests {
         assert_eq!(header_value("file:///a b"), "file:///a b");
         assert_eq!(header_value(" lead"), "=?base64?IGxlYWQ=?=");
         assert_eq!(header_value("café"), "=?base64?Y2Fmw6k=?=");
+    }
+
+    #[test]
+    fn the_name_header_says_what_a_request_names() {
+        let name = |text: &str| {
+            let request = Message::parse(text.to_string()).unwrap();
+            let headers = name_headers(&HeaderMap::new(), &request);
+            headers
+                .get(NAME_HEADER)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#;
+        assert_eq!(name(call).as_deref(), Some("echo"));
+        let task = r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t-1"}}"#;
+        assert_eq!(name(task).as_deref(), Some("t-1"));
+        let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+        assert_eq!(name(list), None);
     }
 
     #[test]
