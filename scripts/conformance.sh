@@ -7,12 +7,17 @@
 #   scripts/conformance.sh list [SUITE-ARGS...]    the scenarios a run selects
 #   scripts/conformance.sh server --url URL [--out DIR] [--quiet] [-- SUITE-ARGS...]
 #                                                  run the server scenarios against URL
-#   scripts/conformance.sh client (--command CMD | --sdk-client) [--out DIR] [--quiet]
-#                                 [-- SUITE-ARGS...]
+#   scripts/conformance.sh client (--command CMD | --sdk-client | --through-proxy) [--out DIR]
+#                                 [--quiet] [-- SUITE-ARGS...]
 #                                                  run the client scenarios with CMD as the client
 #                                                  under test (the suite appends its mock server's
 #                                                  URL; --sdk-client: the SDK v2 client of
-#                                                  scripts/era-tools/reference-client.mjs)
+#                                                  scripts/era-tools/reference-client.mjs;
+#                                                  --through-proxy: ahp-proxy as the client, that
+#                                                  SDK client driving it: `proxy-client`)
+#   scripts/conformance.sh proxy-client URL        ahp-proxy with URL as its HTTP server
+#                                                  `conformance`, and the SDK v2 reference client
+#                                                  on its /mcp/conformance, stopped after
 #   scripts/conformance.sh fixture --stdio | --http PORT
 #                                                  run the project's fixture (the suite's reference
 #                                                  server, `ahp-proxy-example-server conformance`) in
@@ -186,6 +191,13 @@ run_suite() {
       server:--url | client:--command) target="$2"; shift 2 ;;
       server:--url=* | client:--command=*) target="${1#*=}"; shift ;;
       client:--sdk-client) sdk_client=1; shift ;;
+      client:--through-proxy)
+        target="$here/conformance.sh proxy-client"
+        AHP_CONFORMANCE_NODE="$(node_bin)"
+        AHP_CONFORMANCE_ERA="$("$here/era.sh" install)" || die "scripts/era.sh install failed"
+        project_bin ahp-proxy >/dev/null
+        export AHP_CONFORMANCE_NODE AHP_CONFORMANCE_ERA
+        shift ;;
       *:--out) out="$2"; shift 2 ;;
       *:--out=*) out="${1#*=}"; shift ;;
       *:--quiet) quiet=1; shift ;;
@@ -407,6 +419,37 @@ cmd_proxy() {
   return "$rc"
 }
 
+# ahp-proxy as the client under test: the suite's mock server at URL is its HTTP server
+# `conformance`, and the SDK v2 reference client (the scenario's environment passed on) drives
+# it on /mcp/conformance.
+cmd_proxy_client() {
+  local url="${1:-}" node era proxy out rc=0 mcp="" deadline
+  [[ -n "$url" ]] || die "proxy-client URL"
+  # Set once by `client --through-proxy`: the suite gives each client 30 s, and every node
+  # start counts on a loaded machine.
+  node="${AHP_CONFORMANCE_NODE:-$(node_bin)}"
+  era="${AHP_CONFORMANCE_ERA:-$("$here/era.sh" install)}" || die "scripts/era.sh install failed"
+  proxy="$(project_bin ahp-proxy)"
+  out="$(mktemp -d "${TMPDIR:-/tmp}/ahp-conformance-client.XXXXXX")"
+  printf '[servers.conformance]\nurl = "%s"\n' "${url//\"/}" >"$out/proxy.toml"
+  echo "conformance.sh: ahp-proxy in front of $url (log: $out/proxy.log)" >&2
+  # OS-chosen ports; the MCP one read from the proxy's log.
+  start_group "$out/proxy.log" "$proxy" --log-format json --config "$out/proxy.toml" serve \
+    --listen 127.0.0.1:0 --mcp-listen 127.0.0.1:0
+  local proxy_pid="$STARTED_PID"
+  deadline=$((SECONDS + 30))
+  while [[ -z "$mcp" ]] && ((SECONDS < deadline)) && kill -0 "$proxy_pid" 2>/dev/null; do
+    mcp="$(grep -o '"MCP endpoint listening","addr":"[^"]*"' "$out/proxy.log" | head -1 | sed 's/.*"addr":"//; s/"$//' || true)"
+    [[ -n "$mcp" ]] || sleep 0.1
+  done
+  [[ -n "$mcp" ]] || { cat "$out/proxy.log" >&2; die "the proxy did not listen"; }
+  wait_ready "$out/proxy.log" conformance 30 "$proxy_pid" ||
+    echo "conformance.sh: no 'server ready' for conformance in the proxy log; going on" >&2
+  "$node" "$era/reference-client.mjs" "http://$mcp/mcp/conformance" || rc=$?
+  stop_groups
+  return "$rc"
+}
+
 cmd_commands() {
   local node dir js ev lb fx
   node="$(node_bin)"
@@ -468,6 +511,7 @@ case "${1:-}" in
   list) shift; cmd_list "$@" ;;
   server) shift; cmd_server "$@" ;;
   client) shift; run_suite client "$@" ;;
+  proxy-client) shift; cmd_proxy_client "$@" ;;
   everything) shift; cmd_everything "$@" ;;
   reference) shift; cmd_reference "$@" ;;
   fixture) shift; cmd_fixture "$@" ;;

@@ -315,6 +315,7 @@ impl Tasks {
         hub: Arc<Hub>,
         stop_grace: Duration,
     ) {
+        hub.stop_listening();
         stops.shutdown.cancel();
         let _ = self.watcher.await;
         host.set_control_closed();

@@ -6,7 +6,13 @@
 
 mod suite;
 
+use std::sync::RwLock;
+
 use serde_json::Value;
+
+/// The server-scenario tests run side by side; the client scenarios through the proxy (one
+/// proxy and one SDK client per scenario, within the suite's 30 s each) run alone.
+static LOAD: RwLock<()> = RwLock::new(());
 
 /// The scenarios that passed, and the failures with their checks.
 fn outcome(summary: &Value) -> (Vec<String>, Vec<String>) {
@@ -25,6 +31,7 @@ fn outcome(summary: &Value) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn the_proxy_passes_the_same_conformance_scenarios_as_the_server_it_fronts() {
+    let _shared = LOAD.read().unwrap_or_else(|p| p.into_inner());
     let direct = suite::run(&["reference"], &[]);
     let (want, failed) = outcome(&direct);
     assert!(
@@ -60,6 +67,7 @@ fn the_proxy_passes_the_same_conformance_scenarios_as_the_server_it_fronts() {
 /// direct (37, `tests/era_direct.rs`), and the 2025-11-25 ones stay as they are direct (33).
 #[test]
 fn the_proxy_passes_the_2026_07_28_scenarios_the_modern_server_it_fronts_passes() {
+    let _shared = LOAD.read().unwrap_or_else(|p| p.into_inner());
     for (upstream, endpoint) in [
         ("stdio", "server"),
         ("stdio", "aggregate"),
@@ -98,4 +106,41 @@ fn the_proxy_passes_the_2026_07_28_scenarios_the_modern_server_it_fronts_passes(
             legacy["elapsed_ms"]
         );
     }
+}
+
+/// ahp-proxy as the client under test of the 2026-07-28 client scenarios: the suite's mock
+/// server is its HTTP server, and the SDK v2 reference client drives it on `/mcp/<server>`
+/// (`scripts/conformance.sh client --through-proxy`): every scored scenario but OAuth passes,
+/// `Mcp-Param-*` headers (`http-custom-headers`) included.
+#[test]
+fn the_proxy_as_the_client_passes_the_2026_07_28_client_scenarios_but_oauth() {
+    let _alone = LOAD.write().unwrap_or_else(|p| p.into_inner());
+    let summary = suite::run(
+        &["client", "--through-proxy"],
+        &["--requirements", "2026-07-28"],
+    );
+    let (passed, failed) = suite::scored(&summary);
+    let not_oauth = |names: &[String]| -> Vec<String> {
+        let names = names.iter().filter(|n| !n.starts_with("auth/"));
+        names.cloned().collect()
+    };
+    let mut want = vec![
+        "tools_call",
+        "request-metadata",
+        "sep-2322-client-request-state",
+        "http-standard-headers",
+        "http-custom-headers",
+        "http-invalid-tool-headers",
+        "json-schema-ref-no-deref",
+    ];
+    let mut got = not_oauth(&passed);
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "failed: {failed:?}");
+    assert!(not_oauth(&failed).is_empty(), "{failed:?}");
+    eprintln!(
+        "ahp-proxy as the client: the {} scored 2026-07-28 client scenarios but OAuth in {} ms",
+        got.len(),
+        summary["elapsed_ms"]
+    );
 }

@@ -429,3 +429,52 @@ async fn the_harness_chat_says_which_era_each_call_was_made_in() {
         "{old}"
     );
 }
+
+/// A modern harness's listen stream gets its graceful completion (the listen request's
+/// result, `resultType: "complete"`, tagged with its id) when the proxy stops.
+#[tokio::test]
+async fn a_listen_stream_completes_when_the_proxy_stops() {
+    let proxy = Proxy::start(&common::server("echo", "echo", &[]));
+    let params = format!(r#"{{"_meta":{ENVELOPE},"notifications":{{"toolsListChanged":true}}}}"#);
+    let mut response = reqwest::Client::new()
+        .post(&proxy.mcp_url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header(MODERN[0].0, MODERN[0].1)
+        .header("mcp-method", "subscriptions/listen")
+        .body(request(7, "subscriptions/listen", &params))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status().as_u16(), 200);
+    let mut text = String::new();
+    while !text.contains("notifications/subscriptions/acknowledged") {
+        let chunk = tokio::time::timeout(common::PATIENCE, response.chunk())
+            .await
+            .expect("acknowledged in time")
+            .expect("the stream")
+            .expect("acknowledged before the stream ended");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let stopped = tokio::task::spawn_blocking(move || proxy.terminate());
+    // To its end: the stream ends once the proxy stops.
+    while let Ok(Some(chunk)) = tokio::time::timeout(common::PATIENCE, response.chunk())
+        .await
+        .expect("the stream ends in time")
+    {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    stopped.await.unwrap();
+    let last = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or_default();
+    let last: Value = serde_json::from_str(last).unwrap_or(Value::Null);
+    assert_eq!(
+        last,
+        json!({"jsonrpc": "2.0", "id": 7, "result": {"resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/subscriptionId": 7}}}),
+        "{text}"
+    );
+}

@@ -133,12 +133,18 @@ impl Tracked {
         hub.tables().registry.in_flight.insert(tag, entry);
         Self { hub, tag }
     }
+
+    /// Leave the in-flight table (before the answer is queued on the request's stream:
+    /// a notification routed there afterwards would land behind the answer, and be lost).
+    fn release(&self) {
+        let removed = self.hub.tables().registry.in_flight.remove(self.tag);
+        drop(removed);
+    }
 }
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        let removed = self.hub.tables().registry.in_flight.remove(self.tag);
-        drop(removed);
+        self.release();
     }
 }
 
@@ -295,6 +301,7 @@ impl Exchange {
         if let Some(ticket) = self.x.ticket.take() {
             ticket.finish(Outcome::Raw(text.clone()));
         }
+        self.x.tracked.release();
         self.x.stream.finish(text);
     }
 
@@ -308,6 +315,7 @@ impl Exchange {
                 Outcome::Failed(text.to_string())
             });
         }
+        self.x.tracked.release();
         self.x.stream.finish(error_answer(&self.x.id, code, text));
     }
 }

@@ -90,6 +90,8 @@ pub struct Hub {
     host: OnceLock<Weak<crate::host::Host>>,
     /// Those tools.
     client_tools: OnceLock<tokio::sync::watch::Receiver<ClientTools>>,
+    /// Cancelled when the proxy stops: open listen streams complete.
+    pub(super) stopping: tokio_util::sync::CancellationToken,
 }
 
 impl Hub {
@@ -114,6 +116,7 @@ impl Hub {
             this: this.clone(),
             host: OnceLock::new(),
             client_tools: OnceLock::new(),
+            stopping: tokio_util::sync::CancellationToken::new(),
         });
         let downstream: Arc<dyn Downstream> = hub.clone();
         connections.set_downstream(Arc::downgrade(&downstream));
@@ -122,6 +125,12 @@ impl Hub {
             connections.subscribe(),
         ));
         hub
+    }
+
+    /// The proxy stops: every open `subscriptions/listen` stream of a modern harness ends
+    /// with its graceful completion (before the fronts close).
+    pub fn stop_listening(&self) {
+        self.stopping.cancel();
     }
 
     /// Offer the tools of `host`'s AHP clients to harnesses on the aggregated endpoint, and

@@ -195,13 +195,15 @@ impl Hub {
         if !harness.is_live() {
             return;
         }
-        let stream =
-            origin.and_then(|tag| self.tables().registry.in_flight.stream_of(harness.id, tag));
-        match stream {
-            Some(stream) => {
-                stream.send(text);
-            }
-            None => harness.notify(text),
+        // Queued under the lock the request's answer leaves the in-flight table under
+        // (`exchange::Tracked`): before that answer, or not on its stream at all.
+        let sent = origin.is_some_and(|tag| {
+            let tables = self.tables();
+            let stream = tables.registry.in_flight.stream_of(harness.id, tag);
+            stream.is_some_and(|stream| stream.send(text.clone()))
+        });
+        if !sent {
+            harness.notify(text);
         }
     }
 

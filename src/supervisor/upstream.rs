@@ -128,6 +128,7 @@ pub async fn establish(
             let modern = Modern::new(identity.envelope(), discovered);
             listen::keep(
                 &session,
+                name,
                 modern.envelope.clone(),
                 modern.subscriptions(),
                 modern.acknowledged(),

@@ -102,9 +102,19 @@ impl Bridge {
             let cause = Cause::Request(self.options.tag.unwrap_or(u64::MAX));
             answers.push((key, method, session.ask_owner(request, cause)));
         }
+        // Cancelled meanwhile: dropped unanswered, as a cancelled request is.
+        let between = self.options.tag.map(|tag| session.between_rounds(tag));
+        let cancelled = between
+            .as_ref()
+            .map(|b| b.token.clone())
+            .unwrap_or_default();
         let mut responses = Vec::new();
         for (key, method, answer) in answers {
-            let Ok(answer) = answer.await else {
+            let answer = tokio::select! {
+                answer = answer => answer,
+                _ = cancelled.cancelled() => return,
+            };
+            let Ok(answer) = answer else {
                 return self.reply.fail(Unanswered::Stopped);
             };
             match answered(&answer) {
@@ -122,9 +132,13 @@ impl Bridge {
         let Some(session) = self.session.upgrade() else {
             return self.reply.fail(Unanswered::Stopped);
         };
-        if let Err((reply, failure)) = session.send_prepared(retry, self, options) {
-            reply.fail(failure);
+        match session.send_prepared(retry, self, options) {
+            // Cancelled while it was being sent: the request in flight is cancelled too.
+            Ok(id) if cancelled.is_cancelled() => session.cancel(id, "cancelled by the harness"),
+            Ok(_) => {}
+            Err((reply, failure)) => reply.fail(failure),
         }
+        drop(between);
     }
 }
 
@@ -232,7 +246,103 @@ fn error(id: &str, why: &str) -> Message {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Weak};
+    use std::time::Duration;
+
+    use tokio::sync::{mpsc, oneshot};
+
     use super::*;
+    use crate::upstream::era::Era;
+    use crate::upstream::session::{Link, Unsolicited};
+
+    /// A link that hands each message sent to the test.
+    struct Wire(mpsc::UnboundedSender<String>);
+
+    impl Link for Wire {
+        fn send(&self, text: String, _: Option<u64>) -> Result<(), Unanswered> {
+            let _ = self.0.send(text);
+            Ok(())
+        }
+        fn close(&self) {}
+    }
+
+    /// An owner that hands each request asked of the harness to the test.
+    struct Harness(mpsc::UnboundedSender<(String, Cause)>);
+
+    impl Unsolicited for Harness {
+        fn notify(&self, _: Message, _: Option<u64>) {}
+        fn request(&self, _: &Session, message: Message, cause: Cause) {
+            let id = message.id().unwrap_or_default().to_string();
+            let _ = self.0.send((id, cause));
+        }
+    }
+
+    /// A reply that says when it is dropped, and what it got.
+    struct Caller(Option<oneshot::Sender<&'static str>>);
+
+    impl Reply for Caller {
+        fn related(&mut self, _: Message) {}
+        fn respond(mut self: Box<Self>, _: Message) {
+            self.0.take().map(|tx| tx.send("answered"));
+        }
+        fn fail(mut self: Box<Self>, _: Unanswered) {
+            self.0.take().map(|tx| tx.send("failed"));
+        }
+    }
+
+    impl Drop for Caller {
+        fn drop(&mut self) {
+            self.0.take().map(|tx| tx.send("dropped"));
+        }
+    }
+
+    /// A harness cancels its call while the bridge waits for its answer to the server's
+    /// input request: its late answer sends no retry, and the call is dropped unanswered
+    /// (as a cancelled request is).
+    #[tokio::test]
+    async fn a_call_cancelled_between_rounds_is_not_retried() {
+        let (wire, mut sent) = mpsc::unbounded_channel();
+        let session = Session::new(Box::new(Wire(wire)));
+        let (asks, mut asked) = mpsc::unbounded_channel();
+        let owner: Arc<dyn Unsolicited> = Arc::new(Harness(asks));
+        session.set_unsolicited(Arc::downgrade(&owner) as Weak<dyn Unsolicited>);
+        let envelope = Envelope {
+            era: Era::Legacy,
+            capabilities: serde_json::json!({"elicitation": {}}),
+            client_info: serde_json::json!({"name": "h"}),
+            log_level: None,
+        };
+        let options = Options {
+            timeout: Duration::from_secs(600),
+            reset_on_progress: true,
+            tag: Some(9),
+        };
+        let (done, outcome) = oneshot::channel();
+        let call =
+            parse(r#"{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"t"}}"#);
+        let bridge = Bridge::new(
+            &session,
+            call,
+            envelope,
+            options,
+            Box::new(Caller(Some(done))),
+        );
+        Box::new(bridge).respond(parse(
+            r#"{"jsonrpc":"2.0","id":"c","result":{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"message":"?"}}},"requestState":"s"}}"#,
+        ));
+        let (id, cause) = asked.recv().await.expect("the harness is asked");
+        assert_eq!(cause, Cause::Request(9));
+        session.cancel_tagged(&[9], "cancelled by the harness");
+        session
+            .answer(&id, r#""result":{"action":"accept","content":{}}"#)
+            .unwrap();
+        let guard = Duration::from_secs(120);
+        tokio::select! {
+            outcome = outcome => assert_eq!(outcome.unwrap(), "dropped"),
+            retry = sent.recv() => panic!("a cancelled call was retried: {retry:?}"),
+            _ = tokio::time::sleep(guard) => panic!("the bridge neither retried nor gave up"),
+        }
+    }
 
     fn parse(text: &str) -> Message {
         Message::parse(text.to_string()).unwrap()

@@ -13,6 +13,7 @@ pub mod legacy_sse;
 pub mod listen;
 pub mod modern;
 pub mod offer;
+pub mod param_headers;
 pub mod session;
 pub mod stateless;
 pub mod stdio;

@@ -103,6 +103,8 @@ struct Inner {
     unsolicited: Mutex<Option<Weak<dyn Unsolicited>>>,
     /// The proxy's own requests to the owner ([`Session::ask_owner`]) by raw id.
     local: Mutex<HashMap<String, oneshot::Sender<Message>>>,
+    /// Calls between rounds of input, by tag ([`Session::between_rounds`]).
+    between: Mutex<HashMap<u64, CancellationToken>>,
     /// Set once the server turned out to be modern.
     modern: OnceLock<Arc<dyn Modernity>>,
     earlier_deadline: Arc<Notify>,
@@ -145,6 +147,7 @@ impl Session {
                 }),
                 unsolicited: Mutex::new(None),
                 local: Mutex::default(),
+                between: Mutex::default(),
                 modern: OnceLock::new(),
                 earlier_deadline: Arc::new(Notify::new()),
                 ended: CancellationToken::new(),
@@ -380,8 +383,10 @@ impl Session {
         }
     }
 
-    /// [`Session::cancel`] every request in flight whose tag is one of `tags`.
+    /// [`Session::cancel`] every request in flight whose tag is one of `tags`, and stop the
+    /// calls of those tags that wait between rounds of input.
     pub fn cancel_tagged(&self, tags: &[u64], reason: &str) {
+        self.stop_between(tags);
         let ids: Vec<u64> = self
             .state()
             .pending
@@ -548,14 +553,17 @@ impl Session {
     }
 
     /// The tag of the request a server message is about: the one whose stream carried it,
-    /// else the only tagged request in flight.
+    /// none when a standing request's stream (a listen stream) carried it, else the only
+    /// tagged request in flight.
     fn origin(&self, stream: Option<u64>) -> Option<u64> {
         let state = self.state();
-        if let Some(tag) = stream
-            .and_then(|id| state.pending.get(&id))
-            .and_then(|p| p.tag)
-        {
-            return Some(tag);
+        if let Some(pending) = stream.and_then(|id| state.pending.get(&id)) {
+            if pending.standing {
+                return None;
+            }
+            if let Some(tag) = pending.tag {
+                return Some(tag);
+            }
         }
         let mut tags = state.pending.values().filter_map(|p| p.tag);
         match (tags.next(), tags.next()) {

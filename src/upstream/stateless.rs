@@ -1,7 +1,8 @@
 //! The link to a modern (2026-07-28) streamable HTTP server: no session, no GET stream, no
 //! resumption. Each request is its own POST carrying the standard headers
-//! (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`); its answer comes back as JSON or as
-//! an event stream read in order. Cancelling a request closes its POST.
+//! (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, a tool's `Mcp-Param-*` as its
+//! `tools/list` annotated them); its answer comes back as JSON or as an event stream read in
+//! order. Cancelling a request closes its POST.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,9 +17,10 @@ use tokio_util::sync::CancellationToken;
 use super::era::{self, Verdict, MODERN};
 use super::exchange::{Answer, Client};
 use super::http::{authority, is_event_stream, read_body, refusal, Refusal, Target};
+use super::param_headers::{self, Param};
 use super::session::{Link, Session, Unanswered, WeakSession};
 use super::stdio::MAX_MESSAGE_BYTES;
-use crate::mcp::message::Message;
+use crate::mcp::message::{Kind, Message};
 use crate::mcp::sse;
 
 const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -36,6 +38,8 @@ struct Shared {
     closed: CancellationToken,
     /// Requests in flight by id: cancelling one closes its POST.
     posts: Mutex<HashMap<u64, CancellationToken>>,
+    /// The `x-mcp-header` arguments of each tool, as its `tools/list` said.
+    params: Mutex<HashMap<String, Vec<Param>>>,
 }
 
 struct Stateless(Arc<Shared>);
@@ -61,6 +65,7 @@ pub fn connect(client: reqwest::Client, target: Target) -> Session {
         on_refusal: target.on_refusal,
         closed: CancellationToken::new(),
         posts: Mutex::default(),
+        params: Mutex::default(),
     });
     let session = Session::new(Box::new(Stateless(shared.clone())));
     let _ = shared.session.set(session.downgrade());
@@ -119,9 +124,51 @@ fn cancelled_request(text: &str) -> Option<u64> {
     message.slice(message.find(&["requestId"])?).parse().ok()
 }
 
-/// The standard headers of one request: `Mcp-Method`, and `Mcp-Name` for the methods
-/// that name something.
-fn request_headers(base: &HeaderMap, request: &Message) -> HeaderMap {
+/// The standard headers of one request: `Mcp-Method`, `Mcp-Name` for the methods that name
+/// something, and a tool call's `Mcp-Param-*`.
+fn request_headers(shared: &Shared, request: &Message) -> HeaderMap {
+    let mut headers = name_headers(&shared.headers, request);
+    if request.method() != Some("tools/call") {
+        return headers;
+    }
+    let tool = request.string(&["name"]).unwrap_or_default();
+    let params = shared.params.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(params) = params.get(tool.as_ref()) else {
+        return headers;
+    };
+    let arguments = request
+        .find(&["arguments"])
+        .and_then(|span| serde_json::from_str(request.slice(span)).ok())
+        .unwrap_or_default();
+    for (name, value) in param_headers::values(params, &arguments) {
+        let name = HeaderName::from_bytes(name.as_bytes());
+        let value = HeaderValue::from_str(&header_value(&value));
+        if let (Ok(name), Ok(value)) = (name, value) {
+            headers.insert(name, value);
+        }
+    }
+    headers
+}
+
+/// A `tools/list` answer: its tools' annotated arguments learned, the tools whose
+/// annotations are invalid left out (and logged).
+fn listed(shared: &Shared, answer: Message) -> Message {
+    let Some(span) = answer.body().filter(|_| answer.kind() == Kind::Result) else {
+        return answer;
+    };
+    let listed = param_headers::read_list(answer.slice(span.clone()));
+    for (tool, why) in &listed.dropped {
+        tracing::warn!(server = %shared.at, %tool, "a tool is left out of the list: {why}");
+    }
+    (shared.params.lock().unwrap_or_else(|p| p.into_inner())).extend(listed.params);
+    match listed.kept {
+        Some(kept) => answer.rewrite(None, vec![(span, kept)]),
+        None => answer,
+    }
+}
+
+/// `Mcp-Method`, and `Mcp-Name` for the methods that name something.
+fn name_headers(base: &HeaderMap, request: &Message) -> HeaderMap {
     let mut headers = base.clone();
     let method = request.method().unwrap_or_default();
     if let Ok(value) = HeaderValue::from_str(method) {
@@ -130,6 +177,8 @@ fn request_headers(base: &HeaderMap, request: &Message) -> HeaderMap {
     let name = match method {
         "tools/call" | "prompts/get" => request.string(&["name"]),
         "resources/read" => request.string(&["uri"]),
+        // The Tasks extension (`io.modelcontextprotocol/tasks`): the task it names.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => request.string(&["taskId"]),
         _ => None,
     };
     if let Some(value) = name.and_then(|n| HeaderValue::from_str(&header_value(&n)).ok()) {
@@ -160,9 +209,11 @@ async fn post(shared: &Shared, text: String, id: u64) {
             session.failed(id, failure);
         }
     };
-    let headers = match Message::parse(text.clone()) {
-        Ok(request) => request_headers(&shared.headers, &request),
-        Err(_) => shared.headers.clone(),
+    let request = Message::parse(text.clone()).ok();
+    let lists_tools = request.as_ref().and_then(Message::method) == Some("tools/list");
+    let headers = match &request {
+        Some(request) => request_headers(shared, request),
+        None => shared.headers.clone(),
     };
     let answer = match shared
         .client
@@ -180,7 +231,14 @@ async fn post(shared: &Shared, text: String, id: u64) {
     let Some(session) = shared.session.get().and_then(WeakSession::upgrade) else {
         return;
     };
-    let read = read_reply(answer, |message| session.receive(message, Some(id))).await;
+    let read = read_reply(answer, |message| {
+        let message = match message.kind() {
+            Kind::Result if lists_tools => listed(shared, message),
+            _ => message,
+        };
+        session.receive(message, Some(id))
+    })
+    .await;
     if !session.is_pending(id) {
         return;
     }
@@ -290,6 +348,23 @@ mod tests {
         assert_eq!(header_value("file:///a b"), "file:///a b");
         assert_eq!(header_value(" lead"), "=?base64?IGxlYWQ=?=");
         assert_eq!(header_value("café"), "=?base64?Y2Fmw6k=?=");
+    }
+
+    #[test]
+    fn the_name_header_says_what_a_request_names() {
+        let name = |text: &str| {
+            let request = Message::parse(text.to_string()).unwrap();
+            let headers = name_headers(&HeaderMap::new(), &request);
+            headers
+                .get(NAME_HEADER)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#;
+        assert_eq!(name(call).as_deref(), Some("echo"));
+        let task = r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t-1"}}"#;
+        assert_eq!(name(task).as_deref(), Some("t-1"));
+        let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+        assert_eq!(name(list), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! harness opted into (the servers' own legacy `list_changed` on `/mcp/<server>`, the proxy's
 //! on `/mcp` and stdio, servers added, removed or toggled included) and updates of the
 //! resources it named, each tagged with the listen request's id. Ends when the harness
-//! closes the stream (HTTP) or cancels it (stdio).
+//! closes the stream (HTTP) or cancels it (stdio), or with its completion when the proxy stops.
 
 use std::sync::Arc;
 
@@ -96,6 +96,7 @@ pub fn start(
         }
     }
     let updates = !uris.is_empty();
+    let stopping = hub.stopping.clone();
     tokio::spawn(async move {
         // The acknowledgement promises the updates: it waits (within SUBSCRIBE_WAIT) until
         // every resource named is subscribed at its server, so none right after it is lost.
@@ -115,6 +116,10 @@ pub fn start(
                 frame = frames.recv() => frame,
                 _ = out.closed() => break,
                 _ = cancel.cancelled() => break,
+                _ = stopping.cancelled() => {
+                    out.finish(completion(&id, &tag));
+                    break;
+                }
             };
             let Some(frame) = frame else { break };
             let Ok(notification) = Message::parse(frame.text) else {
@@ -130,6 +135,11 @@ pub fn start(
         // Unsubscribed, and forgotten by the hub, as it goes.
         drop(listener);
     });
+}
+
+/// The listen request `id`'s graceful end (`tag`: its `_meta`).
+fn completion(id: &str, tag: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","_meta":{tag}}}}}"#)
 }
 
 /// `notification` with the subscription's id in its `_meta` (`tag`: the `_meta` members).

@@ -1,7 +1,9 @@
 //! The proxy's own requests to a session's owner (an MRTR input request, asked of the
-//! harness as if the server had sent it), and their answers, caught before the server.
+//! harness as if the server had sent it), their answers, caught before the server, and the
+//! cancellation of a call that waits for them.
 
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use super::{Cause, Session, NO_CLIENT};
 use crate::mcp::message::{Kind, Message};
@@ -47,6 +49,47 @@ impl Session {
                 Ok(())
             }
             None => Err(text),
+        }
+    }
+
+    /// The call tagged `tag` waits between rounds of input (no request of it in flight):
+    /// [`Session::cancel_tagged`] cancels the token it gets, for as long as `Between` lives.
+    pub(crate) fn between_rounds(&self, tag: u64) -> Between {
+        let token = CancellationToken::new();
+        let mut between = self.inner.between.lock().unwrap_or_else(|p| p.into_inner());
+        between.insert(tag, token.clone());
+        Between {
+            session: self.downgrade(),
+            tag,
+            token,
+        }
+    }
+
+    /// Cancel the calls of `tags` that wait between rounds.
+    pub(super) fn stop_between(&self, tags: &[u64]) {
+        let between = self.inner.between.lock().unwrap_or_else(|p| p.into_inner());
+        for tag in tags {
+            if let Some(token) = between.get(tag) {
+                token.cancel();
+            }
+        }
+    }
+}
+
+/// A call waiting between rounds of input; cancelled with its tag.
+pub(crate) struct Between {
+    session: super::WeakSession,
+    tag: u64,
+    /// Cancelled when the call is.
+    pub token: CancellationToken,
+}
+
+impl Drop for Between {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.upgrade() {
+            // One call per tag, its rounds one after another.
+            let mut between = (session.inner.between.lock()).unwrap_or_else(|p| p.into_inner());
+            between.remove(&self.tag);
         }
     }
 }

@@ -340,3 +340,54 @@ async fn server_traffic_goes_to_the_owner_with_the_request_it_is_about() {
         r#"{"jsonrpc":"2.0","id":6,"result":{"role":"assistant"}}"#
     );
 }
+
+/// What a listen stream carries is no request's (MCP 2026-07-28): it reaches the owner with no
+/// origin, even while one call is in flight (that call's own stream may be ending under it).
+#[tokio::test]
+async fn traffic_on_a_standing_stream_is_about_no_request() {
+    let link = Recorder::default();
+    let session = Session::new(Box::new(link.clone()));
+    let owner = Arc::new(Owner {
+        seen: Mutex::default(),
+    });
+    let weak: Weak<dyn Unsolicited> = Arc::downgrade(&(owner.clone() as Arc<dyn Unsolicited>));
+    session.set_unsolicited(weak);
+    let standing = Options {
+        timeout: Duration::from_secs(60),
+        reset_on_progress: false,
+        tag: None,
+    };
+    let listen = session
+        .send_prepared(
+            msg(r#"{"jsonrpc":"2.0","id":0,"method":"subscriptions/listen"}"#),
+            Box::new(Log::default()),
+            standing,
+        )
+        .ok()
+        .unwrap();
+    session.stand(listen);
+    session
+        .request(
+            msg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#),
+            Box::new(Log::default()),
+            options(),
+        )
+        .ok()
+        .unwrap();
+    session.receive(
+        msg(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
+        Some(listen),
+    );
+    session.receive(
+        msg(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
+        None,
+    );
+    let origins: Vec<Option<u64>> = (owner.seen.lock().unwrap().iter())
+        .map(|(_, origin)| *origin)
+        .collect();
+    assert_eq!(
+        origins,
+        vec![None, Some(9)],
+        "the listen stream's is no call's; one off any stream may be the call's"
+    );
+}
