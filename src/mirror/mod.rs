@@ -191,7 +191,7 @@ pub enum Outcome {
 /// What the call path tells the mirror task.
 pub(crate) enum Event {
     /// A call began at this time, made by this AHP client (`None`: a harness).
-    Start(CallStart, SystemTime, Option<String>),
+    Start(Box<CallStart>, SystemTime, Option<String>),
     /// A call ended, this long after it began.
     Finish(u64, Outcome, Duration),
     /// The call is paused until its server gets a token with more scope.
@@ -429,7 +429,11 @@ impl Mirror {
     ) -> Ticket {
         let call = self.next.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        first.send(Event::Start(start(call), SystemTime::now(), client_id));
+        first.send(Event::Start(
+            Box::new(start(call)),
+            SystemTime::now(),
+            client_id,
+        ));
         Ticket {
             call,
             started,

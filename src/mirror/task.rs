@@ -64,7 +64,7 @@ pub(super) async fn run(
                     client_id,
                 };
                 turns.start_stamped(
-                    start,
+                    *start,
                     &stamp,
                     missed,
                     now,
