@@ -478,3 +478,27 @@ async fn a_listen_stream_completes_when_the_proxy_stops() {
         "{text}"
     );
 }
+
+/// A modern harness's call reaches a server the proxy speaks to in legacy over HTTP (the rmcp
+/// example echo) without the harness's 2026-07-28 envelope, which that server refuses beside
+/// its session's `MCP-Protocol-Version` header (`-32020`, before the envelope was taken out).
+#[tokio::test]
+async fn a_modern_harness_calls_a_legacy_http_server_through_its_endpoint() {
+    let echo = common::HttpExampleServer::start("echo", &[]);
+    let proxy = Proxy::start(&format!("[servers.echo]\nurl = \"{}\"\n", echo.url));
+    let call =
+        format!(r#"{{"name":"echo","arguments":{{"text":"across eras"}},"_meta":{ENVELOPE}}}"#);
+    let headers = [
+        MODERN[0],
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "echo"),
+    ];
+    let url = format!("{}/echo", proxy.mcp_url);
+    let (status, answer, _) = post(&url, &headers, &request(1, "tools/call", &call)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("across eras"), "{answer}");
+}

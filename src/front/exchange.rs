@@ -283,10 +283,11 @@ impl Exchange {
             reset_on_progress: true,
             tag: Some(self.x.tag()),
         };
-        // A modern server is told whom the request is for (a legacy one knew at `initialize`).
-        let envelope = match connected.era() {
-            Era::Modern => super::envelope::of(hub, self.x.harness),
-            Era::Legacy => None,
+        // A modern server is told whom the request is for (a legacy one knew at `initialize`,
+        // and is not shown a modern harness's own envelope: it would not match its session).
+        let (envelope, message) = match connected.era() {
+            Era::Modern => (super::envelope::of(hub, self.x.harness), message),
+            Era::Legacy => (None, crate::upstream::envelope::unwrapped(message)),
         };
         assert_free("a server session called under a front lock");
         let session = &connected.session;

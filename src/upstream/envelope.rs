@@ -2,8 +2,11 @@
 //! carries: who the proxy stands for (era, capabilities, clientInfo, log level) and how it
 //! is written into a request's text without touching the rest of it.
 
+use std::fmt;
 use std::ops::Range;
 
+use serde::de::{Deserializer as _, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::era::{Era, META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, MODERN};
@@ -117,6 +120,65 @@ pub fn named_via(mut client_info: Value) -> Value {
     client_info
 }
 
+/// The envelope's keys, as a modern harness writes them in a request's `_meta`.
+const KEYS: [&str; 4] = [
+    META_VERSION,
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+];
+
+/// `request` as a server spoken to in legacy is sent it: the 2026-07-28 envelope keys a
+/// modern harness wrote in its `_meta` taken out (a dual-era server refuses a request whose
+/// `_meta` names another version than its session's: rmcp answers `-32020` over HTTP), the
+/// other members kept as written. A request without them is returned untouched.
+pub fn unwrapped(request: Message) -> Message {
+    let text = request.text();
+    let Some(meta) = request
+        .find(&["_meta"])
+        .filter(|s| text[s.clone()].starts_with('{'))
+    else {
+        return request;
+    };
+    if !KEYS
+        .iter()
+        .any(|key| message::find(text, meta.clone(), &[key]).is_some())
+    {
+        return request;
+    }
+    let Some(members) = members_in_order(&text[meta.clone()]) else {
+        return request;
+    };
+    let kept: Vec<String> = members
+        .iter()
+        .filter(|(key, _)| !KEYS.contains(&key.as_str()))
+        .map(|(key, value)| format!("{}:{}", message::quote(key), value.get()))
+        .collect();
+    let object = format!("{{{}}}", kept.join(","));
+    request.rewrite(None, vec![(meta, object)])
+}
+
+/// The members of the JSON object `text`, in their order, each value as written.
+fn members_in_order(text: &str) -> Option<Vec<(String, Box<RawValue>)>> {
+    struct Members;
+    impl<'de> Visitor<'de> for Members {
+        type Value = Vec<(String, Box<RawValue>)>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut members = Vec::new();
+            while let Some(member) = map.next_entry::<String, Box<RawValue>>()? {
+                members.push(member);
+            }
+            Ok(members)
+        }
+    }
+    serde_json::Deserializer::from_str(text)
+        .deserialize_map(Members)
+        .ok()
+}
+
 /// Whether the object at `span` of `text` has no members.
 fn is_empty(text: &str, span: &Range<usize>) -> bool {
     text[span.start + 1..span.end - 1].trim().is_empty()
@@ -182,5 +244,25 @@ mod tests {
         assert_eq!(meta[META_CAPABILITIES], serde_json::json!({"sampling": {}}));
         assert_eq!(meta[META_CLIENT_INFO]["name"], "cli via ahp-proxy");
         assert_eq!(meta[META_CLIENT_INFO]["version"], "9");
+    }
+
+    #[test]
+    fn a_legacy_server_is_sent_the_request_without_the_envelope() {
+        let text = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/logLevel":"info","z":[1, 2]}}}"#;
+        let out = unwrapped(Message::parse(text.into()).unwrap());
+        assert_eq!(
+            out.text(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"p","z":[1, 2]}}}"#
+        );
+        assert_eq!(
+            out.find(&["name"]).map(|s| out.slice(s).to_string()),
+            Some("\"x\"".into())
+        );
+        // Without the envelope's keys, not a byte changes.
+        let plain = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"_meta": {"progressToken":1},"name":"x"}}"#;
+        assert_eq!(
+            unwrapped(Message::parse(plain.into()).unwrap()).text(),
+            plain
+        );
     }
 }
