@@ -6,7 +6,8 @@
 //! over them; the workbench (every server's offer, a tool called from its schema form, a
 //! resource read, a prompt got), the summary and what needs attention, the activity's JSON,
 //! timing and charts; focus, announcements and names for assistive technology, and the page
-//! on a phone; a call held for approval decided from the page. Screenshots go to
+//! on a phone; a call held for approval, and a result held for review, decided from the
+//! page. Screenshots go to
 //! `target/tmp/console-screenshots/`.
 
 mod browser;
@@ -1790,6 +1791,49 @@ async fn a_held_call_is_approved_with_an_edited_input_or_denied_with_a_reason_in
     browser
         .until(
             "the list gone again",
+            "return document.getElementById('approvals').hidden",
+        )
+        .await;
+    browser.close().await;
+}
+
+/// Issue 32: a result held for review (`review_result`) shows in the console with its content;
+/// *Approve result* lets it reach the harness.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_held_for_review_is_approved_in_the_console() {
+    let _one = ONE_BROWSER.lock().await;
+    let proxy = Proxy::start(&format!(
+        "{}[approval.servers.echo.tools.echo]\nreview_result = true\n",
+        server("echo", "echo", &[])
+    ));
+    let browser = console_with(&proxy, &["echo"]).await;
+    let harness = harness(&proxy).await;
+    let call = harness_calls_later(&harness, "echo", json!({"text": "for your eyes"}));
+    let shown = browser
+        .until(
+            "the result held for review",
+            "const li = document.querySelector('#approvals .approval[data-kind=\"result\"]'); \
+             const n = document.querySelector('.sum-approvals'); \
+             return li && n && !n.hidden ? n.textContent + '\\n' + li.innerText : null",
+        )
+        .await;
+    let shown = shown.as_str().unwrap_or_default();
+    for part in [
+        "1 pending approval",
+        "for your eyes",
+        "Approve result",
+        "Deny result",
+    ] {
+        assert!(shown.contains(part), "{part:?} in {shown}");
+    }
+    browser
+        .click(".approval[data-kind=\"result\"] button.approve")
+        .await;
+    let result = call.await.unwrap();
+    assert_eq!(result_text(&result), "for your eyes", "{result:?}");
+    browser
+        .until(
+            "the list gone",
             "return document.getElementById('approvals').hidden",
         )
         .await;
