@@ -7,8 +7,7 @@
 //! resource read, a prompt got), the summary and what needs attention, the activity's JSON,
 //! timing and charts; focus, announcements and names for assistive technology, and the page
 //! on a phone; a call held for approval, and a result held for review, decided from the
-//! page. Screenshots go to
-//! `target/tmp/console-screenshots/`.
+//! page. Screenshots go to `target/tmp/console-screenshots/`.
 
 mod browser;
 mod common;

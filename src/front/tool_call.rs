@@ -118,30 +118,22 @@ fn call_found(
         Some(span) => message.rewrite(None, vec![(span, message::quote(&found.original))]),
         None => message,
     };
+    let waits = || {
+        Held::new(
+            harness.state().clone(),
+            (found.server.clone(), server_name.clone()),
+            found.original.clone(),
+            &hub.settings.approval,
+        )
+    };
     let steps = steps::base()
         .with_if(harness.scope == Scope::All, || RewriteUris)
         .with(RetryOnScope::default())
         .with(TaskCreation)
         // Last: the steps before it have seen the request when it is held.
-        .with_if(held.is_some(), || {
-            let held = Held::new(
-                harness.state().clone(),
-                (found.server.clone(), server_name.clone()),
-                found.original.clone(),
-                &hub.settings.approval,
-            );
-            Hold::new(held)
-        })
+        .with_if(held.is_some(), || Hold::new(waits()))
         // Its result is held after every step has seen the answer.
-        .with_if(review, || {
-            let held = Held::new(
-                harness.state().clone(),
-                (found.server.clone(), server_name.clone()),
-                found.original.clone(),
-                &hub.settings.approval,
-            );
-            Review::new(held)
-        });
+        .with_if(review, || Review::new(waits()));
     Exchange::start(&harness, &found.server, message, stream, ticket, steps);
 }
 

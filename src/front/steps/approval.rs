@@ -218,10 +218,6 @@ pub(super) fn unanswered(call: &Held, approved: bool) -> Decision {
 /// What the decision makes of the call: sent on (as edited), or answered as denied.
 fn follow(call: &Held, decision: Decision, message: Message, id: &str) -> Course {
     let (server, name) = &call.server;
-    let who = match &decision.client {
-        Some(client) => format!("AHP client {client:?}"),
-        None => "the proxy".to_string(),
-    };
     let outcome = if decision.approved {
         "approved"
     } else {
@@ -236,18 +232,7 @@ fn follow(call: &Held, decision: Decision, message: Message, id: &str) -> Course
         "tool call approval"
     );
     if !decision.approved {
-        let mut text = format!(
-            "The call of tool {:?} on MCP server {name:?} was denied by {who}",
-            call.tool
-        );
-        if let Some(reason) = decision.reason.as_deref().filter(|r| !r.trim().is_empty()) {
-            text.push_str(&format!(": {reason}"));
-        }
-        let result = format!(
-            r#"{{"content":[{{"type":"text","text":{}}}],"isError":true}}"#,
-            message::quote(&text)
-        );
-        return Course::Answer(result_answer(id, &result));
+        return denied(call, "call", &decision, id);
     }
     match decision.option.as_deref() {
         Some(OPTION_TOOL) => call.harness.allow(server, Some(&call.tool)),
@@ -262,6 +247,27 @@ fn follow(call: &Held, decision: Decision, message: Message, id: &str) -> Course
         server: server.clone(),
         message,
     }
+}
+
+/// The harness's answer when `what` ("call", "result") of `call` was denied: an `isError`
+/// result naming who denied it and why.
+pub(super) fn denied(call: &Held, what: &str, decision: &Decision, id: &str) -> Course {
+    let who = match &decision.client {
+        Some(client) => format!("AHP client {client:?}"),
+        None => "the proxy".to_string(),
+    };
+    let mut text = format!(
+        "The {what} of tool {:?} on MCP server {:?} was denied by {who}",
+        call.tool, call.server.1
+    );
+    if let Some(reason) = decision.reason.as_deref().filter(|r| !r.trim().is_empty()) {
+        text.push_str(&format!(": {reason}"));
+    }
+    let result = format!(
+        r#"{{"content":[{{"type":"text","text":{}}}],"isError":true}}"#,
+        message::quote(&text)
+    );
+    Course::Answer(result_answer(id, &result))
 }
 
 /// `message` (a tools/call) with its `arguments` replaced by `edited` (a JSON object).

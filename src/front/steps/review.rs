@@ -3,10 +3,10 @@
 //! `chat/toolCallResultConfirmed`, or the proxy's as `on_timeout` says); approved, the
 //! harness gets it; denied, it gets an `isError` result naming who denied it instead.
 
-use super::approval::{decide, Held, Pending};
-use crate::front::answers::{result_answer, INTERNAL_ERROR};
+use super::approval::{decide, denied, Held, Pending};
+use crate::front::answers::INTERNAL_ERROR;
 use crate::front::exchange::{Context, Course, Flow, Step};
-use crate::mcp::message::{self, Kind, Message};
+use crate::mcp::message::{Kind, Message};
 use crate::mirror::Outcome;
 
 /// Holds a tools/call's result until it is reviewed.
@@ -60,22 +60,7 @@ impl Step for Review {
             if decision.approved {
                 return (Course::Answer(text), None);
             }
-            let who = match &decision.client {
-                Some(client) => format!("AHP client {client:?}"),
-                None => "the proxy".to_string(),
-            };
-            let mut said = format!(
-                "The result of tool {:?} on MCP server {:?} was denied by {who}",
-                call.tool, call.server.1
-            );
-            if let Some(reason) = decision.reason.as_deref().filter(|r| !r.trim().is_empty()) {
-                said.push_str(&format!(": {reason}"));
-            }
-            let result = format!(
-                r#"{{"content":[{{"type":"text","text":{}}}],"isError":true}}"#,
-                message::quote(&said)
-            );
-            (Course::Answer(result_answer(&id, &result)), None)
+            (denied(&call, "result", &decision, &id), None)
         };
         Flow::Divert(Course::Wait(Box::pin(waiting)))
     }
