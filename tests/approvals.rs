@@ -5,7 +5,8 @@
 //! late answer, is denied when nobody answers in time or when the harness cancels it; the
 //! policy spares pre-approved and read-only tools and what a client allowed for the session.
 //! A result held for review (`review_result`) reaches the harness only once approved, is an
-//! `isError` naming who denied it, and follows `on_timeout` when nobody answers.
+//! `isError` naming who denied it, follows `on_timeout` when nobody answers, and ends when
+//! the harness cancels.
 
 mod common;
 
@@ -628,4 +629,44 @@ async fn an_unreviewed_result_follows_on_timeout() {
         text(&denied).contains("denied by the proxy: nobody answered within 1000 ms"),
         "{denied}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harness_that_cancels_ends_the_review_of_its_result() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (proxy, (stdout, mut stdin)) = Proxy::start_stdio(&reviewed(""));
+    let mut lines = BufReader::new(stdout).lines();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let first = tokio::time::timeout(PATIENCE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.contains(r#""id":1"#), "{first}");
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#;
+    stdin
+        .write_all(format!("{call}\n").as_bytes())
+        .await
+        .unwrap();
+    let (turn, id, _) = ide.pending_result().await;
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#;
+    stdin
+        .write_all(format!("{cancel}\n").as_bytes())
+        .await
+        .unwrap();
+    // Denied in the chat by the proxy; a late review is refused, naming who decided.
+    ide.until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+    ide.review(&turn, &id, true).await;
+    let refused = ide.refusal_of_result(&id).await;
+    assert!(refused.contains("already denied by the proxy"), "{refused}");
 }
