@@ -553,6 +553,13 @@ async fn a_reviewed_result_reaches_the_harness_only_once_a_client_approves_it() 
                 ToolCallConfirmationState::PendingResultConfirmation(p) if p.tool_call_id == call))
             });
             assert!(listed, "{:?}", session.input_needed);
+            // A decision on the call (not its result) is refused and changes nothing.
+            ide.answer(&turn, &call, json!({"approved": false})).await;
+            let refused = ide.refusal(&call).await;
+            assert!(
+                refused.contains("waits for a decision on its result"),
+                "{refused}"
+            );
             decided.store(true, std::sync::atomic::Ordering::SeqCst);
             ide.review(&turn, &call, true).await;
         },

@@ -249,6 +249,14 @@ impl Core {
             _ => return None,
         };
         if self.approvals.is_held(chat, call) {
+            // A decision on the call while its result waits (or the other way round).
+            let on_result = matches!(action, StateAction::ChatToolCallResultConfirmed(_));
+            if let Some((_, waits)) = self.turn_of(chat, call).filter(|(_, r)| *r != on_result) {
+                let what = if waits { "result" } else { "call" };
+                return Some(Err(super::admission::Refusal::rule(format!(
+                    "tool call {call:?} waits for a decision on its {what}"
+                ))));
+            }
             return Some(match action {
                 StateAction::ChatToolCallConfirmed(a) => {
                     admit(a).map_err(super::admission::Refusal::rule)
