@@ -6,14 +6,7 @@
 // `chat/toolCallConfirmed` / `chat/toolCallResultConfirmed`, as any AHP client sends them.
 
 import { h, fill, pretty } from "./dom.js";
-import { hostTiming, resultText } from "./activity.js";
-
-function text(value) {
-  if (value === undefined || value === null) return "";
-  if (typeof value === "string") return value;
-  if (typeof value.markdown === "string") return value.markdown;
-  return JSON.stringify(value);
-}
+import { hostTiming, resultText, text } from "./activity.js";
 
 /** The entries of `session.inputNeeded` that wait for an approval. Pure. */
 export function waiting(session) {
