@@ -19,7 +19,8 @@ const STATUS_LABEL = {
   cancelled: "cancelled",
 };
 
-function text(value) {
+/** A `StringOrMarkdown` (or anything) as text. */
+export function text(value) {
   if (value === undefined || value === null) return "";
   if (typeof value === "string") return value;
   if (typeof value.markdown === "string") return value.markdown;

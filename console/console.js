@@ -14,6 +14,7 @@ import { Workbench } from "./workbench.js";
 import { Summary } from "./summary.js";
 import { Filter } from "./filter.js";
 import { Charts } from "./chart.js";
+import { Approvals } from "./approvals.js";
 import { h, fill, announce } from "./dom.js";
 
 const ROOT = "ahp-root://";
@@ -86,6 +87,16 @@ const summary = new Summary(document.getElementById("summary"), document.getElem
     if (first) tree.reveal(first.dataset.id);
   },
   jump: (id) => jump(id),
+  approvals: () => {
+    const first = document.querySelector("#approvals .approval .approve");
+    document.getElementById("approvals").scrollIntoView({ block: "start" });
+    if (first) first.focus({ preventScroll: true });
+  },
+});
+const approvals = new Approvals(document.getElementById("approvals"), {
+  clientId,
+  server: (id) => tree.describe(id),
+  decide: (channel, action) => dispatch(action, channel),
 });
 
 /** Bring server or container `id` into sight, clearing a filter that hides it. */
@@ -264,9 +275,11 @@ function renderAll() {
   }
 }
 
-/** After the tree changed: the summary, the attention list, the filter. */
+/** After the session changed: the calls waiting for approval, the summary, the attention
+ *  list, the filter. */
 function sessionChanged() {
-  summary.render(mirror.session.customizations);
+  const pending = approvals.render(mirror.session);
+  summary.render(mirror.session.customizations, pending);
   filter.apply();
 }
 

@@ -1,5 +1,5 @@
 // At a glance: the header's counts (servers ready, starting, in error, stopped, waiting for a
-// token; problems; a place for pending approvals) whose parts jump to what they count, and
+// token; problems; calls pending approval) whose parts jump to what they count, and
 // the "Needs attention" list above the tree: failing servers and files with problems first.
 
 import { h, fill, plural } from "./dom.js";
@@ -40,7 +40,7 @@ export class Summary {
   /**
    * @param nav the header's summary
    * @param attention where the "Needs attention" list goes
-   * @param actions {filter(query), jump(id)}
+   * @param actions {filter(query), jump(id), approvals()}
    */
   constructor(nav, attention, actions) {
     this.nav = nav;
@@ -49,7 +49,8 @@ export class Summary {
     this.shown = { nav: "", attention: "" };
   }
 
-  render(customizations) {
+  /** Draw the counts of `customizations` and `pending` calls waiting for approval. */
+  render(customizations, pending = 0) {
     const { states, problems, attention } = survey(customizations);
     const parts = STATES.filter((s) => s !== "authRequired" || states[s] > 0).map((s) => ({
       key: `state:${s}`,
@@ -58,7 +59,7 @@ export class Summary {
       kind: s,
     }));
     parts.push({ key: "is:problem", text: plural(problems, "problem"), n: problems, kind: "problem" });
-    const navText = JSON.stringify(parts);
+    const navText = JSON.stringify([parts, pending]);
     if (navText !== this.shown.nav) {
       this.shown.nav = navText;
       this.keepFocus(this.nav, () =>
@@ -78,8 +79,20 @@ export class Summary {
               p.text,
             ),
           ),
-          // Pending approvals (a later issue) take this place: hidden until there are some.
-          h("button", { type: "button", class: "sum sum-approvals", "data-key": "is:pending", hidden: true }, "0 pending approvals"),
+          // Calls waiting for approval: hidden until there are some; jumps to their list.
+          h(
+            "button",
+            {
+              type: "button",
+              class: "sum sum-approvals",
+              "data-key": "is:pending",
+              "data-count": pending,
+              "aria-label": `${plural(pending, "pending approval")}: show them`,
+              hidden: pending === 0,
+              onclick: () => this.actions.approvals(),
+            },
+            plural(pending, "pending approval"),
+          ),
         ),
       );
     }

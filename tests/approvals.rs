@@ -4,6 +4,9 @@
 //! approved (with the edited input), answers `isError` denied (naming who and why), refuses a
 //! late answer, is denied when nobody answers in time or when the harness cancels it; the
 //! policy spares pre-approved and read-only tools and what a client allowed for the session.
+//! A result held for review (`review_result`) reaches the harness only once approved, is an
+//! `isError` naming who denied it, follows `on_timeout` when nobody answers, and ends when
+//! the harness cancels.
 
 mod common;
 
@@ -97,6 +100,21 @@ impl Approver {
             .extend(fields.as_object().unwrap().clone());
         let action: StateAction = serde_json::from_value(action).unwrap();
         self.client.dispatch(CHAT.into(), action).await.unwrap();
+    }
+
+    /// Why the host refused this client's review of `call`'s result.
+    async fn refusal_of_result(&mut self, call: &str) -> String {
+        loop {
+            let envelope = next_action(&mut self.sub).await;
+            if let (Some(reason), StateAction::ChatToolCallResultConfirmed(a)) =
+                (&envelope.rejection_reason, &envelope.action)
+            {
+                if a.tool_call_id == call {
+                    return reason.clone();
+                }
+            }
+            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
+        }
     }
 
     /// Why the host refused this client's answer about `call`.
@@ -454,5 +472,208 @@ async fn a_harness_that_goes_away_ends_its_pending_call() {
     ide.answer(&turn, &pending.tool_call_id, json!({"approved": true}))
         .await;
     let refused = ide.refusal(&pending.tool_call_id).await;
+    assert!(refused.contains("already denied by the proxy"), "{refused}");
+}
+
+/// The echo example with `echo`'s results held for review (and the call itself not held).
+fn reviewed(extra: &str) -> String {
+    format!(
+        "{}[approval]\n{extra}[approval.servers.echo.tools.echo]\nmode = \"never\"\nreview_result = true\n",
+        server("echo", "echo", &[]),
+    )
+}
+
+impl Approver {
+    /// The first call whose result waits for review: its turn and id, once shown.
+    async fn pending_result(&mut self) -> (String, String, String) {
+        let (turn, state) = self
+            .until(|s| matches!(s, ToolCallState::PendingResultConfirmation(_)))
+            .await;
+        let ToolCallState::PendingResultConfirmation(p) = state else {
+            unreachable!()
+        };
+        let content = serde_json::to_string(&p.content).unwrap();
+        (turn, p.tool_call_id, content)
+    }
+
+    /// Dispatch `chat/toolCallResultConfirmed` for `call` of `turn`.
+    async fn review(&self, turn: &str, call: &str, approved: bool) {
+        let action = json!({"type": "chat/toolCallResultConfirmed", "turnId": turn, "toolCallId": call, "approved": approved});
+        let action: StateAction = serde_json::from_value(action).unwrap();
+        self.client.dispatch(CHAT.into(), action).await.unwrap();
+    }
+}
+
+/// The harness calls `tool`; `meanwhile` runs and says (with `decided`) when it decided: the
+/// answer, and whether a decision was sent before the answer reached the harness.
+async fn reviewed_call<T>(
+    harness: &mut RawClient,
+    tool: &str,
+    arguments: Value,
+    meanwhile: impl std::future::Future<Output = T>,
+    decided: &std::sync::atomic::AtomicBool,
+) -> (Value, bool, T) {
+    let params = json!({"name": tool, "arguments": arguments}).to_string();
+    let mut none = |_: &str, _: &str| String::new();
+    let call = async {
+        let exchange = harness
+            .request("tools/call", Some(&params), &mut none)
+            .await;
+        let after = decided.load(std::sync::atomic::Ordering::SeqCst);
+        (
+            serde_json::from_str::<Value>(exchange.response()).unwrap(),
+            after,
+        )
+    };
+    let ((answer, after), got) = tokio::join!(call, meanwhile);
+    (answer, after, got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewed_result_reaches_the_harness_only_once_a_client_approves_it() {
+    let (proxy, mut harness) = stdio_harness(&reviewed("")).await;
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let decided = std::sync::atomic::AtomicBool::new(false);
+    let (answer, after, ()) = reviewed_call(
+        &mut harness,
+        "echo",
+        json!({"text": "secret result"}),
+        async {
+            // The server answered: the chat shows the result waiting, the session lists it.
+            let (turn, call, content) = ide.pending_result().await;
+            assert!(content.contains("secret result"), "{content}");
+            let late = initialized_client(&proxy, "late").await;
+            let (snapshot, _session) = late.subscribe(SESSION.into()).await.unwrap();
+            let SnapshotState::Session(session) = snapshot.snapshot.unwrap().state else {
+                panic!("a session snapshot");
+            };
+            let listed = session.input_needed.iter().flatten().any(|r| {
+                matches!(r,
+            SessionInputRequest::ToolConfirmation(r) if matches!(&r.tool_call,
+                ToolCallConfirmationState::PendingResultConfirmation(p) if p.tool_call_id == call))
+            });
+            assert!(listed, "{:?}", session.input_needed);
+            // A decision on the call (not its result) is refused and changes nothing.
+            ide.answer(&turn, &call, json!({"approved": false})).await;
+            let refused = ide.refusal(&call).await;
+            assert!(
+                refused.contains("waits for a decision on its result"),
+                "{refused}"
+            );
+            decided.store(true, std::sync::atomic::Ordering::SeqCst);
+            ide.review(&turn, &call, true).await;
+        },
+        &decided,
+    )
+    .await;
+    assert!(
+        after,
+        "the result reached the harness before it was approved: {answer}"
+    );
+    assert_eq!(text(&answer), "secret result", "{answer}");
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    ide.until(|s| matches!(s, ToolCallState::Completed(c) if c.success))
+        .await;
+    // A second answer is refused, naming who decided.
+    let (turn, state) = ide
+        .until(|s| matches!(s, ToolCallState::Completed(_)))
+        .await;
+    let ToolCallState::Completed(done) = state else {
+        unreachable!()
+    };
+    ide.review(&turn, &done.tool_call_id, false).await;
+    let refused = ide.refusal_of_result(&done.tool_call_id).await;
+    assert!(
+        refused.contains("already approved by client \"ide-1\""),
+        "{refused}"
+    );
+    assert!(proxy
+        .wait_for_log("tool result review")
+        .contains("approved"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_result_gives_the_harness_an_error_instead_of_the_content() {
+    let (proxy, mut harness) = stdio_harness(&reviewed("")).await;
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let decided = std::sync::atomic::AtomicBool::new(false);
+    let (answer, after, ()) = reviewed_call(
+        &mut harness,
+        "echo",
+        json!({"text": "secret result"}),
+        async {
+            let (turn, call, _) = ide.pending_result().await;
+            decided.store(true, std::sync::atomic::Ordering::SeqCst);
+            ide.review(&turn, &call, false).await;
+        },
+        &decided,
+    )
+    .await;
+    assert!(after, "{answer}");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let said = text(&answer);
+    assert!(!answer.to_string().contains("secret result"), "{answer}");
+    assert!(
+        said.contains(
+            "The result of tool \"echo\" on MCP server \"echo\" was denied by AHP client \"ide-1\""
+        ),
+        "{said}"
+    );
+    ide.until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreviewed_result_follows_on_timeout() {
+    let (_proxy, mut harness) =
+        stdio_harness(&reviewed("timeout_ms = 1000\non_timeout = \"allow\"\n")).await;
+    let allowed = answered_unasked(&mut harness, "echo", json!({"text": "kept"})).await;
+    assert_eq!(text(&allowed), "kept", "{allowed}");
+    let (_proxy, mut harness) = stdio_harness(&reviewed("timeout_ms = 1000\n")).await;
+    let denied = answered_unasked(&mut harness, "echo", json!({"text": "dropped"})).await;
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(
+        text(&denied).contains("denied by the proxy: nobody answered within 1000 ms"),
+        "{denied}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harness_that_cancels_ends_the_review_of_its_result() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (proxy, (stdout, mut stdin)) = Proxy::start_stdio(&reviewed(""));
+    let mut lines = BufReader::new(stdout).lines();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let first = tokio::time::timeout(PATIENCE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.contains(r#""id":1"#), "{first}");
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#;
+    stdin
+        .write_all(format!("{call}\n").as_bytes())
+        .await
+        .unwrap();
+    let (turn, id, _) = ide.pending_result().await;
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#;
+    stdin
+        .write_all(format!("{cancel}\n").as_bytes())
+        .await
+        .unwrap();
+    // Denied in the chat by the proxy; a late review is refused, naming who decided.
+    ide.until(|s| matches!(s, ToolCallState::Cancelled(_)))
+        .await;
+    ide.review(&turn, &id, true).await;
+    let refused = ide.refusal_of_result(&id).await;
     assert!(refused.contains("already denied by the proxy"), "{refused}");
 }

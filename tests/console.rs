@@ -6,7 +6,8 @@
 //! over them; the workbench (every server's offer, a tool called from its schema form, a
 //! resource read, a prompt got), the summary and what needs attention, the activity's JSON,
 //! timing and charts; focus, announcements and names for assistive technology, and the page
-//! on a phone. Screenshots go to `target/tmp/console-screenshots/`.
+//! on a phone; a call held for approval, and a result held for review, decided from the
+//! page. Screenshots go to `target/tmp/console-screenshots/`.
 
 mod browser;
 mod common;
@@ -1659,5 +1660,181 @@ async fn on_a_phone_the_header_is_one_row_and_a_view_scrolled_to_is_below_it() {
         "the View's top is under the header: {place}"
     );
     browser.screenshot("phone-view").await;
+    browser.close().await;
+}
+
+/// The harness calls `name` with `args` in the background; its answer comes from the task.
+fn harness_calls_later(
+    harness: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    name: &str,
+    args: Value,
+) -> tokio::task::JoinHandle<rmcp::model::CallToolResult> {
+    let peer = harness.peer().clone();
+    let params: CallToolRequestParams =
+        serde_json::from_value(json!({"name": name, "arguments": args})).unwrap();
+    let name = name.to_string();
+    tokio::spawn(async move { peer.call_tool(params).await.expect(&name) })
+}
+
+/// The text of a tool result.
+fn result_text(result: &rmcp::model::CallToolResult) -> String {
+    serde_json::to_value(&result.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The console's part of `innerText` for the held call of `tool`, once it is shown and the
+/// header counts `count` pending approvals.
+async fn held_in_console(browser: &Browser, tool: &str, count: u32) -> String {
+    let shown = browser
+        .until(
+            &format!("the held call of {tool}, counted {count}"),
+            &format!(
+                "const li = document.querySelector('#approvals .approval[data-tool=\"{tool}\"]'); \
+                 const n = document.querySelector('.sum-approvals'); \
+                 return li && !document.getElementById('approvals').hidden && n && !n.hidden \
+                   && n.dataset.count === '{count}' ? n.textContent + '\\n' + li.innerText : null"
+            ),
+        )
+        .await;
+    shown.as_str().unwrap_or_default().to_string()
+}
+
+/// Issue 32: a harness call held by `[approval]` shows at the top of the console with its
+/// tool, server, who asked, arguments and options, counted in the header (the count jumps
+/// to it); Approve with an edited input lets it through with that input; Deny with a reason
+/// gives the harness `isError` naming the console and the reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_call_is_approved_with_an_edited_input_or_denied_with_a_reason_in_the_console() {
+    let _one = ONE_BROWSER.lock().await;
+    let proxy = Proxy::start(&format!(
+        "{}[approval]\nmode = \"always\"\n",
+        server("echo", "echo", &[])
+    ));
+    let browser = console_with(&proxy, &["echo"]).await;
+    let harness = harness(&proxy).await;
+
+    let call = harness_calls_later(&harness, "echo", json!({"text": "as asked"}));
+    let shown = held_in_console(&browser, "echo", 1).await;
+    for part in [
+        "1 pending approval",
+        "Allow echo on echo?",
+        "tool echo on echo, asked by the harness",
+        "as asked",
+        "Allow once",
+        "Allow this tool for this session",
+        "Allow this server for this session",
+        "Approve",
+        "Deny",
+    ] {
+        assert!(shown.contains(part), "{part:?} in {shown}");
+    }
+    browser.screenshot("approval-pending").await;
+    // The header's count jumps to the list: the first Approve gets the focus.
+    browser.click(".sum-approvals").await;
+    let focused = browser
+        .until(
+            "Approve focused",
+            "return document.activeElement && document.activeElement.dataset.key",
+        )
+        .await;
+    assert!(
+        focused.as_str().unwrap_or_default().starts_with("approve:"),
+        "{focused}"
+    );
+    // Input that is not JSON is refused unsent, the call still waiting.
+    browser
+        .eval("document.querySelector('.approval[data-tool=\"echo\"] textarea').value = '{text'; return true")
+        .await;
+    browser
+        .click(".approval[data-tool=\"echo\"] button.approve")
+        .await;
+    browser
+        .until(
+            "the input refused",
+            "const e = document.querySelector('.approval[data-tool=\"echo\"] .approval-error'); return e && !e.hidden && e.textContent.includes('not JSON')",
+        )
+        .await;
+    browser
+        .eval("document.querySelector('.approval[data-tool=\"echo\"] textarea').value = '{\"text\": \"as edited\"}'; return true")
+        .await;
+    browser
+        .click(".approval[data-tool=\"echo\"] button.approve")
+        .await;
+    let result = call.await.unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(result_text(&result), "as edited", "{result:?}");
+    browser
+        .until(
+            "the list and the count gone",
+            "return document.getElementById('approvals').hidden && document.querySelector('.sum-approvals').hidden",
+        )
+        .await;
+
+    let call = harness_calls_later(&harness, "echo", json!({"text": "rm -rf"}));
+    held_in_console(&browser, "echo", 1).await;
+    browser
+        .eval("document.querySelector('.approval[data-tool=\"echo\"] .approval-reason').value = 'not on my machine'; return true")
+        .await;
+    browser
+        .click(".approval[data-tool=\"echo\"] button.deny")
+        .await;
+    let result = call.await.unwrap();
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let said = result_text(&result);
+    assert!(
+        said.contains("denied by AHP client \"console-") && said.contains("not on my machine"),
+        "{said}"
+    );
+    browser
+        .until(
+            "the list gone again",
+            "return document.getElementById('approvals').hidden",
+        )
+        .await;
+    browser.close().await;
+}
+
+/// Issue 32: a result held for review (`review_result`) shows in the console with its content;
+/// *Approve result* lets it reach the harness.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_held_for_review_is_approved_in_the_console() {
+    let _one = ONE_BROWSER.lock().await;
+    let proxy = Proxy::start(&format!(
+        "{}[approval.servers.echo.tools.echo]\nreview_result = true\n",
+        server("echo", "echo", &[])
+    ));
+    let browser = console_with(&proxy, &["echo"]).await;
+    let harness = harness(&proxy).await;
+    let call = harness_calls_later(&harness, "echo", json!({"text": "for your eyes"}));
+    let shown = browser
+        .until(
+            "the result held for review",
+            "const li = document.querySelector('#approvals .approval[data-kind=\"result\"]'); \
+             const n = document.querySelector('.sum-approvals'); \
+             return li && n && !n.hidden ? n.textContent + '\\n' + li.innerText : null",
+        )
+        .await;
+    let shown = shown.as_str().unwrap_or_default();
+    for part in [
+        "1 pending approval",
+        "for your eyes",
+        "Approve result",
+        "Deny result",
+    ] {
+        assert!(shown.contains(part), "{part:?} in {shown}");
+    }
+    browser
+        .click(".approval[data-kind=\"result\"] button.approve")
+        .await;
+    let result = call.await.unwrap();
+    assert_eq!(result_text(&result), "for your eyes", "{result:?}");
+    browser
+        .until(
+            "the list gone",
+            "return document.getElementById('approvals').hidden",
+        )
+        .await;
     browser.close().await;
 }

@@ -43,6 +43,7 @@ pub const CONSOLE: &[Asset] = &[
     asset!("/summary.js", "summary.js", JS),
     asset!("/filter.js", "filter.js", JS),
     asset!("/chart.js", "chart.js", JS),
+    asset!("/approvals.js", "approvals.js", JS),
     asset!("/style.css", "style.css", "text/css; charset=utf-8"),
     // The page names the SVG; browsers and tools that ask for `/favicon.ico` get it too.
     asset!("/favicon.svg", "favicon.svg", SVG),

@@ -12,6 +12,7 @@ use super::harness::Harness;
 use super::outbox::Stream;
 use super::registry::Scope;
 use super::steps::approval::{Held, Hold};
+use super::steps::review::Review;
 use super::steps::{self, scope::RetryOnScope, shape::RewriteUris, tasks::TaskCreation};
 use super::{client_calls, routes};
 use crate::approval::Facts;
@@ -89,7 +90,7 @@ fn call_found(
     }
     let hub = &harness.hub;
     let server_name = hub.connections.name_of(&found.server);
-    let held = held(&harness, &found, &server_name, &message);
+    let (held, review) = held(&harness, &found, &server_name, &message);
     let ticket = hub.mirror.begin(|call| CallStart {
         call,
         runner: mirror::Runner::Server {
@@ -117,34 +118,37 @@ fn call_found(
         Some(span) => message.rewrite(None, vec![(span, message::quote(&found.original))]),
         None => message,
     };
+    let waits = || {
+        Held::new(
+            harness.state().clone(),
+            (found.server.clone(), server_name.clone()),
+            found.original.clone(),
+            &hub.settings.approval,
+        )
+    };
     let steps = steps::base()
         .with_if(harness.scope == Scope::All, || RewriteUris)
         .with(RetryOnScope::default())
         .with(TaskCreation)
         // Last: the steps before it have seen the request when it is held.
-        .with_if(held.is_some(), || {
-            let held = Held::new(
-                harness.state().clone(),
-                (found.server.clone(), server_name.clone()),
-                found.original.clone(),
-                &hub.settings.approval,
-            );
-            Hold::new(held)
-        });
+        .with_if(held.is_some(), || Hold::new(waits()))
+        // Its result is held after every step has seen the answer.
+        .with_if(review, || Review::new(waits()));
     Exchange::start(&harness, &found.server, message, stream, ticket, steps);
 }
 
 /// Whether the approval policy holds this call, and how it is shown then: `None` when it
-/// goes straight on (the policy, a pre-approval or what a client allowed this session).
+/// goes straight on (the policy, a pre-approval or what a client allowed this session);
+/// and whether its result is held for review.
 fn held(
     harness: &Harness,
     found: &routes::FoundTool,
     server_name: &str,
     message: &Message,
-) -> Option<Confirmation> {
+) -> (Option<Confirmation>, bool) {
     let policy = &harness.hub.settings.approval;
     if policy.is_inert() {
-        return None;
+        return (None, false);
     }
     let tool = found.tool.as_ref();
     let annotations = tool.and_then(|t| t.value(&["annotations"]));
@@ -157,7 +161,7 @@ fn held(
     };
     let verdict = policy.judge(server_name, &found.original, facts);
     if !verdict.ask || harness.allowed(&found.server, &found.original) {
-        return None;
+        return (None, verdict.review_result);
     }
     let arguments = message
         .find(&["arguments"])
@@ -170,8 +174,9 @@ fn held(
         mirror::cut(&arguments, mirror::MAX_TEXT),
         shown(&annotations),
     );
-    Some(Confirmation {
+    let asked = Confirmation {
         title: format!("Allow {} on {server_name}?", found.original),
         message: text,
-    })
+    };
+    (Some(asked), verdict.review_result)
 }

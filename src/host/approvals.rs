@@ -1,13 +1,14 @@
-//! Harness tool calls held for approval: which calls of which chat wait, the first decision
-//! on each (a client's `chat/toolCallConfirmed`, or the proxy's on a timeout or a cancel)
-//! committed and announced to the front, a late one refused naming who decided, and the
-//! session's `toolConfirmation` input-needed entry raised and lifted with it.
+//! Harness tool calls held for approval, or their results held for review: which calls of
+//! which chat wait, the first decision on each (a client's `chat/toolCallConfirmed` or
+//! `chat/toolCallResultConfirmed`, or the proxy's on a timeout or a cancel) committed and
+//! announced to the front, a late one refused naming who decided, and the session's
+//! `toolConfirmation` input-needed entry raised and lifted with it.
 
 use std::collections::{HashSet, VecDeque};
 
 use ahp_types::actions::{
-    ChatToolCallConfirmedAction, SessionInputNeededRemovedAction, SessionInputNeededSetAction,
-    StateAction,
+    ChatToolCallConfirmedAction, ChatToolCallResultConfirmedAction,
+    SessionInputNeededRemovedAction, SessionInputNeededSetAction, StateAction,
 };
 use ahp_types::common::StringOrMarkdown;
 use ahp_types::state::{
@@ -40,6 +41,8 @@ pub struct Decision {
     pub edited_input: Option<String>,
     /// The option the client chose, by its id.
     pub option: Option<String>,
+    /// About the call's result (`chat/toolCallResultConfirmed`), not the call itself.
+    pub result: bool,
 }
 
 /// The held calls, the latest decisions, and the announcement of each decision.
@@ -144,23 +147,33 @@ impl Host {
             return false;
         }
         let (chat, call) = decision.call.clone();
-        let Some(turn) = core.turn_of(&chat, &call) else {
+        let Some((turn, result)) = core.turn_of(&chat, &call) else {
             return core.approvals.decide(&decision);
         };
-        let action = StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
-            turn_id: turn,
-            tool_call_id: call.clone(),
-            meta: None,
-            approved: decision.approved,
-            confirmed: decision
-                .approved
-                .then_some(ToolCallConfirmationReason::Setting),
-            reason: (!decision.approved).then_some(ToolCallCancellationReason::Denied),
-            edited_tool_input: None,
-            user_suggestion: None,
-            reason_message: decision.reason.clone().map(StringOrMarkdown::Plain),
-            selected_option_id: None,
-        });
+        let decision = Decision { result, ..decision };
+        let action = if result {
+            StateAction::ChatToolCallResultConfirmed(ChatToolCallResultConfirmedAction {
+                turn_id: turn,
+                tool_call_id: call.clone(),
+                meta: None,
+                approved: decision.approved,
+            })
+        } else {
+            StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
+                turn_id: turn,
+                tool_call_id: call.clone(),
+                meta: None,
+                approved: decision.approved,
+                confirmed: decision
+                    .approved
+                    .then_some(ToolCallConfirmationReason::Setting),
+                reason: (!decision.approved).then_some(ToolCallCancellationReason::Denied),
+                edited_tool_input: None,
+                user_suggestion: None,
+                reason_message: decision.reason.clone().map(StringOrMarkdown::Plain),
+                selected_option_id: None,
+            })
+        };
         if let Err(error) = core.commit_and_publish(&chat, action, None) {
             tracing::debug!(?error, "approval decision not shown");
         }
@@ -174,8 +187,9 @@ impl Host {
         self.core().approvals.decision(chat, call).cloned()
     }
 
-    /// Call `call` of `chat` is shown waiting for approval in turn `turn`: the session gets
-    /// a `toolConfirmation` input-needed entry with the call as the chat holds it.
+    /// Call `call` of `chat` is shown waiting for approval (or its result for review) in
+    /// turn `turn`: the session gets a `toolConfirmation` input-needed entry with the call
+    /// as the chat holds it.
     pub fn announce_approval(&self, chat: &str, turn: &str, call: &str) {
         let Some(SnapshotState::Chat(state)) = self.snapshot(chat).map(|s| s.state) else {
             return;
@@ -185,8 +199,11 @@ impl Host {
             .find_map(|p| match p {
                 ResponsePart::ToolCall(t) => match &t.tool_call {
                     ToolCallState::PendingConfirmation(p) if p.tool_call_id == call => {
-                        Some(p.clone())
+                        Some(ToolCallConfirmationState::PendingConfirmation(p.clone()))
                     }
+                    ToolCallState::PendingResultConfirmation(p) if p.tool_call_id == call => Some(
+                        ToolCallConfirmationState::PendingResultConfirmation(p.clone()),
+                    ),
                     _ => None,
                 },
                 _ => None,
@@ -198,7 +215,7 @@ impl Host {
             id: input_id(chat, call),
             chat: chat.to_string(),
             turn_id: turn.to_string(),
-            tool_call: ToolCallConfirmationState::PendingConfirmation(tool_call),
+            tool_call,
         });
         let set =
             StateAction::SessionInputNeededSet(Box::new(SessionInputNeededSetAction { request }));
@@ -219,34 +236,54 @@ impl Host {
 }
 
 impl Core {
-    /// A client's `chat/toolCallConfirmed` on a call held (or once held) for approval,
-    /// judged: `None` when it is about no such call.
+    /// A client's `chat/toolCallConfirmed` or `chat/toolCallResultConfirmed` on a call held
+    /// (or once held) for approval or review, judged: `None` when it is about no such call.
     pub(super) fn judge_approval(
         &self,
         chat: &str,
         action: &StateAction,
     ) -> Option<Result<(), super::admission::Refusal>> {
-        let StateAction::ChatToolCallConfirmed(a) = action else {
-            return None;
+        let call = match action {
+            StateAction::ChatToolCallConfirmed(a) => &a.tool_call_id,
+            StateAction::ChatToolCallResultConfirmed(a) => &a.tool_call_id,
+            _ => return None,
         };
-        if self.approvals.is_held(chat, &a.tool_call_id) {
-            return Some(admit(a).map_err(super::admission::Refusal::rule));
+        if self.approvals.is_held(chat, call) {
+            // A decision on the call while its result waits (or the other way round).
+            let on_result = matches!(action, StateAction::ChatToolCallResultConfirmed(_));
+            if let Some((_, waits)) = self.turn_of(chat, call).filter(|(_, r)| *r != on_result) {
+                let what = if waits { "result" } else { "call" };
+                return Some(Err(super::admission::Refusal::rule(format!(
+                    "tool call {call:?} waits for a decision on its {what}"
+                ))));
+            }
+            return Some(match action {
+                StateAction::ChatToolCallConfirmed(a) => {
+                    admit(a).map_err(super::admission::Refusal::rule)
+                }
+                _ => Ok(()),
+            });
         }
-        let refusal = self.approvals.refusal(chat, &a.tool_call_id)?;
+        let refusal = self.approvals.refusal(chat, call)?;
         Some(Err(super::admission::Refusal::rule(refusal)))
     }
 
-    /// The turn call `call` of `chat` is in, while it is active.
-    fn turn_of(&self, chat: &str, call: &str) -> Option<String> {
+    /// The turn call `call` of `chat` is in while it waits in the active turn, and whether
+    /// it is its result that waits (for review).
+    fn turn_of(&self, chat: &str, call: &str) -> Option<(String, bool)> {
         let active = self.store.chat(chat)?.active_turn.as_ref()?;
-        let holds = active.response_parts.iter().any(|p| match p {
+        active.response_parts.iter().find_map(|p| match p {
             ResponsePart::ToolCall(t) => match &t.tool_call {
-                ToolCallState::PendingConfirmation(p) => p.tool_call_id == call,
-                _ => false,
+                ToolCallState::PendingConfirmation(p) if p.tool_call_id == call => {
+                    Some((active.id.clone(), false))
+                }
+                ToolCallState::PendingResultConfirmation(p) if p.tool_call_id == call => {
+                    Some((active.id.clone(), true))
+                }
+                _ => None,
             },
-            _ => false,
-        });
-        holds.then(|| active.id.clone())
+            _ => None,
+        })
     }
 
     /// A decision was committed: the call is no longer held, its input-needed entry goes,
@@ -276,6 +313,27 @@ impl Core {
             reason: action.reason_message.as_ref().map(plain),
             edited_input: action.edited_tool_input.clone().filter(|_| action.approved),
             option: action.selected_option_id.clone(),
+            result: false,
+        };
+        self.decided(&decision);
+    }
+
+    /// A client's admitted `chat/toolCallResultConfirmed` on a result held for review,
+    /// committed: decided.
+    pub(super) fn client_reviewed(
+        &mut self,
+        chat: &str,
+        client: &str,
+        action: &ChatToolCallResultConfirmedAction,
+    ) {
+        let decision = Decision {
+            call: (chat.to_string(), action.tool_call_id.clone()),
+            approved: action.approved,
+            client: Some(client.to_string()),
+            reason: None,
+            edited_input: None,
+            option: None,
+            result: true,
         };
         self.decided(&decision);
     }
@@ -293,6 +351,7 @@ mod tests {
             reason: None,
             edited_input: None,
             option: None,
+            result: false,
         }
     }
 

@@ -63,10 +63,18 @@ impl Host {
                 let action = core.resolve(&params.channel, params.action.clone());
                 match core.commit_and_publish(&params.channel, action, Some(origin.clone())) {
                     Ok(_) => {
-                        if let StateAction::ChatToolCallConfirmed(a) = &params.action {
-                            if core.approvals.is_held(&params.channel, &a.tool_call_id) {
+                        match &params.action {
+                            StateAction::ChatToolCallConfirmed(a)
+                                if core.approvals.is_held(&params.channel, &a.tool_call_id) =>
+                            {
                                 return core.client_decided(&params.channel, client_id, a);
                             }
+                            StateAction::ChatToolCallResultConfirmed(a)
+                                if core.approvals.is_held(&params.channel, &a.tool_call_id) =>
+                            {
+                                return core.client_reviewed(&params.channel, client_id, a);
+                            }
+                            _ => {}
                         }
                         core.carry_out(&params.channel, &params.action);
                         return;

@@ -47,3 +47,47 @@ pub fn pending(ready: ChatToolCallReadyAction, asked: &Confirmation) -> ChatTool
         ..ready
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ahp::reducers::{apply_action_to_chat, ReduceOutcome};
+    use ahp_types::state::{ChatState, ResponsePart, ToolCallState};
+    use serde_json::json;
+
+    use crate::mirror::{CallStart, Outcome, Turns};
+
+    /// A result held for review, as the official reducers see it: pending result
+    /// confirmation, its call in flight (the turn open) until it ends in the chat.
+    #[test]
+    fn a_reviewed_result_waits_in_the_open_turn_until_it_ends_in_the_chat() {
+        let mut state: ChatState = serde_json::from_value(json!({
+            "resource": "ahp-chat:/t", "title": "t", "status": 1,
+            "modifiedAt": "2026-01-01T00:00:00.000Z", "turns": []
+        }))
+        .unwrap();
+        let t0 = "2026-01-01T00:00:00.000Z";
+        let mut turns = Turns::new();
+        let result = Outcome::Result(json!({"content": [{"type": "text", "text": "r"}]}));
+        let actions = (turns.start(CallStart::example(1), 0, 0, t0).into_iter())
+            .chain(turns.review(1, &result, 5));
+        for action in actions {
+            assert_eq!(
+                apply_action_to_chat(&mut state, &action),
+                ReduceOutcome::Applied
+            );
+        }
+        let tc = match &state.active_turn.as_ref().unwrap().response_parts[0] {
+            ResponsePart::ToolCall(tc) => tc.tool_call.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            matches!(tc, ToolCallState::PendingResultConfirmation(_)),
+            "{tc:?}"
+        );
+        assert!(!turns.idle());
+        assert!(turns.ended(1, 10, t0).is_empty());
+        assert!(turns.idle());
+        // Not in flight: nothing to show.
+        assert!(turns.review(2, &result, 5).is_empty());
+    }
+}

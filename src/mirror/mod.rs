@@ -194,6 +194,8 @@ pub(crate) enum Event {
     Start(Box<CallStart>, SystemTime, Option<String>),
     /// A call ended, this long after it began.
     Finish(u64, Outcome, Duration),
+    /// A call's result waits for review (the call ends later, in the chat, when decided).
+    Review(u64, Outcome, Duration),
     /// The call is paused until its server gets a token with more scope.
     AuthRequired(u64, Box<ahp_types::state::McpAuthRequirement>),
     /// The server has its token again: the call resumes.
@@ -291,6 +293,7 @@ impl Ticket {
             reason: Some(reason.to_string()),
             edited_input: None,
             option: None,
+            result: false,
         })
     }
 
@@ -316,6 +319,13 @@ impl Ticket {
     /// The call resumes after authorization (lossy, like [`Ticket::auth_required`]).
     pub fn auth_resolved(&self) {
         let _ = self.tx.try_send(Event::AuthResolved(self.call));
+    }
+
+    /// The call's result, `outcome`, waits for an AHP client's review: the chat shows it
+    /// pending result confirmation. `false` when the mirror has stopped.
+    pub async fn review(&self, outcome: Outcome) -> bool {
+        let took = self.started.elapsed();
+        (self.tx.send(Event::Review(self.call, outcome, took)).await).is_ok()
     }
 
     /// The call's client completed it in the chat itself: only the turn learns it ended.

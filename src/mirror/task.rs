@@ -85,6 +85,10 @@ pub(super) async fn run(
                 host.withdraw_paused(&chat, &call_id(call));
                 actions
             }
+            Some(Event::Review(call, outcome, took)) => {
+                let took = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+                turns.review(call, &outcome.read(), took)
+            }
             Some(Event::AuthRequired(call, auth)) => {
                 if let Some((turn, action)) = turns.auth_required(call, *auth) {
                     if host.emit(&chat, action).is_ok() {
@@ -100,9 +104,15 @@ pub(super) async fn run(
             }
             None => turns.close(now, &crate::host::store::now_iso8601()),
         };
-        // A call held for approval is listed in the session's input-needed entries once shown.
+        // A call held for approval (or its result for review) is listed in the session's
+        // input-needed entries once shown.
         let held = actions.iter().find_map(|action| match action {
             ahp_types::actions::StateAction::ChatToolCallReady(a) if a.confirmed.is_none() => {
+                Some((a.turn_id.clone(), a.tool_call_id.clone()))
+            }
+            ahp_types::actions::StateAction::ChatToolCallComplete(a)
+                if a.requires_result_confirmation == Some(true) =>
+            {
                 Some((a.turn_id.clone(), a.tool_call_id.clone()))
             }
             _ => None,

@@ -125,6 +125,15 @@ impl Turns {
         out
     }
 
+    /// `call`'s result awaits review: shown pending result confirmation, still in flight.
+    pub fn review(&self, call: u64, outcome: &Outcome, duration_ms: u64) -> Vec<StateAction> {
+        let open = self.open.as_ref();
+        let shown = open.and_then(|o| Some((o, o.in_flight.get(&call)?.clone())));
+        (shown.into_iter())
+            .map(|(open, meta)| complete(&open.id, call, outcome, meta, duration_ms, true))
+            .collect()
+    }
+
     /// Call `call` ended in the chat already (its client completed it): it is no longer in
     /// flight, nothing to emit. Like [`Turns::finish`], a full turn closes once idle.
     pub fn ended(&mut self, call: u64, now_ms: u64, now_iso: &str) -> Vec<StateAction> {
@@ -155,7 +164,7 @@ impl Turns {
         let Some(meta) = open.in_flight.remove(&call) else {
             return Vec::new();
         };
-        vec![complete(&open.id, call, outcome, meta, duration_ms)]
+        vec![complete(&open.id, call, outcome, meta, duration_ms, false)]
     }
 
     /// Call `call` is paused for authorization: the turn it is in and the action, when it
@@ -359,6 +368,7 @@ fn complete(
     outcome: &Outcome,
     mut meta: Meta,
     duration_ms: u64,
+    review: bool,
 ) -> StateAction {
     super::with_duration(&mut meta, duration_ms);
     StateAction::ChatToolCallComplete(ChatToolCallCompleteAction {
@@ -366,7 +376,7 @@ fn complete(
         tool_call_id: call_id(call),
         meta: Some(meta),
         result: tool_call_result(outcome),
-        requires_result_confirmation: None,
+        requires_result_confirmation: review.then_some(true),
     })
 }
 

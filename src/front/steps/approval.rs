@@ -92,11 +92,7 @@ impl Step for Hold {
             }
         };
         let waiting = async move {
-            let mut pending = Pending {
-                ticket: Some(ticket),
-                decided: false,
-                what: (call.tool.clone(), call.server.1.clone()),
-            };
+            let mut pending = Pending::new(ticket, &call, false);
             let decision = decide(&call, &mut pending, heard, progress).await;
             pending.decided = true;
             let course = follow(&call, decision, message, &id);
@@ -106,13 +102,27 @@ impl Step for Hold {
     }
 }
 
-/// The ticket of a call while it waits: dropped undecided (the harness cancelled, went
-/// away), the call is denied in AHP so no client answers it any more.
-struct Pending {
-    ticket: Option<Ticket>,
-    decided: bool,
+/// The ticket of a call while it (or its result) waits: dropped undecided (the harness
+/// cancelled, went away), the call is denied in AHP so no client answers it any more.
+pub(super) struct Pending {
+    pub(super) ticket: Option<Ticket>,
+    pub(super) decided: bool,
     /// The tool and its server's name (for the log).
     what: (String, String),
+    /// Whether it is the call's result that waits (for review).
+    result: bool,
+}
+
+impl Pending {
+    /// `ticket` of `call` waiting (its result, when `result`).
+    pub(super) fn new(ticket: Ticket, call: &Held, result: bool) -> Self {
+        Self {
+            ticket: Some(ticket),
+            decided: false,
+            what: (call.tool.clone(), call.server.1.clone()),
+            result,
+        }
+    }
 }
 
 impl Drop for Pending {
@@ -129,11 +139,16 @@ impl Drop for Pending {
                 );
             }
         }
+        // A result under review ended in the chat with the decision: only the turn learns it.
+        if let (true, Some(ticket)) = (self.result, self.ticket.take()) {
+            ticket.ended_elsewhere();
+        }
     }
 }
 
-/// Wait for the call's decision: a client's, else the proxy's once the wait is over.
-async fn decide(
+/// Wait for the call's (or its result's) decision: a client's, else the proxy's once the
+/// wait is over.
+pub(super) async fn decide(
     call: &Held,
     pending: &mut Pending,
     mut heard: tokio::sync::broadcast::Receiver<Decision>,
@@ -149,11 +164,13 @@ async fn decide(
     loop {
         tokio::select! {
             got = heard.recv() => match got {
-                Ok(decision) if ticket.is_about(&decision) => return decision,
+                Ok(decision) if ticket.is_about(&decision) && decision.result == pending.result => {
+                    return decision
+                }
                 Ok(_) => {}
                 // Fell behind: the decision may be among those missed.
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    if let Some(decision) = ticket.decision() {
+                    if let Some(decision) = ticket.decision().filter(|d| d.result == pending.result) {
                         return decision;
                     }
                 }
@@ -173,7 +190,7 @@ async fn decide(
                     return decision;
                 }
                 // A client decided first.
-                if let Some(decision) = ticket.decision() {
+                if let Some(decision) = ticket.decision().filter(|d| d.result == pending.result) {
                     return decision;
                 }
             }
@@ -182,7 +199,7 @@ async fn decide(
 }
 
 /// The proxy's decision on a call nobody answered (`approved` when the policy says so).
-fn unanswered(call: &Held, approved: bool) -> Decision {
+pub(super) fn unanswered(call: &Held, approved: bool) -> Decision {
     let verb = if approved { "allowed" } else { "denied" };
     Decision {
         call: Default::default(),
@@ -194,16 +211,13 @@ fn unanswered(call: &Held, approved: bool) -> Decision {
         )),
         edited_input: None,
         option: None,
+        result: false,
     }
 }
 
 /// What the decision makes of the call: sent on (as edited), or answered as denied.
 fn follow(call: &Held, decision: Decision, message: Message, id: &str) -> Course {
     let (server, name) = &call.server;
-    let who = match &decision.client {
-        Some(client) => format!("AHP client {client:?}"),
-        None => "the proxy".to_string(),
-    };
     let outcome = if decision.approved {
         "approved"
     } else {
@@ -218,18 +232,7 @@ fn follow(call: &Held, decision: Decision, message: Message, id: &str) -> Course
         "tool call approval"
     );
     if !decision.approved {
-        let mut text = format!(
-            "The call of tool {:?} on MCP server {name:?} was denied by {who}",
-            call.tool
-        );
-        if let Some(reason) = decision.reason.as_deref().filter(|r| !r.trim().is_empty()) {
-            text.push_str(&format!(": {reason}"));
-        }
-        let result = format!(
-            r#"{{"content":[{{"type":"text","text":{}}}],"isError":true}}"#,
-            message::quote(&text)
-        );
-        return Course::Answer(result_answer(id, &result));
+        return denied(call, "call", &decision, id);
     }
     match decision.option.as_deref() {
         Some(OPTION_TOOL) => call.harness.allow(server, Some(&call.tool)),
@@ -244,6 +247,27 @@ fn follow(call: &Held, decision: Decision, message: Message, id: &str) -> Course
         server: server.clone(),
         message,
     }
+}
+
+/// The harness's answer when `what` ("call", "result") of `call` was denied: an `isError`
+/// result naming who denied it and why.
+pub(super) fn denied(call: &Held, what: &str, decision: &Decision, id: &str) -> Course {
+    let who = match &decision.client {
+        Some(client) => format!("AHP client {client:?}"),
+        None => "the proxy".to_string(),
+    };
+    let mut text = format!(
+        "The {what} of tool {:?} on MCP server {:?} was denied by {who}",
+        call.tool, call.server.1
+    );
+    if let Some(reason) = decision.reason.as_deref().filter(|r| !r.trim().is_empty()) {
+        text.push_str(&format!(": {reason}"));
+    }
+    let result = format!(
+        r#"{{"content":[{{"type":"text","text":{}}}],"isError":true}}"#,
+        message::quote(&text)
+    );
+    Course::Answer(result_answer(id, &result))
 }
 
 /// `message` (a tools/call) with its `arguments` replaced by `edited` (a JSON object).

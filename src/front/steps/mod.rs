@@ -6,6 +6,7 @@
 pub mod approval;
 pub mod fallback;
 pub mod logs;
+pub mod review;
 pub mod scope;
 pub mod shape;
 pub mod subscription;
