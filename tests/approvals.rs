@@ -677,3 +677,61 @@ async fn a_harness_that_cancels_ends_the_review_of_its_result() {
     let refused = ide.refusal_of_result(&id).await;
     assert!(refused.contains("already denied by the proxy"), "{refused}");
 }
+
+/// The harness is rmcp's own client over streamable HTTP (`/mcp/echo`): its call waits for
+/// the decision, an approval with an edited input returns the echo of the edit, and a denial
+/// comes back to rmcp as an `isError` result carrying who denied it and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_harness_over_http_gets_the_approved_edit_and_the_denial() {
+    use rmcp::ServiceExt;
+    let proxy = Proxy::start(&config("mode = \"always\"\n"));
+    let url = format!("{}/echo", proxy.mcp_url);
+    let harness = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url,
+        ))
+        .await
+        .expect("harness handshake");
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let call = |text: &str| {
+        let peer = harness.peer().clone();
+        let arguments = json!({ "text": text }).as_object().cloned().unwrap();
+        tokio::spawn(async move {
+            let params = rmcp::model::CallToolRequestParams::new("echo").with_arguments(arguments);
+            peer.call_tool(params).await
+        })
+    };
+
+    let approved = call("as asked");
+    let (turn, pending) = ide.pending().await;
+    let edit = json!({"approved": true, "editedToolInput": "{\"text\":\"as edited\"}"});
+    ide.answer(&turn, &pending.tool_call_id, edit).await;
+    let result = tokio::time::timeout(PATIENCE, approved)
+        .await
+        .expect("answered in time")
+        .unwrap()
+        .expect("the approved call's result");
+    let result = serde_json::to_value(&result).unwrap();
+    assert_eq!(result["content"][0]["text"], "as edited", "{result}");
+    // The follower's mirror catches up with the first call before looking for the next.
+    ide.until(|s| matches!(s, ToolCallState::Completed(_)))
+        .await;
+
+    let denied = call("not this");
+    let (turn, pending) = ide.pending().await;
+    let no = json!({"approved": false, "reason": "denied", "reasonMessage": "not today"});
+    ide.answer(&turn, &pending.tool_call_id, no).await;
+    let result = tokio::time::timeout(PATIENCE, denied)
+        .await
+        .expect("answered in time")
+        .unwrap()
+        .expect("the denied call's result");
+    let result = serde_json::to_value(&result).unwrap();
+    assert_eq!(result["isError"], true, "{result}");
+    let said = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("denied by AHP client \"ide-1\"") && said.contains("not today"),
+        "{said}"
+    );
+    let _ = harness.cancel().await;
+}
