@@ -71,6 +71,13 @@ impl Bridge {
             let why = format!("the server still asked for input after {MAX_ROUNDS} rounds (the proxy's bound); the call was given up");
             return self.reply.respond(error(&id, &why));
         }
+        // Cancelled meanwhile (from before the harness is asked, so a cancel that follows the
+        // question is never missed): dropped unanswered, as a cancelled request is.
+        let between = self.options.tag.map(|tag| session.between_rounds(tag));
+        let cancelled = between
+            .as_ref()
+            .map(|b| b.token.clone())
+            .unwrap_or_default();
         let mut answers = Vec::new();
         for (key, input) in asked.requests {
             let method = input["method"].as_str().unwrap_or_default().to_string();
@@ -102,17 +109,13 @@ impl Bridge {
             let cause = Cause::Request(self.options.tag.unwrap_or(u64::MAX));
             answers.push((key, method, session.ask_owner(request, cause)));
         }
-        // Cancelled meanwhile: dropped unanswered, as a cancelled request is.
-        let between = self.options.tag.map(|tag| session.between_rounds(tag));
-        let cancelled = between
-            .as_ref()
-            .map(|b| b.token.clone())
-            .unwrap_or_default();
         let mut responses = Vec::new();
         for (key, method, answer) in answers {
+            // A cancel wins over an answer that came with it (the harness cancelled first).
             let answer = tokio::select! {
-                answer = answer => answer,
+                biased;
                 _ = cancelled.cancelled() => return,
+                answer = answer => answer,
             };
             let Ok(answer) = answer else {
                 return self.reply.fail(Unanswered::Stopped);
@@ -124,6 +127,9 @@ impl Bridge {
                     return self.reply.respond(error(&id, &why));
                 }
             }
+        }
+        if cancelled.is_cancelled() {
+            return;
         }
         let retry = retry(&self.request, &responses, asked.state.as_deref());
         let retry = self.envelope.wrap(retry);
