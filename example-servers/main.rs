@@ -7,7 +7,7 @@
 //! misbehave on demand (`--fault`, see `faults`). `--http` serves streamable HTTP (`http`),
 //! `--sse` the legacy HTTP+SSE transport (`sse`). Two fixtures write raw JSON-RPC instead of
 //! going through rmcp (`raw`): the conformance suite's reference server (`conformance`) and
-//! byte-crafted messages (`transparency`).
+//! byte-crafted messages (`transparency`); the `witness` reports what reached it.
 
 mod conformance;
 mod faults;
@@ -17,6 +17,7 @@ mod raw;
 mod small;
 mod sse;
 mod transparency;
+mod witness;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -46,6 +47,9 @@ pub enum Kind {
     /// Byte-crafted raw JSON-RPC (odd key order, unknown fields, exotic numbers), for
     /// byte-for-byte transparency tests.
     Transparency,
+    /// Reports what reached it: `record` answers the exact params it got, `calls` how many
+    /// `record` calls came (raw JSON-RPC).
+    Witness,
 }
 
 /// Run one of the bundled example MCP servers (on stdio unless `--http`).
@@ -162,6 +166,10 @@ async fn serve(options: Options) -> i32 {
             let roots_when_listed = options.roots_when_listed;
             let new_session = move || transparency::Transparency::new(roots_when_listed);
             serve_raw(new_session, options.http, http).await
+        }
+        Kind::Witness => {
+            let http = raw::http::Options::default();
+            serve_raw(witness::Witness::default, options.http, http).await
         }
         Kind::Features => serve_with(features::Features::default(), options).await,
         kind => {

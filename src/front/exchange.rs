@@ -29,6 +29,9 @@ pub trait Step: Send {
     fn request(&mut self, _x: &mut Context, message: Message) -> Flow {
         Flow::Next(message)
     }
+    /// The request as it goes to its server now (each time it is sent: after a step that
+    /// made it wait or changed it, as sent).
+    fn sent(&mut self, _message: &Message) {}
     /// A message the server sent about the request before its answer (progress, a log
     /// line on its stream); `None` drops it.
     fn related(&mut self, _x: &Context, message: Message) -> Option<Message> {
@@ -272,7 +275,10 @@ impl Exchange {
     }
 
     /// Send `message` to its server; the answer comes back to this exchange.
-    fn send(self: Box<Self>, message: Message) {
+    fn send(mut self: Box<Self>, message: Message) {
+        for step in &mut self.steps {
+            step.sent(&message);
+        }
         let hub = self.x.hub();
         let Some(connected) = hub.connections.get(&self.x.server) else {
             let name = hub.connections.name_of(&self.x.server);

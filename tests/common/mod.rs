@@ -2,7 +2,9 @@
 //! real sockets, with the official `ahp` client or a raw WebSocket for malformed input.
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod approver;
 pub mod binaries;
+pub mod http_session;
 pub mod ide;
 pub mod raw;
 pub mod tagged;

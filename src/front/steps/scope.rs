@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::front::answers::INVALID_REQUEST;
-use crate::front::exchange::{Context, Course, Flow, Step};
+use crate::front::exchange::{Context, Course, Step};
 use crate::front::hub::Hub;
 use crate::mcp::message::Message;
 use crate::mirror::Ticket;
@@ -15,14 +15,18 @@ use crate::upstream::session::Unanswered;
 /// Sends the request once more after a better token came (once).
 #[derive(Default)]
 pub struct RetryOnScope {
-    /// The request as the harness sent it (until it is sent again).
+    /// The request as it was last sent to its server (as a step before the sending left
+    /// it: with the arguments an approval edited), until it is sent again.
     original: Option<Message>,
+    /// Whether it was sent again already.
+    retried: bool,
 }
 
 impl Step for RetryOnScope {
-    fn request(&mut self, _x: &mut Context, message: Message) -> Flow {
-        self.original = Some(message.clone());
-        Flow::Next(message)
+    fn sent(&mut self, message: &Message) {
+        if !self.retried {
+            self.original = Some(message.clone());
+        }
     }
 
     fn failed(&mut self, x: &mut Context, why: &Unanswered) -> Option<Course> {
@@ -30,6 +34,7 @@ impl Step for RetryOnScope {
             return None;
         }
         let original = self.original.take()?;
+        self.retried = true;
         let waiting = retry(
             x.hub().clone(),
             x.server.to_string(),
