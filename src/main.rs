@@ -126,7 +126,8 @@ enum Command {
         #[command(flatten)]
         remote: Remote,
     },
-    /// List the harness's tool calls a running proxy holds for approval.
+    /// List the harness's tool calls a running proxy holds for approval, and the results it
+    /// holds for review.
     Approvals {
         #[command(flatten)]
         remote: Remote,
@@ -134,18 +135,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Approve a held tool call (its id, as `approvals` lists it).
+    /// Approve a held tool call, or a result held for review (its id, as `approvals` lists it).
     Approve {
         /// The call's id.
         id: String,
         #[command(flatten)]
         remote: Remote,
     },
-    /// Deny a held tool call: the harness gets an error result saying so.
+    /// Deny a held tool call, or a result held for review: the harness gets an error result
+    /// saying so.
     Deny {
         /// The call's id.
         id: String,
-        /// Why (the harness's model reads it).
+        /// Why (the harness's model reads it; a result's denial carries none).
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]

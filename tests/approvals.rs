@@ -5,25 +5,22 @@
 //! late answer, is denied when nobody answers in time or when the harness cancels it; the
 //! policy spares pre-approved and read-only tools and what a client allowed for the session.
 //! A result held for review (`review_result`) reaches the harness only once approved, is an
-//! `isError` naming who denied it, follows `on_timeout` when nobody answers, and ends when
-//! the harness cancels.
+//! `isError` naming who denied it, follows `on_timeout` when nobody answers, sends progress
+//! meanwhile, and ends when the harness cancels.
 
 mod common;
 
 use std::process::Command;
 
-use ahp::client::{Client, SessionSubscription};
-use ahp_types::actions::StateAction;
 use ahp_types::state::{
-    ChatState, ResponsePart, SessionInputRequest, SnapshotState, ToolCallConfirmationState,
-    ToolCallPendingConfirmationState, ToolCallState,
+    SessionInputRequest, SnapshotState, ToolCallConfirmationState, ToolCallState,
 };
+use common::approver::Approver;
+use common::http_session::RawSession;
+use common::ide::SESSION;
 use common::raw::RawClient;
-use common::{examples, initialized_client, next_action, server, stdio_harness, Proxy, PATIENCE};
+use common::{examples, initialized_client, server, stdio_harness, Proxy, PATIENCE};
 use serde_json::{json, Value};
-
-const CHAT: &str = "ahp-chat:/harness";
-const SESSION: &str = "ahp-session:/default";
 
 /// The echo and notes examples under `approval` (the `[approval]` table's body).
 fn config(approval: &str) -> String {
@@ -32,105 +29,6 @@ fn config(approval: &str) -> String {
         server("echo", "echo", &[]),
         server("notes", "notes", &[]),
     )
-}
-
-/// An AHP client following the harness chat.
-struct Approver {
-    client: Client,
-    chat: ChatState,
-    sub: SessionSubscription,
-}
-
-impl Approver {
-    async fn join(proxy: &Proxy, client_id: &str) -> Self {
-        let client = initialized_client(proxy, client_id).await;
-        let (snapshot, sub) = client.subscribe(CHAT.into()).await.unwrap();
-        let chat = match snapshot.snapshot.expect("snapshot").state {
-            SnapshotState::Chat(chat) => *chat,
-            other => panic!("expected a chat, got {other:?}"),
-        };
-        Self { client, chat, sub }
-    }
-
-    /// The first call `done` holds for (turn id, state), applying actions until one does.
-    async fn until(&mut self, done: impl Fn(&ToolCallState) -> bool) -> (String, ToolCallState) {
-        loop {
-            let turns = (self.chat.active_turn.iter())
-                .map(|t| (t.id.clone(), &t.response_parts))
-                .chain(
-                    self.chat
-                        .turns
-                        .iter()
-                        .map(|t| (t.id.clone(), &t.response_parts)),
-                );
-            let found = turns.into_iter().find_map(|(turn, parts)| {
-                parts.iter().find_map(|p| match p {
-                    ResponsePart::ToolCall(tc) if done(&tc.tool_call) => {
-                        Some((turn.clone(), tc.tool_call.clone()))
-                    }
-                    _ => None,
-                })
-            });
-            if let Some(found) = found {
-                return found;
-            }
-            let envelope = next_action(&mut self.sub).await;
-            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
-        }
-    }
-
-    /// The first call pending confirmation: its turn and state.
-    async fn pending(&mut self) -> (String, ToolCallPendingConfirmationState) {
-        let (turn, state) = self
-            .until(|s| matches!(s, ToolCallState::PendingConfirmation(_)))
-            .await;
-        match state {
-            ToolCallState::PendingConfirmation(p) => (turn, p),
-            _ => unreachable!(),
-        }
-    }
-
-    /// Dispatch `chat/toolCallConfirmed` for `call` of `turn` with `fields`.
-    async fn answer(&self, turn: &str, call: &str, fields: Value) {
-        let mut action =
-            json!({"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": call});
-        action
-            .as_object_mut()
-            .unwrap()
-            .extend(fields.as_object().unwrap().clone());
-        let action: StateAction = serde_json::from_value(action).unwrap();
-        self.client.dispatch(CHAT.into(), action).await.unwrap();
-    }
-
-    /// Why the host refused this client's review of `call`'s result.
-    async fn refusal_of_result(&mut self, call: &str) -> String {
-        loop {
-            let envelope = next_action(&mut self.sub).await;
-            if let (Some(reason), StateAction::ChatToolCallResultConfirmed(a)) =
-                (&envelope.rejection_reason, &envelope.action)
-            {
-                if a.tool_call_id == call {
-                    return reason.clone();
-                }
-            }
-            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
-        }
-    }
-
-    /// Why the host refused this client's answer about `call`.
-    async fn refusal(&mut self, call: &str) -> String {
-        loop {
-            let envelope = next_action(&mut self.sub).await;
-            if let (Some(reason), StateAction::ChatToolCallConfirmed(a)) =
-                (&envelope.rejection_reason, &envelope.action)
-            {
-                if a.tool_call_id == call {
-                    return reason.clone();
-                }
-            }
-            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
-        }
-    }
 }
 
 /// The harness calls `tool` with `arguments` (and progress token `p-1`) while `meanwhile` runs.
@@ -309,42 +207,53 @@ async fn never_is_the_default_and_asks_nothing() {
     assert!(added.get("result").is_some(), "{added}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_harness_that_cancels_ends_its_pending_call() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let (proxy, (stdout, mut stdin)) = Proxy::start_stdio(&config("mode = \"always\"\n"));
-    let mut lines = BufReader::new(stdout).lines();
-    let say = |line: String| {
-        let line = line + "\n";
-        async move { line }
-    };
-    for line in [
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    ] {
-        stdin
-            .write_all(say(line.into()).await.as_bytes())
-            .await
-            .unwrap();
+/// A harness on the proxy's stdio writing raw lines (so it can cancel a call that waits).
+struct RawStdio {
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawStdio {
+    /// Write `line` (one JSON-RPC message).
+    async fn say(&mut self, line: &str) {
+        use tokio::io::AsyncWriteExt;
+        let line = format!("{line}\n");
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
     }
-    let first = tokio::time::timeout(PATIENCE, lines.next_line())
+}
+
+/// `serve --stdio` on `config` with a raw harness, its handshake done, an approver following
+/// the chat, and the harness's call of `echo` (id 2) sent.
+async fn echo_called_on_raw_stdio(config: &str) -> (Proxy, Approver, RawStdio) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let (proxy, (stdout, stdin)) = Proxy::start_stdio(config);
+    let mut harness = RawStdio {
+        stdin,
+        stdout: BufReader::new(stdout).lines(),
+    };
+    harness.say(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#).await;
+    harness
+        .say(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let first = tokio::time::timeout(PATIENCE, harness.stdout.next_line())
         .await
         .unwrap()
         .unwrap()
         .unwrap();
     assert!(first.contains(r#""id":1"#), "{first}");
-    let mut ide = Approver::join(&proxy, "ide-1").await;
-    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#;
-    stdin
-        .write_all(say(call.into()).await.as_bytes())
-        .await
-        .unwrap();
+    let ide = Approver::join(&proxy, "ide-1").await;
+    harness.say(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#).await;
+    (proxy, ide, harness)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harness_that_cancels_ends_its_pending_call() {
+    let (_proxy, mut ide, mut harness) =
+        echo_called_on_raw_stdio(&config("mode = \"always\"\n")).await;
     let (turn, pending) = ide.pending().await;
-    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"changed my mind"}}"#;
-    stdin
-        .write_all(say(cancel.into()).await.as_bytes())
-        .await
-        .unwrap();
+    harness
+        .say(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"changed my mind"}}"#)
+        .await;
     let (_, cancelled) = ide
         .until(|s| matches!(s, ToolCallState::Cancelled(_)))
         .await;
@@ -420,51 +329,14 @@ async fn a_modern_call_is_held_until_decided() {
 async fn a_harness_that_goes_away_ends_its_pending_call() {
     let proxy = Proxy::start(&config("mode = \"always\"\n"));
     let http = reqwest::Client::new();
-    let post = |session: Option<&str>, body: Value| {
-        let mut request = http
-            .post(format!("{}/echo", proxy.mcp_url))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(body.to_string());
-        if let Some(session) = session {
-            request = request.header("mcp-session-id", session);
-        }
-        request.send()
-    };
-    let init = post(
-        None,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-    )
-    .await
-    .unwrap();
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let _ = init.text().await;
-    let _ = post(
-        Some(&session),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await
-    .unwrap();
+    let session = RawSession::open(&http, &format!("{}/echo", proxy.mcp_url)).await;
     let mut ide = Approver::join(&proxy, "ide-1").await;
-    let call = post(
-        Some(&session),
+    let call = session.post(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": {"progressToken": 7}}}),
     );
     let (stream, (turn, pending)) = tokio::join!(call, ide.pending());
-    let deleted = http
-        .delete(format!("{}/echo", proxy.mcp_url))
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
+    let deleted = session.delete().await;
     assert!(deleted.status().is_success(), "{}", deleted.status());
     drop(stream);
     ide.until(|s| matches!(s, ToolCallState::Cancelled(_)))
@@ -481,27 +353,6 @@ fn reviewed(extra: &str) -> String {
         "{}[approval]\n{extra}[approval.servers.echo.tools.echo]\nmode = \"never\"\nreview_result = true\n",
         server("echo", "echo", &[]),
     )
-}
-
-impl Approver {
-    /// The first call whose result waits for review: its turn and id, once shown.
-    async fn pending_result(&mut self) -> (String, String, String) {
-        let (turn, state) = self
-            .until(|s| matches!(s, ToolCallState::PendingResultConfirmation(_)))
-            .await;
-        let ToolCallState::PendingResultConfirmation(p) = state else {
-            unreachable!()
-        };
-        let content = serde_json::to_string(&p.content).unwrap();
-        (turn, p.tool_call_id, content)
-    }
-
-    /// Dispatch `chat/toolCallResultConfirmed` for `call` of `turn`.
-    async fn review(&self, turn: &str, call: &str, approved: bool) {
-        let action = json!({"type": "chat/toolCallResultConfirmed", "turnId": turn, "toolCallId": call, "approved": approved});
-        let action: StateAction = serde_json::from_value(action).unwrap();
-        self.client.dispatch(CHAT.into(), action).await.unwrap();
-    }
 }
 
 /// The harness calls `tool`; `meanwhile` runs and says (with `decided`) when it decided: the
@@ -592,6 +443,57 @@ async fn a_reviewed_result_reaches_the_harness_only_once_a_client_approves_it() 
         .contains("approved"));
 }
 
+/// A harness that gave a progress token hears progress while its result waits for review,
+/// as while a call waits, so its own timeout does not fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_waiting_for_review_sends_progress_to_a_harness_that_asked() {
+    let (proxy, mut harness) = stdio_harness(&reviewed("")).await;
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let (answer, received, ()) =
+        call_meanwhile(&mut harness, "echo", json!({"text": "r"}), async {
+            let (turn, call, _) = ide.pending_result().await;
+            ide.review(&turn, &call, true).await;
+        })
+        .await;
+    assert_eq!(text(&answer), "r", "{answer}");
+    assert!(
+        received.iter().any(|m| m.contains("notifications/progress")
+            && m.contains(r#""progressToken":"p-1""#)
+            && m.contains("waiting for review")),
+        "the harness heard that its result waits: {received:?}"
+    );
+}
+
+/// The progress a server reported for the harness's token goes on growing while the result
+/// waits for review (progress only grows, says MCP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_while_a_result_waits_goes_on_above_the_servers() {
+    let (proxy, mut harness) = stdio_harness(&format!(
+        "{}[approval]\n[approval.servers.t.tools.progress]\nreview_result = true\n",
+        server("t", "transparency", &[])
+    ))
+    .await;
+    let mut ide = Approver::join(&proxy, "ide-1").await;
+    let (_, received, ()) = call_meanwhile(&mut harness, "progress", json!({}), async {
+        let (turn, call, _) = ide.pending_result().await;
+        ide.review(&turn, &call, true).await;
+    })
+    .await;
+    let heard: Vec<f64> = (received.iter())
+        .map(|m| serde_json::from_str::<Value>(m).unwrap())
+        .filter(|m| {
+            m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p-1"
+        })
+        .map(|m| m["params"]["progress"].as_f64().unwrap())
+        .collect();
+    // The server's 0, 50, 100, then the wait's.
+    assert!(
+        heard.len() > 3 && heard[..3] == [0.0, 50.0, 100.0],
+        "{heard:?}"
+    );
+    assert!(heard.windows(2).all(|w| w[0] < w[1]), "{heard:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_result_gives_the_harness_an_error_instead_of_the_content() {
     let (proxy, mut harness) = stdio_harness(&reviewed("")).await;
@@ -640,36 +542,11 @@ async fn an_unreviewed_result_follows_on_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_harness_that_cancels_ends_the_review_of_its_result() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let (proxy, (stdout, mut stdin)) = Proxy::start_stdio(&reviewed(""));
-    let mut lines = BufReader::new(stdout).lines();
-    for line in [
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    ] {
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
-    }
-    let first = tokio::time::timeout(PATIENCE, lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert!(first.contains(r#""id":1"#), "{first}");
-    let mut ide = Approver::join(&proxy, "ide-1").await;
-    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#;
-    stdin
-        .write_all(format!("{call}\n").as_bytes())
-        .await
-        .unwrap();
+    let (_proxy, mut ide, mut harness) = echo_called_on_raw_stdio(&reviewed("")).await;
     let (turn, id, _) = ide.pending_result().await;
-    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#;
-    stdin
-        .write_all(format!("{cancel}\n").as_bytes())
-        .await
-        .unwrap();
+    harness
+        .say(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#)
+        .await;
     // Denied in the chat by the proxy; a late review is refused, naming who decided.
     ide.until(|s| matches!(s, ToolCallState::Cancelled(_)))
         .await;

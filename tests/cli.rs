@@ -596,6 +596,35 @@ fn a_misspelt_config_key_gets_a_guess() {
     assert!(stderr.contains("did you mean `listen`?"), "{stderr}");
 }
 
+/// `ahp-proxy <args> --url <the proxy's>`, run to its end.
+fn terminal(
+    proxy: &common::Proxy,
+) -> impl Fn(&[&str]) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::process::Output>>>
+{
+    let url = proxy.url.clone();
+    move |args: &[&str]| {
+        let mut command = tokio::process::Command::new(common::proxy());
+        command.args(args).args(["--url", &url]);
+        Box::pin(async move { command.output().await.expect("run the command") })
+    }
+}
+
+/// Wait until the session lists a call (or result) waiting for a decision, other than
+/// `done`: its id.
+async fn waiting(watcher: &mut common::Watcher, done: &str) -> String {
+    loop {
+        let waiting = watcher.mirror.input_needed.iter().flatten().find_map(|r| {
+            let r = serde_json::to_value(r).unwrap();
+            let id = r["toolCall"]["toolCallId"].as_str().unwrap_or_default();
+            (r["kind"] == "toolConfirmation" && id != done).then(|| id.to_string())
+        });
+        if let Some(id) = waiting {
+            return id;
+        }
+        watcher.step().await;
+    }
+}
+
 /// `ahp-proxy approvals` lists a held call; `deny ID --reason …` denies it (the harness reads
 /// who and why); `approve ID` lets the next through; an id that waits no more is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -606,35 +635,19 @@ async fn approvals_approve_and_deny_steer_held_calls_from_the_terminal() {
     );
     let (proxy, mut harness) = common::stdio_harness(&config).await;
     let mut watcher = common::Watcher::open(&proxy).await;
-    let url = proxy.url.clone();
-    let run = move |args: &[&str]| {
-        let mut command = tokio::process::Command::new(common::proxy());
-        command.args(args).args(["--url", &url]);
-        async move { command.output().await.expect("run the command") }
-    };
-    // Wait until the session lists a call waiting for approval (other than `done`); its id.
-    let mut held = async |done: &str| loop {
-        let waiting = watcher.mirror.input_needed.iter().flatten().find_map(|r| {
-            let r = serde_json::to_value(r).unwrap();
-            let id = r["toolCall"]["toolCallId"].as_str().unwrap_or_default();
-            (r["kind"] == "toolConfirmation" && id != done).then(|| id.to_string())
-        });
-        if let Some(id) = waiting {
-            return id;
-        }
-        watcher.step().await;
-    };
+    let run = terminal(&proxy);
     let params = r#"{"name":"echo","arguments":{"text":"hi"}}"#;
     let mut none = |_: &str, _: &str| String::new();
     let (denied, listed) = tokio::join!(
         harness.request("tools/call", Some(params), &mut none),
         async {
-            let id = held("").await;
+            let id = waiting(&mut watcher, "").await;
             let listed = run(&["approvals"]).await;
             let json = run(&["approvals", "--json"]).await;
             let said: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
             assert_eq!(said[0]["id"], id.as_str(), "{said}");
             assert_eq!(said[0]["tool"], "echo", "{said}");
+            assert_eq!(said[0]["waits"], "call", "{said}");
             let deny = run(&["deny", &id, "--reason", "not from this terminal"]).await;
             assert!(deny.status.success(), "{deny:?}");
             // It waits no more: a second decision is refused.
@@ -647,7 +660,7 @@ async fn approvals_approve_and_deny_steer_held_calls_from_the_terminal() {
     );
     let (listed, id) = listed;
     assert!(
-        listed.contains(&id) && listed.contains("Allow echo on echo?"),
+        listed.contains(&id) && listed.contains("call    Allow echo on echo?"),
         "{listed}"
     );
     let denied: serde_json::Value = serde_json::from_str(denied.response()).unwrap();
@@ -661,11 +674,75 @@ async fn approvals_approve_and_deny_steer_held_calls_from_the_terminal() {
     let (approved, ()) = tokio::join!(
         harness.request("tools/call", Some(params), &mut none),
         async {
-            let id = held(&id).await;
+            let id = waiting(&mut watcher, &id).await;
             let approve = run(&["approve", &id]).await;
             assert!(approve.status.success(), "{approve:?}");
         }
     );
     let approved: serde_json::Value = serde_json::from_str(approved.response()).unwrap();
     assert_eq!(approved["result"]["content"][0]["text"], "hi", "{approved}");
+}
+
+/// A result held for review is listed as a result, with what it would tell the harness;
+/// `approve ID` delivers it, `deny ID` gives the harness an error instead of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_and_deny_decide_results_held_for_review_from_the_terminal() {
+    let config = format!(
+        "{}[approval]\n[approval.servers.echo.tools.echo]\nreview_result = true\n",
+        common::server("echo", "echo", &[])
+    );
+    let (proxy, mut harness) = common::stdio_harness(&config).await;
+    let mut watcher = common::Watcher::open(&proxy).await;
+    let run = terminal(&proxy);
+    let mut none = |_: &str, _: &str| String::new();
+    let params = r#"{"name":"echo","arguments":{"text":"kept result"}}"#;
+    let (approved, (listed, id)) = tokio::join!(
+        harness.request("tools/call", Some(params), &mut none),
+        async {
+            let id = waiting(&mut watcher, "").await;
+            let listed = run(&["approvals"]).await;
+            let json = run(&["approvals", "--json"]).await;
+            let said: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+            assert_eq!(said[0]["id"], id.as_str(), "{said}");
+            assert_eq!(said[0]["waits"], "result", "{said}");
+            let result = said[0]["result"].as_str().unwrap_or_default();
+            assert!(result.contains("kept result"), "{said}");
+            let approve = run(&["approve", &id]).await;
+            assert!(approve.status.success(), "{approve:?}");
+            // Decided: a second decision is refused.
+            let again = run(&["deny", &id]).await;
+            assert_eq!(again.status.code(), Some(2), "{again:?}");
+            (String::from_utf8_lossy(&listed.stdout).into_owned(), id)
+        }
+    );
+    let line = listed
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_default();
+    assert!(
+        line.contains("  result  ") && line.contains("kept result"),
+        "{listed}"
+    );
+    let approved: serde_json::Value = serde_json::from_str(approved.response()).unwrap();
+    assert_eq!(
+        approved["result"]["content"][0]["text"], "kept result",
+        "{approved}"
+    );
+    let params = r#"{"name":"echo","arguments":{"text":"dropped result"}}"#;
+    let (denied, ()) = tokio::join!(
+        harness.request("tools/call", Some(params), &mut none),
+        async {
+            let id = waiting(&mut watcher, &id).await;
+            let deny = run(&["deny", &id]).await;
+            assert!(deny.status.success(), "{deny:?}");
+        }
+    );
+    let denied: serde_json::Value = serde_json::from_str(denied.response()).unwrap();
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(!denied.to_string().contains("dropped result"), "{denied}");
+    let said = denied["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("The result of tool \"echo\" on MCP server \"echo\" was denied by AHP client \"ahp-proxy-cli-"),
+        "{said}"
+    );
 }

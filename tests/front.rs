@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use ahp_types::state::{ChatState, ResponsePart, SnapshotState, ToolCallState};
+use common::http_session::RawSession;
 use common::{server, HttpExampleServer, Proxy, Watcher, PATIENCE};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest, CreateMessageRequestParams,
@@ -777,42 +778,11 @@ async fn harness_tool_calls_are_mirrored_into_the_ahp_session() {
 async fn http_sessions_can_be_deleted_and_their_streams_resumed() {
     let proxy = Proxy::start(&config(""));
     let http = reqwest::Client::new();
+    let raw = RawSession::open(&http, &proxy.mcp_url).await;
+    let session = raw.id.clone();
     let post = |session: Option<&str>, body: Value| {
-        let mut request = http
-            .post(&proxy.mcp_url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(body.to_string());
-        if let Some(session) = session {
-            request = request.header("mcp-session-id", session);
-        }
-        request.send()
+        common::http_session::post(&http, &proxy.mcp_url, session, body)
     };
-    let init = post(
-        None,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-    )
-    .await
-    .unwrap();
-    assert!(init.status().is_success());
-    let session = init
-        .headers()
-        .get("mcp-session-id")
-        .expect("a session id")
-        .to_str()
-        .unwrap()
-        .to_string();
-    let _ = init.text().await;
-    let initialized = post(
-        Some(&session),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await
-    .unwrap();
-    assert!(initialized.status().is_success());
     // The first listing waits until the servers are up.
     let listed = post(
         Some(&session),

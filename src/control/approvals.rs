@@ -1,9 +1,11 @@
 //! `ahp-proxy approvals`, `approve ID` and `deny ID [--reason …]`: the harness tool calls
-//! held for approval, as the default session's `inputNeeded` lists them, and a decision on
-//! one dispatched as any AHP client's `chat/toolCallConfirmed` (the first decision counts).
+//! held for approval or whose results wait for review, as the default session's
+//! `inputNeeded` lists them, and a decision on one dispatched as any AHP client's
+//! `chat/toolCallConfirmed` (a call) or `chat/toolCallResultConfirmed` (a result); the first
+//! decision counts.
 
 use ahp::SubscriptionEvent;
-use ahp_types::actions::ChatToolCallConfirmedAction;
+use ahp_types::actions::{ChatToolCallConfirmedAction, ChatToolCallResultConfirmedAction};
 use ahp_types::common::StringOrMarkdown;
 use ahp_types::state::{
     SessionInputRequest, ToolCallCancellationReason, ToolCallConfirmationReason,
@@ -16,14 +18,36 @@ use super::error::{within, ControlError, Step, STEP_DEADLINE};
 use super::{Connection, Endpoint};
 use crate::untrusted::{json_escaped, Escaped};
 
-/// The action, by its wire type.
+/// The actions, by their wire type.
 const CONFIRMED: &str = "chat/toolCallConfirmed";
+const RESULT_CONFIRMED: &str = "chat/toolCallResultConfirmed";
 
-/// One call held for approval.
+/// What waits for a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waits {
+    /// The call itself, before it reaches its server.
+    Call,
+    /// Its result, before it reaches the harness.
+    Result,
+}
+
+impl Waits {
+    /// How the listing names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Call => "call",
+            Self::Result => "result",
+        }
+    }
+}
+
+/// One call held for approval, or whose result waits for review.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pending {
     /// Its tool call id (what `approve` and `deny` take).
     pub id: String,
+    /// Whether the call or its result waits.
+    pub waits: Waits,
     /// The chat it is in, and its turn.
     pub chat: String,
     /// Its turn.
@@ -34,9 +58,11 @@ pub struct Pending {
     pub title: String,
     /// Its arguments (JSON text).
     pub input: String,
+    /// The result waiting for review (its content, JSON text), when it is the result.
+    pub result: Option<String>,
 }
 
-/// The calls the session lists as waiting for approval (pure).
+/// The calls (and results) the session lists as waiting for a decision (pure).
 pub fn pending(requests: &[SessionInputRequest]) -> Vec<Pending> {
     requests
         .iter()
@@ -44,19 +70,38 @@ pub fn pending(requests: &[SessionInputRequest]) -> Vec<Pending> {
             let SessionInputRequest::ToolConfirmation(r) = request else {
                 return None;
             };
-            let ToolCallConfirmationState::PendingConfirmation(call) = &r.tool_call else {
-                return None;
+            let inline = |input: &Option<ToolInput>| match input {
+                Some(ToolInput::Inline(text)) => text.clone(),
+                _ => String::new(),
+            };
+            let (id, waits, tool, title, input, result) = match &r.tool_call {
+                ToolCallConfirmationState::PendingConfirmation(call) => (
+                    &call.tool_call_id,
+                    Waits::Call,
+                    &call.tool_name,
+                    (call.confirmation_title.as_ref()).map_or_else(String::new, text),
+                    inline(&call.tool_input),
+                    None,
+                ),
+                ToolCallConfirmationState::PendingResultConfirmation(call) => (
+                    &call.tool_call_id,
+                    Waits::Result,
+                    &call.tool_name,
+                    text(&call.past_tense_message),
+                    inline(&call.tool_input),
+                    Some(serde_json::to_string(&call.content).unwrap_or_default()),
+                ),
+                ToolCallConfirmationState::Unknown(_) => return None,
             };
             Some(Pending {
-                id: call.tool_call_id.clone(),
+                id: id.clone(),
+                waits,
                 chat: r.chat.clone(),
                 turn: r.turn_id.clone(),
-                tool: call.tool_name.clone(),
-                title: (call.confirmation_title.as_ref()).map_or_else(String::new, text),
-                input: match &call.tool_input {
-                    Some(ToolInput::Inline(text)) => text.clone(),
-                    _ => String::new(),
-                },
+                tool: tool.clone(),
+                title,
+                input,
+                result,
             })
         })
         .collect()
@@ -83,27 +128,31 @@ pub async fn list(endpoint: &Endpoint, as_json: bool) -> u8 {
     connection.close().await;
     if as_json {
         let value: Vec<_> = (calls.iter())
-            .map(|c| json!({"id": c.id, "tool": c.tool, "title": c.title, "input": c.input, "chat": c.chat}))
+            .map(|c| json!({"id": c.id, "waits": c.waits.as_str(), "tool": c.tool, "title": c.title, "input": c.input, "result": c.result, "chat": c.chat}))
             .collect();
         let text = serde_json::to_string_pretty(&value).unwrap_or_default();
         println!("{}", json_escaped(&text));
         return 0;
     }
     if calls.is_empty() {
-        println!("no tool call waits for approval");
+        println!("no tool call waits for approval, and no result for review");
     }
     for call in &calls {
+        // A call shows its arguments; a result, what it would tell the harness.
+        let shown = call.result.as_deref().unwrap_or(&call.input);
         println!(
-            "{}  {}  {}",
+            "{}  {:<6}  {}  {}",
             Escaped(&call.id),
+            call.waits.as_str(),
             Escaped(&call.title),
-            Escaped(&crate::mirror::cut(&call.input, 200))
+            Escaped(&crate::mirror::cut(shown, 200))
         );
     }
     0
 }
 
-/// `ahp-proxy approve ID` / `deny ID [--reason …]`: decide call `id`. Exit 0 when the
+/// `ahp-proxy approve ID` / `deny ID [--reason …]`: decide call `id` (or its result, when
+/// that is what waits; a result's denial carries no reason, AHP's action having none). Exit 0 when the
 /// decision counted, 1 when the proxy refused it (another came first), 2 when nothing waits
 /// under that id or the proxy cannot be reached.
 pub async fn decide(endpoint: &Endpoint, id: &str, approved: bool, reason: Option<&str>) -> u8 {
@@ -148,19 +197,32 @@ async fn decide_on(
     let client = &connection.client;
     // Subscribed to the chat to hear the decision's echo.
     let (_, mut sub) = within(url, Step::Subscribe, client.subscribe(call.chat.clone())).await?;
-    let action = StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
-        turn_id: call.turn.clone(),
-        tool_call_id: call.id.clone(),
-        meta: None,
-        approved,
-        confirmed: approved.then_some(ToolCallConfirmationReason::UserAction),
-        reason: (!approved).then_some(ToolCallCancellationReason::Denied),
-        edited_tool_input: None,
-        user_suggestion: None,
-        reason_message: reason.map(|r| StringOrMarkdown::Plain(r.to_string())),
-        selected_option_id: Some(if approved { "allow-once" } else { "deny" }.into()),
-    });
-    let step = Step::Request(CONFIRMED);
+    let (action, step) = match call.waits {
+        Waits::Call => (
+            StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
+                turn_id: call.turn.clone(),
+                tool_call_id: call.id.clone(),
+                meta: None,
+                approved,
+                confirmed: approved.then_some(ToolCallConfirmationReason::UserAction),
+                reason: (!approved).then_some(ToolCallCancellationReason::Denied),
+                edited_tool_input: None,
+                user_suggestion: None,
+                reason_message: reason.map(|r| StringOrMarkdown::Plain(r.to_string())),
+                selected_option_id: Some(if approved { "allow-once" } else { "deny" }.into()),
+            }),
+            Step::Request(CONFIRMED),
+        ),
+        Waits::Result => (
+            StateAction::ChatToolCallResultConfirmed(ChatToolCallResultConfirmedAction {
+                turn_id: call.turn.clone(),
+                tool_call_id: call.id.clone(),
+                meta: None,
+                approved,
+            }),
+            Step::Request(RESULT_CONFIRMED),
+        ),
+    };
     let seq = within(url, step, client.dispatch(call.chat.clone(), action))
         .await?
         .client_seq;

@@ -79,7 +79,7 @@ pub enum ControlError {
         .ids.iter().map(|id| format!("  {}", Untrusted(id))).collect::<Vec<_>>().join("\n"))]
     Ambiguous { name: String, ids: Vec<String> },
     /// No held tool call has this id (it was decided, or never was).
-    #[error("no tool call {} waits for approval at {url} (`ahp-proxy approvals` lists those that do)", Untrusted(.id))]
+    #[error("no tool call {} waits for approval or review at {url} (`ahp-proxy approvals` lists those that do)", Untrusted(.id))]
     NotWaiting { id: String, url: String },
     /// A plugin was named where only a server will do.
     #[error("{name:?} is a plugin: start, stop and restart take a server (enable and disable take a plugin too)")]

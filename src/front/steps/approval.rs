@@ -80,17 +80,8 @@ impl Step for Hold {
                 message: "the proxy is stopping".into(),
             });
         };
-        let token =
-            (message.find(&["_meta", "progressToken"])).map(|span| message.slice(span).to_string());
+        let progress = progress(x, progress_token(&message), "waiting for approval");
         let id = x.id.to_string();
-        let stream = x.stream.clone();
-        let progress = move |n: u64| {
-            if let Some(token) = &token {
-                stream.send(format!(
-                    r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},"progress":{n},"message":"waiting for approval"}}}}"#
-                ));
-            }
-        };
         let waiting = async move {
             let mut pending = Pending::new(ticket, &call, false);
             let decision = decide(&call, &mut pending, heard, progress).await;
@@ -99,6 +90,29 @@ impl Step for Hold {
             (course, pending.ticket.take())
         };
         Flow::Divert(Course::Wait(Box::pin(waiting)))
+    }
+}
+
+/// The raw progress token of request `message`, if it gave one.
+pub(super) fn progress_token(message: &Message) -> Option<String> {
+    (message.find(&["_meta", "progressToken"])).map(|span| message.slice(span).to_string())
+}
+
+/// What tells the harness, on its request's stream, that the request still waits (`said`):
+/// progress `n` for its `token`; nothing when it gave none.
+pub(super) fn progress(
+    x: &Context,
+    token: Option<String>,
+    said: &'static str,
+) -> impl Fn(u64) + Send + 'static {
+    let stream = x.stream.clone();
+    let said = message::quote(said);
+    move |n: u64| {
+        if let Some(token) = &token {
+            stream.send(format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},"progress":{n},"message":{said}}}}}"#
+            ));
+        }
     }
 }
 
@@ -163,6 +177,13 @@ pub(super) async fn decide(
     let mut timed_out = false;
     loop {
         tokio::select! {
+            // Progress first: the harness hears at once that its call waits (the first tick
+            // is immediate), then every `PROGRESS_EVERY`.
+            biased;
+            _ = tick.tick() => {
+                sent += 1;
+                progress(sent);
+            }
             got = heard.recv() => match got {
                 Ok(decision) if ticket.is_about(&decision) && decision.result == pending.result => {
                     return decision
@@ -178,10 +199,6 @@ pub(super) async fn decide(
                     return unanswered(call, false);
                 }
             },
-            _ = tick.tick() => {
-                sent += 1;
-                progress(sent);
-            }
             _ = tokio::time::sleep_until(deadline), if !timed_out => {
                 timed_out = true;
                 let approved = call.on_timeout == OnTimeout::Allow;
