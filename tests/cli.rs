@@ -625,16 +625,23 @@ async fn waiting(watcher: &mut common::Watcher, done: &str) -> String {
     }
 }
 
+/// The echo example under `[approval]` (`approval`, the table's body), a raw harness on the
+/// proxy's stdio, and a watcher of the default session.
+async fn echo_under(approval: &str) -> (common::Proxy, common::raw::RawClient, common::Watcher) {
+    let config = format!(
+        "{}[approval]\n{approval}",
+        common::server("echo", "echo", &[])
+    );
+    let (proxy, harness) = common::stdio_harness(&config).await;
+    let watcher = common::Watcher::open(&proxy).await;
+    (proxy, harness, watcher)
+}
+
 /// `ahp-proxy approvals` lists a held call; `deny ID --reason …` denies it (the harness reads
 /// who and why); `approve ID` lets the next through; an id that waits no more is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approvals_approve_and_deny_steer_held_calls_from_the_terminal() {
-    let config = format!(
-        "{}[approval]\nmode = \"always\"\n",
-        common::server("echo", "echo", &[])
-    );
-    let (proxy, mut harness) = common::stdio_harness(&config).await;
-    let mut watcher = common::Watcher::open(&proxy).await;
+    let (proxy, mut harness, mut watcher) = echo_under("mode = \"always\"\n").await;
     let run = terminal(&proxy);
     let params = r#"{"name":"echo","arguments":{"text":"hi"}}"#;
     let mut none = |_: &str, _: &str| String::new();
@@ -687,12 +694,8 @@ async fn approvals_approve_and_deny_steer_held_calls_from_the_terminal() {
 /// `approve ID` delivers it, `deny ID` gives the harness an error instead of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_and_deny_decide_results_held_for_review_from_the_terminal() {
-    let config = format!(
-        "{}[approval]\n[approval.servers.echo.tools.echo]\nreview_result = true\n",
-        common::server("echo", "echo", &[])
-    );
-    let (proxy, mut harness) = common::stdio_harness(&config).await;
-    let mut watcher = common::Watcher::open(&proxy).await;
+    let (proxy, mut harness, mut watcher) =
+        echo_under("[approval.servers.echo.tools.echo]\nreview_result = true\n").await;
     let run = terminal(&proxy);
     let mut none = |_: &str, _: &str| String::new();
     let params = r#"{"name":"echo","arguments":{"text":"kept result"}}"#;

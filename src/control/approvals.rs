@@ -152,9 +152,9 @@ pub async fn list(endpoint: &Endpoint, as_json: bool) -> u8 {
 }
 
 /// `ahp-proxy approve ID` / `deny ID [--reason …]`: decide call `id` (or its result, when
-/// that is what waits; a result's denial carries no reason, AHP's action having none). Exit 0 when the
-/// decision counted, 1 when the proxy refused it (another came first), 2 when nothing waits
-/// under that id or the proxy cannot be reached.
+/// that is what waits; a result's denial carries no reason, AHP's action having none). Exit
+/// 0 when the decision counted, 1 when the proxy refused it (another came first), 2 when
+/// nothing waits under that id or the proxy cannot be reached.
 pub async fn decide(endpoint: &Endpoint, id: &str, approved: bool, reason: Option<&str>) -> u8 {
     let outcome = match Connection::open(endpoint).await {
         Ok(connection) => {

@@ -84,36 +84,32 @@ impl Approver {
 
     /// Why the host refused this client's review of `call`'s result.
     pub async fn refusal_of_result(&mut self, call: &str) -> String {
-        loop {
-            let envelope = next_action(&mut self.sub).await;
-            if let (Some(reason), StateAction::ChatToolCallResultConfirmed(a)) =
-                (&envelope.rejection_reason, &envelope.action)
-            {
-                if a.tool_call_id == call {
-                    return reason.clone();
-                }
-            }
-            let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
-        }
+        self.refused(call, true).await
     }
 
     /// Why the host refused this client's answer about `call`.
     pub async fn refusal(&mut self, call: &str) -> String {
+        self.refused(call, false).await
+    }
+
+    /// Why the host refused this client's decision on `call` (on its result, when `result`).
+    async fn refused(&mut self, call: &str, result: bool) -> String {
         loop {
             let envelope = next_action(&mut self.sub).await;
-            if let (Some(reason), StateAction::ChatToolCallConfirmed(a)) =
-                (&envelope.rejection_reason, &envelope.action)
-            {
-                if a.tool_call_id == call {
+            let about = match &envelope.action {
+                StateAction::ChatToolCallConfirmed(a) if !result => Some(&a.tool_call_id),
+                StateAction::ChatToolCallResultConfirmed(a) if result => Some(&a.tool_call_id),
+                _ => None,
+            };
+            if let (Some(reason), Some(id)) = (&envelope.rejection_reason, about) {
+                if id == call {
                     return reason.clone();
                 }
             }
             let _ = ahp::reducers::apply_action_to_chat(&mut self.chat, &envelope.action);
         }
     }
-}
 
-impl Approver {
     /// The first call whose result waits for review: its turn and id, once shown.
     pub async fn pending_result(&mut self) -> (String, String, String) {
         let (turn, state) = self

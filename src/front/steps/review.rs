@@ -1,7 +1,8 @@
 //! A tool's result the approval policy holds for review (`review_result`): the server's
 //! answer waits, shown pending result confirmation, for the first decision (an AHP client's
 //! `chat/toolCallResultConfirmed`, or the proxy's as `on_timeout` says); approved, the
-//! harness gets it; denied, it gets an `isError` result naming who denied it instead.
+//! harness gets it; denied, it gets an `isError` result naming who denied it instead. The
+//! harness hears progress meanwhile; a result nobody can be shown goes as `on_timeout` says.
 
 use super::approval::{decide, denied, progress, progress_token, Held, Pending};
 use crate::approval::OnTimeout;
@@ -54,9 +55,12 @@ impl Step for Review {
         let id = x.id.to_string();
         // Not shown (the mirror's queue was full, or the proxy is stopping): nobody can
         // review it, so it goes as `on_timeout` says (the call itself already ran).
-        let Some((ticket, heard)) =
-            (x.ticket.take()).and_then(|t| t.hold_for_approval().map(|heard| (t, heard)))
-        else {
+        let Some(ticket) = x.ticket.take() else {
+            return Flow::Divert(unshown(&call, message.into_text(), &id));
+        };
+        let Some(heard) = ticket.hold_for_approval() else {
+            // The mirrored call ends with the answer.
+            x.ticket = Some(ticket);
             return Flow::Divert(unshown(&call, message.into_text(), &id));
         };
         // Progress only grows: the wait's counts on above what the server reported.
