@@ -7,7 +7,7 @@
 //! misbehave on demand (`--fault`, see `faults`). `--http` serves streamable HTTP (`http`),
 //! `--sse` the legacy HTTP+SSE transport (`sse`). Two fixtures write raw JSON-RPC instead of
 //! going through rmcp (`raw`): the conformance suite's reference server (`conformance`) and
-//! byte-crafted messages (`transparency`).
+//! byte-crafted messages (`transparency`, and its modern-only twin `transparency-modern`).
 
 mod conformance;
 mod faults;
@@ -17,6 +17,7 @@ mod raw;
 mod small;
 mod sse;
 mod transparency;
+mod transparency_modern;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -46,6 +47,8 @@ pub enum Kind {
     /// Byte-crafted raw JSON-RPC (odd key order, unknown fields, exotic numbers), for
     /// byte-for-byte transparency tests.
     Transparency,
+    /// The same for MCP 2026-07-28: modern-only, stateless (over HTTP too), byte-crafted.
+    TransparencyModern,
 }
 
 /// Run one of the bundled example MCP servers (on stdio unless `--http`).
@@ -154,6 +157,7 @@ async fn serve(options: Options) -> i32 {
             let http = raw::http::Options {
                 retry_ms: Some(5000),
                 always_sse: true,
+                stateless: false,
             };
             serve_raw(conformance::Conformance::default, options.http, http).await
         }
@@ -162,6 +166,18 @@ async fn serve(options: Options) -> i32 {
             let roots_when_listed = options.roots_when_listed;
             let new_session = move || transparency::Transparency::new(roots_when_listed);
             serve_raw(new_session, options.http, http).await
+        }
+        Kind::TransparencyModern => {
+            let http = raw::http::Options {
+                stateless: true,
+                ..raw::http::Options::default()
+            };
+            serve_raw(
+                || transparency_modern::TransparencyModern,
+                options.http,
+                http,
+            )
+            .await
         }
         Kind::Features => serve_with(features::Features::default(), options).await,
         kind => {

@@ -181,7 +181,11 @@ impl Example {
                 {"name": "crash", "description": "Exit the server process at once (to see the error state and the restart).",
                  "inputSchema": {"type": "object", "properties": {}}},
             ]),
-            Kind::Fail | Kind::Features | Kind::Conformance | Kind::Transparency => json!([]),
+            Kind::Fail
+            | Kind::Features
+            | Kind::Conformance
+            | Kind::Transparency
+            | Kind::TransparencyModern => json!([]),
         }
     }
 

@@ -6,6 +6,7 @@ pub mod binaries;
 pub mod ide;
 pub mod raw;
 pub mod tagged;
+pub mod transcript;
 
 pub use binaries::{examples, proxy};
 
