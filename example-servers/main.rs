@@ -92,6 +92,9 @@ struct Options {
     /// (transparency) Ask the client for its roots before answering `tools/list`.
     #[arg(long)]
     roots_when_listed: bool,
+    /// (transparency-modern) Start every task id with this.
+    #[arg(long)]
+    task_prefix: Option<String>,
     /// Misbehaviour for fault tests.
     #[command(flatten)]
     faults: faults::FaultOptions,
@@ -172,12 +175,9 @@ async fn serve(options: Options) -> i32 {
                 stateless: true,
                 ..raw::http::Options::default()
             };
-            serve_raw(
-                || transparency_modern::TransparencyModern,
-                options.http,
-                http,
-            )
-            .await
+            let prefix = options.task_prefix.clone().unwrap_or_default();
+            let new_session = move || transparency_modern::TransparencyModern::new(prefix.clone());
+            serve_raw(new_session, options.http, http).await
         }
         Kind::Features => serve_with(features::Features::default(), options).await,
         kind => {

@@ -20,7 +20,7 @@ const GOLDEN: &str = concat!(
 
 /// The harness's envelope, byte-crafted like the server's answers: out-of-order keys, `1e3`,
 /// `-0`, escapes, unknown members, in the envelope's objects and beside them.
-const ENVELOPE: &str = r#""io.modelcontextprotocol/clientInfo":{"version":"1.0.0","name":"modern-harness","x-info":1e3,"title":"Modern caf\u00e9 \/ h"},"x-request-meta":{"z":1,"a":-0},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}},"x-capability":{"z":0.7,"a":1e3}}"#;
+const ENVELOPE: &str = r#""io.modelcontextprotocol/clientInfo":{"version":"1.0.0","name":"modern-harness","x-info":1e3,"title":"Modern caf\u00e9 \/ h"},"x-request-meta":{"z":1,"a":-0},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}},"x-capability":{"z":0.7,"a":1e3},"extensions":{"io.modelcontextprotocol/tasks":{}}}"#;
 
 /// What the proxy changes on `/mcp/<server>`, as documented in docs/mcp-front.md ("Byte
 /// transparency of modern traffic"): (direct text, proxied text). The `clientInfo` a request
@@ -79,6 +79,46 @@ const SCRIPT: &[(&str, &str, &str)] = &[
         r#"{"uri":"modern://missing","_meta":{$META}}"#,
     ),
     (
+        "tools/call slow as task 1",
+        "tools/call",
+        r#"{"name":"slow","arguments":{"zeta":"caf\u00e9 1e3"},"_meta":{$META}}"#,
+    ),
+    (
+        "tasks/get 1 working",
+        "tasks/get",
+        r#"{"taskId":"task-1","_meta":{$META}}"#,
+    ),
+    (
+        "tasks/get 1 completed",
+        "tasks/get",
+        r#"{"_meta":{$META},"taskId":"task-1"}"#,
+    ),
+    (
+        "tools/call slow as task 2",
+        "tools/call",
+        r#"{"name":"slow","arguments":{},"_meta":{$META}}"#,
+    ),
+    (
+        "tasks/update 2",
+        "tasks/update",
+        r#"{"taskId":"task-2","inputResponses":{"k":{"action":"decline"}},"_meta":{$META}}"#,
+    ),
+    (
+        "tasks/cancel 2",
+        "tasks/cancel",
+        r#"{"taskId":"task-2","_meta":{$META}}"#,
+    ),
+    (
+        "tasks/get 2 cancelled",
+        "tasks/get",
+        r#"{"taskId":"task-2","_meta":{$META}}"#,
+    ),
+    (
+        "tasks/get unknown",
+        "tasks/get",
+        r#"{"taskId":"no-such-task","_meta":{$META}}"#,
+    ),
+    (
         "x-vendor/echo",
         "x-vendor/echo",
         r#"{"zeta":[1e3,0.7,-0],"alpha":"caf\u00e9","_meta":{$META,"b":1}}"#,
@@ -135,7 +175,11 @@ fn the_golden_transcript_keeps_the_crafted_bytes() {
     let text = std::fs::read_to_string(GOLDEN).expect("golden transcript");
     for needle in [
         r#""x-discover-extra":12345678901234567890"#,
-        r#""extensions":{"x-vendor\/ext":{"z":1e3,"a":0.7}}"#,
+        r#""extensions":{"x-vendor\/ext":{"z":1e3,"a":0.7},"io.modelcontextprotocol/tasks":{}}"#,
+        r#""resultType":"task","taskId":"task-1","status":"working""#,
+        r#""status":"completed","statusMessage":"done""#,
+        r#""status":"cancelled""#,
+        r#""message":"Failed to retrieve task: Task not found""#,
         r#""x-tools-extra":[1e3,0.7,-0,12345678901234567890]"#,
         r#""resultType":"complete","ttlMs":1e3,"cacheScope":"private""#,
         r#""x-result-extra":1.50"#,

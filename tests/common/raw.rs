@@ -354,7 +354,7 @@ impl RawClient {
 }
 
 /// The 2026-07-28 standard headers of a request `body`: version, method, and the name of the
-/// tool, prompt or resource it names.
+/// tool, prompt, resource or task it names.
 fn standard_headers(body: &str) -> Vec<(&'static str, String)> {
     let message: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
     let mut headers = vec![("mcp-protocol-version", "2026-07-28".to_string())];
@@ -365,6 +365,7 @@ fn standard_headers(body: &str) -> Vec<(&'static str, String)> {
     let name = match method {
         "tools/call" | "prompts/get" => message["params"]["name"].as_str(),
         "resources/read" => message["params"]["uri"].as_str(),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => message["params"]["taskId"].as_str(),
         _ => None,
     };
     if let Some(name) = name {
