@@ -132,3 +132,40 @@ async fn a_modern_harness_on_the_stdio_front_routes_tasks_to_their_servers() {
     let mut client = RawClient::stdio(stdout, stdin);
     tasks_reach_their_servers(&mut client, "--stdio").await;
 }
+
+/// A modern harness's call that went on as a task is mirrored into the harness chat until
+/// the task ends: its completion carries the result a `tasks/get` brought back.
+#[tokio::test]
+async fn a_modern_task_call_is_mirrored_with_the_result_its_poll_brought() {
+    let proxy = Proxy::start(&config());
+    let mut ahp = common::Raw::connect(&proxy).await;
+    let init = ahp
+        .request(
+            "initialize",
+            serde_json::json!({"channel": "ahp-root://", "clientId": "task-watcher",
+                "protocolVersions": ["1.0.0"], "initialSubscriptions": ["ahp-chat:/harness"]}),
+        )
+        .await;
+    assert!(init.get("result").is_some(), "{init}");
+    let mut client = RawClient::http_modern(&proxy.mcp_url);
+    let created = ask(
+        &mut client,
+        "tools/call",
+        r#""name":"a__slow","arguments":{"zeta":"mirrored"}"#,
+    )
+    .await;
+    let task = created["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_string();
+    let get = format!(r#""taskId":"{task}""#);
+    while ask(&mut client, "tasks/get", &get).await["result"]["status"] == "working" {}
+    let completed = ahp
+        .notification(|n| n["params"]["action"]["type"] == "chat/toolCallComplete")
+        .await;
+    let text = completed.to_string();
+    assert!(
+        text.contains("slow caf") && text.contains("mirrored"),
+        "the task's own result: {completed}"
+    );
+}
