@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::raw::RawClient;
-use common::{server, Proxy, Watcher};
+use common::raw::{wait_listening, RawClient};
+use common::{server, HttpExampleServer, Proxy, Watcher};
 use serde_json::Value;
 
 /// A modern harness's envelope, declaring the Tasks extension (and one the proxy does not know).
@@ -124,6 +124,25 @@ async fn a_modern_harness_on_the_aggregate_routes_tasks_to_their_servers() {
     watcher.until("b", "ready", &mut Vec::new()).await;
     let mut client = RawClient::http_modern(&proxy.mcp_url);
     tasks_reach_their_servers(&mut client, "/mcp").await;
+}
+
+/// The same with both servers over stateless HTTP.
+#[tokio::test]
+async fn tasks_at_stateless_http_servers_reach_their_servers() {
+    let a = HttpExampleServer::start("transparency-modern", &["--task-prefix", "a-"]);
+    let b = HttpExampleServer::start("transparency-modern", &["--task-prefix", "b-"]);
+    wait_listening(&a.url).await;
+    wait_listening(&b.url).await;
+    let config = format!(
+        "[servers.a]\nurl = \"{}\"\n[servers.b]\nurl = \"{}\"\n",
+        a.url, b.url
+    );
+    let proxy = Proxy::start(&config);
+    let mut watcher = Watcher::open(&proxy).await;
+    watcher.until("a", "ready", &mut Vec::new()).await;
+    watcher.until("b", "ready", &mut Vec::new()).await;
+    let mut client = RawClient::http_modern(&proxy.mcp_url);
+    tasks_reach_their_servers(&mut client, "/mcp, HTTP upstream").await;
 }
 
 #[tokio::test]
