@@ -188,3 +188,39 @@ async fn a_modern_task_call_is_mirrored_with_the_result_its_poll_brought() {
         "the task's own result: {completed}"
     );
 }
+
+/// A legacy harness's extensions (declared in its `initialize`) reach modern servers too, in
+/// the envelope the proxy sends for it.
+#[tokio::test]
+async fn a_legacy_harness_extensions_reach_modern_servers() {
+    let proxy = Proxy::start(&config());
+    let mut watcher = Watcher::open(&proxy).await;
+    watcher.until("a", "ready", &mut Vec::new()).await;
+    let mut legacy = RawClient::http(&proxy.mcp_url);
+    let mut none = |m: &str, r: &str| panic!("unexpected server request {m}: {r}");
+    legacy
+        .request(
+            "initialize",
+            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{"extensions":{"x-harness/ext":{"v":2}}},"clientInfo":{"name":"old","version":"1"}}"#),
+            &mut none,
+        )
+        .await;
+    legacy.notify("notifications/initialized", None).await;
+    let exchange = legacy
+        .request(
+            "tools/call",
+            Some(r#"{"name":"a__echo_meta","arguments":{}}"#),
+            &mut none,
+        )
+        .await;
+    let echoed: Value = serde_json::from_str(exchange.response()).expect("JSON");
+    let meta = &echoed["result"]["structuredContent"]["meta"];
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientCapabilities"]["extensions"]["x-harness/ext"]["v"], 2,
+        "{echoed}"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientInfo"]["name"], "old via ahp-proxy",
+        "{echoed}"
+    );
+}
