@@ -1,10 +1,13 @@
 //! Byte-for-byte transparency of MCP 2026-07-28 traffic: one script of stateless modern
 //! requests (each with its own `_meta`) against the `transparency-modern` example server,
-//! direct and through `/mcp/<server>` (stdio and HTTP upstream), compared as transcripts.
+//! direct and through `/mcp/<server>`, `/mcp` and `--stdio` (one server behind them; stdio
+//! and HTTP upstream), compared as transcripts.
 //!
 //! Direct runs are compared with `tests/fixtures/transparency-modern.transcript` (rewrite it
 //! with `AHP_TRANSPARENCY_BLESS=1`). A proxied run must give the same transcript once ids are
-//! normalised and the changes docs/mcp-front.md documents (`PROXY_CHANGES`) are applied to it.
+//! normalised and the changes docs/mcp-front.md documents are applied: `PROXY_CHANGES` on
+//! every front; on the aggregating ones also their own discover, `PROXY_INFO`,
+//! `AGGREGATE_CHANGES` and `UNKNOWN_TASK`.
 
 mod common;
 
@@ -204,7 +207,41 @@ enum Upstream {
     Http,
 }
 
-async fn transcript_through(upstream: Upstream) {
+/// Which front the script talks to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Front {
+    /// `/mcp/<server>` over HTTP: the server's own endpoint.
+    Server,
+    /// `/mcp` over HTTP, one server behind it (nothing renamed).
+    Aggregate,
+    /// `ahp-proxy serve --stdio`: the aggregate on stdio.
+    Stdio,
+}
+
+/// What an aggregating front completes in a result, as (direct text, aggregated text): the
+/// one result the server wrote without `resultType` gets `"complete"` (its `serverInfo` is
+/// taken out of every result before comparing, `PROXY_INFO`).
+const AGGREGATE_CHANGES: &[(&str, &str)] = &[(
+    r#"{"result":{"zeta""#,
+    r#"{"result":{"resultType":"complete","zeta""#,
+)];
+
+/// What an aggregating front answers itself for a task id no server gave through it: the
+/// proxy's refusal (a legacy harness's tasks are its own, so it asks no server), where the
+/// server's own endpoint passes the server's.
+const UNKNOWN_TASK: (&str, &str) = (
+    "tasks/get unknown",
+    r#"<- {"jsonrpc":"2.0","id":"<id>","error":{"code":-32602,"message":"unknown task \"no-such-task\""}}"#,
+);
+
+/// The proxy's own identity, as the aggregate names it in `_meta` where a result names none.
+const PROXY_INFO: &str = concat!(
+    r#""io.modelcontextprotocol/serverInfo":{"name":"ahp-proxy","title":"ahp-proxy","version":""#,
+    env!("CARGO_PKG_VERSION"),
+    r#""}"#
+);
+
+async fn transcript_through(front: Front, upstream: Upstream) {
     let (entry, _http) = match upstream {
         Upstream::Stdio => (server("t", "transparency-modern", &[]), None),
         Upstream::Http => {
@@ -213,11 +250,26 @@ async fn transcript_through(upstream: Upstream) {
             (format!("[servers.t]\nurl = \"{}\"\n", http.url), Some(http))
         }
     };
-    let proxy = Proxy::start(&format!("[supervisor]\nrestart_delay_ms = 50\n{entry}"));
-    let mut watcher = Watcher::open(&proxy).await;
-    watcher.until("t", "ready", &mut Vec::new()).await;
-    let mut client = RawClient::http_modern(&format!("{}/t", proxy.mcp_url));
-    let steps = run_script(&mut client).await;
+    let config = format!("[supervisor]\nrestart_delay_ms = 50\n{entry}");
+    // Over stdio the servers start once the harness said who it is (its first request waits
+    // for them); over HTTP the script starts once the server is up.
+    let (_proxy, mut client) = match front {
+        Front::Stdio => {
+            let (proxy, (stdout, stdin)) = Proxy::start_stdio(&config);
+            (proxy, RawClient::stdio(stdout, stdin))
+        }
+        Front::Server | Front::Aggregate => {
+            let proxy = Proxy::start(&config);
+            let mut watcher = Watcher::open(&proxy).await;
+            watcher.until("t", "ready", &mut Vec::new()).await;
+            let url = match front {
+                Front::Server => format!("{}/t", proxy.mcp_url),
+                _ => proxy.mcp_url.clone(),
+            };
+            (proxy, RawClient::http_modern(&url))
+        }
+    };
+    let mut steps = run_script(&mut client).await;
     let mut expected = golden();
     for step in &mut expected {
         for line in &mut step.lines {
@@ -226,15 +278,58 @@ async fn transcript_through(upstream: Upstream) {
             }
         }
     }
-    assert_same(&expected, &steps, &format!("/mcp/t, {upstream:?} upstream"));
+    if front != Front::Server {
+        // The aggregate's discover is the proxy's own; its `serverInfo` is named where a
+        // result names none: taken out before comparing.
+        for step in &mut steps {
+            for line in &mut step.lines {
+                *line = line
+                    .replace(&format!(r#""_meta":{{{PROXY_INFO}}},"#), "")
+                    .replace(&format!(r#",{PROXY_INFO}"#), "")
+                    .replace(&format!(r#"{PROXY_INFO},"#), "");
+            }
+        }
+        expected[0].lines.clone_from(&steps[0].lines);
+        for line in expected.iter_mut().flat_map(|step| step.lines.iter_mut()) {
+            for (from, to) in AGGREGATE_CHANGES {
+                *line = line.replace(from, to);
+            }
+        }
+        let (name, answer) = UNKNOWN_TASK;
+        for step in expected.iter_mut().filter(|step| step.name == name) {
+            step.lines = vec![answer.to_string()];
+        }
+    }
+    let what = format!("{front:?} front, {upstream:?} upstream");
+    assert_same(&expected, &steps, &what);
 }
 
 #[tokio::test]
 async fn server_endpoint_stdio_upstream_is_byte_transparent() {
-    transcript_through(Upstream::Stdio).await;
+    transcript_through(Front::Server, Upstream::Stdio).await;
 }
 
 #[tokio::test]
 async fn server_endpoint_http_upstream_is_byte_transparent() {
-    transcript_through(Upstream::Http).await;
+    transcript_through(Front::Server, Upstream::Http).await;
+}
+
+#[tokio::test]
+async fn aggregate_stdio_upstream_is_byte_transparent() {
+    transcript_through(Front::Aggregate, Upstream::Stdio).await;
+}
+
+#[tokio::test]
+async fn aggregate_http_upstream_is_byte_transparent() {
+    transcript_through(Front::Aggregate, Upstream::Http).await;
+}
+
+#[tokio::test]
+async fn stdio_front_stdio_upstream_is_byte_transparent() {
+    transcript_through(Front::Stdio, Upstream::Stdio).await;
+}
+
+#[tokio::test]
+async fn stdio_front_http_upstream_is_byte_transparent() {
+    transcript_through(Front::Stdio, Upstream::Http).await;
 }
