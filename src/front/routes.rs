@@ -155,7 +155,9 @@ fn steps_for(harness: &Harness, message: &Message) -> Steps {
     };
     steps::base()
         .with_if(harness.scope == Scope::All, || RewriteUris)
-        .with_if(message.find(&["task"]).is_some(), || TaskCreation)
+        .with_if(message.find(&["task"]).is_some(), || TaskCreation {
+            modern: false,
+        })
         .with_if(message.method() == Some("tasks/get"), || TaskStatusRead)
         .with_if(result_of.is_some(), || {
             TaskResult(result_of.unwrap_or_default())

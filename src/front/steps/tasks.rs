@@ -7,26 +7,32 @@ use crate::mcp::message::{Kind, Message};
 use crate::mcp::task::TaskStatus;
 
 /// The answer may create a task: its owner is recorded, and the call's mirror waits for the
-/// task's end.
-pub struct TaskCreation;
+/// task's end. `modern`: the request was a 2026-07-28 one, whose answer may also be the Tasks
+/// extension's `CreateTaskResult` (looked for only then: this runs on every call's answer).
+pub struct TaskCreation {
+    pub modern: bool,
+}
 
 impl Step for TaskCreation {
     fn answer(&mut self, x: &mut Context, message: Message) -> Flow {
-        let created = created_task(&message).map(|task| (task, false));
-        if let Some((task, modern)) =
-            created.or_else(|| created_modern_task(&message).map(|t| (t, true)))
+        let legacy = created_task(&message);
+        let modern = match (&legacy, self.modern) {
+            (None, true) => created_modern_task(&message),
+            _ => None,
+        };
+        let Some(task) = legacy.as_ref().or(modern.as_ref()) else {
+            return Flow::Next(message);
+        };
         {
-            {
-                let registry = &mut x.hub().tables().registry;
-                match modern {
-                    true => registry.modern_task_created(&x.server, &task),
-                    false => registry.task_created(&x.server, &task, x.harness),
-                }
+            let registry = &mut x.hub().tables().registry;
+            match modern.is_some() {
+                true => registry.modern_task_created(&x.server, task),
+                false => registry.task_created(&x.server, task, x.harness),
             }
-            // The call goes on as a task: its mirror ends with the task's result.
-            if let Some(ticket) = x.ticket.take() {
-                x.hub().park_task_ticket(&x.server, &task, ticket);
-            }
+        }
+        // The call goes on as a task: its mirror ends with the task's result.
+        if let Some(ticket) = x.ticket.take() {
+            x.hub().park_task_ticket(&x.server, task, ticket);
         }
         Flow::Next(message)
     }
