@@ -24,8 +24,13 @@ fn config() -> String {
 /// Send `method` with `params` (an object's members, without braces) and the envelope; the
 /// parsed response.
 async fn ask(client: &mut RawClient, method: &str, members: &str) -> Value {
+    ask_as(client, ENVELOPE, method, members).await
+}
+
+/// [`ask`] with another envelope.
+async fn ask_as(client: &mut RawClient, envelope: &str, method: &str, members: &str) -> Value {
     let comma = if members.is_empty() { "" } else { "," };
-    let params = format!(r#"{{{members}{comma}"_meta":{{{ENVELOPE}}}}}"#);
+    let params = format!(r#"{{{members}{comma}"_meta":{{{envelope}}}}}"#);
     let exchange = client
         .request(method, Some(&params), &mut |m, r| {
             panic!("unexpected server request {m}: {r}")
@@ -99,6 +104,23 @@ async fn tasks_reach_their_servers(client: &mut RawClient, what: &str) {
     assert_eq!(unknown["error"]["code"], -32602, "{what}: {unknown}");
     let unknown = ask(client, "tasks/cancel", r#""taskId":"nobody-made-this""#).await;
     assert_eq!(unknown["error"]["code"], -32602, "{what}: {unknown}");
+
+    // A harness that did not declare Tasks gets the server's own -32021.
+    let without = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}"#;
+    let refused = ask_as(
+        client,
+        without,
+        "tools/call",
+        r#""name":"a__slow","arguments":{}"#,
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32021, "{what}: {refused}");
+    assert!(
+        refused["error"]["data"]["requiredCapabilities"]["extensions"]
+            ["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "{what}: {refused}"
+    );
 
     // What the harness declared reaches the servers, its extensions included.
     let echoed = ask(

@@ -253,7 +253,11 @@ impl RawClient {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !sse {
             let body = response.text().await.expect("response body");
-            assert!(status.is_success(), "HTTP {status}: {body}");
+            // 2026-07-28 answers a refusal (`-32021`, `-32601`…) with a 4xx and its JSON-RPC
+            // error: the error is the exchange's answer.
+            let modern = matches!(self.carrier, Carrier::Http { modern: true, .. });
+            let refusal = modern && status.is_client_error() && envelope(&body).result.is_none();
+            assert!(status.is_success() || refusal, "HTTP {status}: {body}");
             self.take(&mut exchange, id, body, &mut *answer).await;
             return exchange;
         }
