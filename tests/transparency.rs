@@ -14,7 +14,7 @@
 mod common;
 
 use common::raw::{normalize, wait_listening, RawClient};
-use common::transcript::{assert_same, parse, render, step, Step};
+use common::transcript::{assert_same, check_direct, golden, parse, step, Step};
 use common::{examples, server, HttpExampleServer, Proxy, Watcher};
 
 /// The committed transcript of the direct runs.
@@ -214,25 +214,11 @@ async fn run_script(client: &mut RawClient) -> Vec<Step> {
     steps
 }
 
-fn golden() -> Vec<Step> {
-    let text = std::fs::read_to_string(GOLDEN).unwrap_or_else(|e| panic!("read {GOLDEN}: {e}"));
-    parse(&text)
-}
-
-/// A direct transcript against the golden file (or rewrite it when blessing).
-fn check_direct(steps: &[Step], what: &str) {
-    if std::env::var_os("AHP_TRANSPARENCY_BLESS").is_some() {
-        std::fs::write(GOLDEN, render(steps)).expect("write the golden transcript");
-        return;
-    }
-    assert_same(&golden(), steps, what);
-}
-
 #[tokio::test]
 async fn direct_stdio_matches_the_golden_transcript() {
     let mut client = RawClient::spawn(examples(), &["transparency"]);
     let steps = run_script(&mut client).await;
-    check_direct(&steps, "direct stdio");
+    check_direct(GOLDEN, &steps, "direct stdio");
 }
 
 #[tokio::test]
@@ -241,7 +227,7 @@ async fn direct_http_matches_the_golden_transcript() {
     wait_listening(&server.url).await;
     let mut client = RawClient::http(&server.url);
     let steps = run_script(&mut client).await;
-    check_direct(&steps, "direct HTTP");
+    check_direct(GOLDEN, &steps, "direct HTTP");
 }
 
 /// The golden transcript really holds the crafted bytes (a guard against blessing a
@@ -386,7 +372,7 @@ async fn transcript_through(front: Front, upstream: Upstream) {
     let mut proxied = proxied(front, upstream).await;
     let mut steps = run_script(&mut proxied.client).await;
     let what = format!("{front:?} front, {upstream:?} upstream");
-    let mut expected = golden();
+    let mut expected = golden(GOLDEN);
     if front != Front::Server {
         for step in &mut steps {
             (step.lines).retain(|line| !AGGREGATE_OWN.iter().any(|own| line.contains(own)));

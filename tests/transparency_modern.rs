@@ -12,7 +12,7 @@
 mod common;
 
 use common::raw::{wait_listening, RawClient};
-use common::transcript::{assert_same, parse, render, step, Step};
+use common::transcript::{assert_same, check_direct, golden, parse, step, Step};
 use common::{examples, server, HttpExampleServer, Proxy, Watcher};
 
 /// The committed transcript of the direct runs.
@@ -142,24 +142,11 @@ async fn run_script(client: &mut RawClient) -> Vec<Step> {
     steps
 }
 
-fn golden() -> Vec<Step> {
-    let text = std::fs::read_to_string(GOLDEN).unwrap_or_else(|e| panic!("read {GOLDEN}: {e}"));
-    parse(&text)
-}
-
-fn check_direct(steps: &[Step], what: &str) {
-    if std::env::var_os("AHP_TRANSPARENCY_BLESS").is_some() {
-        std::fs::write(GOLDEN, render(steps)).expect("write the golden transcript");
-        return;
-    }
-    assert_same(&golden(), steps, what);
-}
-
 #[tokio::test]
 async fn direct_stdio_matches_the_golden_transcript() {
     let mut client = RawClient::spawn(examples(), &["transparency-modern"]);
     let steps = run_script(&mut client).await;
-    check_direct(&steps, "direct stdio");
+    check_direct(GOLDEN, &steps, "direct stdio");
 }
 
 #[tokio::test]
@@ -168,7 +155,7 @@ async fn direct_http_matches_the_golden_transcript() {
     wait_listening(&server.url).await;
     let mut client = RawClient::http_modern(&server.url);
     let steps = run_script(&mut client).await;
-    check_direct(&steps, "direct HTTP");
+    check_direct(GOLDEN, &steps, "direct HTTP");
 }
 
 /// The golden transcript holds the crafted bytes (a guard against blessing one that lost
@@ -270,7 +257,7 @@ async fn transcript_through(front: Front, upstream: Upstream) {
         }
     };
     let mut steps = run_script(&mut client).await;
-    let mut expected = golden();
+    let mut expected = golden(GOLDEN);
     for step in &mut expected {
         for line in &mut step.lines {
             for (from, to) in PROXY_CHANGES {

@@ -80,3 +80,19 @@ pub fn assert_same(expected: &[Step], actual: &[Step], what: &str) {
     }
     assert_eq!(expected.len(), actual.len(), "{what}: number of steps");
 }
+
+/// The committed transcript at `path`.
+pub fn golden(path: &str) -> Vec<Step> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    parse(&text)
+}
+
+/// A direct transcript against the committed one at `path` (rewritten instead with
+/// `AHP_TRANSPARENCY_BLESS` set).
+pub fn check_direct(path: &str, steps: &[Step], what: &str) {
+    if std::env::var_os("AHP_TRANSPARENCY_BLESS").is_some() {
+        std::fs::write(path, render(steps)).expect("write the golden transcript");
+        return;
+    }
+    assert_same(&golden(path), steps, what);
+}
