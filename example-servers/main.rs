@@ -7,7 +7,8 @@
 //! misbehave on demand (`--fault`, see `faults`). `--http` serves streamable HTTP (`http`),
 //! `--sse` the legacy HTTP+SSE transport (`sse`). Two fixtures write raw JSON-RPC instead of
 //! going through rmcp (`raw`): the conformance suite's reference server (`conformance`) and
-//! byte-crafted messages (`transparency`); the `witness` reports what reached it.
+//! byte-crafted messages (`transparency`, and its modern-only twin `transparency-modern`); the
+//! `witness` reports what reached it.
 
 mod conformance;
 mod faults;
@@ -17,6 +18,7 @@ mod raw;
 mod small;
 mod sse;
 mod transparency;
+mod transparency_modern;
 mod witness;
 
 use std::process::ExitCode;
@@ -47,6 +49,8 @@ pub enum Kind {
     /// Byte-crafted raw JSON-RPC (odd key order, unknown fields, exotic numbers), for
     /// byte-for-byte transparency tests.
     Transparency,
+    /// The same for MCP 2026-07-28: modern-only, stateless (over HTTP too), byte-crafted.
+    TransparencyModern,
     /// Reports what reached it: `record` answers the exact params it got, `calls` how many
     /// `record` calls came (raw JSON-RPC).
     Witness,
@@ -93,6 +97,9 @@ struct Options {
     /// (transparency) Ask the client for its roots before answering `tools/list`.
     #[arg(long)]
     roots_when_listed: bool,
+    /// (transparency-modern) Start every task id with this.
+    #[arg(long)]
+    task_prefix: Option<String>,
     /// Misbehaviour for fault tests.
     #[command(flatten)]
     faults: faults::FaultOptions,
@@ -158,6 +165,7 @@ async fn serve(options: Options) -> i32 {
             let http = raw::http::Options {
                 retry_ms: Some(5000),
                 always_sse: true,
+                stateless: false,
             };
             serve_raw(conformance::Conformance::default, options.http, http).await
         }
@@ -165,6 +173,15 @@ async fn serve(options: Options) -> i32 {
             let http = raw::http::Options::default();
             let roots_when_listed = options.roots_when_listed;
             let new_session = move || transparency::Transparency::new(roots_when_listed);
+            serve_raw(new_session, options.http, http).await
+        }
+        Kind::TransparencyModern => {
+            let http = raw::http::Options {
+                stateless: true,
+                ..raw::http::Options::default()
+            };
+            let prefix = options.task_prefix.clone().unwrap_or_default();
+            let new_session = move || transparency_modern::TransparencyModern::new(prefix.clone());
             serve_raw(new_session, options.http, http).await
         }
         Kind::Witness => {

@@ -185,9 +185,8 @@ impl Example {
             | Kind::Features
             | Kind::Conformance
             | Kind::Transparency
-            | Kind::Witness => {
-                json!([])
-            }
+            | Kind::TransparencyModern
+            | Kind::Witness => json!([]),
         }
     }
 

@@ -92,7 +92,7 @@ const COMPLETE: &str = r#"{"completion":{"values":["zeta","alpha","caf\u00e9"],"
 
 /// `template` with each `(placeholder, value)` put in, in one pass (a value that happens to
 /// contain a placeholder stays as it is).
-fn fill(template: &str, values: &[(&str, &str)]) -> String {
+pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(at) = rest.find('$') {

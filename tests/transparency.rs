@@ -13,7 +13,8 @@
 
 mod common;
 
-use common::raw::{normalize, wait_listening, Exchange, RawClient, Seen};
+use common::raw::{normalize, wait_listening, RawClient};
+use common::transcript::{assert_same, check_direct, golden, parse, step, Step};
 use common::{examples, server, HttpExampleServer, Proxy, Watcher};
 
 /// The committed transcript of the direct runs.
@@ -201,59 +202,6 @@ const SCRIPT: &[(&str, &str, Option<&str>)] = &[
     ("ping", "ping", None),
 ];
 
-/// One step of a transcript: its name and the normalised lines (`<-` received, `->` our
-/// answers to the server's requests).
-#[derive(Debug, Clone, PartialEq)]
-struct Step {
-    name: String,
-    lines: Vec<String>,
-}
-
-fn step(name: &str, exchange: &Exchange) -> Step {
-    let lines = (exchange.messages.iter())
-        .map(|m| match m {
-            Seen::Received(text) => format!("<- {}", normalize(text)),
-            Seen::Sent(text) => format!("-> {}", normalize(text)),
-        })
-        .collect();
-    Step {
-        name: name.into(),
-        lines,
-    }
-}
-
-/// The transcript as text: `## <step>` then its lines.
-fn render(steps: &[Step]) -> String {
-    let mut out = String::new();
-    for step in steps {
-        out.push_str("## ");
-        out.push_str(&step.name);
-        out.push('\n');
-        for line in &step.lines {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-fn parse(text: &str) -> Vec<Step> {
-    let mut steps: Vec<Step> = Vec::new();
-    for line in text.lines() {
-        match line.strip_prefix("## ") {
-            Some(name) => steps.push(Step {
-                name: name.into(),
-                lines: Vec::new(),
-            }),
-            None => match steps.last_mut() {
-                Some(step) => step.lines.push(line.into()),
-                None => panic!("a transcript starts with a step: {line}"),
-            },
-        }
-    }
-    steps
-}
-
 async fn run_script(client: &mut RawClient) -> Vec<Step> {
     let mut steps = Vec::new();
     for (i, (name, method, params)) in SCRIPT.iter().enumerate() {
@@ -266,50 +214,11 @@ async fn run_script(client: &mut RawClient) -> Vec<Step> {
     steps
 }
 
-fn golden() -> Vec<Step> {
-    let text = std::fs::read_to_string(GOLDEN).unwrap_or_else(|e| panic!("read {GOLDEN}: {e}"));
-    parse(&text)
-}
-
-/// Compare step by step, and show the first difference with both lines.
-fn assert_same(expected: &[Step], actual: &[Step], what: &str) {
-    for (want, got) in expected.iter().zip(actual) {
-        assert_eq!(want.name, got.name, "{what}: the steps differ");
-        for (i, line) in want.lines.iter().enumerate() {
-            let other = got.lines.get(i).map(String::as_str).unwrap_or("(nothing)");
-            assert!(
-                line == other,
-                "{what}, step {:?}, message {}:\nexpected {line}\n     got {other}\nthe whole step:\n{}",
-                want.name,
-                i + 1,
-                got.lines.join("\n")
-            );
-        }
-        assert_eq!(
-            want.lines.len(),
-            got.lines.len(),
-            "{what}, step {:?}: extra messages:\n{}",
-            want.name,
-            got.lines.join("\n")
-        );
-    }
-    assert_eq!(expected.len(), actual.len(), "{what}: number of steps");
-}
-
-/// A direct transcript against the golden file (or rewrite it when blessing).
-fn check_direct(steps: &[Step], what: &str) {
-    if std::env::var_os("AHP_TRANSPARENCY_BLESS").is_some() {
-        std::fs::write(GOLDEN, render(steps)).expect("write the golden transcript");
-        return;
-    }
-    assert_same(&golden(), steps, what);
-}
-
 #[tokio::test]
 async fn direct_stdio_matches_the_golden_transcript() {
     let mut client = RawClient::spawn(examples(), &["transparency"]);
     let steps = run_script(&mut client).await;
-    check_direct(&steps, "direct stdio");
+    check_direct(GOLDEN, &steps, "direct stdio");
 }
 
 #[tokio::test]
@@ -318,7 +227,7 @@ async fn direct_http_matches_the_golden_transcript() {
     wait_listening(&server.url).await;
     let mut client = RawClient::http(&server.url);
     let steps = run_script(&mut client).await;
-    check_direct(&steps, "direct HTTP");
+    check_direct(GOLDEN, &steps, "direct HTTP");
 }
 
 /// The golden transcript really holds the crafted bytes (a guard against blessing a
@@ -463,7 +372,7 @@ async fn transcript_through(front: Front, upstream: Upstream) {
     let mut proxied = proxied(front, upstream).await;
     let mut steps = run_script(&mut proxied.client).await;
     let what = format!("{front:?} front, {upstream:?} upstream");
-    let mut expected = golden();
+    let mut expected = golden(GOLDEN);
     if front != Front::Server {
         for step in &mut steps {
             (step.lines).retain(|line| !AGGREGATE_OWN.iter().any(|own| line.contains(own)));

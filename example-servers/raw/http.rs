@@ -1,6 +1,7 @@
 //! The streamable HTTP carrier of the raw server (MCP 2025-11-25) on `/mcp`: a session per
 //! `initialize`, a JSON answer when a request's reply comes first and an SSE stream when
 //! anything comes before it (or always, as an option), resumable streams (`Last-Event-ID`),
+//! requests without a session when asked (2026-07-28),
 //! and a loopback Host/Origin guard.
 //!
 //! Events are `id: <stream>-<index>`; with `retry` set, every stream starts with a priming
@@ -35,6 +36,9 @@ pub struct Options {
     pub retry_ms: Option<u64>,
     /// Answer every request with an SSE stream, even when the reply comes first.
     pub always_sse: bool,
+    /// Serve requests without `Mcp-Session-Id` (MCP 2026-07-28: no handshake, no session),
+    /// all of them by one handler; `initialize` still opens a session.
+    pub stateless: bool,
 }
 
 /// Serve a `new_session()` handler per MCP session on `http://<addr>/mcp` until the process
@@ -54,6 +58,7 @@ where
     let server = Arc::new(Server {
         new_session,
         sessions: Mutex::new(HashMap::new()),
+        sessionless: std::sync::OnceLock::new(),
         counter: AtomicU64::new(1),
         salt: std::process::id() as u64,
         options,
@@ -82,6 +87,8 @@ where
 struct Server<H, F> {
     new_session: F,
     sessions: Mutex<HashMap<String, Arc<Session<H>>>>,
+    /// The handler of requests without a session (`Options::stateless`).
+    sessionless: std::sync::OnceLock<Arc<Session<H>>>,
     counter: AtomicU64,
     salt: u64,
     options: Options,
@@ -176,6 +183,14 @@ where
         }
     }
 
+    fn new_session(&self) -> Arc<Session<H>> {
+        Arc::new(Session {
+            handler: Arc::new((self.new_session)()),
+            peer: Arc::new(Peer::default()),
+            streams: Mutex::new(Streams::default()),
+        })
+    }
+
     fn session(&self, id: &str) -> Option<Arc<Session<H>>> {
         lock(&self.sessions).get(id).cloned()
     }
@@ -201,11 +216,7 @@ where
             (Incoming::Request { id, method, params }, None) if method == "initialize" => {
                 let n = self.counter.fetch_add(1, Ordering::Relaxed);
                 let session_id = format!("{:08x}{n:08x}", self.salt);
-                let session = Arc::new(Session {
-                    handler: Arc::new((self.new_session)()),
-                    peer: Arc::new(Peer::default()),
-                    streams: Mutex::new(Streams::default()),
-                });
+                let session = self.new_session();
                 lock(&self.sessions).insert(session_id.clone(), session.clone());
                 let frames = start(&session.handler, &session.peer, id, method, params);
                 let mut response = self.respond(&session, frames).await;
@@ -213,6 +224,14 @@ where
                     response.headers_mut().insert("mcp-session-id", value);
                 }
                 response
+            }
+            (Incoming::Request { id, method, params }, None) if self.options.stateless => {
+                let session = self.sessionless.get_or_init(|| self.new_session());
+                let frames = start(&session.handler, &session.peer, id, method, params);
+                self.respond(session, frames).await
+            }
+            (Incoming::Notification { .. }, None) if self.options.stateless => {
+                plain(StatusCode::ACCEPTED, "")
             }
             (_, None) => {
                 let error = Reply::Error(-32000, "Bad Request: missing Mcp-Session-Id".into());

@@ -86,9 +86,17 @@ pub fn proxy_info() -> Value {
     })
 }
 
+/// The extensions (`capabilities.extensions`) the aggregated endpoint can route, so offers
+/// when a server does: Tasks (task ids routed to the server that made them) and MCP Apps
+/// (`ui://` resources routed by URI). Another extension's methods would reach no server.
+pub const ROUTED_EXTENSIONS: [&str; 2] = [
+    "io.modelcontextprotocol/tasks",
+    "io.modelcontextprotocol/ui",
+];
+
 /// What the aggregated endpoint offers: the union of every ready server's capabilities
-/// (with the list changes the proxy itself announces), and their instructions, each under
-/// its server's name (`None` when none has any).
+/// (with the list changes the proxy itself announces, and only the extensions it routes),
+/// and their instructions, each under its server's name (`None` when none has any).
 pub fn union(hub: &Hub) -> (Value, Option<String>) {
     let mut capabilities = Value::Object(Map::new());
     let mut instructions = Vec::new();
@@ -103,6 +111,7 @@ pub fn union(hub: &Hub) -> (Value, Option<String>) {
             instructions.push(format!("## {}\n{}", hub.qualifier(&id), text.trim()));
         }
     }
+    routed_only(&mut capabilities);
     // Servers come and go: the proxy announces every list's changes itself.
     if let Some(object) = capabilities.as_object_mut() {
         for list in ["tools", "prompts", "resources"] {
@@ -119,6 +128,21 @@ pub fn union(hub: &Hub) -> (Value, Option<String>) {
     }
     let instructions = (!instructions.is_empty()).then(|| instructions.join("\n\n"));
     (capabilities, instructions)
+}
+
+/// `capabilities` with only the [`ROUTED_EXTENSIONS`] among its `extensions` (none left: no
+/// `extensions`).
+fn routed_only(capabilities: &mut Value) {
+    let Some(object) = capabilities.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Object(extensions)) = object.get_mut("extensions") {
+        extensions.retain(|name, _| ROUTED_EXTENSIONS.contains(&name.as_str()));
+        if !extensions.is_empty() {
+            return;
+        }
+    }
+    object.remove("extensions");
 }
 
 /// The aggregated endpoint's result: the proxy's `serverInfo` and [`union`].
@@ -159,6 +183,21 @@ pub fn merge(into: &mut Value, from: &Value) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_routed_extensions_are_offered() {
+        let mut caps = json!({"tools": {}, "extensions": {"x-vendor/ext": {},
+            "io.modelcontextprotocol/tasks": {}, "io.modelcontextprotocol/ui": {"m": 1}}});
+        routed_only(&mut caps);
+        assert_eq!(
+            caps,
+            json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {},
+                "io.modelcontextprotocol/ui": {"m": 1}}})
+        );
+        let mut caps = json!({"tools": {}, "extensions": {"x-vendor/ext": {}}});
+        routed_only(&mut caps);
+        assert_eq!(caps, json!({"tools": {}}));
+    }
 
     #[test]
     fn capabilities_merge_member_by_member() {

@@ -44,6 +44,11 @@ impl<K: Clone + Eq + Hash, V> Parked<K, V> {
         evicted
     }
 
+    /// The value under `key`, left in place.
+    pub fn get(&self, key: &K) -> Option<&V> {
+        self.entries.get(key).map(|(_, value)| value)
+    }
+
     /// Take the value under `key`.
     pub fn take(&mut self, key: &K) -> Option<V> {
         let (number, value) = self.entries.remove(key)?;

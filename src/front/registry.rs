@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use super::in_flight::HarnessId;
 use super::in_flight::Table;
+use super::parked::Parked;
 
 /// Which servers a harness session sees.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -184,6 +185,23 @@ pub struct Registry {
     subscriptions: BTreeMap<(String, String), BTreeSet<HarnessId>>,
     /// (server, task id) → the harness that created the task.
     tasks: HashMap<(String, String), HarnessId>,
+    /// Tasks created for modern requests: task id → server.
+    modern_tasks: ModernTasks,
+}
+
+/// How many tasks created for modern requests are remembered (the oldest forgotten first).
+const MAX_MODERN_TASKS: usize = 4096;
+
+/// Tasks created for modern requests (2026-07-28, the Tasks extension): task id → the server
+/// that made it. A modern request is a harness of its own, gone with its answer, and the task
+/// id is all a later request has: any modern request naming it reaches that server.
+#[derive(Debug)]
+struct ModernTasks(Parked<String, String>);
+
+impl Default for ModernTasks {
+    fn default() -> Self {
+        Self(Parked::new(MAX_MODERN_TASKS))
+    }
 }
 
 impl Registry {
@@ -409,6 +427,17 @@ impl Registry {
             .copied()
     }
 
+    /// Server `server` created task `task` for a modern request (a later one from another
+    /// server with the same id takes it over).
+    pub fn modern_task_created(&mut self, server: &str, task: &str) {
+        (self.modern_tasks.0).park(task.to_string(), server.to_string());
+    }
+
+    /// The server of task `task`, created for a modern request.
+    pub fn modern_task_server(&self, task: &str) -> Option<String> {
+        self.modern_tasks.0.get(&task.to_string()).cloned()
+    }
+
     /// The server of task `task` created by harness `id`, if it made one.
     pub fn task_server(&self, id: HarnessId, task: &str) -> Option<String> {
         self.tasks
@@ -557,6 +586,19 @@ mod tests {
         assert!(!r.unsubscribe(1, "s", "u"));
         assert_eq!(r.leave(2), vec![("s".to_string(), "u".to_string())]);
         assert!(r.subscribed_uris("s").is_empty());
+    }
+
+    #[test]
+    fn modern_tasks_outlive_the_request_that_made_them() {
+        let mut r = Registry::default();
+        r.join(9, Scope::All, Abilities::default(), false);
+        r.modern_task_created("a", "t-1");
+        r.modern_task_created("b", "t-2");
+        r.leave(9);
+        assert_eq!(r.modern_task_server("t-1").as_deref(), Some("a"));
+        assert_eq!(r.modern_task_server("t-2").as_deref(), Some("b"));
+        assert_eq!(r.modern_task_server("t-3"), None);
+        assert_eq!(r.task_server(9, "t-1"), None, "not a legacy harness's task");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use super::steps::shape::RewriteUris;
 use super::steps::subscription::UndoSubscription;
 use super::steps::tasks::{TaskCreation, TaskResult, TaskStatusRead};
 use super::steps::{self};
+use crate::mcp::era::Era;
 use crate::mcp::message::{self, Message};
 use crate::upstream::offer::Item;
 
@@ -154,7 +155,9 @@ fn steps_for(harness: &Harness, message: &Message) -> Steps {
     };
     steps::base()
         .with_if(harness.scope == Scope::All, || RewriteUris)
-        .with_if(message.find(&["task"]).is_some(), || TaskCreation)
+        .with_if(message.find(&["task"]).is_some(), || TaskCreation {
+            modern: false,
+        })
         .with_if(message.method() == Some("tasks/get"), || TaskStatusRead)
         .with_if(result_of.is_some(), || {
             TaskResult(result_of.unwrap_or_default())
@@ -213,9 +216,16 @@ fn resolve(harness: &Harness, message: &Message) -> Resolved {
             }
         }
         "completion/complete" => complete(harness, message, &names),
-        "tasks/get" | "tasks/result" | "tasks/cancel" => {
+        "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" => {
             let task = message.string(&["taskId"]).unwrap_or_default();
-            let owner = hub.tables().registry.task_server(harness.id, &task);
+            let owner = {
+                let registry = &hub.tables().registry;
+                (registry.task_server(harness.id, &task)).or_else(|| {
+                    // A modern request is a harness of its own: the task id is what it has.
+                    let modern = harness.era() == Era::Modern;
+                    modern.then(|| registry.modern_task_server(&task)).flatten()
+                })
+            };
             match owner {
                 Some(server) => Resolved::Send {
                     server,

@@ -16,6 +16,7 @@ use super::steps::review::Review;
 use super::steps::{self, scope::RetryOnScope, shape::RewriteUris, tasks::TaskCreation};
 use super::{client_calls, routes};
 use crate::approval::Facts;
+use crate::mcp::era::Era;
 use crate::mcp::message::{self, Message};
 use crate::mirror::{self, CallStart, Confirmation};
 
@@ -129,7 +130,9 @@ fn call_found(
     let steps = steps::base()
         .with_if(harness.scope == Scope::All, || RewriteUris)
         .with(RetryOnScope::default())
-        .with(TaskCreation)
+        .with(TaskCreation {
+            modern: harness.era() == Era::Modern,
+        })
         // Last: the steps before it have seen the request when it is held.
         .with_if(held.is_some(), || Hold::new(waits()))
         // Its result is held after every step has seen the answer.

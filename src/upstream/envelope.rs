@@ -71,9 +71,7 @@ impl Envelope {
             .filter(|key| message::find(text, meta.clone(), &[key]).is_some())
             .collect();
         if let Some(info) = message::find(text, meta.clone(), &[META_CLIENT_INFO]) {
-            let theirs: Value = serde_json::from_str(&text[info.clone()]).unwrap_or(Value::Null);
-            let named = named_via(theirs);
-            edits.push((info, named.to_string()));
+            edits.extend(named_via_in_place(text, info));
         }
         let members = self.members(&present);
         if !members.is_empty() {
@@ -101,9 +99,37 @@ impl Envelope {
     }
 }
 
+/// What a harness is named by the proxy: its own name and this.
+const VIA: &str = " via ahp-proxy";
+
+/// The edits that name the `clientInfo` object at `info` of `text` "via ahp-proxy" where it
+/// is written: `VIA` put at the end of its `name` and `title` strings (not twice), a `name`
+/// given when it has none; every other byte stays as the harness wrote it.
+fn named_via_in_place(text: &str, info: Range<usize>) -> Vec<(Range<usize>, String)> {
+    if !text[info.clone()].starts_with('{') {
+        return Vec::new();
+    }
+    let mut edits = Vec::new();
+    for key in ["name", "title"] {
+        let Some(span) = message::find(text, info.clone(), &[key]) else {
+            if key == "name" {
+                let comma = if is_empty(text, &info) { "" } else { "," };
+                let member = format!(r#""name":"harness{VIA}"{comma}"#);
+                edits.push((info.start + 1..info.start + 1, member));
+            }
+            continue;
+        };
+        let value: Option<String> = serde_json::from_str(&text[span.clone()]).ok();
+        if value.is_some_and(|v| !v.ends_with(VIA)) {
+            // Before the closing quote: the string's escapes stay as written.
+            edits.push((span.end - 1..span.end - 1, VIA.to_string()));
+        }
+    }
+    edits
+}
+
 /// A harness's `clientInfo` naming it (and its title) "via ahp-proxy", once.
 pub fn named_via(mut client_info: Value) -> Value {
-    const VIA: &str = " via ahp-proxy";
     if let Some(info) = client_info.as_object_mut() {
         for key in ["name", "title"] {
             let Some(now) = info.get(key).and_then(Value::as_str) else {
@@ -244,6 +270,24 @@ mod tests {
         assert_eq!(meta[META_CAPABILITIES], serde_json::json!({"sampling": {}}));
         assert_eq!(meta[META_CLIENT_INFO]["name"], "cli via ahp-proxy");
         assert_eq!(meta[META_CLIENT_INFO]["version"], "9");
+    }
+
+    #[test]
+    fn a_harness_client_info_changes_only_by_its_names() {
+        let info = r#"{"version":"1.0.0","name":"h","x-info":1e3,"title":"caf\u00e9 \/ h"}"#;
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{{"_meta":{{"io.modelcontextprotocol/clientInfo":{info},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        );
+        let out = envelope().wrap(Message::parse(text.clone()).unwrap());
+        let named = r#"{"version":"1.0.0","name":"h via ahp-proxy","x-info":1e3,"title":"caf\u00e9 \/ h via ahp-proxy"}"#;
+        assert_eq!(out.text(), text.replace(info, named));
+        // Named already: not a byte changes; no name: one is given.
+        let again = Message::parse(out.text().to_string()).unwrap();
+        assert_eq!(envelope().wrap(again).text(), text.replace(info, named));
+        let anonymous = text.replace(info, r#"{ "version":"1"}"#);
+        let out = envelope().wrap(Message::parse(anonymous.clone()).unwrap());
+        let given = r#"{"name":"harness via ahp-proxy", "version":"1"}"#;
+        assert_eq!(out.text(), anonymous.replace(r#"{ "version":"1"}"#, given));
     }
 
     #[test]

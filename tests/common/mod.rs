@@ -8,6 +8,7 @@ pub mod http_session;
 pub mod ide;
 pub mod raw;
 pub mod tagged;
+pub mod transcript;
 
 pub use binaries::{examples, proxy};
 

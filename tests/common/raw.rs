@@ -70,6 +70,8 @@ enum Carrier {
         url: String,
         session: Option<String>,
         version: Option<String>,
+        /// MCP 2026-07-28: no session; each POST carries the standard headers its body calls for.
+        modern: bool,
     },
 }
 
@@ -127,16 +129,31 @@ impl RawClient {
 
     /// Over streamable HTTP at `url` (the session starts with `initialize`).
     pub fn http(url: &str) -> Self {
+        // reqwest is built without a TLS provider of its own (`rustls-no-provider`): without
+        // one installed its client panics, as it did here before anything else installed it.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         Self {
             carrier: Carrier::Http {
                 client: reqwest::Client::new(),
                 url: url.to_string(),
                 session: None,
                 version: None,
+                modern: false,
             },
             next_id: 1,
             received: Vec::new(),
         }
+    }
+
+    /// Over streamable HTTP at `url` as a 2026-07-28 client: no session, and each POST
+    /// carries `MCP-Protocol-Version`, `Mcp-Method` and (for a tool, prompt or resource)
+    /// `Mcp-Name` as its body says. The requests carry their own `_meta`.
+    pub fn http_modern(url: &str) -> Self {
+        let mut client = Self::http(url);
+        if let Carrier::Http { modern, .. } = &mut client.carrier {
+            *modern = true;
+        }
+        client
     }
 
     /// Send `method` with raw `params` (`None`: no params member) and collect everything up
@@ -236,7 +253,11 @@ impl RawClient {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !sse {
             let body = response.text().await.expect("response body");
-            assert!(status.is_success(), "HTTP {status}: {body}");
+            // 2026-07-28 answers a refusal (`-32021`, `-32601`…) with a 4xx and its JSON-RPC
+            // error: the error is the exchange's answer.
+            let modern = matches!(self.carrier, Carrier::Http { modern: true, .. });
+            let refusal = modern && status.is_client_error() && envelope(&body).result.is_none();
+            assert!(status.is_success() || refusal, "HTTP {status}: {body}");
             self.take(&mut exchange, id, body, &mut *answer).await;
             return exchange;
         }
@@ -308,9 +329,15 @@ impl RawClient {
             url,
             session,
             version,
+            modern,
         } = &self.carrier
         else {
             unreachable!("HTTP only")
+        };
+        let standard = if *modern {
+            standard_headers(&body)
+        } else {
+            Vec::new()
         };
         let mut request = client
             .post(url)
@@ -323,8 +350,32 @@ impl RawClient {
         if let Some(version) = version {
             request = request.header("mcp-protocol-version", version);
         }
+        for (name, value) in standard {
+            request = request.header(name, value);
+        }
         request.send().await.expect("POST")
     }
+}
+
+/// The 2026-07-28 standard headers of a request `body`: version, method, and the name of the
+/// tool, prompt, resource or task it names.
+fn standard_headers(body: &str) -> Vec<(&'static str, String)> {
+    let message: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    let mut headers = vec![("mcp-protocol-version", "2026-07-28".to_string())];
+    let Some(method) = message["method"].as_str() else {
+        return headers; // an answer to a server request
+    };
+    headers.push(("mcp-method", method.to_string()));
+    let name = match method {
+        "tools/call" | "prompts/get" => message["params"]["name"].as_str(),
+        "resources/read" => message["params"]["uri"].as_str(),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => message["params"]["taskId"].as_str(),
+        _ => None,
+    };
+    if let Some(name) = name {
+        headers.push(("mcp-name", name.to_string()));
+    }
+    headers
 }
 
 async fn write_line(writer: &mut (dyn AsyncWrite + Unpin + Send), text: &str) {

@@ -92,7 +92,7 @@ pub fn forward(
         method: message.method().unwrap_or_default().to_string(),
         binding: binding(&message),
         declared: Abilities::of(&envelope.capabilities),
-        info: server_info(hub, &scope),
+        shape: shape(hub, &scope),
         level,
         cancel,
         call: None,
@@ -228,16 +228,29 @@ fn stand_in(hub: &Arc<Hub>, scope: Scope, envelope: &Envelope) -> Arc<Harness> {
     harness
 }
 
-/// The `serverInfo` a result to `scope` names.
-fn server_info(hub: &Hub, scope: &Scope) -> Option<String> {
+/// How answers to a modern harness are shaped.
+enum Shape {
+    /// As the server wrote them (a modern server on its own endpoint, `/mcp/<server>`).
+    AsWritten,
+    /// Completed where they lack it (`era::complete`), naming this `serverInfo`: the proxy's
+    /// on `/mcp`, a legacy server's on its endpoint.
+    Completed(Option<String>),
+}
+
+/// How answers to `scope` are shaped.
+fn shape(hub: &Hub, scope: &Scope) -> Shape {
     match scope {
-        Scope::All => Some(super::super::initialize::proxy_info().to_string()),
+        Scope::All => Shape::Completed(Some(super::super::initialize::proxy_info().to_string())),
         Scope::Server(server) => {
             let initialized = match hub.connections.get(server) {
+                Some(connected) if connected.session.discovered().is_some() => {
+                    return Shape::AsWritten
+                }
                 Some(connected) => Some(connected.initialized),
                 None => hub.connections.last_initialized(server),
             };
-            initialized.and_then(|i| i.server_info.as_ref().map(Value::to_string))
+            let info = initialized.and_then(|i| i.server_info.as_ref().map(Value::to_string));
+            Shape::Completed(info)
         }
     }
 }
@@ -261,7 +274,7 @@ struct Pump {
     method: String,
     binding: String,
     declared: Abilities,
-    info: Option<String>,
+    shape: Shape,
     level: Option<Level>,
     cancel: Cancel,
     /// The held call's id and its retries, once input was asked for.
@@ -319,10 +332,13 @@ impl Pump {
                 return era::error_answer(&self.id, INTERNAL_ERROR, &invalid.message, None)
             }
         };
+        let Shape::Completed(info) = &self.shape else {
+            return text;
+        };
         let hint = era::cacheable(&self.method).then(|| self.cache_hint());
         let completion = Completion {
             hint,
-            server_info: self.info.as_deref(),
+            server_info: info.as_deref(),
         };
         era::complete(text, completion)
     }

@@ -23,7 +23,7 @@ pub fn answer(hub: Arc<Hub>, scope: Scope, message: Message, out: Stream) {
         hub.settle().await;
         let text = match &scope {
             Scope::Server(server) => match of_server(&hub, server) {
-                Some(result) => result_answer(&id, &result.to_string()),
+                Some(result) => result_answer(&id, &result),
                 None => {
                     let name = hub.connections.name_of(server);
                     error_answer(
@@ -45,13 +45,14 @@ pub fn answer(hub: Arc<Hub>, scope: Scope, message: Message, out: Stream) {
     });
 }
 
-/// Server `server`'s discover result: a modern server's own answer, as it gave it; a legacy
-/// server's built from its `initialize` result (while it runs, or as it last answered).
-fn of_server(hub: &Hub, server: &str) -> Option<Value> {
+/// Server `server`'s discover result: a modern server's own answer, byte for byte as it
+/// gave it; a legacy server's built from its `initialize` result (while it runs, or as it
+/// last answered).
+fn of_server(hub: &Hub, server: &str) -> Option<String> {
     let connected = hub.connections.get(server);
     let discovered = (connected.as_ref()).and_then(|c| c.session.discovered());
-    if let Some(own) = discovered.and_then(|text| serde_json::from_str(text).ok()) {
-        return Some(own);
+    if let Some(own) = discovered.filter(|text| is_object(text)) {
+        return Some(own.to_string());
     }
     let initialized = match connected {
         Some(connected) => connected.initialized,
@@ -59,12 +60,18 @@ fn of_server(hub: &Hub, server: &str) -> Option<Value> {
     };
     let info = (initialized.server_info.clone())
         .unwrap_or_else(|| json!({"name": hub.connections.name_of(server), "version": "0"}));
-    Some(result(
+    let built = result(
         initialized.capabilities.clone(),
         initialized.instructions.clone(),
         info,
         CacheHint::LEGACY,
-    ))
+    );
+    Some(built.to_string())
+}
+
+/// Whether `text` is one JSON object (what a discover result must be).
+fn is_object(text: &str) -> bool {
+    serde_json::from_str::<Map<String, Value>>(text).is_ok()
 }
 
 /// A discover result: the versions the front serves, `capabilities`, `instructions`, the

@@ -1,26 +1,38 @@
-//! Tasks (SEP-1686) through the front: a task-augmented call records which harness owns the
-//! task it created and parks its mirrored call with the task; `tasks/get` and `tasks/result`
-//! answers end that mirrored call when the task ended.
+//! Tasks through the front (SEP-1686 of 2025-11-25, and the 2026-07-28 Tasks extension): a
+//! call answered with a task records who owns it and parks its mirrored call with the task;
+//! `tasks/get` and `tasks/result` answers end that mirrored call when the task ended.
 
 use crate::front::exchange::{Context, Flow, Step};
 use crate::mcp::message::{Kind, Message};
 use crate::mcp::task::TaskStatus;
 
 /// The answer may create a task: its owner is recorded, and the call's mirror waits for the
-/// task's end.
-pub struct TaskCreation;
+/// task's end. `modern`: the request was a 2026-07-28 one, whose answer may also be the Tasks
+/// extension's `CreateTaskResult` (looked for only then: this runs on every call's answer).
+pub struct TaskCreation {
+    pub modern: bool,
+}
 
 impl Step for TaskCreation {
     fn answer(&mut self, x: &mut Context, message: Message) -> Flow {
-        if let Some(task) = created_task(&message) {
-            x.hub()
-                .tables()
-                .registry
-                .task_created(&x.server, &task, x.harness);
-            // The call goes on as a task: its mirror ends with the task's result.
-            if let Some(ticket) = x.ticket.take() {
-                x.hub().park_task_ticket(&x.server, &task, ticket);
+        let legacy = created_task(&message);
+        let modern = match (&legacy, self.modern) {
+            (None, true) => created_modern_task(&message),
+            _ => None,
+        };
+        let Some(task) = legacy.as_ref().or(modern.as_ref()) else {
+            return Flow::Next(message);
+        };
+        {
+            let registry = &mut x.hub().tables().registry;
+            match modern.is_some() {
+                true => registry.modern_task_created(&x.server, task),
+                false => registry.task_created(&x.server, task, x.harness),
             }
+        }
+        // The call goes on as a task: its mirror ends with the task's result.
+        if let Some(ticket) = x.ticket.take() {
+            x.hub().park_task_ticket(&x.server, task, ticket);
         }
         Flow::Next(message)
     }
@@ -32,10 +44,23 @@ pub struct TaskStatusRead;
 impl Step for TaskStatusRead {
     fn answer(&mut self, x: &mut Context, message: Message) -> Flow {
         if let Some((task, status)) = reported_status(&message) {
-            x.hub().task_status(&x.server, &task, status);
+            match inline_result(&message) {
+                // 2026-07-28: a completed task carries its result.
+                Some(result) if status == TaskStatus::Completed => {
+                    let answer = format!(r#"{{"jsonrpc":"2.0","id":0,"result":{result}}}"#);
+                    x.hub().finish_task_ticket(&x.server, &task, &answer);
+                }
+                _ => x.hub().task_status(&x.server, &task, status),
+            }
         }
         Flow::Next(message)
     }
+}
+
+/// The `result` a 2026-07-28 `tasks/get` answer inlines (raw).
+fn inline_result(answer: &Message) -> Option<&str> {
+    let span = answer.find(&["result"])?;
+    Some(answer.slice(span)).filter(|raw| raw.starts_with('{'))
 }
 
 /// A `tasks/result` answer for task `0`: the task's mirrored call ends with it.
@@ -53,6 +78,16 @@ impl Step for TaskResult {
 pub fn created_task(answer: &Message) -> Option<String> {
     (answer.kind() == Kind::Result)
         .then(|| answer.string(&["task", "taskId"]))
+        .flatten()
+        .map(|task| task.into_owned())
+}
+
+/// The task a 2026-07-28 result created (`resultType: "task"`, its `taskId`).
+pub fn created_modern_task(answer: &Message) -> Option<String> {
+    let is_task = answer.kind() == Kind::Result
+        && answer.string(&["resultType"]).is_some_and(|t| t == "task");
+    is_task
+        .then(|| answer.string(&["taskId"]))
         .flatten()
         .map(|task| task.into_owned())
 }
@@ -94,5 +129,15 @@ mod tests {
             msg(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"no task"}}"#);
         assert_eq!(reported_status(&refused), None);
         assert_eq!(created_task(&refused), None);
+        let modern = msg(
+            r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"task","taskId":"m-1","status":"working"}}"#,
+        );
+        assert_eq!(created_modern_task(&modern).as_deref(), Some("m-1"));
+        assert_eq!(created_task(&modern), None);
+        let complete = msg(
+            r#"{"jsonrpc":"2.0","id":4,"result":{"resultType":"complete","taskId":"m-1","status":"completed","result":{"content":[]}}}"#,
+        );
+        assert_eq!(created_modern_task(&complete), None);
+        assert_eq!(inline_result(&complete), Some(r#"{"content":[]}"#));
     }
 }
