@@ -8,6 +8,7 @@
 pub mod cgroup;
 pub mod ownership;
 pub mod program;
+pub mod spawner;
 pub mod sweep;
 pub mod tree;
 pub mod watchdog;
@@ -63,12 +64,12 @@ pub struct Launch {
     pub cwd: Option<std::path::PathBuf>,
 }
 
-/// [`spawn`] on one of the runtime's blocking threads: the fork waits until the child has
-/// `exec`ed (or failed to) and making its cgroup writes to the cgroup file system, either
-/// of which would stop every task of a one-worker runtime meanwhile (fifty servers starting
-/// at once: fifty of them in a row).
+/// [`spawn`] on one of the long-lived [`spawner`] threads: off the async workers (the fork
+/// waits until the child has `exec`ed or failed to, and for its cgroup write, which would
+/// stop every task of a one-worker runtime meanwhile), and never on a thread that may exit
+/// (its exit would deliver the child's parent-death signal).
 pub async fn spawn_off_worker(launch: Launch) -> Result<Spawned, SpawnError> {
-    tokio::task::spawn_blocking(move || {
+    spawner::run(move || {
         spawn(
             &launch.command,
             &launch.args,
@@ -77,7 +78,11 @@ pub async fn spawn_off_worker(launch: Launch) -> Result<Spawned, SpawnError> {
         )
     })
     .await
-    .unwrap_or_else(|joined| Err(SpawnError::Other(std::io::Error::other(joined))))
+    .unwrap_or_else(|| {
+        Err(SpawnError::Other(std::io::Error::other(
+            "no thread to start it on",
+        )))
+    })
 }
 
 /// Start `command args` in `cwd` with `env` added, in a new process group, with SIGKILL as
@@ -384,5 +389,58 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(gone, "grandchild {grandchild} survived");
+    }
+
+    /// Threads of this process named `name` (as `/proc` shows it, 15 bytes at most).
+    fn threads_named(name: &str) -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .map(|tasks| {
+                tasks
+                    .flatten()
+                    .filter(|t| {
+                        std::fs::read_to_string(t.path().join("comm"))
+                            .is_ok_and(|comm| comm.trim_end() == name)
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn a_server_outlives_the_thread_idle_time_of_the_runtime_that_started_it() {
+        // Linux delivers the parent-death signal (SIGKILL here) when the forking *thread*
+        // exits. A runtime whose blocking threads retire after 100 ms idle: a server forked
+        // on one of them would die 100 ms after its start.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name("spawn-test-pool")
+            .thread_keep_alive(Duration::from_millis(100))
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let launch = Launch {
+                command: "sleep".into(),
+                args: vec!["60".into()],
+                env: Default::default(),
+                cwd: None,
+            };
+            let mut spawned = spawn_off_worker(launch).await.expect("sleep starts");
+            // Every blocking thread of the runtime has retired (within 10 s).
+            for _ in 0..500 {
+                if threads_named("spawn-test-pool") == 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert_eq!(threads_named("spawn-test-pool"), 0, "blocking threads stay");
+            // The server is still there a second later (a killed one is seen at once).
+            for _ in 0..50 {
+                let status = spawned.child.try_wait().expect("try_wait");
+                assert!(status.is_none(), "the server ended: {status:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // kill_on_drop ends it.
+            let _ = spawned.child.start_kill();
+        });
     }
 }

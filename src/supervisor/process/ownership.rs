@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -26,6 +26,10 @@ pub struct Ownership {
     serial: AtomicU64,
     /// Every server process started and not yet cleared away, by pid.
     servers: Mutex<HashMap<u32, Server>>,
+    /// Held shared by each spawn from before its fork until its pid is registered, and
+    /// exclusively by whoever compares the process table with `servers`: spawns run side by
+    /// side, and none is ever half done (forked, not registered) during a comparison.
+    spawning: RwLock<()>,
     /// The write end of the watchdog's pipe: never written, held for the proxy's whole
     /// life (its closing is the watchdog's signal).
     _watchdog: Option<std::process::ChildStdin>,
@@ -79,6 +83,7 @@ impl Ownership {
                 cgroups,
                 serial: AtomicU64::new(0),
                 servers: Mutex::new(HashMap::new()),
+                spawning: RwLock::new(()),
                 _watchdog: watchdog,
             }
         });
@@ -107,19 +112,25 @@ impl Ownership {
         self.servers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Start a server process with `spawn` and remember it under `plan`. The registry stays
-    /// locked meanwhile, so a child that dies at once is never taken for an orphan to reap;
-    /// a failed start's cgroup is removed.
+    /// Wait for spawns under way to register their pids, and hold new ones back.
+    fn no_spawns(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.spawning.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Start a server process with `spawn` and remember it under `plan`. No comparison of the
+    /// process table with the registry runs meanwhile ([`Ownership::spawning`]), so a child
+    /// that dies at once is never taken for an orphan to reap; a failed start's cgroup is
+    /// removed. Other spawns run at the same time.
     pub fn spawn_registered(
         &self,
         plan: Plan,
         spawn: impl FnOnce() -> std::io::Result<tokio::process::Child>,
     ) -> std::io::Result<tokio::process::Child> {
-        let mut registry = self.lock();
+        let _spawning = self.spawning.read().unwrap_or_else(|p| p.into_inner());
         match spawn() {
             Ok(child) => {
                 if let Some(pid) = child.id() {
-                    registry.insert(
+                    self.lock().insert(
                         pid,
                         Server {
                             marker: plan.marker,
@@ -131,7 +142,6 @@ impl Ownership {
                 Ok(child)
             }
             Err(error) => {
-                drop(registry);
                 if let Some(path) = plan.cgroup {
                     cgroup::remove(&path);
                 }
@@ -221,6 +231,7 @@ impl Ownership {
     /// subreaper) once they have exited; server processes are tokio's to reap.
     fn reap_orphans(&self) {
         let me = std::process::id() as i32;
+        let _no_spawns = self.no_spawns();
         let registry = self.lock();
         for p in tree::snapshot() {
             if p.ppid == me && p.zombie && !registry.contains_key(&(p.pid as u32)) {
@@ -233,6 +244,7 @@ impl Ownership {
     /// for zombies not yet swept. The registry is locked before the snapshot: a server
     /// spawned after the snapshot would be missing from it and taken for one that ended.
     fn ended(&self) -> Vec<(u32, bool)> {
+        let _no_spawns = self.no_spawns();
         let registry = self.lock();
         let procs = tree::snapshot();
         registry
