@@ -58,16 +58,19 @@ type Response = http::Response<Body>;
 
 /// A validation error found once the request ran (a capability it lacked) is a `400`; a
 /// method the server does not know (its own `-32601`, passed on) a `404`, as the spec says.
+/// Only an answer that can be an error is read again (most are results: not read at all).
 fn status_of(text: &str) -> StatusCode {
-    let refused = Message::parse(text.to_string())
-        .ok()
-        .and_then(|m| m.find(&["code"]).map(|span| m.slice(span).to_string()));
+    if !text.contains("\"error\"") {
+        return StatusCode::OK;
+    }
+    let code = crate::mcp::message::find(text, 0..text.len(), &["error", "code"])
+        .and_then(|span| text[span].parse::<i64>().ok());
     let validation = [
         era::HEADER_MISMATCH,
         era::MISSING_CAPABILITY,
         era::UNSUPPORTED_VERSION,
     ];
-    match refused.and_then(|code| code.parse::<i64>().ok()) {
+    match code {
         Some(code) if validation.contains(&code) => StatusCode::BAD_REQUEST,
         Some(era::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
         _ => StatusCode::OK,
@@ -99,4 +102,25 @@ fn event_stream(
         .headers_mut()
         .insert("x-accel-buffering", http::HeaderValue::from_static("no"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_error_answer_changes_the_status() {
+        let answer = |body: &str| format!(r#"{{"jsonrpc":"2.0","id":1,{body}}}"#);
+        let result = answer(r#""result":{"content":[{"type":"text","text":"\"error\""}]}"#);
+        assert_eq!(status_of(&result), StatusCode::OK);
+        let unknown = answer(r#""error":{"code":-32601,"message":"no such method"}"#);
+        assert_eq!(status_of(&unknown), StatusCode::NOT_FOUND);
+        let lacking = answer(&format!(
+            r#""error":{{"message":"m","code":{}}}"#,
+            era::MISSING_CAPABILITY
+        ));
+        assert_eq!(status_of(&lacking), StatusCode::BAD_REQUEST);
+        let other = answer(r#""error":{"code":-32603,"message":"boom"}"#);
+        assert_eq!(status_of(&other), StatusCode::OK);
+    }
 }
