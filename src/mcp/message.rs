@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::Deserializer;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -258,16 +258,49 @@ fn offset_of(text: &str, raw: &RawValue) -> Range<usize> {
 }
 
 /// The span of the value at `path` inside the JSON value spanning `within` of `text`.
+/// `text` is JSON already read whole ([`Message::parse`]): the search skips over what it does
+/// not look for and stops at the member it does.
 pub fn find(text: &str, within: Range<usize>, path: &[&str]) -> Option<Range<usize>> {
     let mut span = within;
     for key in path {
-        let value = &text[span.clone()];
-        let mut de = serde_json::Deserializer::from_str(value);
-        let found = de.deserialize_any(Member { key }).ok()??;
-        let start = span.start + (found.get().as_ptr() as usize - value.as_ptr() as usize);
-        span = start..start + found.get().len();
+        span = member(text, span, key)?;
     }
     Some(span)
+}
+
+/// The span of member `key`'s value in the object spanning `within` of `text`: the first of
+/// the same name, as serde's reader takes it; `None` when there is none or it is no object.
+fn member(text: &str, within: Range<usize>, key: &str) -> Option<Range<usize>> {
+    let bytes = text.as_bytes();
+    let end = within.end.min(bytes.len());
+    let mut i = skip_ws(bytes, within.start);
+    if bytes.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = skip_ws(bytes, i + 1);
+    while i < end && bytes[i] == b'"' {
+        let key_end = string_end(bytes, i)?;
+        let raw = text.get(i + 1..key_end - 1)?;
+        let same = match raw.contains('\\') {
+            true => string_at(text, i..key_end).is_some_and(|k| k == key),
+            false => raw == key,
+        };
+        i = skip_ws(bytes, key_end);
+        if bytes.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_ws(bytes, i + 1);
+        let value_end = value_end(bytes, i).filter(|&e| e <= end)?;
+        if same {
+            return Some(i..value_end);
+        }
+        i = skip_ws(bytes, value_end);
+        if bytes.get(i) != Some(&b',') {
+            return None;
+        }
+        i = skip_ws(bytes, i + 1);
+    }
+    None
 }
 
 /// The JSON string at `span` of `text`, unescaped; `None` when it is not a string.
@@ -337,55 +370,6 @@ pub fn rename_members(
     let mut edits: Vec<(Range<usize>, &str)> =
         edits.iter().map(|(r, t)| (r.clone(), t.as_str())).collect();
     Some(splice(text, &mut edits))
-}
-
-/// Looks up one key of an object without reading the other members' values.
-struct Member<'k> {
-    key: &'k str,
-}
-
-impl<'de> Visitor<'de> for Member<'_> {
-    type Value = Option<&'de RawValue>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            if found.is_none() && key == self.key {
-                found = Some(map.next_value::<&'de RawValue>()?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(found)
-    }
-
-    // Anything but an object has no members.
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
 }
 
 /// Why `text` could not be read, recovering the `id` of a request that is JSON-RPC in shape
@@ -490,10 +474,11 @@ fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
 fn string_end(bytes: &[u8], mut i: usize) -> Option<usize> {
     i += 1;
     loop {
-        match bytes.get(i)? {
+        // Text runs are skipped a word at a time, not byte by byte.
+        i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
+        match bytes[i] {
             b'\\' => i += 2,
-            b'"' => return Some(i + 1),
-            _ => i += 1,
+            _ => return Some(i + 1),
         }
     }
 }

@@ -146,3 +146,77 @@ fn find_looks_only_at_objects() {
     assert_eq!(m.slice(m.find(&["isError"]).unwrap()), "true");
     assert_eq!(quote("a\"b"), r#""a\"b""#);
 }
+
+/// What serde's own reader finds at `path` (the first of duplicate keys, as `find` takes).
+fn found_by_serde(text: &str, path: &[&str]) -> Option<String> {
+    let mut value: &RawValue = serde_json::from_str(text).ok()?;
+    for key in path {
+        value = first_members(value.get())?
+            .into_iter()
+            .find(|(k, _)| k == key)?
+            .1;
+    }
+    Some(value.get().to_string())
+}
+
+/// An object's members in order, duplicates kept.
+fn first_members(text: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, &RawValue)>> {
+    struct Members;
+    impl<'de> serde::de::Visitor<'de> for Members {
+        type Value = Vec<(std::borrow::Cow<'de, str>, &'de RawValue)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut all = Vec::new();
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                all.push((key, map.next_value::<&'de RawValue>()?));
+            }
+            Ok(all)
+        }
+    }
+    use serde::Deserializer as _;
+    serde_json::Deserializer::from_str(text)
+        .deserialize_map(Members)
+        .ok()
+}
+
+#[test]
+fn find_stops_at_the_member_and_agrees_with_serde() {
+    let bodies = [
+        r#"{"a":1,"b":{"c":[1,{"d":"}"}],"e":"x\"y"},"f":null}"#,
+        r#"{ "a" : { "b" : [ ] } , "a" : 2 }"#,
+        r#"{"\u0061":"escaped key","a":"plain"}"#,
+        r#"{"k\"q":{"z":true},"s":"a\\","t":[[["]"]]],"u":-1.5e3}"#,
+        r#"{}"#,
+        r#"[{"a":1}]"#,
+        r#""a""#,
+        r#"{"_meta":{"progressToken":"t\\\"1","x":{}},"name":"echo","arguments":{"text":"{\"a\":1}"}}"#,
+    ];
+    let paths: [&[&str]; 12] = [
+        &["a"],
+        &["b", "c"],
+        &["b", "e"],
+        &["f"],
+        &["a", "b"],
+        &["k\"q", "z"],
+        &["s"],
+        &["t"],
+        &["u"],
+        &["_meta", "progressToken"],
+        &["arguments", "text"],
+        &["missing"],
+    ];
+    let mut compared = 0;
+    for body in bodies {
+        for path in paths {
+            let ours = find(body, 0..body.len(), path).map(|span| body[span].to_string());
+            assert_eq!(ours, found_by_serde(body, path), "{body} at {path:?}");
+            compared += usize::from(ours.is_some());
+        }
+    }
+    assert!(compared >= 12, "only {compared} paths were found anywhere");
+}
