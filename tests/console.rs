@@ -1838,3 +1838,196 @@ async fn a_result_held_for_review_is_approved_in_the_console() {
         .await;
     browser.close().await;
 }
+
+/// Press `key` (a WebDriver key code, or text) on the focused element.
+async fn press(browser: &Browser, key: &str) {
+    browser
+        .client
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys(key)
+        .await
+        .unwrap();
+}
+
+const TAB: &str = "\u{E004}";
+const ENTER: &str = "\u{E007}";
+
+/// Press Tab until the focused element satisfies `test` (a JavaScript expression over `a`,
+/// the focused element), at most `most` times; returns how many presses it took.
+async fn tab_to(browser: &Browser, what: &str, test: &str, most: usize) -> usize {
+    for presses in 0..=most {
+        let here = browser
+            .eval(&format!(
+                "const a = document.activeElement; return !!(a && ({test}))"
+            ))
+            .await;
+        if here == true {
+            return presses;
+        }
+        press(browser, TAB).await;
+    }
+    let at = browser.eval(FOCUSED).await;
+    panic!("{what}: not reached in {most} Tab presses (the focus is on {at})");
+}
+
+/// Issue 33: what a person does in the workbench survives the page redrawing around it. On a
+/// phone, by keyboard only, `echo`'s form is opened on server `a` and a value typed; then the
+/// page redraws from outside (the harness calls a tool; `a` adds a tool, so its tools are
+/// read again; another AHP client disables and enables `a`'s sibling `b` in the same plugin;
+/// a plugin appears on disk): the form stays open, the typed value stays, the focus stays in the field, and typing and Enter go on
+/// to call the tool.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_form_its_typed_value_and_the_focus_survive_redraws_on_a_phone() {
+    let _one = ONE_BROWSER.lock().await;
+    let root = ScratchDir::new("console-redraws");
+    let pair = plugin_folder(root.path(), "pair", "", &[]);
+    std::fs::write(
+        pair.join(".mcp.json"),
+        json!({"mcpServers": {
+            "a": {"command": examples(), "args": ["features"]},
+            "b": {"command": examples(), "args": ["clock"]},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let proxy = Proxy::start(&format!(
+        "plugin_roots = [{:?}]\n[limits]\nwatch_debounce_ms = 0\n",
+        root.path().display().to_string()
+    ));
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    for name in ["a", "b"] {
+        w.until(name, "ready", &mut seen).await;
+    }
+    let browser = Browser::start().await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    open_console(&browser, &proxy).await;
+    server_state(&browser, "a", "ready").await;
+    server_state(&browser, "b", "ready").await;
+    let a = ".server[data-server=\"a\"]";
+    browser
+        .until(
+            "a's offer, read",
+            &format!("const s = document.querySelector('{a} details.offer > summary'); return s && s.textContent.includes(' tools')"),
+        )
+        .await;
+
+    // By keyboard: the skip link, the tree, a's offer, echo's form, its field.
+    browser
+        .eval("document.activeElement && document.activeElement.blur(); return true")
+        .await;
+    tab_to(&browser, "the skip link", "a.classList.contains('skip')", 3).await;
+    press(&browser, ENTER).await;
+    tab_to(
+        &browser,
+        "a's offer",
+        &format!("a.matches('{a} details.offer > summary')"),
+        60,
+    )
+    .await;
+    press(&browser, ENTER).await;
+    tab_to(
+        &browser,
+        "echo's summary",
+        &format!("a.matches('{a} li.tool[data-tool=\"echo\"] > details > summary')"),
+        10,
+    )
+    .await;
+    press(&browser, ENTER).await;
+    tab_to(
+        &browser,
+        "echo's text field",
+        &format!("a.matches('{a} form.call-tool [data-path=\"text\"]')"),
+        10,
+    )
+    .await;
+    press(&browser, "kept ").await;
+    browser
+        .eval("window.typedField = document.activeElement; return true")
+        .await;
+    let kept = format!(
+        "const f = window.typedField; const tool = document.querySelector('{a} li.tool[data-tool=\"echo\"] > details');\
+         return {{connected: f.isConnected, value: f.value, focused: document.activeElement === f,\
+                  offer: !!document.querySelector('{a} details.offer[open]'), form: !!(tool && tool.open && tool.contains(f))}}"
+    );
+    let intact =
+        json!({"connected": true, "value": "kept ", "focused": true, "offer": true, "form": true});
+    assert_eq!(browser.eval(&kept).await, intact, "before any redraw");
+    // What echo has not (an output schema, annotations) is left out, not shown as "null".
+    let opened = browser
+        .eval(&format!(
+            "return document.querySelector('{a} li.tool[data-tool=\"echo\"]').innerText"
+        ))
+        .await;
+    assert!(!opened.as_str().unwrap().contains("null"), "{opened}");
+
+    // A harness call: the activity gets a new entry.
+    let harness = harness(&proxy).await;
+    harness_calls(&harness, "now", json!({})).await;
+    browser
+        .until(
+            "the harness's call in the activity",
+            "return !!document.querySelector('.call[data-tool=\"now\"][data-status=\"completed\"]')",
+        )
+        .await;
+    let mut seen_after = vec![("a harness call", browser.eval(&kept).await)];
+
+    // a adds a tool: its tools are read again (its tool count and offer change).
+    harness_calls(&harness, "add_tool", json!({"name": "added_later"})).await;
+    browser
+        .until(
+            "the added tool in a's offer",
+            &format!("return !!document.querySelector('{a} li.tool[data-tool=\"added_later\"]')"),
+        )
+        .await;
+    seen_after.push(("a's tools read again", browser.eval(&kept).await));
+
+    // Another client disables b, then enables it again: the plugin's card is redrawn.
+    let b = w.id("b");
+    for (enabled, state) in [(false, "stopped"), (true, "ready")] {
+        w.dispatch(json!({"type": "session/customizationToggled", "id": b,
+                          "enablement": [{"kind": "session", "enabled": enabled}]}))
+            .await;
+        server_state(&browser, "b", state).await;
+        let step = if enabled { "b enabled" } else { "b disabled" };
+        seen_after.push((step, browser.eval(&kept).await));
+    }
+
+    // A plugin appears on disk: the list of customizations changes.
+    plugin_folder(root.path(), "newcomer", "", &[]);
+    browser
+        .until(
+            "the new plugin's card",
+            "return [...document.querySelectorAll('.card-title')].some(t => t.textContent === 'newcomer')",
+        )
+        .await;
+    seen_after.push(("a new plugin", browser.eval(&kept).await));
+    browser.screenshot("phone-form-kept").await;
+    for (step, shown) in &seen_after {
+        assert_eq!(shown, &intact, "after {step}: {seen_after:?}");
+    }
+
+    // The keyboard goes on where it was: the rest of the value; Tab to the call, Enter.
+    press(&browser, "by keyboard").await;
+    tab_to(
+        &browser,
+        "echo's Call button",
+        &format!("a.matches('{a} form.call-tool[data-tool=\"echo\"] button[type=\"submit\"]')"),
+        5,
+    )
+    .await;
+    press(&browser, ENTER).await;
+    let answer = browser
+        .until(
+            "echo's answer",
+            &format!("const s = document.querySelector('{a} li.tool[data-tool=\"echo\"] .result-slot'); return s && s.innerText.includes('kept by keyboard') && s.innerText"),
+        )
+        .await;
+    assert!(
+        answer.as_str().unwrap().contains("kept by keyboard"),
+        "{answer}"
+    );
+    browser.close().await;
+}
