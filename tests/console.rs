@@ -6,8 +6,9 @@
 //! over them; the workbench (every server's offer, a tool called from its schema form, a
 //! resource read, a prompt got), the summary and what needs attention, the activity's JSON,
 //! timing and charts; focus, announcements and names for assistive technology, and the page
-//! on a phone; a call held for approval, and a result held for review, decided from the
-//! page. Screenshots go to `target/tmp/console-screenshots/`.
+//! on a phone; an open tool form, its typed value and the focus kept through redraws; a call
+//! held for approval, and a result held for review, decided from the page; the pictures of
+//! the documentation. Screenshots go to `target/tmp/console-screenshots/`.
 
 mod browser;
 mod common;
@@ -2104,6 +2105,184 @@ async fn an_open_form_its_typed_value_and_the_focus_survive_redraws_on_a_phone()
     assert!(
         answer.as_str().unwrap().contains("kept by keyboard"),
         "{answer}"
+    );
+
+    // a stops and starts again: its offer leaves the page and comes back with echo's form
+    // as it was left (echo's definition did not change).
+    let id = w.id("a");
+    for (action, state) in [
+        ("session/mcpServerStopRequested", "stopped"),
+        ("session/mcpServerStartRequested", "ready"),
+    ] {
+        w.dispatch(json!({"type": action, "id": id})).await;
+        server_state(&browser, "a", state).await;
+    }
+    let back = browser
+        .until(
+            "echo's form back on the page",
+            &format!(
+                "const f = window.typedField; const tool = document.querySelector('{a} li.tool[data-tool=\"echo\"] > details');\
+                 return f.isConnected && tool && tool.contains(f) && [f.value, tool.open, !!document.querySelector('{a} details.offer[open]'), tool.querySelector('.result-slot').innerText.includes('kept by keyboard')]"
+            ),
+        )
+        .await;
+    assert_eq!(back, json!(["kept by keyboard", true, true, true]));
+    browser.close().await;
+}
+
+/// Where a picture for the documentation goes: `docs/images/<name>.png` when
+/// `AHP_PROXY_PICTURES=1` (regenerating them), else beside the other screenshots.
+fn save_picture(png: &[u8], name: &str) {
+    let docs = std::env::var_os("AHP_PROXY_PICTURES").is_some_and(|v| v == "1");
+    let path = if docs {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("docs/images/{name}.png"))
+    } else {
+        screenshot_dir().join(format!("{name}.png"))
+    };
+    std::fs::write(&path, png).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// The pictures in README.md and docs/console.md, from the running console on the bundled
+/// examples at 1280×800: the workbench (the notes server's tools, `add_note` called from its
+/// form, its answer beside it), and the activity (a harness call's arguments and result
+/// expanded as JSON, the clock server's chart). `AHP_PROXY_PICTURES=1 cargo test --test
+/// console pictures` writes them into docs/images/.
+#[tokio::test(flavor = "multi_thread")]
+async fn pictures_of_the_workbench_and_the_activity() {
+    let _one = ONE_BROWSER.lock().await;
+    let (proxy, _data) = bundled("console-pictures", "[supervisor]\nrestart_delay_ms = 20\n");
+    let harness = harness(&proxy).await;
+    let browser = Browser::start().await;
+    browser.client.set_window_size(1280, 800).await.unwrap();
+    // The page itself 1280×800: the window's frame added.
+    let frame = browser
+        .eval("return [outerWidth - innerWidth, outerHeight - innerHeight]")
+        .await;
+    let frame = |i: usize| frame[i].as_u64().unwrap() as u32;
+    browser
+        .client
+        .set_window_size(1280 + frame(0), 800 + frame(1))
+        .await
+        .unwrap();
+    open_console(&browser, &proxy).await;
+    assert_eq!(
+        browser.eval("return [innerWidth, innerHeight]").await,
+        json!([1280, 800])
+    );
+    for name in ["notes", "clock"] {
+        server_state(&browser, name, "ready").await;
+    }
+    // A few harness calls for the activity and the chart; for the documentation's picture,
+    // spread over four of the chart's 10-second intervals.
+    let spread = std::env::var_os("AHP_PROXY_PICTURES").is_some_and(|v| v == "1");
+    for (i, ms) in [120, 40, 260, 80].into_iter().enumerate() {
+        if spread && i > 0 {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+        harness_calls(&harness, "sleep", json!({"ms": ms})).await;
+        harness_calls(&harness, "sleep", json!({"ms": ms / 2})).await;
+    }
+    harness_calls(&harness, "now", json!({})).await;
+
+    // The workbench: the notes server's tools, add_note's form filled in and called.
+    let notes = ".server[data-server=\"notes\"]";
+    open_offer(
+        &browser,
+        "notes",
+        "4 tools, 1 resource, 1 template, 1 prompt",
+    )
+    .await;
+    let add_note = format!("{notes} li.tool[data-tool=\"add_note\"]");
+    browser
+        .until(
+            "add_note, listed",
+            &format!("return !!document.querySelector('{add_note} summary')"),
+        )
+        .await;
+    browser.click(&format!("{add_note} summary")).await;
+    for (path, value) in [
+        ("title", "release-checklist"),
+        ("text", "Tag v0.2, then update the changelog"),
+    ] {
+        browser
+            .until(
+                &format!("add_note's {path} field"),
+                &format!("return document.querySelector('{add_note} [data-path=\"{path}\"]')"),
+            )
+            .await;
+        browser
+            .client
+            .find(fantoccini::Locator::Css(&format!(
+                "{add_note} [data-path=\"{path}\"]"
+            )))
+            .await
+            .unwrap()
+            .send_keys(value)
+            .await
+            .unwrap();
+    }
+    browser
+        .click(&format!(
+            "{add_note} form.call-tool button[type=\"submit\"]"
+        ))
+        .await;
+    let answer = browser
+        .until(
+            "add_note's answer",
+            &format!("const s = document.querySelector('{add_note} .result-slot'); return s && s.innerText.includes('saved') && s.innerText"),
+        )
+        .await;
+    assert!(
+        answer
+            .as_str()
+            .unwrap()
+            .contains("saved \"release-checklist\""),
+        "{answer}"
+    );
+    browser
+        .until(
+            "the console's call in the activity",
+            "return !!document.querySelector('.call[data-tool=\"add_note\"][data-by=\"console\"][data-status=\"completed\"]')",
+        )
+        .await;
+    browser
+        .eval(&format!(
+            "document.activeElement.blur(); document.querySelector('{notes}').scrollIntoView({{block: 'start'}}); return true"
+        ))
+        .await;
+    let shown = browser
+        .eval(&format!(
+            "const r = document.querySelector('{add_note} .result-slot').getBoundingClientRect(); return r.bottom <= innerHeight && r.top > 0"
+        ))
+        .await;
+    assert_eq!(shown, true, "add_note's answer is in the picture");
+    save_picture(
+        &browser.client.screenshot().await.unwrap(),
+        "console-workbench",
+    );
+
+    // The activity: the latest sleep call's arguments and result expanded, the chart above.
+    let call = ".call[data-tool=\"sleep\"][data-status=\"completed\"]";
+    browser
+        .eval(&format!(
+            "const c = document.querySelector('{call}'); for (const d of c.querySelectorAll('details')) d.open = true;\
+             document.querySelector('#tree').scrollIntoView({{block: 'start'}}); document.querySelector('main > .pane:last-child').scrollTop = 0; return true"
+        ))
+        .await;
+    let activity = browser
+        .until(
+            "the chart and the expanded call",
+            &format!(
+                "const row = document.querySelector('.chart-row[data-server=\"clock\"]'); const c = document.querySelector('{call}');\
+                 const json = c && c.querySelector('details.call-output[open] .json-text');\
+                 return row && json && [Number(row.dataset.calls), JSON.parse(json.textContent).success, c.querySelector('details.call-input[open] .json-text').textContent.includes('\"ms\"')]"
+            ),
+        )
+        .await;
+    assert_eq!(activity, json!([9, true, true]));
+    save_picture(
+        &browser.client.screenshot().await.unwrap(),
+        "console-activity",
     );
     browser.close().await;
 }
