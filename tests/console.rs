@@ -1934,6 +1934,15 @@ const ENTER: &str = "\u{E007}";
 /// Press Tab until the focused element satisfies `test` (a JavaScript expression over `a`,
 /// the focused element), at most `most` times; returns how many presses it took.
 async fn tab_to(browser: &Browser, what: &str, test: &str, most: usize) -> usize {
+    tab_until(browser, what, test, most, TAB).await
+}
+
+/// Like `tab_to`, backwards (Shift+Tab).
+async fn shift_tab_to(browser: &Browser, what: &str, test: &str, most: usize) -> usize {
+    tab_until(browser, what, test, most, "\u{E008}\u{E004}").await
+}
+
+async fn tab_until(browser: &Browser, what: &str, test: &str, most: usize, key: &str) -> usize {
     for presses in 0..=most {
         let here = browser
             .eval(&format!(
@@ -1943,10 +1952,10 @@ async fn tab_to(browser: &Browser, what: &str, test: &str, most: usize) -> usize
         if here == true {
             return presses;
         }
-        press(browser, TAB).await;
+        press(browser, key).await;
     }
     let at = browser.eval(FOCUSED).await;
-    panic!("{what}: not reached in {most} Tab presses (the focus is on {at})");
+    panic!("{what}: not reached in {most} presses (the focus is on {at})");
 }
 
 /// Issue 33: what a person does in the workbench survives the page redrawing around it. On a
@@ -2284,5 +2293,124 @@ async fn pictures_of_the_workbench_and_the_activity() {
         &browser.client.screenshot().await.unwrap(),
         "console-activity",
     );
+    browser.close().await;
+}
+
+/// Issue 33: the approvals work by keyboard alone. From the page, Tab reaches the header's
+/// count of pending approvals; Enter moves the focus to the held call's Approve; Shift+Tab
+/// and an arrow key choose *Allow this tool for this session*; Enter on Approve lets the call
+/// through, and the harness's next call of that tool is not held. A held call of another
+/// tool: its reason typed, Tab to Deny, Enter: the harness gets the refusal with the reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_approvals_work_by_keyboard_alone() {
+    let _one = ONE_BROWSER.lock().await;
+    let proxy = Proxy::start(&format!(
+        "{}{}[approval]\nmode = \"always\"\n",
+        server("echo", "echo", &[]),
+        server("clock", "clock", &[])
+    ));
+    let browser = console_with(&proxy, &["echo", "clock"]).await;
+    let harness = harness(&proxy).await;
+    let focused_is = |css: &str| format!("a.matches('{css}')");
+
+    // Approve, allowing the tool for the session.
+    let call = harness_calls_later(&harness, "echo", json!({"text": "by keyboard"}));
+    held_in_console(&browser, "echo", 1).await;
+    browser
+        .eval("document.activeElement && document.activeElement.blur(); return true")
+        .await;
+    tab_to(
+        &browser,
+        "the pending count",
+        &focused_is(".sum-approvals"),
+        20,
+    )
+    .await;
+    press(&browser, ENTER).await;
+    let echo = ".approval[data-tool=\"echo\"]";
+    browser
+        .until(
+            "Approve focused",
+            &format!("return document.activeElement.matches('{echo} button.approve')"),
+        )
+        .await;
+    press(&browser, "\u{E008}\u{E004}").await; // Shift+Tab: back to the options
+    let option = browser
+        .eval("const a = document.activeElement; return a.type === 'radio' && a.checked && a.parentElement.textContent.trim()")
+        .await;
+    assert_eq!(option, "Allow once", "the checked option has the focus");
+    press(&browser, "\u{E015}").await; // Arrow down: the next option
+    let option = browser
+        .eval("const a = document.activeElement; return a.type === 'radio' && a.checked && a.parentElement.textContent.trim()")
+        .await;
+    assert_eq!(option, "Allow this tool for this session");
+    tab_to(
+        &browser,
+        "Approve",
+        &focused_is(&format!("{echo} button.approve")),
+        3,
+    )
+    .await;
+    press(&browser, ENTER).await;
+    let result = tokio::time::timeout(PATIENCE, call)
+        .await
+        .expect("the approved call completes")
+        .unwrap();
+    assert_eq!(result_text(&result), "by keyboard", "{result:?}");
+    let again = tokio::time::timeout(
+        PATIENCE,
+        harness_calls_later(&harness, "echo", json!({"text": "no question"})),
+    )
+    .await
+    .expect("echo is allowed for the session: not held")
+    .unwrap();
+    assert_eq!(result_text(&again), "no question", "{again:?}");
+
+    // Deny with a reason: from where the keyboard was, Shift+Tab back up to the count.
+    let call = harness_calls_later(&harness, "now", json!({}));
+    held_in_console(&browser, "now", 1).await;
+    shift_tab_to(
+        &browser,
+        "the pending count",
+        &focused_is(".sum-approvals"),
+        80,
+    )
+    .await;
+    press(&browser, ENTER).await;
+    let now = ".approval[data-tool=\"now\"]";
+    browser
+        .until(
+            "Approve focused",
+            &format!("return document.activeElement.matches('{now} button.approve')"),
+        )
+        .await;
+    tab_to(
+        &browser,
+        "the reason",
+        &focused_is(&format!("{now} .approval-reason")),
+        2,
+    )
+    .await;
+    press(&browser, "not now").await;
+    tab_to(
+        &browser,
+        "Deny",
+        &focused_is(&format!("{now} button.deny")),
+        2,
+    )
+    .await;
+    press(&browser, ENTER).await;
+    let refused = tokio::time::timeout(PATIENCE, call)
+        .await
+        .expect("the denied call ends")
+        .unwrap();
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert!(result_text(&refused).contains("not now"), "{refused:?}");
+    browser
+        .until(
+            "the list gone",
+            "return document.getElementById('approvals').hidden",
+        )
+        .await;
     browser.close().await;
 }
