@@ -105,10 +105,11 @@ export class Tree {
 
   card(c) {
     let card = this.cards.get(c.id);
-    if (card && card.dataset.type !== c.type) card = undefined;
-    if (!card) {
+    if (!card || card.dataset.type !== c.type) {
+      const old = card;
       card = h("section", { class: `card card-${c.type}`, "data-id": c.id, "data-type": c.type, tabindex: "-1" });
       this.cards.set(c.id, card);
+      if (old && old.isConnected) old.replaceWith(card); // another kind of container now
     }
     card.setAttribute("aria-label", c.name);
     if (c.type === "mcpServer") {
