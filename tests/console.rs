@@ -607,6 +607,11 @@ async fn a_page_on_another_origin_cannot_open_the_websocket() {
         .unwrap();
     let outcome = browser.client.execute_async(&probe, vec![]).await.unwrap();
     assert_eq!(outcome, "refused");
+    // The refusal is logged as it is sent: the line may land just after the browser hears it.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while proxy.log_count("http://evil.example") == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
         proxy.log_count("http://evil.example") > 0,
         "the proxy refused it for its origin:\n{}",
