@@ -280,7 +280,7 @@ function renderAll() {
 function sessionChanged() {
   const pending = approvals.render(mirror.session);
   summary.render(mirror.session.customizations, pending);
-  filter.apply();
+  filter.refresh();
 }
 
 function renderHeader() {
@@ -364,7 +364,7 @@ function offerChanged(id) {
   const server = current(id);
   if (!server || server.state.kind !== "ready") return;
   redrawServer(server);
-  filter.apply();
+  filter.refresh();
 }
 
 // ─── steering ───────────────────────────────────────────────────────────────

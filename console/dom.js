@@ -80,6 +80,52 @@ export function replaceKeepingFocus(old, fresh) {
   else if (key) fresh.querySelector(`[data-key="${CSS.escape(key)}"]`)?.focus({ preventScroll: true });
 }
 
+/**
+ * Make `parent`'s children exactly `children` (nodes; null and undefined skipped), in order,
+ * moving only those out of place and removing the others. An element left where it was
+ * keeps what it holds: typed values, open `<details>`, the keyboard focus.
+ */
+export function reconcile(parent, children) {
+  const wanted = children.filter(Boolean);
+  const keep = new Set(wanted);
+  for (const node of [...parent.childNodes]) if (!keep.has(node)) node.remove();
+  let previous = null;
+  for (const node of wanted) {
+    const expected = previous ? previous.nextSibling : parent.firstChild;
+    if (node !== expected) parent.insertBefore(node, expected);
+    previous = node;
+  }
+}
+
+/**
+ * Keyed parts of an element, each drawn again only when its key (what it shows, as text)
+ * changes: `parts.get(owner, "head", key, () => element)` returns the element drawn for
+ * `key`, the previous one when the key is the same. A part drawn anew takes the old one's
+ * place keeping the focus (see `replaceKeepingFocus`).
+ */
+export class Parts {
+  constructor() {
+    this.byOwner = new WeakMap(); // owner element → Map name → {key, element}
+  }
+
+  get(owner, name, key, draw) {
+    let parts = this.byOwner.get(owner);
+    if (!parts) {
+      parts = new Map();
+      this.byOwner.set(owner, parts);
+    }
+    const old = parts.get(name);
+    if (old && old.key === key) return old.element;
+    const element = draw() || null;
+    parts.set(name, { key, element });
+    if (old && old.element && old.element.parentNode === owner) {
+      if (element) replaceKeepingFocus(old.element, element);
+      else old.element.remove();
+    }
+    return element;
+  }
+}
+
 /** Polite screen-reader announcements (one live region for the page). */
 export function announce(text) {
   const region = document.getElementById("announcer");

@@ -1,7 +1,8 @@
 // The filter box: as you type, only the plugins, directories, servers and tools whose names
 // (or problems, or error messages) hold every word stay shown; `state:<kind>` keeps servers
 // in that state, `is:problem` what needs attention. Matching reads the mirror (and each
-// server's offer), and touches only the elements whose visibility changes.
+// server's offer), and touches only the elements whose visibility changes: once a frame
+// however fast the keys come, the first cards at once and the rest in batches, frame by frame.
 
 /** A query as `{words, state, problem}` (lower case). Pure. */
 export function parse(query) {
@@ -69,6 +70,13 @@ export function select(customizations, query, tools) {
   return { cards, rows, narrow };
 }
 
+/** Cards shown in the frame of a keystroke (more than a screenful on any screen), then per
+ *  frame after it: no keystroke waits for 1,000 cards to be laid out. */
+const FIRST_BATCH = 60;
+const BATCH = 200;
+/** An offer opened and narrowed costs about as much as this many cards shown. */
+const OFFER_COST = 5;
+
 export class Filter {
   /**
    * @param input the search field
@@ -77,7 +85,10 @@ export class Filter {
   constructor(input, host) {
     this.input = input;
     this.host = host;
-    this.narrowed = new Set();
+    this.narrowed = new Set(); // servers whose offer is narrowed now
+    this.frame = 0; // the animation frame asked for, if any
+    this.since = undefined; // when the first input not yet applied came
+    this.run = 0; // each application's number: a newer one ends the batches of an older one
     input.addEventListener("input", () => this.typed());
     input.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && input.value) {
@@ -87,44 +98,99 @@ export class Filter {
     });
   }
 
-  /** Set the query (a summary part was chosen) and apply it. */
+  /** Set the query (a summary part was chosen) and apply it at once, in full: the caller
+   *  looks at what is shown next. */
   set(query) {
     this.input.value = query;
-    this.typed();
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    this.since = undefined;
+    this.apply(Infinity);
   }
 
+  /** A keystroke: the work of every keystroke of one frame is done once, in that frame. */
   typed() {
-    const started = performance.now();
-    this.apply();
-    const applied = performance.now() - started;
-    // Done when on screen: the next frame, style and layout included.
-    requestAnimationFrame(() => {
+    if (this.since === undefined) this.since = performance.now();
+    this.schedule();
+  }
+
+  /** The tree was redrawn: the query is applied again at the next frame. */
+  refresh() {
+    this.schedule();
+  }
+
+  schedule() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      const since = this.since;
+      this.since = undefined;
+      const started = performance.now();
+      let entry;
+      let doneAt;
+      this.apply(FIRST_BATCH, (at) => {
+        doneAt = at;
+        if (entry) entry.done = at - since;
+      });
+      const applied = performance.now() - started;
+      if (since === undefined) return;
+      // On screen: style and layout of this frame included. `done`: the last batch applied.
       void document.body.offsetHeight;
-      const ms = performance.now() - started;
-      this.host.stats.filters.push({ query: this.input.value, ms, applied });
+      entry = { query: this.input.value, ms: performance.now() - since, applied, batched: true };
+      if (doneAt !== undefined) entry.done = doneAt - since;
+      this.host.stats.filters.push(entry);
       if (this.host.stats.filters.length > 200) this.host.stats.filters.shift();
     });
   }
 
-  /** Show what the current query selects (after a redraw, or as the user types). */
-  apply() {
+  /** Show what the current query selects, in the tree's order: up to `first` cards made
+   *  visible now (an offer opened counts `OFFER_COST`), then `BATCH` a frame; `done(time)`
+   *  after the last. */
+  apply(first = Infinity, done = () => {}) {
+    const run = ++this.run;
     const query = this.input.value.trim();
     const { tree, workbench } = this.host;
     const everything = query === "";
     const picked = everything ? undefined : select(this.host.customizations(), query, (s) => this.host.tools(s));
-    for (const [id, card] of tree.cards) {
-      const hide = !everything && !picked.cards.has(id);
-      if (card.hidden !== hide) card.hidden = hide;
-    }
-    for (const [id, row] of tree.rows) {
-      const hide = !everything && !picked.rows.has(id);
-      if (row.hidden !== hide) row.hidden = hide;
-    }
     const narrow = everything ? new Map() : picked.narrow;
-    for (const id of this.narrowed) if (!narrow.has(id)) workbench.narrow(id, [], false);
-    for (const [id, words] of narrow) workbench.narrow(id, words, true);
-    this.narrowed = new Set(narrow.keys());
+    const rowsOf = new Map(); // card element → its server ids
+    for (const [id, entry] of tree.servers) {
+      const card = tree.cards.get(entry.container ? entry.container.id : id);
+      if (!card) continue;
+      if (!rowsOf.has(card)) rowsOf.set(card, []);
+      rowsOf.get(card).push(id);
+    }
     const shown = everything ? tree.cards.size : picked.cards.size;
     this.input.setAttribute("aria-description", `${shown} shown`);
+    const cards = [...tree.element.children].filter((c) => c.dataset.id !== undefined && tree.cards.get(c.dataset.id) === c);
+    let at = 0;
+    const step = (budget) => {
+      if (run !== this.run) return;
+      let spent = 0;
+      while (at < cards.length && spent < budget) {
+        const card = cards[at++];
+        const hide = !everything && !picked.cards.has(card.dataset.id);
+        if (card.hidden !== hide) {
+          card.hidden = hide;
+          if (!hide) spent += 1;
+        }
+        for (const id of rowsOf.get(card) || []) {
+          const row = tree.rows.get(id);
+          const hideRow = !everything && !picked.rows.has(id);
+          if (row && row.hidden !== hideRow) row.hidden = hideRow;
+          if (narrow.has(id)) {
+            if (!this.narrowed.has(id)) spent += OFFER_COST; // narrowed again: cheap
+            workbench.narrow(id, narrow.get(id), true);
+            this.narrowed.add(id);
+          } else if (this.narrowed.has(id)) {
+            workbench.narrow(id, [], false);
+            this.narrowed.delete(id);
+          }
+        }
+      }
+      if (at < cards.length) requestAnimationFrame(() => step(BATCH));
+      else done(performance.now());
+    };
+    step(first);
   }
 }

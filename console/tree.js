@@ -3,7 +3,7 @@
 // server with its live state, controls and offer. Keyed by id, so a live change redraws one
 // card or one server row, not the page, and the keyboard focus stays where it was.
 
-import { h, fill, badge, plural, replaceKeepingFocus } from "./dom.js";
+import { h, fill, badge, plural, reconcile, Parts } from "./dom.js";
 
 const KIND_LABEL = { skill: ["skill", "Skills"], agent: ["agent", "Agents"], prompt: ["prompt", "Prompts"], rule: ["rule", "Rules"], hook: ["hook", "Hooks"] };
 
@@ -49,34 +49,44 @@ export class Tree {
     this.cards = new Map(); // container id → card element
     this.rows = new Map(); // server id → row element
     this.servers = new Map(); // server id → {server, container}
+    // Cards and rows are kept by id and updated in place, each part (a card's head, its
+    // problems, its children; a row's head, error, token form, offer) drawn again only when
+    // what it shows changed: what a person opened, typed or focused stays.
+    this.parts = new Parts();
   }
 
-  /** Everything anew (a snapshot or `customizationsChanged`); troubled containers first. */
+  /** Everything (a snapshot or `customizationsChanged`); troubled containers first. Cards
+   *  and rows already drawn are kept and brought up to date. */
   render(customizations) {
-    this.cards.clear();
-    this.rows.clear();
-    this.servers.clear();
     const list = customizations || [];
     const ordered = [...list.filter(troubled), ...list.filter((c) => !troubled(c))];
-    const fragment = document.createDocumentFragment();
-    for (const c of ordered) fragment.append(this.card(c));
-    fill(this.element, list.length ? fragment : h("p", { class: "empty" }, "No plugins, directories or servers found."));
+    const cards = ordered.map((c) => this.card(c));
+    const ids = new Set(list.map((c) => c.id));
+    for (const id of this.cards.keys()) if (!ids.has(id)) this.cards.delete(id);
+    const servers = new Set(list.flatMap((c) => (c.type === "mcpServer" ? [c] : (c.children || []).filter((x) => x.type === "mcpServer"))).map((s) => s.id));
+    this.forgetServers((id) => !servers.has(id));
+    if (list.length) reconcile(this.element, cards);
+    else fill(this.element, h("p", { class: "empty" }, "No plugins, directories or servers found."));
   }
 
-  /** One container anew (updated, toggled, or its child removed); appended when new. */
+  /** One container brought up to date (updated, toggled, or its child removed); appended
+   *  when new. */
   container(c) {
-    const old = this.cards.get(c.id);
+    const servers = new Set((c.type === "mcpServer" ? [c] : (c.children || []).filter((x) => x.type === "mcpServer")).map((s) => s.id));
+    this.forgetServers((id, entry) => entry.container && entry.container.id === c.id && !servers.has(id));
+    const card = this.card(c);
+    if (!card.isConnected) {
+      this.element.querySelector(":scope > .empty")?.remove();
+      this.element.append(card);
+    }
+  }
+
+  forgetServers(gone) {
     for (const [id, entry] of this.servers) {
-      if (entry.container && entry.container.id === c.id) {
+      if (gone(id, entry)) {
         this.servers.delete(id);
         this.rows.delete(id);
       }
-    }
-    const card = this.card(c);
-    if (old) replaceKeepingFocus(old, card);
-    else {
-      this.element.querySelector(":scope > .empty")?.remove();
-      this.element.append(card);
     }
   }
 
@@ -88,43 +98,48 @@ export class Tree {
     }
   }
 
-  /** One server's row anew (its state changed). */
+  /** One server's row brought up to date (its state changed). */
   server(server, container) {
-    const old = this.rows.get(server.id);
-    const row = this.serverRow(server, container);
-    if (old) replaceKeepingFocus(old, row);
+    if (this.rows.has(server.id)) this.serverRow(server, container);
   }
 
   card(c) {
-    let card;
-    if (c.type === "mcpServer") {
-      card = h("section", { class: "card card-server", "data-id": c.id, tabindex: "-1", "aria-label": c.name }, this.serverRow(c, c));
-    } else {
-      const load = c.load || { kind: "loaded" };
-      const problems = (load.message || "").split("\n").filter(Boolean);
-      const children = Array.isArray(c.children) ? c.children : [];
-      const servers = children.filter((x) => x.type === "mcpServer");
-      const others = children.filter((x) => x.type !== "mcpServer");
-      card = h(
-        "section",
-        { class: `card card-${c.type}`, "data-id": c.id, tabindex: "-1", "aria-label": c.name },
-        h(
-          "header",
-          { class: "card-head" },
-          h("h3", { class: "card-title" }, c.name),
-          c.version ? h("span", { class: "muted" }, `v${c.version}`) : null,
-          c.type === "directory" ? h("span", { class: "muted" }, `${c.contents || ""} directory${c.writable ? ", writable" : ""}`) : null,
-          badge(load.kind, `load-${load.kind}`),
-          this.toggleButton(c, enabledOf(c)),
-        ),
-        problems.length
-          ? h("ul", { class: "problems", "aria-label": "problems" }, problems.map((p) => h("li", { class: "problem" }, p)))
-          : null,
-        servers.map((s) => this.serverRow(s, c)),
-        others.length ? this.childList(others) : null,
-      );
+    let card = this.cards.get(c.id);
+    if (!card || card.dataset.type !== c.type) {
+      const old = card;
+      card = h("section", { class: `card card-${c.type}`, "data-id": c.id, "data-type": c.type, tabindex: "-1" });
+      this.cards.set(c.id, card);
+      if (old && old.isConnected) old.replaceWith(card); // another kind of container now
     }
-    this.cards.set(c.id, card);
+    card.setAttribute("aria-label", c.name);
+    if (c.type === "mcpServer") {
+      reconcile(card, [this.serverRow(c, c)]);
+      return card;
+    }
+    const load = c.load || { kind: "loaded" };
+    const problems = (load.message || "").split("\n").filter(Boolean);
+    const children = Array.isArray(c.children) ? c.children : [];
+    const servers = children.filter((x) => x.type === "mcpServer");
+    const others = children.filter((x) => x.type !== "mcpServer");
+    const enabled = enabledOf(c);
+    const head = this.parts.get(card, "head", JSON.stringify([c.name, c.version, c.type, c.contents, c.writable, load.kind, enabled]), () =>
+      h(
+        "header",
+        { class: "card-head" },
+        h("h3", { class: "card-title" }, c.name),
+        c.version ? h("span", { class: "muted" }, `v${c.version}`) : null,
+        c.type === "directory" ? h("span", { class: "muted" }, `${c.contents || ""} directory${c.writable ? ", writable" : ""}`) : null,
+        badge(load.kind, `load-${load.kind}`),
+        this.toggleButton(c, enabled),
+      ),
+    );
+    const problemList = this.parts.get(card, "problems", problems.join("\n"), () =>
+      problems.length ? h("ul", { class: "problems", "aria-label": "problems" }, problems.map((p) => h("li", { class: "problem" }, p))) : null,
+    );
+    const childList = this.parts.get(card, "children", JSON.stringify(others.map((x) => [x.type, x.name, x.description, x.enabled])), () =>
+      others.length ? this.childList(others) : null,
+    );
+    reconcile(card, [head, problemList, ...servers.map((s) => this.serverRow(s, c)), childList]);
     return card;
   }
 
@@ -189,9 +204,17 @@ export class Tree {
     const kind = state.kind;
     const busy = kind === "starting";
     const tools = this.actions.toolCount(s);
-    const row = h(
-      "div",
-      { class: `server server-${kind}`, "data-server": s.name, "data-id": s.id, "data-state": kind, tabindex: "-1" },
+    let row = this.rows.get(s.id);
+    if (!row) {
+      row = h("div", { tabindex: "-1" });
+      this.rows.set(s.id, row);
+    }
+    row.className = `server server-${kind}`;
+    row.dataset.server = s.name;
+    row.dataset.id = s.id;
+    row.dataset.state = kind;
+    const enabled = enabledOf(s);
+    const head = this.parts.get(row, "head", JSON.stringify([s.name, kind, tools, enabled]), () =>
       h(
         "div",
         { class: "server-head" },
@@ -202,24 +225,21 @@ export class Tree {
           "span",
           { class: "controls" },
           // A bare server's card carries no head of its own: the switch is here.
-          this.toggleButton(s, enabledOf(s)),
+          this.toggleButton(s, enabled),
           control("Start", `start:${s.id}`, kind !== "ready" && !busy, () => this.actions.start(s.id), `Start ${s.name}`),
           control("Stop", `stop:${s.id}`, kind !== "stopped", () => this.actions.stop(s.id), `Stop ${s.name}`),
           control("Restart", `restart:${s.id}`, kind !== "stopped" && !busy, () => this.actions.restart(s.id), `Restart ${s.name}`),
         ),
       ),
-      kind === "error" && state.error
-        ? h(
-            "div",
-            { class: "server-error" },
-            h("strong", {}, state.error.errorType || "error"),
-            h("pre", { class: "error-message" }, state.error.message || ""),
-          )
-        : null,
-      kind === "authRequired" ? this.authForm(s, state) : null,
-      kind === "ready" && s.channel ? this.actions.offer(s) : null,
     );
-    this.rows.set(s.id, row);
+    const failed = kind === "error" && state.error;
+    const error = this.parts.get(row, "error", failed ? JSON.stringify(state.error) : "", () =>
+      failed
+        ? h("div", { class: "server-error" }, h("strong", {}, state.error.errorType || "error"), h("pre", { class: "error-message" }, state.error.message || ""))
+        : null,
+    );
+    const auth = this.parts.get(row, "auth", kind === "authRequired" ? JSON.stringify(state) : "", () => (kind === "authRequired" ? this.authForm(s, state) : null));
+    reconcile(row, [head, error, auth, kind === "ready" && s.channel ? this.actions.offer(s) : null]);
     return row;
   }
 

@@ -4,7 +4,7 @@
 // arguments; each answer shown beside what asked for it. All through the server's `mcp://`
 // channel. One section per server, kept across redraws of its row (forms keep what was typed).
 
-import { h, fill, plural, jsonDetails, announce } from "./dom.js";
+import { h, fill, plural, jsonDetails, announce, reconcile } from "./dom.js";
 import { schemaForm } from "./form.js";
 import { toolResult, resourceResult, promptResult, errorResult } from "./results.js";
 import { uiResourceUri, visibility } from "./apps.js";
@@ -131,22 +131,53 @@ export class Workbench {
     }
   }
 
+  /** Draw the offer of server `id` into its section, keyed: an item (tool, resource,
+   *  template, prompt) whose definition did not change keeps its element, so an open form,
+   *  what was typed into it, its answer and the keyboard focus stay when a list is read
+   *  again. Items of a list not read yet (the server came back, its lists are on their way)
+   *  are kept for when it is. */
   build(id, entry) {
-    const server = entry.server;
-    const offer = this.host.offers.of(server) || {};
+    const offer = this.host.offers.of(entry.server) || {};
     entry.built = true;
     entry.version = offer.version;
+    entry.items = entry.items || new Map(); // "Tools:name" → {key, element}
+    entry.parts = entry.parts || new Map(); // "Tools" → {section, list, empty}
     const summary = entry.details.querySelector("summary");
-    const part = (title, items, render, empty) =>
-      items === undefined ? null : h("section", { class: `offer-part offer-${title.toLowerCase()}` }, h("h4", {}, title), items.length ? h("ul", { class: "offer-list" }, items.map(render)) : h("p", { class: "muted" }, empty));
-    fill(
-      entry.details,
+    const part = (title, items, name, render, empty) => {
+      if (items === undefined) return null;
+      let p = entry.parts.get(title);
+      if (!p) {
+        p = {
+          section: h("section", { class: `offer-part offer-${title.toLowerCase()}` }, h("h4", {}, title)),
+          list: h("ul", { class: "offer-list" }),
+          empty: h("p", { class: "muted" }, empty),
+        };
+        entry.parts.set(title, p);
+      }
+      const names = new Set();
+      const elements = items.map((item) => {
+        let at = `${title}:${name(item)}`;
+        while (names.has(at)) at += "'"; // a name listed twice: each its own item
+        names.add(at);
+        const key = JSON.stringify(item);
+        const known = entry.items.get(at);
+        if (known && known.key === key) return known.element;
+        const element = render(item);
+        entry.items.set(at, { key, element });
+        return element;
+      });
+      for (const at of entry.items.keys()) if (at.startsWith(`${title}:`) && !names.has(at)) entry.items.delete(at);
+      reconcile(p.list, elements);
+      reconcile(p.section, [p.section.firstChild, elements.length ? p.list : p.empty]);
+      return p.section;
+    };
+    reconcile(entry.details, [
       summary,
-      part("Tools", offer.tools, (tool) => this.tool(id, tool), "No tools."),
-      part("Resources", offer.resources, (resource) => this.resource(id, resource), "No resources."),
-      offer.templates && offer.templates.length ? part("Templates", offer.templates, (template) => this.template(id, template), "") : null,
-      part("Prompts", offer.prompts, (prompt) => this.prompt(id, prompt), "No prompts."),
-    );
+      part("Tools", offer.tools, (t) => t.name, (tool) => this.tool(id, tool), "No tools."),
+      part("Resources", offer.resources, (r) => r.uri, (resource) => this.resource(id, resource), "No resources."),
+      offer.templates && offer.templates.length ? part("Templates", offer.templates, (t) => t.uriTemplate, (template) => this.template(id, template), "") : null,
+      part("Prompts", offer.prompts, (p) => p.name, (prompt) => this.prompt(id, prompt), "No prompts."),
+    ]);
     this.applyQuery(entry);
   }
 
@@ -188,7 +219,7 @@ export class Workbench {
     details.addEventListener("toggle", () => {
       if (!details.open || details.dataset.built) return;
       details.dataset.built = "1";
-      details.append(...this.toolBody(id, tool));
+      details.append(...this.toolBody(id, tool).filter(Boolean));
     });
     return item;
   }
