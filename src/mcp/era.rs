@@ -139,9 +139,9 @@ pub fn envelope(message: &Message) -> Result<Envelope, Problem> {
     let Some(span) = message.find(&["_meta"]) else {
         return Err(bad("the request has no params._meta envelope".into()));
     };
-    let meta: Value = serde_json::from_str(message.slice(span))
+    let mut meta: Value = serde_json::from_str(message.slice(span))
         .map_err(|_| bad("params._meta is not JSON".into()))?;
-    let Some(meta) = meta.as_object() else {
+    let Some(meta) = meta.as_object_mut() else {
         return Err(bad("params._meta is not an object".into()));
     };
     let version = match meta.get(meta::PROTOCOL_VERSION) {
@@ -159,8 +159,8 @@ pub fn envelope(message: &Message) -> Result<Envelope, Problem> {
             Some(serde_json::json!({"supported": SUPPORTED, "requested": version}).to_string());
         return Err(problem);
     }
-    let capabilities = match meta.get(meta::CLIENT_CAPABILITIES) {
-        Some(c @ Value::Object(_)) => c.clone(),
+    let capabilities = match meta.remove(meta::CLIENT_CAPABILITIES) {
+        Some(c @ Value::Object(_)) => c,
         Some(_) => {
             return Err(bad(format!(
                 "{} is not an object",
@@ -169,9 +169,9 @@ pub fn envelope(message: &Message) -> Result<Envelope, Problem> {
         }
         None => return Err(bad(format!("{} is missing", meta::CLIENT_CAPABILITIES))),
     };
-    let client_info = match meta.get(meta::CLIENT_INFO) {
+    let client_info = match meta.remove(meta::CLIENT_INFO) {
         None => None,
-        Some(info @ Value::Object(_)) => Some(info.clone()),
+        Some(info @ Value::Object(_)) => Some(info),
         Some(_) => return Err(bad(format!("{} is not an object", meta::CLIENT_INFO))),
     };
     let log_level = match meta.get(meta::LOG_LEVEL) {
@@ -371,26 +371,25 @@ pub struct Completion<'a> {
     pub server_info: Option<&'a str>,
 }
 
-/// Answer `text` in modern shape: a result gets `resultType: "complete"`, the cache hints
+/// Answer `message` in modern shape: a result gets `resultType: "complete"`, the cache hints
 /// and `_meta` `serverInfo` where absent (what is present stays as written); an error with
 /// the 2025 "resource not found" code gets `-32602`. Anything else is kept as it is.
-pub fn complete(text: String, completion: Completion<'_>) -> String {
-    let Ok(message) = Message::parse(text.clone()) else {
-        return text;
-    };
+/// The answer was read once already and is not read again.
+pub fn complete_message(message: Message, completion: Completion<'_>) -> String {
     let Some(body) = message.body() else {
-        return text;
+        return message.into_text();
     };
+    let text = message.text();
     if message.kind() == Kind::Error {
         return match message.find(&["code"]) {
             Some(span) if message.slice(span.clone()) == "-32002" => {
-                message::splice(&text, &mut [(span, "-32602")])
+                message::splice(text, &mut [(span, "-32602")])
             }
-            _ => text,
+            _ => message.into_text(),
         };
     }
     if message.kind() != Kind::Result || !message.slice(body.clone()).starts_with('{') {
-        return text;
+        return message.into_text();
     }
     let has = |key: &str| message.find(&[key]).is_some();
     let mut members: Vec<(&str, String)> = Vec::new();
@@ -411,7 +410,7 @@ pub fn complete(text: String, completion: Completion<'_>) -> String {
             Some(meta) if message.slice(meta.clone()).starts_with('{') => {
                 if message.find(&["_meta", meta::SERVER_INFO]).is_none() {
                     let member = [(meta::SERVER_INFO, info.to_string())];
-                    edits.push(insertion(&text, meta, &member));
+                    edits.push(insertion(text, meta, &member));
                 }
             }
             Some(_) => {}
@@ -419,11 +418,14 @@ pub fn complete(text: String, completion: Completion<'_>) -> String {
         }
     }
     if !members.is_empty() {
-        edits.push(insertion(&text, body, &members));
+        edits.push(insertion(text, body, &members));
     }
     let mut edits: Vec<(Range<usize>, &str)> =
         edits.iter().map(|(r, t)| (r.clone(), t.as_str())).collect();
-    message::splice(&text, &mut edits)
+    if edits.is_empty() {
+        return message.into_text();
+    }
+    message::splice(text, &mut edits)
 }
 
 /// The edit that puts `members` first in the object at `object` of `text`.

@@ -326,21 +326,21 @@ impl Pump {
 
     /// The final answer in modern shape, under the harness's current id.
     fn complete(&self, text: String) -> String {
-        let text = match Message::parse(text) {
-            Ok(message) => message.rewrite(Some(&self.id), Vec::new()).into_text(),
+        let message = match Message::parse(text) {
+            Ok(message) => message.rewrite(Some(&self.id), Vec::new()),
             Err(invalid) => {
                 return era::error_answer(&self.id, INTERNAL_ERROR, &invalid.message, None)
             }
         };
         let Shape::Completed(info) = &self.shape else {
-            return text;
+            return message.into_text();
         };
         let hint = era::cacheable(&self.method).then(|| self.cache_hint());
         let completion = Completion {
             hint,
             server_info: info.as_deref(),
         };
-        era::complete(text, completion)
+        era::complete_message(message, completion)
     }
 
     /// The cache hints of this request's answer: every server's the scope joins, merged to

@@ -188,3 +188,8 @@ fn legacy_results_are_completed_and_modern_members_kept() {
     assert_eq!(v["error"]["code"], -32602);
     assert_eq!(v["error"]["data"]["uri"], "u");
 }
+
+/// [`complete_message`] on text, as the front reads it.
+fn complete(text: String, completion: Completion<'_>) -> String {
+    complete_message(Message::parse(text).expect("an answer"), completion)
+}
