@@ -324,7 +324,7 @@ async fn assert_mirror_matches_host(browser: &Browser, proxy: &Proxy) {
                 "initialize",
                 json!({"channel": "ahp-root://", "clientId": "fresh", "protocolVersions": ["1.0.0"],
                        "capabilities": {"mcpApps": {}},
-                       "initialSubscriptions": ["ahp-root://", "ahp-session:/default", "ahp-chat:/harness"]}),
+                       "initialSubscriptions": ["ahp-root://", "ahp-proxy:/default", "ahp-chat:/harness"]}),
             )
             .await;
         let seq = fresh["result"]["serverSeq"].as_u64().unwrap();
@@ -344,7 +344,7 @@ async fn assert_mirror_matches_host(browser: &Browser, proxy: &Proxy) {
         for snapshot in fresh["result"]["snapshots"].as_array().unwrap() {
             let key = match snapshot["resource"].as_str().unwrap() {
                 "ahp-root://" => "root",
-                "ahp-session:/default" => "session",
+                "ahp-proxy:/default" => "session",
                 _ => "chat",
             };
             assert_eq!(
