@@ -1719,7 +1719,7 @@ async fn a_held_call_is_approved_with_an_edited_input_or_denied_with_a_reason_in
     let shown = held_in_console(&browser, "echo", 1).await;
     for part in [
         "1 pending approval",
-        "Allow echo on echo?",
+        "Allow `echo` on `echo`?",
         "tool echo on echo, asked by the harness",
         "as asked",
         "Allow once",
