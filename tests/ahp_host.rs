@@ -644,6 +644,15 @@ async fn the_old_name_of_the_default_session_still_works() {
         .filter_map(|i| i["resource"].as_str())
         .collect();
     assert_eq!(names, [published], "{listed}");
+    // A session that does not exist, by either scheme, is no session; another URI no channel.
+    for (uri, code) in [
+        ("ahp-session:/nowhere", -32001),
+        ("my.agent+2-x:/nowhere", -32001),
+        ("other:/nowhere", -32008),
+    ] {
+        let missing = old.request("subscribe", json!({"channel": uri})).await;
+        assert_eq!(error_code(&missing), code, "{missing}");
+    }
 }
 
 /// The default chat VS Code derives from the session's URI is the harness's chat, whichever
