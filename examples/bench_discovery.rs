@@ -232,10 +232,7 @@ fn edit_latency(dir: &Path, plugins: &Path) -> (Vec<f64>, Vec<f64>) {
             .initialize("bench".into(), vec!["1.0.0".into()], vec![])
             .await
             .unwrap();
-        let (_, mut sub) = client
-            .subscribe("ahp-session:/default".into())
-            .await
-            .unwrap();
+        let (_, mut sub) = client.subscribe("ahp-proxy:/default".into()).await.unwrap();
         let mut proxy_ms = Vec::new();
         let mut notify_ms = Vec::new();
         for edit in 0..EDITS {

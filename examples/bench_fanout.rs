@@ -41,7 +41,7 @@ const SIZES: [usize; 3] = [1, 10, 100];
 const ROUNDS: usize = 300;
 const EDITS: usize = 100;
 const WARMUP: usize = 20;
-const SESSION: &str = "ahp-session:/default";
+const SESSION: &str = "ahp-proxy:/default";
 /// Hang guard for one round; never reached on a working proxy.
 const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -310,7 +310,7 @@ async fn ping_round_trip(binary: &Path, dir: &Path) -> Vec<f64> {
 /// A second session only the stalled client follows: a large record dispatched there after
 /// every round (not timed) backs it up until the proxy cuts it off, while the measured
 /// clients see only the default session.
-const STALL_SESSION: &str = "ahp-session:/stall";
+const STALL_SESSION: &str = "ahp-proxy:/stall";
 
 /// One more subscriber besides the `n` timed ones, following both sessions, while a 32 KiB
 /// active-client record is dispatched on the second one after every round.

@@ -165,10 +165,7 @@ async fn subscribe(proxy: &Proxy) -> (Client, SessionSubscription, SessionState)
         .initialize("bench".into(), vec!["1.0.0".into()], vec![])
         .await
         .unwrap();
-    let (result, sub) = client
-        .subscribe("ahp-session:/default".into())
-        .await
-        .unwrap();
+    let (result, sub) = client.subscribe("ahp-proxy:/default".into()).await.unwrap();
     let state = match result.snapshot.unwrap().state {
         SnapshotState::Session(s) => *s,
         _ => panic!("not a session"),

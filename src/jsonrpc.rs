@@ -251,8 +251,7 @@ mod tests {
 
     #[test]
     fn a_notification_of_encoded_params_is_the_same_text() {
-        let params =
-            json!({"channel": "ahp-session:/x", "serverSeq": 7, "action": {"type": "t\"q"}});
+        let params = json!({"channel": "ahp-proxy:/x", "serverSeq": 7, "action": {"type": "t\"q"}});
         for method in ["action", "a \"quoted\" method"] {
             assert_eq!(
                 notification_encoded(method, &params.to_string()),

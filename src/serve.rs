@@ -423,7 +423,7 @@ fn health(host: &Arc<Host>, hub: &Arc<Hub>) -> crate::front::http::Health {
     Arc::new(move || {
         let customizations = host
             .upgrade()
-            .and_then(|h| h.snapshot(crate::host::DEFAULT_SESSION_URI))
+            .and_then(|h| h.snapshot(&h.default_session()))
             .and_then(|snapshot| match snapshot.state {
                 ahp_types::state::SnapshotState::Session(s) => s.customizations,
                 _ => None,

@@ -21,9 +21,10 @@ use common::{
 use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+/// The agent's provider is left at its default (`ahp-proxy`), which names the default
+/// session (`DEFAULT_SESSION`); `PROVIDER_CONFIG` sets another one.
 const CONFIG: &str = r#"
 [agent]
-provider = "test-harness"
 display_name = "Test harness"
 description = "An MCP-only harness under test"
 
@@ -67,7 +68,7 @@ async fn official_client_initializes_pings_and_decodes_root_and_session_snapshot
     assert_eq!(init.snapshots.len(), 1);
     let root = root_state(init.snapshots[0].state.clone());
     assert_eq!(root.agents.len(), 1);
-    assert_eq!(root.agents[0].provider, "test-harness");
+    assert_eq!(root.agents[0].provider, "ahp-proxy");
     assert_eq!(root.agents[0].display_name, "Test harness");
     assert!(root.agents[0].models.is_empty());
     assert_eq!(root.active_sessions, Some(1));
@@ -80,7 +81,7 @@ async fn official_client_initializes_pings_and_decodes_root_and_session_snapshot
         .expect("listSessions");
     assert_eq!(sessions.items.len(), 1);
     assert_eq!(sessions.items[0].resource, DEFAULT_SESSION);
-    assert_eq!(sessions.items[0].provider, "test-harness");
+    assert_eq!(sessions.items[0].provider, "ahp-proxy");
     assert_eq!(sessions.items[0].title, "Test workspace");
     assert!(sessions.next_cursor.is_none());
 
@@ -93,7 +94,7 @@ async fn official_client_initializes_pings_and_decodes_root_and_session_snapshot
     assert_eq!(snapshot.from_seq, init.server_seq);
     let session = session_state(snapshot.state);
     assert_eq!(session.lifecycle, SessionLifecycle::Ready);
-    assert_eq!(session.provider, "test-harness");
+    assert_eq!(session.provider, "ahp-proxy");
     assert_eq!(session.title, "Test workspace");
     assert_eq!(session.status, 1);
     assert_eq!(session.customizations, Some(vec![]));
@@ -210,7 +211,7 @@ async fn an_action_from_one_client_reaches_both_with_one_server_seq_and_mirrors_
 
     // Root actions too: a created session changes activeSessions for every root subscriber.
     let _: () = b
-        .request("createSession", json!({"channel": "ahp-session:/second"}))
+        .request("createSession", json!({"channel": "ahp-proxy:/second"}))
         .await
         .expect("createSession answers null");
     let envelope = next_action(&mut root_sub_a).await;
@@ -315,7 +316,7 @@ async fn reconnect_replays_exactly_the_missed_actions() {
         .reconnect(
             "returning".into(),
             last_seen,
-            vec![DEFAULT_SESSION.into(), "ahp-session:/gone".into()],
+            vec![DEFAULT_SESSION.into(), "ahp-proxy:/gone".into()],
         )
         .await
         .expect("reconnect");
@@ -327,7 +328,7 @@ async fn reconnect_replays_exactly_the_missed_actions() {
     let seqs: Vec<u64> = replay.actions.iter().map(|e| e.server_seq).collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
     assert!(seqs[0] as i64 > last_seen);
-    assert_eq!(replay.missing, vec!["ahp-session:/gone".to_string()]);
+    assert_eq!(replay.missing, vec!["ahp-proxy:/gone".to_string()]);
 
     // The subscription is live again on the new connection.
     b.dispatch(DEFAULT_SESSION.into(), title("live"))
@@ -405,7 +406,7 @@ async fn sessions_are_created_listed_and_disposed_per_spec() {
     let created = raw
         .request(
             "createSession",
-            json!({"channel": "ahp-session:/extra", "provider": "test-harness",
+            json!({"channel": "ahp-proxy:/extra", "provider": "ahp-proxy",
             "activeClient": {"clientId": "maker", "tools": []}}),
         )
         .await;
@@ -428,11 +429,11 @@ async fn sessions_are_created_listed_and_disposed_per_spec() {
         .iter()
         .find(|f| f["method"] == "root/sessionAdded")
         .expect("added");
-    assert_eq!(added["params"]["summary"]["resource"], "ahp-session:/extra");
+    assert_eq!(added["params"]["summary"]["resource"], "ahp-proxy:/extra");
     assert_eq!(added["params"]["channel"], ROOT_RESOURCE_URI);
 
     let snapshot = raw
-        .request("subscribe", json!({"channel": "ahp-session:/extra"}))
+        .request("subscribe", json!({"channel": "ahp-proxy:/extra"}))
         .await;
     assert_eq!(
         snapshot["result"]["snapshot"]["state"]["activeClients"][0]["clientId"],
@@ -440,18 +441,18 @@ async fn sessions_are_created_listed_and_disposed_per_spec() {
     );
 
     let duplicate = raw
-        .request("createSession", json!({"channel": "ahp-session:/extra"}))
+        .request("createSession", json!({"channel": "ahp-proxy:/extra"}))
         .await;
     assert_eq!(error_code(&duplicate), -32003);
     let provider = raw
         .request(
             "createSession",
-            json!({"channel": "ahp-session:/x", "provider": "someone-else"}),
+            json!({"channel": "ahp-proxy:/x", "provider": "someone-else"}),
         )
         .await;
     assert_eq!(error_code(&provider), -32002);
     let impostor = raw
-        .request("createSession", json!({"channel": "ahp-session:/y", "activeClient": {"clientId": "watcher", "tools": []}}))
+        .request("createSession", json!({"channel": "ahp-proxy:/y", "activeClient": {"clientId": "watcher", "tools": []}}))
         .await;
     assert_eq!(error_code(&impostor), -32602);
 
@@ -486,7 +487,7 @@ async fn sessions_are_created_listed_and_disposed_per_spec() {
     assert_eq!(error_code(&bad_cursor), -32602);
 
     let disposed = raw
-        .request("disposeSession", json!({"channel": "ahp-session:/extra"}))
+        .request("disposeSession", json!({"channel": "ahp-proxy:/extra"}))
         .await;
     assert_eq!(disposed["result"], json!(null));
     let mut removed = None;
@@ -498,14 +499,14 @@ async fn sessions_are_created_listed_and_disposed_per_spec() {
     }
     assert_eq!(
         removed.expect("removed")["params"]["session"],
-        "ahp-session:/extra"
+        "ahp-proxy:/extra"
     );
     let gone = raw
-        .request("subscribe", json!({"channel": "ahp-session:/extra"}))
+        .request("subscribe", json!({"channel": "ahp-proxy:/extra"}))
         .await;
     assert_eq!(error_code(&gone), -32001);
     let again = raw
-        .request("disposeSession", json!({"channel": "ahp-session:/extra"}))
+        .request("disposeSession", json!({"channel": "ahp-proxy:/extra"}))
         .await;
     assert_eq!(error_code(&again), -32001);
 }
@@ -530,6 +531,205 @@ async fn the_default_session_cannot_be_disposed() {
     let init = late.initialize("late", &[DEFAULT_SESSION]).await;
     let session = &init["snapshots"][0]["state"];
     assert_eq!(session["defaultChat"], "ahp-chat:/harness", "{init}");
+}
+
+/// A configured provider, with every character a URI scheme allows besides letters.
+const PROVIDER_CONFIG: &str = "[agent]\nprovider = \"my.agent+2-x\"\n";
+
+/// The name the host published its default session under before it took the provider's
+/// scheme; still accepted from clients.
+const OLD_SESSION: &str = "ahp-session:/default";
+
+/// `ahp-chat://default/<base64url(session)>`: the default chat VS Code derives from a
+/// session's URI (`buildDefaultChatUri`).
+fn derived_chat(session: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "ahp-chat://default/{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(session)
+    )
+}
+
+/// VS Code 1.139 takes a listed session's provider from its URI's scheme
+/// (`_makeEntryFromMetadata`) and drops the session when that is not the agent's: the
+/// host lists its default session as `<provider>:/default`, by default and when configured.
+#[tokio::test]
+async fn the_listed_default_session_is_named_by_the_agents_provider() {
+    for (config, provider) in [(CONFIG, "ahp-proxy"), (PROVIDER_CONFIG, "my.agent+2-x")] {
+        let proxy = Proxy::start(config);
+        let client = client(&proxy).await;
+        let init = client
+            .initialize(
+                "lister".into(),
+                vec!["1.0.0".into()],
+                vec![ROOT_RESOURCE_URI.into()],
+            )
+            .await
+            .expect("initialize");
+        let root = root_state(init.snapshots[0].state.clone());
+        assert_eq!(root.agents[0].provider, provider);
+        let sessions: ListSessionsResult = client
+            .request("listSessions", json!({"channel": ROOT_RESOURCE_URI}))
+            .await
+            .expect("listSessions");
+        let listed = &sessions.items[0];
+        assert_eq!(listed.resource, format!("{provider}:/default"));
+        let scheme = listed.resource.split_once(':').map(|(scheme, _)| scheme);
+        assert_eq!(scheme, Some(root.agents[0].provider.as_str()), "{listed:?}");
+        assert_eq!(listed.provider, provider);
+        // Subscribed by that name, it is that session.
+        let (result, _sub) = client
+            .subscribe(listed.resource.clone())
+            .await
+            .expect("subscribe");
+        let snapshot = result.snapshot.expect("session snapshot");
+        assert_eq!(snapshot.resource, listed.resource);
+        assert_eq!(session_state(snapshot.state).provider, provider);
+        client.shutdown().await;
+    }
+}
+
+/// A client that still names the default session `ahp-session:/default` reaches it: it
+/// subscribes, acts and hears back under that name while others hear the published one;
+/// the session can no more be disposed, nor created again, under that name.
+#[tokio::test]
+async fn the_old_name_of_the_default_session_still_works() {
+    let proxy = Proxy::start(PROVIDER_CONFIG);
+    let published = "my.agent+2-x:/default";
+    let mut old = Raw::connect(&proxy).await;
+    let init = old.initialize("old", &[OLD_SESSION]).await;
+    assert_eq!(init["snapshots"][0]["resource"], OLD_SESSION, "{init}");
+    assert_eq!(
+        init["snapshots"][0]["state"]["provider"], "my.agent+2-x",
+        "{init}"
+    );
+    let mut new = Raw::connect(&proxy).await;
+    new.initialize("new", &[published]).await;
+
+    old.notify(
+        "dispatchAction",
+        json!({"channel": OLD_SESSION, "clientSeq": 1,
+               "action": {"type": "session/titleChanged", "title": "Renamed"}}),
+    )
+    .await;
+    for (raw, name) in [(&mut old, OLD_SESSION), (&mut new, published)] {
+        let action = raw
+            .notification(|f| {
+                f["method"] == "action" && f["params"]["action"]["type"] == "session/titleChanged"
+            })
+            .await;
+        assert_eq!(action["params"]["channel"], name, "{action}");
+        assert_eq!(action["params"]["action"]["title"], "Renamed", "{action}");
+        assert!(
+            action["params"].get("rejectionReason").is_none(),
+            "{action}"
+        );
+    }
+
+    let refused = old
+        .request("disposeSession", json!({"channel": OLD_SESSION}))
+        .await;
+    assert_eq!(error_code(&refused), -32602, "{refused}");
+    let duplicate = old
+        .request("createSession", json!({"channel": OLD_SESSION}))
+        .await;
+    assert_eq!(error_code(&duplicate), -32003, "{duplicate}");
+    let listed = old
+        .request("listSessions", json!({"channel": ROOT_RESOURCE_URI}))
+        .await;
+    let names: Vec<&str> = listed["result"]["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["resource"].as_str())
+        .collect();
+    assert_eq!(names, [published], "{listed}");
+    // A session that does not exist, by either scheme, is no session; another URI no channel.
+    for (uri, code) in [
+        ("ahp-session:/nowhere", -32001),
+        ("my.agent+2-x:/nowhere", -32001),
+        ("other:/nowhere", -32008),
+    ] {
+        let missing = old.request("subscribe", json!({"channel": uri})).await;
+        assert_eq!(error_code(&missing), code, "{missing}");
+    }
+}
+
+/// The default chat VS Code derives from the session's URI is the harness's chat, whichever
+/// name of the session it derives it from.
+#[tokio::test]
+async fn the_derived_default_chat_resolves_under_either_session_name() {
+    let proxy = Proxy::start(PROVIDER_CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("chats", &[]).await;
+    for session in ["my.agent+2-x:/default", OLD_SESSION] {
+        let chat = derived_chat(session);
+        let subscribed = raw.request("subscribe", json!({"channel": chat})).await;
+        let snapshot = &subscribed["result"]["snapshot"];
+        assert_eq!(snapshot["resource"], chat.as_str(), "{subscribed}");
+        assert!(snapshot["state"]["turns"].is_array(), "{subscribed}");
+    }
+    // A session that does not exist has no derived chat.
+    let nowhere = raw
+        .request(
+            "subscribe",
+            json!({"channel": derived_chat("ahp-proxy:/default")}),
+        )
+        .await;
+    assert!(nowhere.get("error").is_some(), "{nowhere}");
+}
+
+/// What VS Code 1.139 (code-server 4.139.1) sent on connecting: its version list, several
+/// `root/configChanged` all with `clientSeq` 0, and a notification this host does not know.
+/// The first config change is refused (no root config), the others as repeats; the unknown
+/// notification is ignored; the connection serves on.
+#[tokio::test]
+async fn what_vs_code_1_139_sends_on_connecting_is_tolerated() {
+    let proxy = Proxy::start(CONFIG);
+    let mut raw = Raw::connect(&proxy).await;
+    let init = raw
+        .request(
+            "initialize",
+            json!({"channel": ROOT_RESOURCE_URI, "clientId": "code-server",
+                   "protocolVersions": ["0.9.0", "0.7.0", "0.6.0", "0.5.2", "0.5.1"],
+                   "initialSubscriptions": [ROOT_RESOURCE_URI]}),
+        )
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "0.9.0", "{init}");
+    for _ in 0..3 {
+        raw.notify(
+            "dispatchAction",
+            json!({"channel": ROOT_RESOURCE_URI, "clientSeq": 0,
+                   "action": {"type": "root/configChanged", "config": {"telemetryLevel": "off"}}}),
+        )
+        .await;
+    }
+    let mut reasons = Vec::new();
+    while reasons.len() < 3 {
+        let echo = raw
+            .notification(|f| f["method"] == "action" && f["params"]["origin"]["clientSeq"] == 0)
+            .await;
+        let reason = echo["params"]["rejectionReason"]
+            .as_str()
+            .unwrap_or_default();
+        reasons.push(reason.to_string());
+    }
+    assert!(reasons[0].contains("no root configuration"), "{reasons:?}");
+    for repeat in &reasons[1..] {
+        assert!(repeat.contains("clientSeq 0 is not greater"), "{reasons:?}");
+    }
+    raw.notify(
+        "setClientManagedSettingsPermissions",
+        json!({"channel": ROOT_RESOURCE_URI}),
+    )
+    .await;
+    let listed = raw
+        .request("listSessions", json!({"channel": ROOT_RESOURCE_URI}))
+        .await;
+    assert_eq!(
+        listed["result"]["items"][0]["resource"], DEFAULT_SESSION,
+        "{listed}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -573,7 +773,7 @@ async fn a_client_cannot_grow_the_hosts_memory_without_limit() {
         let answer = raw
             .request(
                 "createSession",
-                json!({"channel": format!("ahp-session:/hog-{n}")}),
+                json!({"channel": format!("ahp-proxy:/hog-{n}")}),
             )
             .await;
         if answer.get("result").is_some() {
@@ -628,7 +828,7 @@ async fn client_text_cannot_forge_log_lines_or_flood_the_log() {
     raw.initialize(&client_id, &[DEFAULT_SESSION]).await;
     raw.notify(
         "dispatchAction",
-        json!({"channel": format!("ahp-session:/x\n{forged_line}"), "clientSeq": 1,
+        json!({"channel": format!("ahp-proxy:/x\n{forged_line}"), "clientSeq": 1,
                "action": {"type": "session/titleChanged", "title": "t"}}),
     )
     .await;
@@ -791,7 +991,7 @@ async fn dispatch_on_an_unknown_channel_is_ignored() {
     raw.initialize("d", &[DEFAULT_SESSION]).await;
     raw.notify(
         "dispatchAction",
-        json!({"channel": "ahp-session:/nowhere", "clientSeq": 1,
+        json!({"channel": "ahp-proxy:/nowhere", "clientSeq": 1,
         "action": {"type": "session/titleChanged", "title": "x"}}),
     )
     .await;

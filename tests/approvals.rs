@@ -77,7 +77,8 @@ async fn a_held_call_waits_then_runs_with_the_input_a_client_edited() {
         let (turn, pending) = ide.pending().await;
         // The call as AHP shows it: who, where, what, and the choices.
         let title = serde_json::to_value(&pending.confirmation_title).unwrap();
-        assert_eq!(title, json!("Allow echo on echo?"));
+        // Markdown, the names as code (VS Code renders the title as Markdown).
+        assert_eq!(title, json!({"markdown": "Allow `echo` on `echo`?"}));
         let message = serde_json::to_value(&pending.invocation_message).unwrap().to_string();
         assert!(message.contains("`echo`") && message.contains("as asked"), "{message}");
         assert_eq!(pending.editable, Some(true));

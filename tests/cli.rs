@@ -667,7 +667,7 @@ async fn approvals_approve_and_deny_steer_held_calls_from_the_terminal() {
     );
     let (listed, id) = listed;
     assert!(
-        listed.contains(&id) && listed.contains("call    Allow echo on echo?"),
+        listed.contains(&id) && listed.contains("call    Allow `echo` on `echo`?"),
         "{listed}"
     );
     let denied: serde_json::Value = serde_json::from_str(denied.response()).unwrap();

@@ -227,14 +227,14 @@ async fn a_client_plugin_is_shown_served_kept_up_to_date_and_gone_with_its_clien
         .client
         .request(
             "createSession",
-            json!({"channel": "ahp-session:/other", "activeClient": {
+            json!({"channel": "ahp-proxy:/other", "activeClient": {
                 "clientId": "ide-1", "tools": [], "customizations": [mine]}}),
         )
         .await
         .expect("createSession");
     let (other, other_sub) = ide
         .client
-        .subscribe("ahp-session:/other".into())
+        .subscribe("ahp-proxy:/other".into())
         .await
         .unwrap();
     let SnapshotState::Session(other) = other.snapshot.unwrap().state else {
@@ -268,7 +268,7 @@ async fn a_client_plugin_is_shown_served_kept_up_to_date_and_gone_with_its_clien
     // The other session goes: so do its plugin, the server and the harness's tools.
     let _: Value = ide
         .client
-        .request("disposeSession", json!({"channel": "ahp-session:/other"}))
+        .request("disposeSession", json!({"channel": "ahp-proxy:/other"}))
         .await
         .expect("disposeSession");
     until_no_children(&proxy).await;

@@ -325,7 +325,7 @@ async fn assert_mirror_matches_host(browser: &Browser, proxy: &Proxy) {
                 "initialize",
                 json!({"channel": "ahp-root://", "clientId": "fresh", "protocolVersions": ["1.0.0"],
                        "capabilities": {"mcpApps": {}},
-                       "initialSubscriptions": ["ahp-root://", "ahp-session:/default", "ahp-chat:/harness"]}),
+                       "initialSubscriptions": ["ahp-root://", "ahp-proxy:/default", "ahp-chat:/harness"]}),
             )
             .await;
         let seq = fresh["result"]["serverSeq"].as_u64().unwrap();
@@ -345,7 +345,7 @@ async fn assert_mirror_matches_host(browser: &Browser, proxy: &Proxy) {
         for snapshot in fresh["result"]["snapshots"].as_array().unwrap() {
             let key = match snapshot["resource"].as_str().unwrap() {
                 "ahp-root://" => "root",
-                "ahp-session:/default" => "session",
+                "ahp-proxy:/default" => "session",
                 _ => "chat",
             };
             assert_eq!(
@@ -1802,7 +1802,7 @@ async fn a_held_call_is_approved_with_an_edited_input_or_denied_with_a_reason_in
     let shown = held_in_console(&browser, "echo", 1).await;
     for part in [
         "1 pending approval",
-        "Allow echo on echo?",
+        "Allow `echo` on `echo`?",
         "tool echo on echo, asked by the harness",
         "as asked",
         "Allow once",

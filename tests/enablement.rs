@@ -111,14 +111,10 @@ async fn a_disabled_server_is_published_disabled_across_toggles_and_rescans() {
     // A new session shows the same decisions.
     let _: Value = w
         .client
-        .request("createSession", json!({"channel": "ahp-session:/other"}))
+        .request("createSession", json!({"channel": "ahp-proxy:/other"}))
         .await
         .expect("createSession");
-    let (other, sub) = w
-        .client
-        .subscribe("ahp-session:/other".into())
-        .await
-        .unwrap();
+    let (other, sub) = w.client.subscribe("ahp-proxy:/other".into()).await.unwrap();
     let SnapshotState::Session(state) = other.snapshot.unwrap().state else {
         panic!("a session snapshot");
     };

@@ -28,7 +28,7 @@ const PLUGINS: usize = 3;
 const ROUNDS: usize = 6;
 /// A second session that only the stalled client and the auditor follow: it carries the
 /// large frames that back the stalled client up, so the hundred are not flooded too.
-const STALL_SESSION: &str = "ahp-session:/stall";
+const STALL_SESSION: &str = "ahp-proxy:/stall";
 /// Outbound frames queued per connection (`[limits] client_queue`): room enough that a
 /// follower on a busy machine never overflows during the burst, while the stalled
 /// client's 32 KiB frames still overflow it after a few hundred.

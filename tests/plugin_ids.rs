@@ -88,7 +88,7 @@ async fn a_client_plugin_may_not_take_an_id_the_host_uses_in_the_session() {
     let taken = [
         (skill.as_str(), "the host"),
         (server.as_str(), "the host"),
-        ("ahp-session:/default", "this session's URI"),
+        ("ahp-proxy:/default", "this session's URI"),
         ("ahp-chat:/harness", "a chat of this session"),
     ];
     for (id, holder) in taken {
@@ -117,7 +117,7 @@ async fn a_client_plugin_may_not_take_an_id_the_host_uses_in_the_session() {
         .client
         .request::<_, Value>(
             "createSession",
-            json!({"channel": "ahp-session:/other", "activeClient": {
+            json!({"channel": "ahp-proxy:/other", "activeClient": {
                 "clientId": "ide", "tools": [],
                 "customizations": [{"type": "plugin", "id": server,
                     "uri": format!("file://{}", mine.display()), "name": "Mine"}]}}),
@@ -133,9 +133,9 @@ async fn a_client_plugin_may_not_take_an_id_the_host_uses_in_the_session() {
         .client
         .request::<_, Value>(
             "createSession",
-            json!({"channel": "ahp-session:/third", "activeClient": {
+            json!({"channel": "ahp-proxy:/third", "activeClient": {
                 "clientId": "ide", "tools": [],
-                "customizations": [{"type": "plugin", "id": "ahp-session:/third",
+                "customizations": [{"type": "plugin", "id": "ahp-proxy:/third",
                     "uri": format!("file://{}", mine.display()), "name": "Mine"}]}}),
         )
         .await

@@ -198,6 +198,22 @@ async fn status_watch_follows_every_change() {
     let _ = watch.wait();
 }
 
+/// The terminal follows the default session by the name the proxy publishes it under,
+/// `<provider>:/default`, whatever provider is configured.
+#[test]
+fn status_follows_the_session_of_a_configured_provider() {
+    let examples = examples();
+    let proxy = Proxy::start(&format!(
+        "[agent]\nprovider = \"my.agent+2-x\"\n[servers.echo]\ncommand = {examples:?}\nargs = [\"echo\"]\n"
+    ));
+    let status = cli(&["status", "--json"], &proxy.url);
+    let shown = text(&status);
+    assert!(status.status.code().is_some_and(|c| c < 2), "{shown}");
+    let json: Value = serde_json::from_slice(&status.stdout).expect("JSON");
+    let servers = json["servers"].as_array().expect("servers");
+    assert!(servers.iter().any(|s| s["name"] == "echo"), "{shown}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn healthz_sums_up_the_proxy_for_service_managers() {
     let (_dir, proxy, _w) = settled().await;

@@ -6,7 +6,7 @@ mod common;
 
 use ahp_types::state::SessionState;
 use base64::Engine as _;
-use common::{server, Proxy, Raw, DEFAULT_SESSION};
+use common::{server, Proxy, Raw};
 use serde_json::{json, Value};
 
 const ROOT: &str = "ahp-root://";
@@ -16,8 +16,10 @@ const TOKEN: &str = "vs+code/token=0123456789";
 const PROVIDER: &str = "ahp-proxy";
 /// The session as VS Code computes it: `AgentSession.uri(provider, id)` (common/agent.ts),
 /// which `newAgentHostSessionUri` (common/agentHostSessionIdentity.ts) returns for a host not
-/// marked as VS Code's own.
+/// marked as VS Code's own. The host publishes its session by that name.
 const PROVIDER_SESSION: &str = "ahp-proxy:/default";
+/// The name the host published the session by before (an older client's).
+const OLD_SESSION: &str = "ahp-session:/default";
 const HARNESS_CHAT: &str = "ahp-chat:/harness";
 const APP_URI: &str = "ui://release-dashboard/view.html";
 
@@ -297,10 +299,17 @@ async fn the_agents_window_connects_and_steers_as_its_source_says() {
         .await;
     let default = listed["result"]["items"]
         .as_array()
-        .and_then(|items| items.iter().find(|i| i["resource"] == DEFAULT_SESSION))
+        .and_then(|items| items.iter().find(|i| i["resource"] == PROVIDER_SESSION))
         .unwrap_or_else(|| panic!("no default session: {listed}"))
         .clone();
     assert_eq!(default["provider"], PROVIDER, "{default}");
+    // VS Code 1.139 lists a session under the provider its URI's scheme names
+    // (`_makeEntryFromMetadata`), and drops it unless that is the agent's.
+    let scheme = default["resource"]
+        .as_str()
+        .and_then(|uri| uri.split_once(':'))
+        .map(|(scheme, _)| scheme);
+    assert_eq!(scheme, Some(PROVIDER), "{default}");
 
     // It subscribes to the session under the name it computed, `ahp-proxy:/default`
     // (common/agentHostSessionIdentity.ts): the snapshot comes under that name.
@@ -342,19 +351,20 @@ async fn the_agents_window_connects_and_steers_as_its_source_says() {
         "{refused}"
     );
 
-    // The editor window follows the same session by its published name, and the chat VS
-    // Code derives from that name: each window gets what it asked for, by its own name.
+    // The editor window follows the same session by the name the host published before
+    // (`ahp-session:/default`), and the chat VS Code would derive from that name: each
+    // window gets what it asked for, by its own name.
     let (mut editor, _) =
         Window::open(&pasted, "editor-window", "vscode-editor-window", "VS Code").await;
-    editor.follow_session(DEFAULT_SESSION).await;
-    let published_chat = derived_chat(DEFAULT_SESSION);
+    editor.follow_session(OLD_SESSION).await;
+    let old_chat = derived_chat(OLD_SESSION);
     let subscribed = editor
         .raw
-        .request("subscribe", json!({"channel": published_chat}))
+        .request("subscribe", json!({"channel": old_chat}))
         .await;
     assert_eq!(
         subscribed["result"]["snapshot"]["resource"],
-        published_chat.as_str(),
+        old_chat.as_str(),
         "{subscribed}"
     );
 
@@ -462,7 +472,7 @@ async fn the_agents_window_connects_and_steers_as_its_source_says() {
         .await;
     // The root names the session as published.
     assert_eq!(
-        announced["params"]["session"], DEFAULT_SESSION,
+        announced["params"]["session"], PROVIDER_SESSION,
         "{announced}"
     );
     assert_eq!(
@@ -477,7 +487,7 @@ async fn the_agents_window_connects_and_steers_as_its_source_says() {
         )
         .await;
     let echo = editor.echo(seq).await;
-    assert_eq!(echo["channel"], DEFAULT_SESSION, "{echo}");
+    assert_eq!(echo["channel"], OLD_SESSION, "{echo}");
     // A rename without a title is refused naming the field.
     let seq = window
         .dispatch(PROVIDER_SESSION, json!({"type": "session/titleChanged"}))
@@ -521,7 +531,7 @@ async fn the_agents_window_connects_and_steers_as_its_source_says() {
         .await;
     editor
         .until(|f| {
-            f["params"]["channel"] == DEFAULT_SESSION
+            f["params"]["channel"] == OLD_SESSION
                 && f["params"]["action"]["type"] == "session/activeClientRemoved"
                 && f["params"]["action"]["clientId"] == "agents-window"
         })
@@ -532,7 +542,7 @@ async fn the_agents_window_connects_and_steers_as_its_source_says() {
     drop(window.raw);
     let seq = editor
         .dispatch(
-            DEFAULT_SESSION,
+            OLD_SESSION,
             json!({"type": "session/titleChanged", "title": "While away"}),
         )
         .await;

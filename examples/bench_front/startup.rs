@@ -153,7 +153,7 @@ async fn all_ready(url: &str, servers: usize) -> Result<(), String> {
         .await
         .map_err(|e| format!("AHP initialize: {e}"))?;
     let (first, mut subscription) = client
-        .subscribe("ahp-session:/default".into())
+        .subscribe("ahp-proxy:/default".into())
         .await
         .map_err(|e| format!("AHP subscribe: {e}"))?;
     let mut session = match first.snapshot.map(|s| s.state) {

@@ -62,7 +62,7 @@ pub async fn watch_ahp(url: String, chats: bool, paths: String) {
     {
         return;
     }
-    let Ok((first, session)) = client.subscribe("ahp-session:/default".into()).await else {
+    let Ok((first, session)) = client.subscribe("ahp-proxy:/default".into()).await else {
         eprintln!("bench_front: the AHP watcher could not subscribe");
         return;
     };

@@ -10,7 +10,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
-pub const SESSION: &str = "ahp-session:/default";
+pub const SESSION: &str = "ahp-proxy:/default";
 
 pub async fn connect(url: &str) -> Ws {
     let config = WebSocketConfig::default()

@@ -136,7 +136,7 @@ pub async fn sessions(binary: &Path, dir: &Path) -> bool {
             &mut ws,
             10 + n,
             "createSession",
-            json!({"channel": format!("ahp-session:/s{n}")}),
+            json!({"channel": format!("ahp-proxy:/s{n}")}),
         )
         .await;
         if answer.get("result").is_some() {

@@ -16,7 +16,7 @@ use rmcp::ServiceExt;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-pub const SESSION: &str = "ahp-session:/default";
+pub const SESSION: &str = "ahp-proxy:/default";
 const HARNESS_CHAT: &str = "ahp-chat:/harness";
 /// Servers the soak declares; `crashy` exits every 3 s and is restarted each time.
 pub const SERVERS: [&str; 4] = ["a", "features", "crashy", "clock"];
@@ -317,7 +317,7 @@ async fn ahp_loop(url: String, seed: usize, until: Instant, counts: Arc<Counts>)
             } else {
                 None
             };
-            let own = format!("ahp-session:/soak-{seed}-{k}");
+            let own = format!("ahp-proxy:/soak-{seed}-{k}");
             let _: Value = client
                 .request("createSession", json!({"channel": own}))
                 .await

@@ -273,6 +273,17 @@ impl ConnectionProtocol {
             }
             "createSession" => {
                 let params: CreateSessionParams = decode_params(method, params)?;
+                // Another name of a session or chat that exists is taken, like its own.
+                if let Some(existing) = aliases::published(&params.channel, &*self.services.host)
+                {
+                    return Err(RpcError::new(
+                        ahp_codes::SESSION_ALREADY_EXISTS,
+                        format!(
+                            "session {:?} already exists (as {existing:?})",
+                            params.channel
+                        ),
+                    ));
+                }
                 self.services.host.create_session(self.id, id, client_id, params)
             }
             "disposeSession" => {

@@ -126,13 +126,10 @@ pub(super) fn agent(checker: &mut Checker<'_>, raw: RawAgent) -> AgentConfig {
         None => keys::AGENT_PROVIDER.default.to_string(),
         Some(provider) => {
             let value = provider.get_ref();
-            if value.is_empty() || value.chars().any(char::is_whitespace) {
+            if let Err(why) = provider_problem(value) {
                 checker.problem(
                     provider.span().start,
-                    format!(
-                        "{} = {value:?} must be non-empty and contain no whitespace",
-                        keys::AGENT_PROVIDER.name
-                    ),
+                    format!("{} = {value:?}: {why}", keys::AGENT_PROVIDER.name),
                 );
             }
             provider.into_inner()
@@ -147,6 +144,30 @@ pub(super) fn agent(checker: &mut Checker<'_>, raw: RawAgent) -> AgentConfig {
             .description
             .unwrap_or_else(|| keys::AGENT_DESCRIPTION.default.to_string()),
     }
+}
+
+/// Why `provider` cannot be the agent's provider id, if it cannot. It is also the scheme of
+/// the host's session URIs (`<provider>:/default`), so it must be a URI scheme (RFC 3986: a
+/// letter, then letters, digits, `+`, `-`, `.`), and not one the host gives other channels.
+fn provider_problem(provider: &str) -> Result<(), String> {
+    let scheme = provider.starts_with(|c: char| c.is_ascii_alphabetic())
+        && provider
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !scheme {
+        return Err(
+            "expected a URI scheme: a letter, then letters, digits, + - . (it names the sessions, <provider>:/default)"
+                .into(),
+        );
+    }
+    const TAKEN: [&str; 3] = ["ahp-root", "ahp-chat", "mcp"];
+    if TAKEN.iter().any(|t| provider.eq_ignore_ascii_case(t)) {
+        return Err(format!(
+            "{provider} is the scheme of the host's other channels ({})",
+            TAKEN.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// `[session]`.

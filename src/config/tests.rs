@@ -78,6 +78,37 @@ fn endpoint_security_keys_are_checked_and_the_token_never_printed() {
     assert!(error("[limits]\nidle_timeout_ms = 10\n").contains("limits.idle_timeout_ms"));
 }
 
+/// The provider is the scheme of the session URIs (`<provider>:/default`): a URI scheme, not
+/// one of the host's other channels.
+#[test]
+fn the_provider_must_be_a_uri_scheme() {
+    for good in ["ahp-proxy", "my.agent+2-x", "A1", "ahp-session"] {
+        let config = parse(&format!("[agent]\nprovider = {good:?}\n")).expect(good);
+        assert_eq!(config.agent.provider, good);
+    }
+    for bad in [
+        "",
+        "ahp proxy",
+        "ahp_proxy",
+        "1agent",
+        "-agent",
+        "a:b",
+        "a/b",
+        "agént",
+    ] {
+        let message = error(&format!("[agent]\nprovider = {bad:?}\n"));
+        assert!(message.starts_with("proxy.toml:2:12: "), "{message}");
+        assert!(
+            message.contains("agent.provider") && message.contains("expected a URI scheme"),
+            "{message}"
+        );
+    }
+    for taken in ["ahp-chat", "AHP-ROOT", "mcp"] {
+        let message = error(&format!("[agent]\nprovider = {taken:?}\n"));
+        assert!(message.contains("other channels"), "{message}");
+    }
+}
+
 #[test]
 fn bad_listen_address_points_at_the_value() {
     let message = error("[ahp]\nlisten = \"localhost\"\n");

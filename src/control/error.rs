@@ -60,6 +60,9 @@ pub enum ControlError {
     /// The proxy hung up.
     #[error("{url} closed the connection")]
     Closed { url: String },
+    /// `initialize` was answered without the root's agent (which names the session).
+    #[error("{url} named no agent at initialize")]
+    NoAgent { url: String },
     /// `subscribe` was answered without the session's state.
     #[error("{url} sent no session snapshot")]
     NoSnapshot { url: String },

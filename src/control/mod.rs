@@ -20,9 +20,6 @@ use crate::untrusted::json_escaped;
 use error::{within, ControlError, Step, STEP_DEADLINE};
 use tree::Tools;
 
-/// The session every proxy starts with (servers are shared by all sessions).
-const SESSION: &str = "ahp-session:/default";
-
 /// At most this many pages of `tools/list` per server.
 const MAX_PAGES: usize = 100;
 
@@ -44,6 +41,9 @@ impl std::fmt::Debug for Endpoint {
 /// A connection to the proxy, following the default session.
 pub struct Connection {
     client: Client,
+    /// The session every proxy starts with, `<provider>:/default` (servers are shared by
+    /// all sessions).
+    session: String,
     sub: SessionSubscription,
     state: SessionState,
     client_id: String,
@@ -93,19 +93,34 @@ impl Connection {
         )
         .await?;
         let client_id = format!("ahp-proxy-cli-{}", std::process::id());
-        let _: Value = within(
+        let initialized: Value = within(
             shown,
             Step::Initialize,
             client.request(
                 "initialize",
                 json!({"channel": "ahp-root://", "clientId": client_id,
                        "protocolVersions": ["1.0.0"], "capabilities": {"mcpApps": {}},
-                       "clientInfo": {"name": "ahp-proxy", "version": env!("CARGO_PKG_VERSION")}}),
+                       "clientInfo": {"name": "ahp-proxy", "version": env!("CARGO_PKG_VERSION")},
+                       "initialSubscriptions": [ahp_types::ROOT_RESOURCE_URI]}),
             ),
         )
         .await?;
+        // The root names the agent, whose provider names the default session.
+        let provider = initialized["snapshots"][0]["state"]["agents"][0]["provider"]
+            .as_str()
+            .ok_or_else(|| ControlError::NoAgent {
+                url: shown.to_string(),
+            })?;
+        let session = crate::host::default_session_uri(provider);
+        // Only the session is followed from here on.
+        within(
+            shown,
+            Step::Subscribe,
+            client.unsubscribe(ahp_types::ROOT_RESOURCE_URI.into()),
+        )
+        .await?;
         let (result, sub) =
-            within(shown, Step::Subscribe, client.subscribe(SESSION.into())).await?;
+            within(shown, Step::Subscribe, client.subscribe(session.clone())).await?;
         let state = match result.snapshot.map(|s| s.state) {
             Some(SnapshotState::Session(state)) => *state,
             _ => {
@@ -116,6 +131,7 @@ impl Connection {
         };
         Ok(Self {
             client,
+            session,
             sub,
             state,
             client_id,
@@ -148,7 +164,7 @@ impl Connection {
         within(
             &self.url,
             step,
-            self.client.dispatch(SESSION.into(), action),
+            self.client.dispatch(self.session.clone(), action),
         )
         .await
         .map(|handle| handle.client_seq)

@@ -171,14 +171,17 @@ fn held(
         .map(|span| message.slice(span).to_string())
         .unwrap_or_else(|| "{}".into());
     let shown = |v: &Option<serde_json::Value>| v.as_ref().map_or("none".into(), |v| v.to_string());
+    let (tool_name, server) = (
+        mirror::code_span(&found.original),
+        mirror::code_span(server_name),
+    );
     let text = format!(
-        "The MCP harness wants to call tool `{}` on MCP server **{server_name}**.\n\nArguments:\n```json\n{}\n```\n\nAnnotations: {}",
-        found.original,
+        "The MCP harness wants to call tool {tool_name} on MCP server **{server}**.\n\nArguments:\n```json\n{}\n```\n\nAnnotations: {}",
         mirror::cut(&arguments, mirror::MAX_TEXT),
         shown(&annotations),
     );
     let asked = Confirmation {
-        title: format!("Allow {} on {server_name}?", found.original),
+        title: format!("Allow {tool_name} on {server}?"),
         message: text,
     };
     (Some(asked), verdict.review_result)

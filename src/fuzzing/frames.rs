@@ -44,10 +44,16 @@ pub const APP_SERVER: &str = "file:///fuzz/plugin/.mcp.json#mcp=app";
 /// Id of the plugin's server that waits for authorization.
 pub const LOCKED_SERVER: &str = "file:///fuzz/plugin/.mcp.json#mcp=locked";
 
-/// The `mcp://` channel of [`APP_SERVER`] in the default session, as the seed inputs
-/// spell it (`tests/fuzz_corpora.rs` checks they still do).
+/// The `mcp://` channel of [`APP_SERVER`] in the default session (the default provider's),
+/// as the seed inputs spell it (`tests/fuzz_corpora.rs` checks they still do).
 pub fn app_channel() -> String {
-    crate::host::apps::channel_uri(crate::host::DEFAULT_SESSION_URI, APP_SERVER)
+    crate::host::apps::channel_uri(&default_session(), APP_SERVER)
+}
+
+/// The default session of the fuzzed host, which keeps the default provider.
+fn default_session() -> String {
+    let defaults = Config::parse("", "proxy.toml", Path::new("/fuzz")).expect("defaults");
+    crate::host::default_session_uri(&defaults.agent.provider)
 }
 
 /// Resource the locked server asks a token for.
@@ -356,7 +362,7 @@ async fn run(text: &str, config: &Config) {
     }
     for uri in [
         ahp_types::ROOT_RESOURCE_URI,
-        crate::host::DEFAULT_SESSION_URI,
+        &host.default_session(),
         HARNESS_CHAT_URI,
     ] {
         if let Some(snapshot) = host.snapshot(uri) {

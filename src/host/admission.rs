@@ -419,14 +419,14 @@ mod tests {
     fn plain_session_actions_are_accepted() {
         let s = tree();
         assert!(admit_session(
-            "ahp-session:/s",
+            "ahp-proxy:/s",
             &s,
             "c",
             &action(json!({"type": "session/titleChanged", "title": "x"}))
         )
         .is_ok());
         assert!(admit_session(
-            "ahp-session:/s",
+            "ahp-proxy:/s",
             &s,
             "c",
             &action(json!({"type": "session/isReadChanged", "isRead": true}))
@@ -438,13 +438,13 @@ mod tests {
     fn mcp_server_requests_need_an_mcp_server() {
         let s = tree();
         let start = |id: &str| action(json!({"type": "session/mcpServerStartRequested", "id": id}));
-        assert!(admit_session("ahp-session:/s", &s, "c", &start("m1")).is_ok());
-        assert!(admit_session("ahp-session:/s", &s, "c", &start("m2")).is_ok());
-        assert!(admit_session("ahp-session:/s", &s, "c", &start("s1"))
+        assert!(admit_session("ahp-proxy:/s", &s, "c", &start("m1")).is_ok());
+        assert!(admit_session("ahp-proxy:/s", &s, "c", &start("m2")).is_ok());
+        assert!(admit_session("ahp-proxy:/s", &s, "c", &start("s1"))
             .unwrap_err()
             .to_string()
             .contains("not an MCP server"));
-        assert!(admit_session("ahp-session:/s", &s, "c", &start("zz"))
+        assert!(admit_session("ahp-proxy:/s", &s, "c", &start("zz"))
             .unwrap_err()
             .to_string()
             .contains("no MCP server"));
@@ -459,25 +459,25 @@ mod tests {
             )
         };
         assert!(admit_session(
-            "ahp-session:/s",
+            "ahp-proxy:/s",
             &s,
             "c",
             &toggle("p1", json!([{"kind": "session", "enabled": false}]))
         )
         .is_ok());
-        assert!(admit_session("ahp-session:/s", &s, "c", &toggle("s1", json!([]))).is_ok());
-        assert!(admit_session("ahp-session:/s", &s, "c", &toggle("nope", json!([]))).is_err());
+        assert!(admit_session("ahp-proxy:/s", &s, "c", &toggle("s1", json!([]))).is_ok());
+        assert!(admit_session("ahp-proxy:/s", &s, "c", &toggle("nope", json!([]))).is_err());
         let reversed =
             json!([{"kind": "global", "enabled": true}, {"kind": "session", "enabled": false}]);
         assert!(
-            admit_session("ahp-session:/s", &s, "c", &toggle("p1", reversed))
+            admit_session("ahp-proxy:/s", &s, "c", &toggle("p1", reversed))
                 .unwrap_err()
                 .to_string()
                 .contains("ordered")
         );
         let twice =
             json!([{"kind": "session", "enabled": true}, {"kind": "session", "enabled": false}]);
-        assert!(admit_session("ahp-session:/s", &s, "c", &toggle("p1", twice)).is_err());
+        assert!(admit_session("ahp-proxy:/s", &s, "c", &toggle("p1", twice)).is_err());
     }
 
     #[test]
@@ -488,10 +488,10 @@ mod tests {
                 json!({"type": "session/activeClientSet", "activeClient": {"clientId": id, "tools": []}}),
             )
         };
-        assert!(admit_session("ahp-session:/s", &s, "me", &set("me")).is_ok());
-        assert!(admit_session("ahp-session:/s", &s, "me", &set("you")).is_err());
+        assert!(admit_session("ahp-proxy:/s", &s, "me", &set("me")).is_ok());
+        assert!(admit_session("ahp-proxy:/s", &s, "me", &set("you")).is_err());
         let remove = action(json!({"type": "session/activeClientRemoved", "clientId": "you"}));
-        assert!(admit_session("ahp-session:/s", &s, "me", &remove).is_err());
+        assert!(admit_session("ahp-proxy:/s", &s, "me", &remove).is_err());
     }
 
     #[test]
@@ -500,12 +500,12 @@ mod tests {
         let server_only = action(
             json!({"type": "session/mcpServerStateChanged", "id": "m1", "state": {"kind": "ready"}}),
         );
-        assert!(admit_session("ahp-session:/s", &s, "c", &server_only)
+        assert!(admit_session("ahp-proxy:/s", &s, "c", &server_only)
             .unwrap_err()
             .to_string()
             .contains("session/mcpServerStateChanged"));
         let unknown = action(json!({"type": "session/frobnicated"}));
-        assert!(admit_session("ahp-session:/s", &s, "c", &unknown)
+        assert!(admit_session("ahp-proxy:/s", &s, "c", &unknown)
             .unwrap_err()
             .to_string()
             .contains("unknown action type"));

@@ -19,7 +19,7 @@ use ahp_types::state::{
 use tokio::sync::broadcast;
 
 use super::input_needed::input_id;
-use super::{Core, Host, DEFAULT_SESSION_URI};
+use super::{Core, Host};
 
 /// Decisions kept to name who decided when a late answer comes.
 const DECIDED_KEPT: usize = 256;
@@ -224,7 +224,8 @@ impl Host {
         if !core.approvals.is_held(chat, call) {
             return;
         }
-        match core.commit_and_publish(DEFAULT_SESSION_URI, set, None) {
+        let session = core.default_session.clone();
+        match core.commit_and_publish(&session, set, None) {
             Ok(_) => {
                 core.approvals
                     .announced
@@ -295,7 +296,8 @@ impl Core {
             let removed = StateAction::SessionInputNeededRemoved(SessionInputNeededRemovedAction {
                 id: input_id(&key.0, &key.1),
             });
-            let _ = self.commit_and_publish(DEFAULT_SESSION_URI, removed, None);
+            let session = self.default_session.clone();
+            let _ = self.commit_and_publish(&session, removed, None);
         }
     }
 

@@ -231,17 +231,11 @@ mod tests {
 
     #[test]
     fn channel_uris_are_stable_per_session_and_server() {
-        let a = channel_uri("ahp-session:/default", "file:///p.json#notes");
-        assert_eq!(
-            a,
-            channel_uri("ahp-session:/default", "file:///p.json#notes")
-        );
+        let a = channel_uri("ahp-proxy:/default", "file:///p.json#notes");
+        assert_eq!(a, channel_uri("ahp-proxy:/default", "file:///p.json#notes"));
         assert!(a.starts_with("mcp://default/"), "{a}");
-        assert_ne!(a, channel_uri("ahp-session:/other", "file:///p.json#notes"));
-        assert_ne!(
-            a,
-            channel_uri("ahp-session:/default", "file:///p.json#clock")
-        );
+        assert_ne!(a, channel_uri("ahp-proxy:/other", "file:///p.json#notes"));
+        assert_ne!(a, channel_uri("ahp-proxy:/default", "file:///p.json#clock"));
     }
 
     /// A ready server customization advertising what `served` says.

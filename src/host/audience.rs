@@ -135,10 +135,8 @@ mod tests {
     use serde_json::json;
 
     fn envelope_of(action: serde_json::Value) -> ActionEnvelope {
-        serde_json::from_value(
-            json!({"channel": "ahp-session:/s", "serverSeq": 3, "action": action}),
-        )
-        .expect("an envelope")
+        serde_json::from_value(json!({"channel": "ahp-proxy:/s", "serverSeq": 3, "action": action}))
+            .expect("an envelope")
     }
 
     #[test]

@@ -236,14 +236,14 @@ mod tests {
     #[test]
     fn new_sessions_have_short_uris_titles_and_directories() {
         let params = |extra: serde_json::Value| -> CreateSessionParams {
-            let mut base = json!({"channel": "ahp-session:/s"});
+            let mut base = json!({"channel": "ahp-proxy:/s"});
             base.as_object_mut()
                 .unwrap()
                 .extend(extra.as_object().unwrap().clone());
             serde_json::from_value(base).unwrap()
         };
         assert!(new_session(&params(json!({}))).is_ok());
-        let long_uri = format!("ahp-session:/{}", "s".repeat(MAX_SESSION_URI_BYTES));
+        let long_uri = format!("ahp-proxy:/{}", "s".repeat(MAX_SESSION_URI_BYTES));
         assert!(new_session(&params(json!({"channel": long_uri})))
             .unwrap_err()
             .to_string()

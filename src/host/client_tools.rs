@@ -12,7 +12,7 @@ use ahp_types::state::{
 };
 use tokio::sync::{broadcast, watch};
 
-use super::{Core, Host, DEFAULT_SESSION_URI, HARNESS_CHAT_URI};
+use super::{Core, Host, HARNESS_CHAT_URI};
 
 /// One tool an AHP client offers.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,10 +127,10 @@ impl Core {
         by_client: bool,
     ) {
         match action {
-            StateAction::SessionActiveClientSet(_) if channel == DEFAULT_SESSION_URI => {
+            StateAction::SessionActiveClientSet(_) if channel == self.default_session => {
                 self.refresh_client_tools();
             }
-            StateAction::SessionActiveClientRemoved(a) if channel == DEFAULT_SESSION_URI => {
+            StateAction::SessionActiveClientRemoved(a) if channel == self.default_session => {
                 self.refresh_client_tools();
                 self.client_tools.announce(ClientCallEvent::ClientGone {
                     client: a.client_id.clone(),
@@ -164,7 +164,7 @@ impl Core {
     }
 
     fn refresh_client_tools(&mut self) {
-        if let Some(session) = self.store.session(DEFAULT_SESSION_URI) {
+        if let Some(session) = self.store.session(&self.default_session) {
             self.client_tools.refresh(session);
         }
     }

@@ -167,7 +167,7 @@ impl Host {
         let snapshot = core
             .store
             .snapshot(uri)
-            .ok_or_else(|| unknown_channel(&channel.name))?;
+            .ok_or_else(|| unknown_channel(&channel.name, core.store.provider()))?;
         core.fanout.subscribe_as(id, uri, &channel.name);
         let name = channel.name.clone();
         core.reply(id, move |audience| {
@@ -257,8 +257,11 @@ fn server_info() -> Implementation {
     }
 }
 
-fn unknown_channel(uri: &str) -> RpcError {
-    if uri.starts_with("ahp-session:") {
+/// `-32001` (no such session) for a URI named like a session of this host (`<provider>:…`
+/// or the old `ahp-session:…`), `-32008` otherwise.
+fn unknown_channel(uri: &str, provider: &str) -> RpcError {
+    let scheme = uri.split_once(':').map(|(scheme, _)| scheme);
+    if scheme.is_some_and(|s| s == provider || s == super::OLD_SESSION_SCHEME) {
         session_not_found(uri)
     } else {
         RpcError::new(

@@ -42,7 +42,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::audience::Named;
-    use super::super::{Host, DEFAULT_SESSION_URI};
+    use super::super::Host;
     use crate::discovery::DeclaredServer;
     use crate::spec::Launch;
     use crate::supervisor::{Command, ServerEvent, Status, Supervisor};
@@ -67,11 +67,12 @@ mod tests {
 
     fn dispatch(host: &Host, conn: u64, seq: i64, action: serde_json::Value) {
         let params = DispatchActionParams {
-            channel: DEFAULT_SESSION_URI.into(),
+            channel: host.default_session(),
             client_seq: seq,
             action: serde_json::from_value(action).unwrap(),
         };
-        host.dispatch(conn, "c", params, &Named::own(DEFAULT_SESSION_URI));
+        let session = host.default_session();
+        host.dispatch(conn, "c", params, &Named::own(&session));
     }
 
     /// The supervisor's next report, fed to the host.
@@ -161,7 +162,7 @@ mod tests {
                     "enablement": [{"kind": "session", "enabled": enabled}]}),
             );
         }
-        let shown = host.snapshot(DEFAULT_SESSION_URI).unwrap();
+        let shown = host.snapshot(&host.default_session()).unwrap();
         let shown = serde_json::to_value(&shown.state).unwrap();
         assert_eq!(
             shown["customizations"][0]["enablement"],

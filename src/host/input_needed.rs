@@ -9,7 +9,7 @@ use ahp_types::state::{
     ToolCallState,
 };
 
-use super::{Host, DEFAULT_SESSION_URI};
+use super::Host;
 
 /// The input-needed entry's id for call `call` of `chat`.
 pub fn input_id(chat: &str, call: &str) -> String {
@@ -49,7 +49,7 @@ impl Host {
             }));
         let set =
             StateAction::SessionInputNeededSet(Box::new(SessionInputNeededSetAction { request }));
-        match self.emit(DEFAULT_SESSION_URI, set) {
+        match self.emit(&self.default_session(), set) {
             Ok(_) => self.core().paused.announce(chat, call),
             Err(error) => tracing::debug!(?error, "input-needed not raised"),
         }
@@ -63,6 +63,6 @@ impl Host {
         let removed = StateAction::SessionInputNeededRemoved(SessionInputNeededRemovedAction {
             id: input_id(chat, call),
         });
-        let _ = self.emit(DEFAULT_SESSION_URI, removed);
+        let _ = self.emit(&self.default_session(), removed);
     }
 }

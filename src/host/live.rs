@@ -472,7 +472,7 @@ mod tests {
             {"type": "skill", "id": "s", "uri": "file:///p/s", "name": "s"},
             {"type": "mcpServer", "id": "m", "uri": "file:///p/.mcp.json", "name": "m", "state": {"kind": "starting"}}
         ]}));
-        live.patch("ahp-session:/s", &mut plugin);
+        live.patch("ahp-proxy:/s", &mut plugin);
         let value = serde_json::to_value(&plugin).unwrap();
         assert_eq!(
             value["enablement"],
@@ -486,7 +486,7 @@ mod tests {
         "type": "plugin", "id": "p", "uri": "file:///p", "name": "p", "children": [
             {"type": "mcpServer", "id": "m", "uri": "file:///p/.mcp.json", "name": "m", "state": {"kind": "starting"}}
         ]}));
-        live.patch("ahp-session:/s", &mut fresh);
+        live.patch("ahp-proxy:/s", &mut fresh);
         let value = serde_json::to_value(&fresh).unwrap();
         assert!(value.get("enablement").is_none());
         assert_eq!(value["children"][0]["state"], json!({"kind": "starting"}));
@@ -503,7 +503,7 @@ mod tests {
                 customizations: vec![scanned],
             },
         );
-        live.patch_action("ahp-session:/s", &mut action);
+        live.patch_action("ahp-proxy:/s", &mut action);
         let here = CustomizationEnablement::Session { enabled: true };
         let everywhere = CustomizationEnablement::Global { enabled: true };
         let resolved = |id: &str, client: &[CustomizationEnablement]| live.resolve(id, client);
@@ -522,7 +522,7 @@ mod tests {
         );
         // Laid over a rescan: the client's decision first, the scan's after it.
         live.record_toggle("m", std::slice::from_ref(&here));
-        live.patch_action("ahp-session:/s", &mut action);
+        live.patch_action("ahp-proxy:/s", &mut action);
         let StateAction::SessionCustomizationsChanged(a) = &action else {
             unreachable!()
         };

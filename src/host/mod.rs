@@ -55,8 +55,15 @@ use delivery::{Delivery, Sockets};
 use fanout::{ConnId, Fanout, Targets};
 use store::{Commit, CommitError, Store};
 
-/// URI of the session that exists from start-up.
-pub const DEFAULT_SESSION_URI: &str = "ahp-session:/default";
+/// URI of the session that exists from start-up for agent `provider`: `<provider>:/default`,
+/// the provider as its scheme, which is where VS Code reads a listed session's provider from.
+pub fn default_session_uri(provider: &str) -> String {
+    format!("{provider}:/default")
+}
+
+/// The scheme the host named its sessions by before it took the provider's
+/// (`ahp-session:/default`); clients may still use it (`ahp::aliases`).
+pub const OLD_SESSION_SCHEME: &str = "ahp-session";
 
 /// URI of the default session's chat where the harness's tool calls appear.
 pub const HARNESS_CHAT_URI: &str = "ahp-chat:/harness";
@@ -84,6 +91,8 @@ pub struct Attachment {
 /// Everything behind the host's one lock.
 struct Core {
     store: Store,
+    /// The session that exists from start-up ([`default_session_uri`]).
+    default_session: String,
     live: live::Live,
     /// What clients asked of the servers, followed by the supervisor.
     control: Option<tokio::sync::watch::Sender<crate::supervisor::Requests>>,
@@ -140,20 +149,22 @@ impl Host {
         );
         // Adding the first session (and its chat) to an empty store always commits, and
         // nobody can be subscribed yet: there is nothing to publish.
+        let default_session = default_session_uri(&config.agent.provider);
         let _ = store.add_session(
-            DEFAULT_SESSION_URI,
+            &default_session,
             &config.session.title,
             None,
             None,
             Vec::new(),
         );
-        let _ = store.add_chat(DEFAULT_SESSION_URI, HARNESS_CHAT_URI, "MCP harness", true);
+        let _ = store.add_chat(&default_session, HARNESS_CHAT_URI, "MCP harness", true);
         // Until a connection is attached, no client can have seen an action: the start-up
         // ones (the whole first customization list) are not kept for `reconnect`.
         store.keep_replay(false);
         Self {
             core: Mutex::new(Core {
                 store,
+                default_session,
                 live: live::Live::default(),
                 control: None,
                 fanout: Fanout::default(),
@@ -213,6 +224,11 @@ impl Host {
     /// Queue one frame for one connection, after everything decided before it.
     pub fn send(&self, id: ConnId, frame: Frame) {
         self.core().send(id, frame);
+    }
+
+    /// URI of the session that exists from start-up ([`default_session_uri`]).
+    pub fn default_session(&self) -> String {
+        self.core().default_session.clone()
     }
 
     /// A snapshot of any state-bearing channel.

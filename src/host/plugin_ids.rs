@@ -209,7 +209,7 @@ mod tests {
             "title": "c", "status": 1, "modifiedAt": "2026-01-01T00:00:00.000Z"}]))
         .unwrap();
         let session = Session {
-            uri: "ahp-session:/s",
+            uri: "ahp-proxy:/s",
             chats: &chats,
             shown: &shown,
         };
@@ -230,8 +230,8 @@ mod tests {
             assert_eq!(judge("me", &[], &[id]), taken(id, Holder::Host));
         }
         assert_eq!(
-            judge("me", &[], &["ahp-session:/s"]),
-            taken("ahp-session:/s", Holder::Session)
+            judge("me", &[], &["ahp-proxy:/s"]),
+            taken("ahp-proxy:/s", Holder::Session)
         );
         assert_eq!(
             judge("me", &[], &["ahp-chat:/c"]),

@@ -8,7 +8,7 @@ use ahp_types::state::Customization;
 use ahp_types::ROOT_RESOURCE_URI;
 
 use super::fanout::ConnId;
-use super::{bounds, Core, Host, DEFAULT_SESSION_URI};
+use super::{bounds, Core, Host};
 use crate::jsonrpc::{self, ahp_codes, RpcError};
 
 impl Host {
@@ -64,7 +64,8 @@ impl Host {
         let uri = params.channel.clone();
         if !is_session_uri(&uri) {
             return Err(RpcError::invalid_params(format!(
-                "{uri:?} is not a usable session URI: expected scheme:path, e.g. ahp-session:/my-session"
+                "{uri:?} is not a usable session URI: expected scheme:path, e.g. {}:/my-session",
+                self.provider()
             )));
         }
         let mut core = self.core();
@@ -135,13 +136,13 @@ impl Host {
     /// The default session is refused (`-32602`): it holds the harness's chat, and new
     /// clients expect to find it.
     pub fn dispose_session(&self, id: ConnId, request_id: u64, uri: &str) -> Result<(), RpcError> {
-        if uri == DEFAULT_SESSION_URI {
-            return Err(RpcError::invalid_params(format!(
-                "{DEFAULT_SESSION_URI} is the host's default session (it shows the harness's tool calls) and cannot be disposed"
-            )));
-        }
         let mut core = self.core();
         let core = &mut *core;
+        if uri == core.default_session {
+            return Err(RpcError::invalid_params(format!(
+                "{uri} is the host's default session (it shows the harness's tool calls) and cannot be disposed"
+            )));
+        }
         let (commit, chats) = core
             .store
             .remove_session(uri)

@@ -470,7 +470,7 @@ mod tests {
     fn store_with_session() -> Store {
         let mut store = Store::new(agent(), 16, usize::MAX);
         let _ = store
-            .add_session("ahp-session:/s", "T", None, None, vec![])
+            .add_session("ahp-proxy:/s", "T", None, None, vec![])
             .expect("adding a session commits");
         store
     }
@@ -480,7 +480,7 @@ mod tests {
         let store = store_with_session();
         assert_eq!(store.seq(), 1);
         assert_eq!(store.root().active_sessions, Some(1));
-        let session = store.session("ahp-session:/s").expect("exists");
+        let session = store.session("ahp-proxy:/s").expect("exists");
         assert_eq!(session.lifecycle, SessionLifecycle::Ready);
         assert_eq!(session.customizations.as_deref(), Some(&[][..]));
     }
@@ -490,7 +490,7 @@ mod tests {
         let mut store = store_with_session();
         let commit = store
             .commit(
-                "ahp-session:/s",
+                "ahp-proxy:/s",
                 StateAction::SessionTitleChanged(SessionTitleChangedAction {
                     title: "New".into(),
                 }),
@@ -502,7 +502,7 @@ mod tests {
         assert_eq!(changes.title.as_deref(), Some("New"));
         assert!(changes.status.is_none());
         assert!(changes.modified_at.is_some());
-        let channels: HashSet<&str> = ["ahp-session:/s"].into_iter().collect();
+        let channels: HashSet<&str> = ["ahp-proxy:/s"].into_iter().collect();
         assert_eq!(store.replay(1, &channels).map(|r| r.len()), Some(1));
     }
 
@@ -515,13 +515,11 @@ mod tests {
                 title: title.into(),
             })
         };
-        let _ = store
-            .commit("ahp-session:/s", title("unseen"), None)
-            .unwrap();
+        let _ = store.commit("ahp-proxy:/s", title("unseen"), None).unwrap();
         assert_eq!(store.replay_bytes(), 0);
         store.keep_replay(true);
-        let _ = store.commit("ahp-session:/s", title("seen"), None).unwrap();
-        let channels: HashSet<&str> = ["ahp-session:/s"].into_iter().collect();
+        let _ = store.commit("ahp-proxy:/s", title("seen"), None).unwrap();
+        let channels: HashSet<&str> = ["ahp-proxy:/s"].into_iter().collect();
         // From before the unseen one: snapshots; from after it: the later one.
         assert!(store.replay(1, &channels).is_none());
         let replayed = store.replay(2, &channels).expect("within the log");
@@ -534,7 +532,7 @@ mod tests {
         let mut store = store_with_session();
         let commit = store
             .commit(
-                "ahp-session:/s",
+                "ahp-proxy:/s",
                 StateAction::SessionIsReadChanged(SessionIsReadChangedAction { is_read: true }),
                 None,
             )
@@ -556,7 +554,7 @@ mod tests {
         assert_eq!(
             store
                 .commit(
-                    "ahp-session:/none",
+                    "ahp-proxy:/none",
                     StateAction::SessionTitleChanged(SessionTitleChangedAction {
                         title: "x".into()
                     }),
@@ -570,7 +568,7 @@ mod tests {
     #[test]
     fn snapshots_serialize_every_required_session_field() {
         let store = store_with_session();
-        let snapshot = store.snapshot("ahp-session:/s").expect("exists");
+        let snapshot = store.snapshot("ahp-proxy:/s").expect("exists");
         let json = serde_json::to_value(&snapshot).expect("serializes");
         for field in [
             "provider",
@@ -593,12 +591,12 @@ mod tests {
     fn removing_a_session_updates_the_count() {
         let mut store = store_with_session();
         store
-            .add_chat("ahp-session:/s", "ahp-chat:/c", "C", true)
+            .add_chat("ahp-proxy:/s", "ahp-chat:/c", "C", true)
             .expect("chat added");
-        let (_, chats) = store.remove_session("ahp-session:/s").expect("was there");
+        let (_, chats) = store.remove_session("ahp-proxy:/s").expect("was there");
         assert_eq!(chats, ["ahp-chat:/c"]);
         assert!(!store.has_channel("ahp-chat:/c"));
         assert_eq!(store.root().active_sessions, Some(0));
-        assert!(store.remove_session("ahp-session:/s").is_none());
+        assert!(store.remove_session("ahp-proxy:/s").is_none());
     }
 }

@@ -388,7 +388,7 @@ mod tests {
     #[test]
     fn summaries_lose_the_chat_catalogue_and_default_chat() {
         let full: SessionSummary = serde_json::from_value(json!({
-            "provider": "p", "title": "t", "status": 1, "resource": "ahp-session:/s",
+            "provider": "p", "title": "t", "status": 1, "resource": "p:/s",
             "createdAt": "2026-01-01T00:00:00.000Z", "modifiedAt": "2026-01-01T00:00:00.000Z",
             "defaultChat": "ahp-chat:/c", "chats": [{"resource": "ahp-chat:/c", "title": "c"}]
         }))

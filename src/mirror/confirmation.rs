@@ -20,7 +20,9 @@ pub fn pending(ready: ChatToolCallReadyAction, asked: &Confirmation) -> ChatTool
         invocation_message: StringOrMarkdown::Markdown {
             markdown: asked.message.clone(),
         },
-        confirmation_title: Some(StringOrMarkdown::Plain(asked.title.clone())),
+        confirmation_title: Some(StringOrMarkdown::Markdown {
+            markdown: asked.title.clone(),
+        }),
         editable: Some(true),
         options: Some(vec![
             option(
@@ -48,6 +50,26 @@ pub fn pending(ready: ChatToolCallReadyAction, asked: &Confirmation) -> ChatTool
     }
 }
 
+/// `text` as a Markdown code span, shown as written (VS Code renders a confirmation title
+/// as Markdown, where `add_note` loses its underscores): fenced by one backtick more than the
+/// longest run inside, padded with a space when it starts or ends with one (CommonMark).
+pub fn code_span(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    if text.is_empty() {
+        return "` `".into();
+    }
+    // CommonMark takes one space off each end when both have one: a name that starts or
+    // ends with a backtick or a space keeps it.
+    let edges = |c: char| c == '`' || c == ' ';
+    let pad = if text.starts_with(edges) || text.ends_with(edges) {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
 #[cfg(test)]
 mod tests {
     use ahp::reducers::{apply_action_to_chat, ReduceOutcome};
@@ -55,6 +77,19 @@ mod tests {
     use serde_json::json;
 
     use crate::mirror::{CallStart, Outcome, Turns};
+
+    use super::code_span;
+
+    #[test]
+    fn a_code_span_shows_a_name_as_written() {
+        assert_eq!(code_span("add_note"), "`add_note`");
+        assert_eq!(code_span("*bold* <b>"), "`*bold* <b>`");
+        assert_eq!(code_span("a`b"), "``a`b``");
+        assert_eq!(code_span("a``b`"), "``` a``b` ```");
+        assert_eq!(code_span("`a"), "`` `a ``");
+        assert_eq!(code_span(" a"), "`  a `");
+        assert_eq!(code_span(""), "` `");
+    }
 
     /// A result held for review, as the official reducers see it: pending result
     /// confirmation, its call in flight (the turn open) until it ends in the chat.

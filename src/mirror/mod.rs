@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use crate::host::Host;
 use crate::mcp::era::Era;
 
+pub use confirmation::code_span;
 pub use result::{cut, tool_call_result};
 pub use turns::Turns;
 
@@ -118,7 +119,8 @@ pub struct CallStart {
 /// How a call held for approval is shown: pending confirmation, editable, with the options.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Confirmation {
-    /// `confirmationTitle`.
+    /// `confirmationTitle` (Markdown: names in [`code_span`]s, which VS Code shows as
+    /// written).
     pub title: String,
     /// `invocationMessage` (Markdown): the tool, its server, its arguments and annotations.
     pub message: String,

@@ -10,7 +10,7 @@ use super::raw::{Exchange, RawClient};
 use super::{initialized_client, Proxy, PATIENCE};
 
 /// The session whose active clients' tools the harness sees.
-pub const SESSION: &str = "ahp-session:/default";
+pub const SESSION: &str = "ahp-proxy:/default";
 /// The chat where harness calls are shown.
 pub const CHAT: &str = "ahp-chat:/harness";
 

@@ -34,8 +34,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 /// Upper bound for any single wait in a test: a hang guard, not a timing assertion.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
-/// The default session every proxy starts with.
-pub const DEFAULT_SESSION: &str = "ahp-session:/default";
+/// The default session every proxy starts with, named by the default provider (`ahp-proxy`).
+pub const DEFAULT_SESSION: &str = "ahp-proxy:/default";
 
 /// A scratch folder removed on drop.
 pub struct ScratchDir(pub PathBuf);

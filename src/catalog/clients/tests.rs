@@ -47,7 +47,7 @@ fn published(id: &str, uri: &str, extra: serde_json::Value) -> PublishedPlugin {
         .unwrap()
         .extend(extra.as_object().unwrap().clone());
     PublishedPlugin {
-        session: "ahp-session:/default".into(),
+        session: "ahp-proxy:/default".into(),
         client: "ide".into(),
         plugin: serde_json::from_value(plugin).unwrap(),
     }
@@ -239,7 +239,7 @@ fn each_session_shows_its_own_and_the_host_keeps_its_ids() {
     let uri = uri::file_uri(&dir.0.join("tools"));
     let mut plugins = ClientPlugins::new(true);
     let mut other = published("p", &uri, json!({}));
-    other.session = "ahp-session:/other".into();
+    other.session = "ahp-proxy:/other".into();
     plugins.publish(&[published("p", &uri, json!({})), other.clone()], &ctx);
     let none = HashSet::new();
     let before = plugins.view(&none);
@@ -254,12 +254,12 @@ fn each_session_shows_its_own_and_the_host_keeps_its_ids() {
     // The host lets go of it: the client's comes back in both sessions.
     let back = diff(&shadowed, &plugins.view(&none), &none);
     let sessions: Vec<&str> = back.iter().map(|(s, _)| s.as_str()).collect();
-    assert_eq!(sessions, ["ahp-session:/default", "ahp-session:/other"]);
+    assert_eq!(sessions, ["ahp-proxy:/default", "ahp-proxy:/other"]);
 
     // One session's client leaves: only that session loses it.
     plugins.publish(&[other], &ctx);
     let gone = diff(&before, &plugins.view(&none), &none);
     assert_eq!(gone.len(), 1);
-    assert_eq!(gone[0].0, "ahp-session:/default");
+    assert_eq!(gone[0].0, "ahp-proxy:/default");
     assert!(matches!(gone[0].1, StateAction::SessionCustomizationRemoved(ref a) if a.id == "p"));
 }
