@@ -28,6 +28,41 @@ export function text(value) {
   return JSON.stringify(value);
 }
 
+/**
+ * A one-line `StringOrMarkdown` as nodes: a Markdown value's code spans (`` `add_note` ``,
+ * fenced by any run of backticks, CommonMark's one padding space each side taken off) become
+ * `<code>`; everything else stays text, so nothing in it is read as HTML.
+ */
+export function inline(value) {
+  if (!value || typeof value.markdown !== "string") return [text(value)];
+  const source = value.markdown;
+  const runs = /`+/g;
+  const nodes = [];
+  let plain = "";
+  let at = 0;
+  let opening;
+  while ((opening = runs.exec(source))) {
+    // The span ends at the next run of exactly as many backticks; without one, the opening
+    // run is literal text.
+    let closing;
+    while ((closing = runs.exec(source)) && closing[0].length !== opening[0].length);
+    if (!closing) {
+      runs.lastIndex = opening.index + opening[0].length;
+      continue;
+    }
+    plain += source.slice(at, opening.index);
+    if (plain) nodes.push(plain);
+    plain = "";
+    let code = source.slice(opening.index + opening[0].length, closing.index);
+    if (code.length > 1 && code.startsWith(" ") && code.endsWith(" ") && code.trim()) code = code.slice(1, -1);
+    nodes.push(h("code", {}, code));
+    at = closing.index + closing[0].length;
+  }
+  plain += source.slice(at);
+  if (plain) nodes.push(plain);
+  return nodes;
+}
+
 /** The text of a tool call's result contents. */
 export function resultText(tc) {
   return (tc.content || [])

@@ -6,7 +6,7 @@
 // `chat/toolCallConfirmed` / `chat/toolCallResultConfirmed`, as any AHP client sends them.
 
 import { h, fill, pretty } from "./dom.js";
-import { hostTiming, resultText, text } from "./activity.js";
+import { hostTiming, inline, resultText, text } from "./activity.js";
 
 /** The entries of `session.inputNeeded` that wait for an approval. Pure. */
 export function waiting(session) {
@@ -112,7 +112,7 @@ export class Approvals {
     const head = h(
       "div",
       { class: "approval-head" },
-      h("strong", {}, text(call.confirmationTitle) || (result ? `Review the result of ${call.toolName}` : `Allow ${call.toolName}?`)),
+      h("strong", {}, text(call.confirmationTitle) ? inline(call.confirmationTitle) : result ? `Review the result of ${call.toolName}` : `Allow ${call.toolName}?`),
       " ",
       h("span", { class: "muted" }, `tool ${call.toolName}`, server ? ` on ${server.name}` : "", `, asked by ${who}`),
     );

@@ -17,11 +17,12 @@ import { Charts } from "./chart.js";
 import { Approvals } from "./approvals.js";
 import { h, fill, announce } from "./dom.js";
 
-const ROOT = "ahp-root://";
-const SESSION = "ahp-session:/default";
-const CHAT = "ahp-chat:/harness";
-
 const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.content;
+
+const ROOT = "ahp-root://";
+// The session as the host publishes it (`<provider>:/default`).
+const SESSION = meta("ahp-console-session") || "ahp-proxy:/default";
+const CHAT = "ahp-chat:/harness";
 const viewPort = meta("ahp-console-view-port");
 const tokenRequired = meta("ahp-console-token-required") === "true";
 

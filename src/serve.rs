@@ -179,6 +179,7 @@ pub async fn run(mut config: Config, options: Options) -> Result<(), String> {
     let console = Arc::new(crate::console::Console {
         view_port: views_addr.port(),
         token_required: token.is_some(),
+        session: crate::host::default_session_uri(&config.agent.provider),
     });
     tracing::info!(url = %format!("http://{addr}/"), views = %format!("http://{views_addr}"), "console: open this URL in a browser");
     banner.console_url = Some(format!("http://{addr}/"));

@@ -1802,7 +1802,8 @@ async fn a_held_call_is_approved_with_an_edited_input_or_denied_with_a_reason_in
     let shown = held_in_console(&browser, "echo", 1).await;
     for part in [
         "1 pending approval",
-        "Allow `echo` on `echo`?",
+        // The Markdown title's code spans shown as code, without their backticks.
+        "Allow echo on echo?",
         "tool echo on echo, asked by the harness",
         "as asked",
         "Allow once",
@@ -1813,6 +1814,12 @@ async fn a_held_call_is_approved_with_an_edited_input_or_denied_with_a_reason_in
     ] {
         assert!(shown.contains(part), "{part:?} in {shown}");
     }
+    let codes = browser
+        .eval(
+            "return [...document.querySelectorAll('#approvals .approval[data-tool=\"echo\"] .approval-head strong code')].map((c) => c.textContent)",
+        )
+        .await;
+    assert_eq!(codes, json!(["echo", "echo"]), "the title's code spans");
     browser.screenshot("approval-pending").await;
     // The header's count jumps to the list: the first Approve gets the focus.
     browser.click(".sum-approvals").await;

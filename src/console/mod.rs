@@ -11,14 +11,16 @@ pub mod http;
 
 use bytes::Bytes;
 
-/// What the console needs to know to render its page: where the View origin listens and
-/// whether connecting takes a token. Nothing secret.
+/// What the console needs to know to render its page: where the View origin listens,
+/// whether connecting takes a token, and the session it follows. Nothing secret.
 #[derive(Debug, Clone)]
 pub struct Console {
     /// Port of the View origin (same host name as the console, another port).
     pub view_port: u16,
     /// Whether the AHP endpoint wants a token (the page then asks for one).
     pub token_required: bool,
+    /// The URI the host publishes its default session under (`<provider>:/default`).
+    pub session: String,
 }
 
 /// One answer to a plain HTTP request.
@@ -60,7 +62,8 @@ impl Console {
         if path == "/" || path == "/index.html" {
             let html = assets::INDEX
                 .replace("__VIEW_PORT__", &self.view_port.to_string())
-                .replace("__TOKEN_REQUIRED__", &self.token_required.to_string());
+                .replace("__TOKEN_REQUIRED__", &self.token_required.to_string())
+                .replace("__SESSION__", &attribute(&self.session));
             let mut page = Page::asset(&assets::Asset {
                 path: "/",
                 content_type: "text/html; charset=utf-8",
@@ -81,6 +84,15 @@ impl Console {
     }
 }
 
+/// `value` escaped for a double-quoted HTML attribute.
+fn attribute(value: &str) -> String {
+    value
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,12 +102,14 @@ mod tests {
         let console = Console {
             view_port: 4321,
             token_required: true,
+            session: "my.agent:/default".into(),
         };
         let page = console.page("/");
         assert_eq!(page.status, 200);
         let html = std::str::from_utf8(&page.body).unwrap();
         assert!(html.contains("content=\"4321\""), "{html}");
         assert!(html.contains("content=\"true\""), "{html}");
+        assert!(html.contains("content=\"my.agent:/default\""), "{html}");
         let header = |name: &str| {
             page.headers
                 .iter()
