@@ -95,7 +95,12 @@ function proxyConfig() {
   return text;
 }
 
-/** code-server's user folder: settings for the agent host, a keybinding that opens its session. */
+/**
+ * code-server's user folder: settings, and a keybinding that opens the proxy's session chat.
+ * The three agent-host settings are those docs/vscode.md gives the desktop build; the browser
+ * build connects through the bridge options alone (its remote-agent-host service is a stub
+ * that refuses every connection), and took the same pictures without them.
+ */
 function userData(provider) {
   const user = path.join(work, 'code-server-data/User');
   fs.mkdirSync(user, { recursive: true });
