@@ -61,7 +61,7 @@ enum Command {
         /// its own. More only for a proxy kept busy on one core: see docs/benchmarks.md].
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
         worker_threads: Option<u16>,
-        /// With --stdio: µs the worker watches its pipes before it parks [default: 50;
+        /// µs the worker watches its pipes and connections before it parks [default: 50;
         /// 0: off]. See docs/benchmarks.md.
         #[arg(long, value_name = "US", hide = true)]
         park_spin_us: Option<u32>,
@@ -424,9 +424,9 @@ fn print_out(text: &str) {
     let _ = out.flush();
 }
 
-/// How long the `--stdio` worker watches its pipes before it parks: on a VM, an answer due
-/// within it then wakes no idle vCPU (added p50 +60-90 → +36-41 µs for 20-200 µs, at no
-/// more proxy CPU per call in a closed loop; docs/benchmarks.md).
+/// How long the worker watches its pipes and connections before it parks: on a VM, a request
+/// or answer due within it then wakes no idle vCPU (`--stdio`: added p50 +60-90 → +36-41 µs;
+/// `/mcp/echo` over HTTP: 136 → 73 µs p50 in one run; docs/benchmarks.md).
 const DEFAULT_PARK_SPIN_US: u32 = 50;
 
 fn serve(
@@ -456,11 +456,12 @@ fn serve(
     // ~+27 µs, and carried fewer calls/s at 32 sessions). Blocking work goes to the runtime's
     // blocking threads (spawn_blocking). See docs/benchmarks.md ("One worker by default").
     builder.worker_threads(worker_threads.map_or(1, usize::from));
-    // The harness's stdin is watched for the whole run (when spinning, below).
+    // The harness's stdin is watched for the whole run (when spinning, below); so are the
+    // HTTP front's connections and the servers' pipes and connections while they live.
     let _stdin_watched = stdio
         .then(|| ahp_proxy::park_spin::Watched::new(std::os::fd::AsFd::as_fd(&std::io::stdin())));
     let park_spin_us = park_spin_us.unwrap_or(DEFAULT_PARK_SPIN_US);
-    if stdio && park_spin_us > 0 {
+    if park_spin_us > 0 {
         ahp_proxy::park_spin::set_budget(std::time::Duration::from_micros(u64::from(park_spin_us)));
         builder.on_thread_park(ahp_proxy::park_spin::before_park);
     }

@@ -1,10 +1,11 @@
-//! Before a worker of `serve --stdio` parks, it watches the pipes the next message comes
-//! on (the harness's stdin, the servers' stdouts) for a short, bounded time.
+//! Before the runtime's worker parks, it watches what the next message comes on (the harness's
+//! stdin with `--stdio`, the MCP HTTP front's connections, the servers' stdouts, the HTTP
+//! upstreams' connections) for a short, bounded time.
 //!
-//! On a VM, waking an idle vCPU costs tens of µs, and a call through the stdio front wakes
-//! the proxy twice (the harness's request, the server's answer). Spinning on `epoll_wait(2)`
-//! (zero timeout, over the watched pipes) keeps the vCPU busy while an answer is due; when a
-//! watched pipe becomes readable the worker parks and finds it at once. Off (zero budget)
+//! On a VM, waking an idle vCPU costs tens of µs, and a call through the proxy wakes it
+//! twice (the harness's request, the server's answer). Spinning on `epoll_wait(2)` (zero
+//! timeout, over the watched descriptors) keeps the vCPU busy while an answer is due; when a
+//! watched one becomes readable the worker parks and finds it at once. Off (zero budget)
 //! unless configured.
 
 use std::mem::MaybeUninit;

@@ -128,6 +128,9 @@ pub async fn serve(
         let front = front.clone();
         let shutdown = shutdown.clone();
         tasks.spawn(async move {
+            // The worker watches the connection before it parks: the harness's next request
+            // then finds it awake (crate::park_spin).
+            let _watched = crate::park_spin::Watched::new(std::os::fd::AsFd::as_fd(&stream));
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let front = front.clone();
                 async move { Ok::<_, Infallible>(front.handle(request).await) }

@@ -122,7 +122,7 @@ impl Task {
 
 /// How a child whose pipes closed ended, if it exits within a moment (its exit status
 /// says more than the closed pipe).
-async fn exit_of(child: Option<&mut tokio::process::Child>) -> Option<String> {
+async fn exit_of(child: Option<&mut super::process::Child>) -> Option<String> {
     let child = child?;
     let status = tokio::time::timeout(Duration::from_secs(1), child.wait())
         .await

@@ -37,7 +37,7 @@ const EXIT_STATUS_WAIT: Duration = Duration::from_secs(1);
 /// A started server: its connection and, for stdio, its process.
 pub(super) struct Running {
     pub connection: Connection,
-    pub child: Option<tokio::process::Child>,
+    pub child: Option<super::process::Child>,
     pub tail: SharedTail,
     /// The task draining its stderr (stdio only): done once the pipe is closed.
     pub drained: Option<tokio::task::JoinHandle<()>>,
@@ -165,16 +165,6 @@ impl Task {
         let tail = SharedTail::default();
         let mut drained = tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
         let report = Arc::new(stdout::Report::new(&self.name));
-        let stdin = match crate::upstream::stdio::stdin_pipe(stdin) {
-            Ok(stdin) => stdin,
-            Err(error) => {
-                process::terminate(&mut child, self.config.stop_grace).await;
-                drained.abort();
-                return Err(Interrupted::Failed(Failure::Spawn(format!(
-                    "cannot use the server's stdin: {error}"
-                ))));
-            }
-        };
         let session = crate::upstream::stdio::connect_child(stdin, stdout, report.clone());
         let handshake = tokio::time::timeout_at(deadline, async {
             let discovered = match probe {
@@ -226,7 +216,7 @@ impl Task {
 
     /// The handshake failed: how the child ended when it exits at once, else why the
     /// handshake failed. The child is stopped either way.
-    async fn no_handshake(&self, child: &mut tokio::process::Child, error: ConnectError) -> String {
+    async fn no_handshake(&self, child: &mut super::process::Child, error: ConnectError) -> String {
         match tokio::time::timeout(EXIT_STATUS_WAIT, child.wait()).await {
             Ok(Ok(status)) => {
                 process::kill_group(child, rustix::process::Signal::KILL);

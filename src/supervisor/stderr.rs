@@ -128,7 +128,7 @@ pub async fn last_lines(tail: &SharedTail, drained: &mut tokio::task::JoinHandle
 
 /// Read `stderr` to its end: every line into `tail`, logged at debug level under `server`
 /// (stderr can carry anything the server prints, so never at info).
-pub async fn drain(mut stderr: tokio::process::ChildStderr, server: String, tail: SharedTail) {
+pub async fn drain(mut stderr: tokio::net::unix::pipe::Receiver, server: String, tail: SharedTail) {
     let mut splitter = LineSplitter::default();
     let mut limit = RateLimit::new(Instant::now());
     let mut buf = vec![0u8; 8192];

@@ -82,6 +82,9 @@ struct Link {
     sender: SendRequest<Full<Bytes>>,
     /// `None` once the connection is over. Boxed: links move in and out of the pool.
     driver: Option<Box<Driver>>,
+    /// The socket, watched by the worker before it parks while the link lives
+    /// ([`crate::park_spin`]): an answer due soon then finds it awake.
+    _watched: crate::park_spin::Watched,
 }
 
 impl Pool {
@@ -183,12 +186,14 @@ impl Pool {
             .map_err(|_| Error::Connect(std::io::ErrorKind::TimedOut.into()))?
             .map_err(Error::Connect)?;
         let _ = stream.set_nodelay(true);
+        let watched = crate::park_spin::Watched::new(std::os::fd::AsFd::as_fd(&stream));
         let (sender, driver) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(Error::Http)?;
         Ok(Link {
             sender,
             driver: Some(Box::new(driver)),
+            _watched: watched,
         })
     }
 }

@@ -110,7 +110,7 @@ where
 /// ([`crate::park_spin`]) while the session reads it.
 pub fn connect_child(
     stdin: pipe::Sender,
-    stdout: tokio::process::ChildStdout,
+    stdout: pipe::Receiver,
     watch: Arc<dyn Watch>,
 ) -> Session {
     use std::os::fd::AsFd;
@@ -144,11 +144,6 @@ where
         drop(watched);
     });
     session
-}
-
-/// The child's stdin as a non-blocking pipe.
-pub fn stdin_pipe(stdin: tokio::process::ChildStdin) -> std::io::Result<pipe::Sender> {
-    pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)
 }
 
 /// Write the backlog whenever there is one, as fast as the child reads it.

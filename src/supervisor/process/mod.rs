@@ -1,16 +1,19 @@
 //! Child processes for stdio servers: each in its own process group (and cgroup, where the
 //! machine allows), carrying the proxy's marker, killed by the kernel if the sidecar dies;
 //! stopped with SIGTERM to the whole group and SIGKILL after a grace period, and then
-//! everything it left behind (`ownership`). Its `unsafe`: `pre_exec` and the watchdog's
-//! `fork` (the system calls themselves go through rustix, safely); the crate's only other
-//! is `heap`'s.
+//! everything it left behind (`ownership`). Started by [`vfork`] (no copy of the proxy),
+//! or by tokio's `fork` with a `pre_exec` step where pidfds are missing. Its `unsafe`:
+//! `vfork`, `child`'s pidfd registration, `pre_exec` and the watchdog's `fork` (other system
+//! calls go through rustix, safely); the crate's only other is `heap`'s.
 
 pub mod cgroup;
+pub mod child;
 pub mod ownership;
 pub mod program;
 pub mod spawner;
 pub mod sweep;
 pub mod tree;
+pub mod vfork;
 pub mod watchdog;
 
 use std::path::Path;
@@ -18,20 +21,23 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::net::unix::pipe;
+use tokio::process::Command;
+
+pub use child::Child;
 
 pub use ownership::{Owned, Ownership};
 
-/// A running child with its pipes taken apart.
+/// A running child with its pipes taken apart (non-blocking, registered with the runtime).
 pub struct Spawned {
     /// The process (its pid is also its process group id).
     pub child: Child,
     /// Its stdin (MCP requests go here).
-    pub stdin: ChildStdin,
+    pub stdin: pipe::Sender,
     /// Its stdout (MCP responses come from here).
-    pub stdout: ChildStdout,
+    pub stdout: pipe::Receiver,
     /// Its stderr (drained into logs and the error tail).
-    pub stderr: ChildStderr,
+    pub stderr: pipe::Receiver,
 }
 
 /// Why a child could not be started. The text names the command's file name (what the user
@@ -50,9 +56,6 @@ pub enum SpawnError {
     /// Anything else the system said.
     #[error("cannot start the server: {0}")]
     Other(std::io::Error),
-    /// It started without the pipes asked for.
-    #[error("the server process started without its pipes")]
-    NoPipes,
 }
 
 /// A stdio server's launch, owned, to be spawned on a blocking thread.
@@ -87,13 +90,131 @@ pub async fn spawn_off_worker(launch: Launch) -> Result<Spawned, SpawnError> {
 
 /// Start `command args` in `cwd` with `env` added, in a new process group, with SIGKILL as
 /// its parent-death signal; when the proxy owns its servers ([`Ownership::establish`]),
-/// with its marker in the environment and in its own cgroup.
+/// with its marker in the environment and in its own cgroup. Started without copying the
+/// proxy ([`vfork`]) where the kernel gives pidfds (Linux 5.3), else with tokio's `fork`.
 pub fn spawn(
     command: &str,
     args: &[String],
     env: &std::collections::BTreeMap<String, String>,
     cwd: Option<&Path>,
 ) -> Result<Spawned, SpawnError> {
+    spawn_as(Start::best(), command, args, env, cwd)
+}
+
+/// How a child is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// [`vfork`], watched through a pidfd.
+    Clone,
+    /// tokio's `Command` with a `pre_exec` step (`fork`, then `exec`).
+    Fork,
+}
+
+impl Start {
+    /// [`Start::Clone`] when this kernel gives pidfds (asked once).
+    fn best() -> Self {
+        static PIDFDS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let pidfds = *PIDFDS.get_or_init(|| {
+            rustix::process::pidfd_open(
+                rustix::process::getpid(),
+                rustix::process::PidfdFlags::empty(),
+            )
+            .is_ok()
+        });
+        if pidfds {
+            Start::Clone
+        } else {
+            Start::Fork
+        }
+    }
+}
+
+fn spawn_as(
+    how: Start,
+    command: &str,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: Option<&Path>,
+) -> Result<Spawned, SpawnError> {
+    let ownership = Ownership::get();
+    let plan = ownership.map(Ownership::plan);
+    let marker = plan.as_ref().and_then(|p| {
+        let (name, value) = p.marker.split_once('=')?;
+        Some((name.to_string(), value.to_string()))
+    });
+    let marker = marker.as_ref().map(|(n, v)| (n.as_str(), v.as_str()));
+    let cgroup = plan.as_ref().and_then(|p| p.cgroup.clone());
+    let start = || match how {
+        Start::Clone => start_cloned(command, args, env, marker, cwd, cgroup.as_deref()),
+        Start::Fork => start_forked(command, args, env, marker, cwd, cgroup.as_deref()),
+    };
+    let started = match (ownership, plan) {
+        (Some(ownership), Some(plan)) => ownership.spawn_registered(plan, start),
+        _ => start(),
+    };
+    started.map_err(|error| spawn_error(error, command, cwd))
+}
+
+/// The server's whole environment: the proxy's, with `env` and the marker over it.
+fn environment(
+    env: &std::collections::BTreeMap<String, String>,
+    marker: Option<(&str, &str)>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut whole: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
+        .map(|(name, value)| (name.into_encoded_bytes(), value.into_encoded_bytes()))
+        .collect();
+    for (name, value) in env
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .chain(marker)
+    {
+        whole.insert(name.as_bytes().to_vec(), value.as_bytes().to_vec());
+    }
+    whole.into_iter().collect()
+}
+
+fn start_cloned(
+    command: &str,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    marker: Option<(&str, &str)>,
+    cwd: Option<&Path>,
+    cgroup: Option<&Path>,
+) -> std::io::Result<Spawned> {
+    let environment = environment(env, marker);
+    let Some(plan) = vfork::Plan::new(command, args, &environment, cwd, cgroup) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a NUL byte in the command, its arguments, environment or folder",
+        ));
+    };
+    let started = vfork::start(&plan)?;
+    // Watched (and killed when dropped) before anything else can fail.
+    let child = Child::cloned(started.pid)?;
+    Ok(Spawned {
+        child,
+        stdin: pipe::Sender::from_owned_fd(started.stdin)?,
+        stdout: pipe::Receiver::from_owned_fd(started.stdout)?,
+        stderr: pipe::Receiver::from_owned_fd(started.stderr)?,
+    })
+}
+
+fn start_forked(
+    command: &str,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    marker: Option<(&str, &str)>,
+    cwd: Option<&Path>,
+    cgroup: Option<&Path>,
+) -> std::io::Result<Spawned> {
+    let cgroup_procs = cgroup.and_then(|dir| {
+        std::ffi::CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .ok()
+    });
     let mut cmd = Command::new(command);
     cmd.args(args)
         .envs(env)
@@ -105,28 +226,12 @@ pub fn spawn(
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }
-    let ownership = Ownership::get();
-    let plan = ownership.map(Ownership::plan);
-    if let Some(plan) = &plan {
-        if let Some((name, value)) = plan.marker.split_once('=') {
-            cmd.env(name, value);
-        }
+    if let Some((name, value)) = marker {
+        cmd.env(name, value);
     }
     #[cfg(target_os = "linux")]
     {
         let parent = rustix::process::getpid();
-        // Built before the fork: the child may not allocate.
-        let cgroup_procs = plan
-            .as_ref()
-            .and_then(|p| p.cgroup.as_ref())
-            .and_then(|dir| {
-                std::ffi::CString::new(
-                    dir.join("cgroup.procs")
-                        .into_os_string()
-                        .into_encoded_bytes(),
-                )
-                .ok()
-            });
         // SAFETY: the closure runs in the forked child before exec and only makes system
         // calls (prctl, getppid, open, write, close), which are async-signal-safe, on data
         // prepared before the fork; it allocates nothing (an error from an errno does not).
@@ -154,21 +259,20 @@ pub fn spawn(
             });
         }
     }
-    let spawned = match (ownership, plan) {
-        (Some(ownership), Some(plan)) => ownership.spawn_registered(plan, || cmd.spawn()),
-        _ => cmd.spawn(),
-    };
-    let mut child = spawned.map_err(|error| spawn_error(error, command, cwd))?;
+    let mut child = cmd.spawn()?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        return Err(SpawnError::NoPipes);
+        return Err(std::io::Error::other(
+            "the server process started without its pipes",
+        ));
     };
+    let child = Child::forked(child);
     Ok(Spawned {
         child,
-        stdin,
-        stdout,
-        stderr,
+        stdin: pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?,
+        stdout: pipe::Receiver::from_owned_fd(stdout.into_owned_fd()?)?,
+        stderr: pipe::Receiver::from_owned_fd(stderr.into_owned_fd()?)?,
     })
 }
 
@@ -316,6 +420,9 @@ fn signal_name(signal: i32) -> &'static str {
         .find(|(known, _)| known.as_raw() == signal)
         .map_or("signal", |(_, name)| name)
 }
+
+#[cfg(test)]
+mod start_tests;
 
 #[cfg(test)]
 mod tests {

@@ -124,12 +124,12 @@ impl Ownership {
     pub fn spawn_registered(
         &self,
         plan: Plan,
-        spawn: impl FnOnce() -> std::io::Result<tokio::process::Child>,
-    ) -> std::io::Result<tokio::process::Child> {
+        spawn: impl FnOnce() -> std::io::Result<super::Spawned>,
+    ) -> std::io::Result<super::Spawned> {
         let _spawning = self.spawning.read().unwrap_or_else(|p| p.into_inner());
         match spawn() {
-            Ok(child) => {
-                if let Some(pid) = child.id() {
+            Ok(spawned) => {
+                if let Some(pid) = spawned.child.id() {
                     self.lock().insert(
                         pid,
                         Server {
@@ -139,7 +139,7 @@ impl Ownership {
                         },
                     );
                 }
-                Ok(child)
+                Ok(spawned)
             }
             Err(error) => {
                 if let Some(path) = plan.cgroup {
