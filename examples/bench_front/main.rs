@@ -35,7 +35,8 @@
 //! Knobs: `BENCH_FRONT_ROUNDS` (3), `BENCH_FRONT_BLOCK_MS` (1500, measured part of an HTTP
 //! block), `BENCH_FRONT_WARMUP_MS` (250, the rest), `BENCH_FRONT_STDIO_CALLS` (1000 a block),
 //! `BENCH_FRONT_SESSIONS` (1,8,32), `BENCH_FRONT_AHP_ARGS` (e.g. `--worker-threads=2`: one
-//! more stdio and one more `/mcp/echo` path, `ahp-proxy serve` with these arguments),
+//! more stdio and one more `/mcp/echo` path (legacy and 2026-07-28 clients), `ahp-proxy serve`
+//! with these arguments),
 //! `BENCH_FRONT_ONLY` (comma-separated parts of path labels: measure only those, e.g. to
 //! profile one proxy by the pid printed for it), `BENCH_FRONT_AHP_WATCHER` (set: an official
 //! AHP client, in this process, follows the default session of each `ahp-proxy serve`, as an

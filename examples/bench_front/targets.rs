@@ -263,8 +263,11 @@ impl Bench {
         if let Some(extra) = variant_args() {
             let args: Vec<&str> = extra.iter().map(String::as_str).collect();
             let label = format!("ahp-proxy {} /mcp/echo → stdio echo", args.join(" "));
+            // Its modern endpoint too, to compare the variant for both eras of harness.
+            let modern = format!("{label}{MODERN_MARK}");
+            let endpoints = [("/echo", label.as_str()), ("/echo", modern.as_str())];
             let outcome = bench
-                .ahp_proxy(proxy, &config, &[("/echo", &label)], None, &args, true)
+                .ahp_proxy(proxy, &config, &endpoints, None, &args, true)
                 .await;
             bench.note_failure(&label, outcome, true);
         }

@@ -399,7 +399,7 @@ unsafe fn prepare_and_exec(shared: &Shared) -> c_int {
     // The proxy's handlers mean nothing to the server: back to the default (a handler would
     // otherwise run here, on the parent's memory, once signals are unblocked), and SIGPIPE,
     // which Rust programs ignore, too, as `std::process::Command` does.
-    for signal in 1..libc::SIGRTMAX() {
+    for signal in 1..=libc::SIGRTMAX() {
         let mut action = std::mem::zeroed::<libc::sigaction>();
         if libc::sigaction(signal, std::ptr::null(), &mut action) != 0 {
             continue;
