@@ -456,15 +456,15 @@ fn serve(
     // ~+27 µs, and carried fewer calls/s at 32 sessions). Blocking work goes to the runtime's
     // blocking threads (spawn_blocking). See docs/benchmarks.md ("One worker by default").
     builder.worker_threads(worker_threads.map_or(1, usize::from));
-    // The harness's stdin is watched for the whole run (when spinning, below); so are the
-    // HTTP front's connections and the servers' pipes and connections while they live.
-    let _stdin_watched = stdio
-        .then(|| ahp_proxy::park_spin::Watched::new(std::os::fd::AsFd::as_fd(&std::io::stdin())));
     let park_spin_us = park_spin_us.unwrap_or(DEFAULT_PARK_SPIN_US);
     if park_spin_us > 0 {
         ahp_proxy::park_spin::set_budget(std::time::Duration::from_micros(u64::from(park_spin_us)));
         builder.on_thread_park(ahp_proxy::park_spin::before_park);
     }
+    // The harness's stdin is watched for the whole run (when spinning: set above); so are the
+    // HTTP front's connections and the servers' pipes and connections while they live.
+    let _stdin_watched = stdio
+        .then(|| ahp_proxy::park_spin::Watched::new(std::os::fd::AsFd::as_fd(&std::io::stdin())));
     let runtime = match builder.build() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -42,8 +42,12 @@ pub struct Watched(Option<OwnedFd>);
 
 impl Watched {
     /// Watch `fd` (a pipe or socket the proxy reads). Best effort: a descriptor that cannot
-    /// be watched is not (the worker then parks at once, as without the spin).
+    /// be watched is not (the worker then parks at once, as without the spin); nothing is
+    /// watched while the spin is off (set the budget first).
     pub fn new(fd: BorrowedFd<'_>) -> Self {
+        if BUDGET_NS.load(Ordering::Relaxed) == 0 {
+            return Watched(None);
+        }
         let copy = interest().and_then(|interest| {
             let copy = fd.try_clone_to_owned().ok()?;
             let flags = epoll::EventFlags::IN;
@@ -100,8 +104,8 @@ mod tests {
     #[test]
     fn an_idle_pipe_waits_out_the_budget_and_a_readable_one_ends_the_spin() {
         let (reader, mut writer) = std::io::pipe().unwrap();
-        let _watched = Watched::new(reader.as_fd());
         set_budget(Duration::from_millis(20));
+        let _watched = Watched::new(reader.as_fd());
         let start = Instant::now();
         before_park();
         assert!(start.elapsed() >= Duration::from_millis(20));

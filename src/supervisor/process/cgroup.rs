@@ -65,6 +65,13 @@ impl Base {
     }
 }
 
+/// Cgroup `folder`'s `cgroup.procs`, as the C string a starting child opens to join it;
+/// `None` if the path holds a NUL byte.
+pub fn procs_file(folder: &Path) -> Option<std::ffi::CString> {
+    let path = folder.join("cgroup.procs");
+    std::ffi::CString::new(path.into_os_string().into_encoded_bytes()).ok()
+}
+
 /// The mount point of the cgroup v2 hierarchy, from `/proc/self/mountinfo`.
 pub fn cgroup2_mount(mountinfo: &str) -> Option<String> {
     mountinfo.lines().find_map(|line| {

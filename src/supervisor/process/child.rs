@@ -116,12 +116,13 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        if self.try_wait().is_ok_and(|s| s.is_some()) {
+        // tokio kills and reaps its own (`kill_on_drop`).
+        if matches!(self.0, Inner::Forked(_)) || self.try_wait().is_ok_and(|s| s.is_some()) {
             return;
         }
         let _ = self.start_kill();
         let Inner::Cloned { pid, pidfd, .. } = &mut self.0 else {
-            return; // tokio kills and reaps its own
+            return;
         };
         let (pid, Some(pidfd)) = (*pid, pidfd.take()) else {
             return;

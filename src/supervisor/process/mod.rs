@@ -127,6 +127,24 @@ impl Start {
             Start::Fork
         }
     }
+
+    /// Start what `order` says this way.
+    fn start(self, order: &Order<'_>) -> std::io::Result<Spawned> {
+        match self {
+            Start::Clone => start_cloned(order),
+            Start::Fork => start_forked(order),
+        }
+    }
+}
+
+/// What to start: a server's launch, with the proxy's marker and the server's cgroup.
+struct Order<'a> {
+    command: &'a str,
+    args: &'a [String],
+    env: &'a std::collections::BTreeMap<String, String>,
+    marker: Option<(&'a str, &'a str)>,
+    cwd: Option<&'a Path>,
+    cgroup: Option<&'a Path>,
 }
 
 fn spawn_as(
@@ -144,10 +162,15 @@ fn spawn_as(
     });
     let marker = marker.as_ref().map(|(n, v)| (n.as_str(), v.as_str()));
     let cgroup = plan.as_ref().and_then(|p| p.cgroup.clone());
-    let start = || match how {
-        Start::Clone => start_cloned(command, args, env, marker, cwd, cgroup.as_deref()),
-        Start::Fork => start_forked(command, args, env, marker, cwd, cgroup.as_deref()),
+    let order = Order {
+        command,
+        args,
+        env,
+        marker,
+        cwd,
+        cgroup: cgroup.as_deref(),
     };
+    let start = || how.start(&order);
     let started = match (ownership, plan) {
         (Some(ownership), Some(plan)) => ownership.spawn_registered(plan, start),
         _ => start(),
@@ -173,15 +196,15 @@ fn environment(
     whole.into_iter().collect()
 }
 
-fn start_cloned(
-    command: &str,
-    args: &[String],
-    env: &std::collections::BTreeMap<String, String>,
-    marker: Option<(&str, &str)>,
-    cwd: Option<&Path>,
-    cgroup: Option<&Path>,
-) -> std::io::Result<Spawned> {
-    let environment = environment(env, marker);
+fn start_cloned(order: &Order<'_>) -> std::io::Result<Spawned> {
+    let environment = environment(order.env, order.marker);
+    let Order {
+        command,
+        args,
+        cwd,
+        cgroup,
+        ..
+    } = *order;
     let Some(plan) = vfork::Plan::new(command, args, &environment, cwd, cgroup) else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -199,34 +222,20 @@ fn start_cloned(
     })
 }
 
-fn start_forked(
-    command: &str,
-    args: &[String],
-    env: &std::collections::BTreeMap<String, String>,
-    marker: Option<(&str, &str)>,
-    cwd: Option<&Path>,
-    cgroup: Option<&Path>,
-) -> std::io::Result<Spawned> {
-    let cgroup_procs = cgroup.and_then(|dir| {
-        std::ffi::CString::new(
-            dir.join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .ok()
-    });
-    let mut cmd = Command::new(command);
-    cmd.args(args)
-        .envs(env)
+fn start_forked(order: &Order<'_>) -> std::io::Result<Spawned> {
+    let cgroup_procs = order.cgroup.and_then(cgroup::procs_file);
+    let mut cmd = Command::new(order.command);
+    cmd.args(order.args)
+        .envs(order.env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    if let Some(cwd) = cwd {
+    if let Some(cwd) = order.cwd {
         cmd.current_dir(cwd);
     }
-    if let Some((name, value)) = marker {
+    if let Some((name, value)) = order.marker {
         cmd.env(name, value);
     }
     #[cfg(target_os = "linux")]

@@ -208,24 +208,16 @@ async fn the_child_starts_in_its_cgroup() {
     for (n, how) in BOTH.into_iter().enumerate() {
         let folder = base.server(n as u64 + 1).expect("a server cgroup");
         let script = "cat /proc/self/cgroup".to_string();
-        let started = match how {
-            Start::Clone => start_cloned(
-                "sh",
-                &["-c".into(), script],
-                &env(&[]),
-                None,
-                None,
-                Some(&folder),
-            ),
-            Start::Fork => start_forked(
-                "sh",
-                &["-c".into(), script],
-                &env(&[]),
-                None,
-                None,
-                Some(&folder),
-            ),
+        let args = ["-c".to_string(), script];
+        let order = Order {
+            command: "sh",
+            args: &args,
+            env: &env(&[]),
+            marker: None,
+            cwd: None,
+            cgroup: Some(&folder),
         };
+        let started = how.start(&order);
         let Spawned {
             mut child,
             mut stdout,

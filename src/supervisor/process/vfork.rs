@@ -72,11 +72,7 @@ impl Plan {
             use rustix::fs::{Mode, OFlags};
             let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
             let fd = rustix::fs::open(folder, flags, Mode::empty()).ok()?;
-            let procs = folder.join("cgroup.procs");
-            Some((
-                fd,
-                CString::new(procs.into_os_string().into_encoded_bytes()).ok()?,
-            ))
+            Some((fd, super::cgroup::procs_file(folder)?))
         });
         Some(Self {
             candidates,
