@@ -189,10 +189,6 @@ fn init_logging(format: LogFormat) {
 }
 
 fn main() -> ExitCode {
-    // Started by a proxy as its watchdog: nothing else runs in this process.
-    if let Some(code) = ahp_proxy::supervisor::process::watchdog::run_if_asked() {
-        return code;
-    }
     // Before any HTTP client exists (reqwest has no TLS provider of its own here).
     ahp_proxy::supervisor::https::install_provider();
     let cli = Cli::parse();
@@ -252,6 +248,8 @@ fn main() -> ExitCode {
                 stdio,
                 config_file: config_file.map(|p| std::path::absolute(&p).unwrap_or(p)),
                 text_banner: matches!(cli.log_format, LogFormat::Text),
+                // Here, where the process still has one thread: a copy of it, forked.
+                watchdog: ahp_proxy::supervisor::process::watchdog::Forked::start(),
             };
             serve(
                 config,

@@ -24,7 +24,7 @@ use crate::supervisor::Supervisor;
 use crate::watch;
 
 /// How `serve` was asked to run, besides the config.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Options {
     /// Serve MCP on stdin/stdout (a harness launched us).
     pub stdio: bool,
@@ -32,11 +32,13 @@ pub struct Options {
     pub config_file: Option<std::path::PathBuf>,
     /// Print the start-up banner as text on stderr (else it is one `info` log event).
     pub text_banner: bool,
+    /// The watchdog `main` forked (`None`: the proxy runs without one, and logs so).
+    pub watchdog: Option<crate::supervisor::process::watchdog::Forked>,
 }
 
 /// Run the proxy on `config` until Ctrl-C / SIGTERM (or, with `stdio`, until the harness
 /// closes our stdin). Errors are start-up failures.
-pub async fn run(mut config: Config, options: Options) -> Result<(), String> {
+pub async fn run(mut config: Config, mut options: Options) -> Result<(), String> {
     let stdio = options.stdio;
     // Checked before anything starts: no server is launched for a proxy that will not run.
     let token = access_token(&config)?;
@@ -120,7 +122,10 @@ pub async fn run(mut config: Config, options: Options) -> Result<(), String> {
         })
     };
     // Before any server starts: the proxy owns every process they will start.
-    let owned = crate::supervisor::process::Ownership::establish(config.supervisor.cgroups);
+    let owned = crate::supervisor::process::Ownership::establish(
+        config.supervisor.cgroups,
+        options.watchdog.take(),
+    );
     let (supervisor, mut events) =
         Supervisor::spawn(config.supervisor.clone(), connections.clone());
     host.set_control(supervisor.requests());
@@ -134,6 +139,9 @@ pub async fn run(mut config: Config, options: Options) -> Result<(), String> {
     };
     // Nothing else has a sender yet: this cannot be full.
     let _ = supervisor.commands().send(catalog.supervision()).await;
+    // Let the supervisor hand the servers to the spawning threads before the listeners and
+    // the banner: their start is most of the proxy's start-up, the rest can wait for it.
+    tokio::task::yield_now().await;
     // The start-up scan's transient copies (file texts, parse trees, the first list) are
     // free once the supervisor has taken the declared set: give them back.
     {

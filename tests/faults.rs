@@ -600,8 +600,84 @@ async fn kill_9_of_the_sidecar_leaves_no_grandchild_behind() {
     let mut seen = Vec::new();
     w.until("stubborn", "ready", &mut seen).await;
     assert!(eventually(|| carrying(&tag).len() == 3).await);
+    let watchdog = the_watchdog_of(proxy.pid());
     assert!(kill_9(proxy.pid()), "kill -9 of the proxy");
     none_left(&tag).await;
+    // Its work done, the watchdog is gone too.
+    assert!(
+        eventually(|| !alive(watchdog)).await,
+        "the watchdog {watchdog} outlived its work"
+    );
+}
+
+/// The watchdog of proxy `proxy`, checked for what it must be: named `ahp-watchdog`, not the
+/// proxy's child, in a session of its own, holding nothing of the proxy's but its pipe (a
+/// harness's stdout held open would keep the harness from seeing the proxy end): 0, 1 and 2
+/// on /dev/null and one more descriptor, the read end of a pipe whose other end the proxy
+/// holds.
+fn the_watchdog_of(proxy: u32) -> u32 {
+    let descriptors = |pid: u32| -> Vec<(String, String)> {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| {
+                let target = std::fs::read_link(e.path()).unwrap_or_default();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    target.display().to_string(),
+                )
+            })
+            .collect()
+    };
+    let proxy_pipes: Vec<String> = descriptors(proxy)
+        .into_iter()
+        .map(|(_, target)| target)
+        .filter(|t| t.starts_with("pipe:"))
+        .collect();
+    let candidates: Vec<u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "ahp-watchdog")
+        })
+        .collect();
+    let found = candidates.iter().copied().find(|pid| {
+        descriptors(*pid)
+            .iter()
+            .any(|(_, target)| proxy_pipes.contains(target))
+    });
+    let Some(watchdog) = found else {
+        panic!("no watchdog shares a pipe with proxy {proxy}: candidates {candidates:?}")
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{watchdog}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    assert_ne!(fields.get(1), Some(&proxy.to_string().as_str()), "{stat}");
+    assert_eq!(
+        fields.get(3),
+        Some(&watchdog.to_string().as_str()),
+        "{stat}"
+    );
+    let mut held = descriptors(watchdog);
+    held.sort_by_key(|(fd, _)| fd.parse::<u32>().unwrap_or(u32::MAX));
+    assert_eq!(held.len(), 4, "{held:?}");
+    for (fd, target) in &held[..3] {
+        assert!(
+            ["0", "1", "2"].contains(&fd.as_str()) && target == "/dev/null",
+            "{held:?}"
+        );
+    }
+    assert!(
+        proxy_pipes.contains(&held[3].1),
+        "{held:?} vs {proxy_pipes:?}"
+    );
+    watchdog
 }
 
 /// `[servers.<name>]` for an example server, tagged, whose daemons write their pids to

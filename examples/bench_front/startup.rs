@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
-use ahp_types::state::{SessionState, SnapshotState};
+use ahp_types::state::{Customization, McpServerState, SessionState, SnapshotState};
 use rmcp::ServiceExt;
 use tokio::process::Command;
 
@@ -180,14 +180,16 @@ async fn next_action(
     }
 }
 
-/// How many servers of the session are `ready`.
+/// How many servers of the session are `ready` (a match on the typed state: the client
+/// must stay light, its own cost is inside the figure).
 fn ready(session: &SessionState) -> usize {
     session
         .customizations
         .iter()
         .flatten()
         .filter(|c| {
-            serde_json::to_value(c).is_ok_and(|v| v["state"]["kind"].as_str() == Some("ready"))
+            matches!(c, Customization::McpServer(server)
+                if matches!(server.state, McpServerState::Ready(_)))
         })
         .count()
 }

@@ -374,23 +374,6 @@ fn become_subreaper() {
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
 }
 
-/// The watchdog's start: fork (the process is single-threaded: `main` has not started
-/// anything yet), let the parent exit at once so the watchdog is nobody's child, and give
-/// it a session of its own (no terminal signals). Whether this process is the watchdog.
-fn detach() -> bool {
-    // SAFETY: called first thing in `main`, with one thread; the parent only calls _exit.
-    // (rustix has no safe fork: none can be, with threads about.)
-    let child = unsafe {
-        match libc::fork() {
-            -1 => return false,
-            0 => true,
-            _ => libc::_exit(0),
-        }
-    };
-    let _ = rustix::process::setsid();
-    child
-}
-
 /// Send `signal` to process group `pid` (a stale group id fails with ESRCH, harmlessly).
 fn signal_group(pid: Option<u32>, signal: Signal) {
     if let Some(pid) = pid.and_then(|p| Pid::from_raw(i32::try_from(p).ok()?)) {

@@ -30,9 +30,9 @@ pub struct Ownership {
     /// exclusively by whoever compares the process table with `servers`: spawns run side by
     /// side, and none is ever half done (forked, not registered) during a comparison.
     spawning: RwLock<()>,
-    /// The write end of the watchdog's pipe: never written, held for the proxy's whole
-    /// life (its closing is the watchdog's signal).
-    _watchdog: Option<std::process::ChildStdin>,
+    /// The write end of the watchdog's pipe, held for the proxy's whole life (its closing
+    /// is the watchdog's signal).
+    _watchdog: Option<std::os::fd::OwnedFd>,
 }
 
 /// One server process's marker and cgroup.
@@ -64,14 +64,19 @@ impl Ownership {
     }
 
     /// Become the owner of every process servers will start (call once, in the runtime,
-    /// before any server starts): start the watchdog, become a subreaper, make the cgroup
-    /// base where the machine allows it and `cgroups` (`[supervisor] cgroups`) asks for it,
-    /// and clear away after servers as they die.
-    pub fn establish(cgroups: bool) -> Owned {
+    /// before any server starts): make the cgroup base where the machine allows it and
+    /// `cgroups` (`[supervisor] cgroups`) asks for it, take up the `watchdog` forked in
+    /// `main` (none: the proxy runs without), become a subreaper, and clear away after
+    /// servers as they die.
+    pub fn establish(cgroups: bool, watchdog: Option<super::watchdog::Forked>) -> Owned {
         let ownership = OWNERSHIP.get_or_init(|| {
-            let token = format!("{}.{}", std::process::id(), start_ticks());
             let cgroups = cgroups.then(cgroup::Base::create).flatten();
-            let watchdog = super::watchdog::start(&token, cgroups.as_ref().map(|b| b.path()));
+            let base = cgroups.as_ref().map(|b| b.path());
+            let (token, watchdog) = match watchdog.map(|w| w.adopt(base)) {
+                Some((token, pipe)) => (token, Some(pipe)),
+                None => (super::tree::own_token_and_threads().0, None),
+            };
+            // After the watchdog's middle process is reaped: the watchdog is nobody's child.
             super::become_subreaper();
             tracing::info!(
                 cgroups = cgroups.as_ref().map(|b| b.path().display().to_string()),
@@ -311,16 +316,4 @@ async fn janitor(ownership: &'static Ownership, stop: CancellationToken) {
 /// [`kill_all`] on a blocking thread: it reads `/proc` and sleeps between rounds.
 async fn kill_all_off_runtime(targets: Targets) {
     let _ = tokio::task::spawn_blocking(move || kill_all(&targets)).await;
-}
-
-/// This process's start time in clock ticks since boot (`/proc/self/stat` field 22), so
-/// the token stays unique when pids are reused.
-fn start_ticks() -> u64 {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|text| {
-            let (_, rest) = text.rsplit_once(')')?;
-            rest.split_whitespace().nth(19)?.parse().ok()
-        })
-        .unwrap_or(0)
 }

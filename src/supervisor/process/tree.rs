@@ -26,6 +26,28 @@ pub fn parse_stat(text: &str) -> Option<(i32, bool)> {
     Some((ppid, state == "Z" || state == "X"))
 }
 
+/// `(start time in clock ticks since boot, number of threads)` from the text of a process's
+/// own `/proc/<pid>/stat` (fields 22 and 20).
+pub fn parse_start_and_threads(text: &str) -> Option<(u64, u64)> {
+    let (_, rest) = text.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace().skip(17);
+    let threads = fields.next()?.parse().ok()?;
+    let start = fields.nth(1)?.parse().ok()?;
+    Some((start, threads))
+}
+
+/// This process, uniquely: `<pid>.<start time in clock ticks>` (so a reused pid makes
+/// another token), and its number of threads now (`None` where `/proc` cannot say).
+pub fn own_token_and_threads() -> (String, Option<u64>) {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok();
+    let parsed = stat.as_deref().and_then(parse_start_and_threads);
+    let start = parsed.map_or(0, |(start, _)| start);
+    (
+        format!("{}.{start}", std::process::id()),
+        parsed.map(|(_, threads)| threads),
+    )
+}
+
 /// Every process now (those that vanish while being read are left out).
 pub fn snapshot() -> Vec<Proc> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -92,6 +114,24 @@ mod tests {
         );
         assert_eq!(parse_stat("43 (a (b) c) Z 1 43 43 0 -1"), Some((1, true)));
         assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn own_stat_gives_start_time_and_threads() {
+        // A real line (fields 20 and 22: 3 threads, started at tick 2419836), with a command
+        // name that holds ") " itself.
+        let line = "6653 (ahp) R (x) R 6650 6649 32667 0 -1 4194304 480 0 3 0 0 0 0 0 20 0 3 0 \
+                    2419836 1103577088 2244 18446744073709551615";
+        assert_eq!(parse_start_and_threads(line), Some((2419836, 3)));
+        assert_eq!(parse_start_and_threads("6653 (ahp) R 6650"), None);
+        // This test's own process: a thread or more, a token of the form pid.ticks.
+        let (token, threads) = own_token_and_threads();
+        assert!(threads.is_some_and(|n| n >= 1), "{threads:?}");
+        assert!(
+            token.starts_with(&format!("{}.", std::process::id())),
+            "{token}"
+        );
+        assert!(!token.ends_with(".0"), "{token}");
     }
 
     #[test]
