@@ -67,7 +67,7 @@ async fn a_modern_only_server_serves_a_legacy_harness(transport: Transport) {
     let failed = passed(&outcomes, &["list", "call", "progress"]);
     assert!(failed.is_empty(), "{failed:#?}");
     assert!(outcomes.iter().all(|o| o.era.as_deref() == Some("legacy")));
-    proxy.wait_for_log("the server speaks MCP 2026-07-28");
+    proxy.wait_for_log(r#""version":"2026-07-28""#);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -88,7 +88,7 @@ async fn a_dual_era_sdk_server_is_spoken_to_in_modern() {
         let (proxy, outcomes) = through_proxy(&toolkit, &table, "dual").await;
         let failed = passed(&outcomes, &["list", "call", "progress"]);
         assert!(failed.is_empty(), "{transport:?}: {failed:#?}");
-        proxy.wait_for_log("the server speaks MCP 2026-07-28");
+        proxy.wait_for_log(r#""version":"2026-07-28""#);
     }
 }
 
@@ -97,8 +97,8 @@ async fn the_rmcp_example_server_stays_legacy_on_one_process() {
     let proxy = Proxy::start(&format!("{FAST}{}", server("echo", "echo", &[])));
     let mut w = Watcher::open(&proxy).await;
     w.until("echo", "ready", &mut Vec::new()).await;
-    proxy.wait_for_log("the server speaks MCP 2025-11-25");
-    assert_eq!(proxy.log_count("the server speaks MCP 2026-07-28"), 0);
+    proxy.wait_for_log(r#""version":"2025-11-25""#);
+    assert_eq!(proxy.log_count(r#""version":"2026-07-28""#), 0);
     // The probe was answered on the child that serves: one process, nothing left behind.
     assert_eq!(
         child_pids(proxy.pid()).len(),
@@ -125,7 +125,7 @@ async fn a_server_that_exits_on_the_probe_is_started_afresh_in_legacy() {
     let mut seen = Vec::new();
     w.until("picky", "ready", &mut seen).await;
     assert!(!seen.iter().any(|s| s.ends_with("error")), "{seen:?}");
-    proxy.wait_for_log("the server speaks MCP 2025-11-25");
+    proxy.wait_for_log(r#""version":"2025-11-25""#);
     // The probed child was reaped: only the serving one (sh, its pipeline) is left.
     let children = child_pids(proxy.pid());
     assert_eq!(children.len(), 1, "{children:?}");

@@ -141,7 +141,10 @@ impl Task {
         self.publish(&running);
         let tools = running.connection.tool_count();
         self.report(running.connection.ready()).await;
-        tracing::info!(server = %self.name, tools, "server ready");
+        // One line per server at start-up (with fifty servers, a second one per server was
+        // measurable in the start-up): the MCP revision it speaks is a field of this one.
+        let version = running.connection.version();
+        tracing::info!(server = %self.name, tools, %version, "server ready");
         let up_since = Instant::now();
         let ended = self
             .watch_running(&mut running, launch, bearer.as_ref(), &mut losses, desired)

@@ -41,6 +41,15 @@ impl Connection {
     }
 
     /// How many tools it offers now.
+    /// The MCP revision the server is spoken to in: 2026-07-28 for a modern server, else
+    /// the version its `initialize` answer named.
+    pub fn version(&self) -> &str {
+        match self.session.era() {
+            crate::upstream::era::Era::Modern => crate::upstream::era::MODERN,
+            crate::upstream::era::Era::Legacy => self.initialized.protocol_version.as_str(),
+        }
+    }
+
     pub fn tool_count(&self) -> usize {
         self.offer
             .read()
@@ -142,11 +151,6 @@ pub async fn establish(
             Err(refused) => return Err(ConnectError::Failed(refused.to_string())),
         },
     };
-    let version = match session.era() {
-        crate::upstream::era::Era::Modern => crate::upstream::era::MODERN,
-        crate::upstream::era::Era::Legacy => initialized.protocol_version.as_str(),
-    };
-    tracing::info!(server = %name, %version, "the server speaks MCP {version}");
     *refresher
         .capabilities
         .write()
