@@ -18,7 +18,9 @@ printf '[servers.echo]\ncommand = "%s"\nargs = ["echo"]\n' "$PWD/$echo_server" >
 # Total instructions of one proxy run serving $2 calls of era $1.
 instructions() {
   local era=$1 calls=$2
-  valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$proxy" serve \
+  # %p: the watchdog (a fork of the proxy) writes a file of its own.
+  rm -f "$work"/cg.*.out
+  valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p.out" "$proxy" serve \
     --config "$work/proxy.toml" --listen 127.0.0.1:0 --mcp-listen 127.0.0.1:0 \
     --log-format json 2> "$work/log" &
   local pid=$! url=""
@@ -30,7 +32,7 @@ instructions() {
   python3 scripts/bench/call_driver.py "${url%/mcp}" "$era" "$calls" > /dev/null
   kill -INT "$pid"
   wait "$pid" || true
-  callgrind_annotate "$work/cg.out" 2> /dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
+  callgrind_annotate "$work/cg.$pid.out" 2> /dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
 }
 
 for era in legacy modern; do

@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use serde::de::Deserializer;
 use serde::Deserialize;
@@ -53,7 +54,15 @@ pub struct Message {
     method: Option<Box<str>>,
     id: Option<Range<usize>>,
     body: Option<Range<usize>>,
+    /// The body's members in order (the key's span with its quotes, the value's span), read
+    /// on the first [`Message::find`]: a message is looked into several times on its way
+    /// (its name, `_meta`, its task, its request state), and each lookup would otherwise
+    /// step over every member before the one it wants (a modern request's `_meta` first).
+    members: OnceLock<Box<[Member]>>,
 }
+
+/// One member of an object: its key's span (quotes included) and its value's.
+type Member = (Range<usize>, Range<usize>);
 
 #[derive(Deserialize)]
 struct Envelope<'a> {
@@ -128,6 +137,7 @@ impl Message {
             method,
             id,
             body,
+            members: OnceLock::new(),
         })
     }
 
@@ -182,7 +192,19 @@ impl Message {
 
     /// The value at `path` inside the body (`["_meta", "progressToken"]`), as its span.
     pub fn find(&self, path: &[&str]) -> Option<Range<usize>> {
-        find(&self.text, self.body.clone()?, path)
+        let body = self.body.clone()?;
+        let Some((first, rest)) = path.split_first() else {
+            return Some(body);
+        };
+        let members = self
+            .members
+            .get_or_init(|| members(&self.text, body).into_boxed_slice());
+        let value = members
+            .iter()
+            .find(|(key, _)| key_is(&self.text, key.clone(), first))?
+            .1
+            .clone();
+        find(&self.text, value, rest)
     }
 
     /// The string at `path` inside the body, unescaped.
@@ -216,6 +238,7 @@ impl Message {
             method: self.method,
             id: self.id.map(moved),
             body: self.body.map(moved),
+            members: OnceLock::new(),
         }
     }
 }
@@ -271,36 +294,75 @@ pub fn find(text: &str, within: Range<usize>, path: &[&str]) -> Option<Range<usi
 /// The span of member `key`'s value in the object spanning `within` of `text`: the first of
 /// the same name, as serde's reader takes it; `None` when there is none or it is no object.
 fn member(text: &str, within: Range<usize>, key: &str) -> Option<Range<usize>> {
+    let mut found = None;
+    walk_members(text, within, |name, value| {
+        let same = key_is(text, name, key);
+        if same {
+            found = Some(value);
+        }
+        !same
+    });
+    found
+}
+
+/// Every member of the object spanning `within` of `text`, in order: the key's span (with
+/// its quotes) and the value's; those before a flaw when the object is cut short.
+fn members(text: &str, within: Range<usize>) -> Vec<Member> {
+    let mut all = Vec::new();
+    walk_members(text, within, |name, value| {
+        all.push((name, value));
+        true
+    });
+    all
+}
+
+/// Call `each` with the key span and value span of every member of the object spanning
+/// `within` of `text`, in order, while it returns `true`; stops at the first flaw.
+fn walk_members(
+    text: &str,
+    within: Range<usize>,
+    mut each: impl FnMut(Range<usize>, Range<usize>) -> bool,
+) {
     let bytes = text.as_bytes();
     let end = within.end.min(bytes.len());
     let mut i = skip_ws(bytes, within.start);
     if bytes.get(i) != Some(&b'{') {
-        return None;
+        return;
     }
     i = skip_ws(bytes, i + 1);
     while i < end && bytes[i] == b'"' {
-        let key_end = string_end(bytes, i)?;
-        let raw = text.get(i + 1..key_end - 1)?;
-        let same = match raw.contains('\\') {
-            true => string_at(text, i..key_end).is_some_and(|k| k == key),
-            false => raw == key,
+        let Some(key_end) = string_end(bytes, i) else {
+            return;
         };
+        let key = i..key_end;
         i = skip_ws(bytes, key_end);
         if bytes.get(i) != Some(&b':') {
-            return None;
+            return;
         }
         i = skip_ws(bytes, i + 1);
-        let value_end = value_end(bytes, i).filter(|&e| e <= end)?;
-        if same {
-            return Some(i..value_end);
+        let Some(value_end) = value_end(bytes, i).filter(|&e| e <= end) else {
+            return;
+        };
+        if !each(key, i..value_end) {
+            return;
         }
         i = skip_ws(bytes, value_end);
         if bytes.get(i) != Some(&b',') {
-            return None;
+            return;
         }
         i = skip_ws(bytes, i + 1);
     }
-    None
+}
+
+/// Whether the JSON string at `span` of `text` (quotes included) is `key`, escapes read.
+fn key_is(text: &str, span: Range<usize>, key: &str) -> bool {
+    let Some(raw) = text.get(span.start + 1..span.end.saturating_sub(1)) else {
+        return false;
+    };
+    match raw.contains('\\') {
+        true => string_at(text, span).is_some_and(|k| k == key),
+        false => raw == key,
+    }
 }
 
 /// The JSON string at `span` of `text`, unescaped; `None` when it is not a string.

@@ -220,3 +220,44 @@ fn find_stops_at_the_member_and_agrees_with_serde() {
     }
     assert!(compared >= 12, "only {compared} paths were found anywhere");
 }
+
+#[test]
+fn a_message_finds_through_its_index_what_a_scan_finds_and_forgets_it_when_rewritten() {
+    let bodies = [
+        r#"{"a":1,"b":{"c":[1,{"d":"}"}],"e":"x\"y"},"f":null}"#,
+        r#"{ "a" : { "b" : [ ] } , "a" : 2 }"#,
+        r#"{"\u0061":"escaped key","a":"plain"}"#,
+        r#"{"_meta":{"progressToken":"t1","x":{}},"name":"echo","arguments":{"text":"}"}}"#,
+        r#"{}"#,
+        r#"[{"a":1}]"#,
+    ];
+    let paths: [&[&str]; 7] = [
+        &["a"],
+        &["b", "c"],
+        &["f"],
+        &["a", "b"],
+        &["_meta", "progressToken"],
+        &["arguments", "text"],
+        &["missing"],
+    ];
+    for body in bodies {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":7,"method":"m","params":{body}}}"#);
+        let m = parse(&text);
+        let start = text.find(body).unwrap();
+        // Twice: the first lookup builds the index, the second reads it.
+        for _ in 0..2 {
+            for path in paths {
+                let scanned = find(body, 0..body.len(), path).map(|s| &body[s]);
+                assert_eq!(m.find(path).map(|s| m.slice(s)), scanned, "{body} {path:?}");
+            }
+        }
+        assert_eq!(m.find(&[]), Some(start..start + body.len()));
+    }
+    // An edit before the members moves them: the index is made again from the new text.
+    let m = parse(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"x","b":2}}"#);
+    let a = m.find(&["a"]).unwrap();
+    assert_eq!(m.slice(m.find(&["b"]).unwrap()), "2");
+    let m = m.rewrite(None, vec![(a, r#""a longer value""#.to_string())]);
+    assert_eq!(m.slice(m.find(&["b"]).unwrap()), "2");
+    assert_eq!(m.slice(m.find(&["a"]).unwrap()), r#""a longer value""#);
+}
