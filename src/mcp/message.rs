@@ -58,8 +58,13 @@ pub struct Message {
     /// on the first [`Message::find`]: a message is looked into several times on its way
     /// (its name, `_meta`, its task, its request state), and each lookup would otherwise
     /// step over every member before the one it wants (a modern request's `_meta` first).
-    members: OnceLock<Box<[Member]>>,
+    /// `None` for a body of more than [`INDEXED_MEMBERS`] members: those are scanned, so
+    /// a message of many tiny members cannot make the index several times its own size.
+    members: OnceLock<Option<Box<[Member]>>>,
 }
+
+/// The most members of a body [`Message::find`] indexes (MCP bodies have a handful).
+const INDEXED_MEMBERS: usize = 32;
 
 /// One member of an object: its key's span (quotes included) and its value's.
 type Member = (Range<usize>, Range<usize>);
@@ -196,9 +201,13 @@ impl Message {
         let Some((first, rest)) = path.split_first() else {
             return Some(body);
         };
-        let members = self
-            .members
-            .get_or_init(|| members(&self.text, body).into_boxed_slice());
+        let members = self.members.get_or_init(|| {
+            let all = members(&self.text, body.clone(), INDEXED_MEMBERS + 1);
+            (all.len() <= INDEXED_MEMBERS).then(|| all.into_boxed_slice())
+        });
+        let Some(members) = members else {
+            return find(&self.text, body, path);
+        };
         let value = members
             .iter()
             .find(|(key, _)| key_is(&self.text, key.clone(), first))?
@@ -305,13 +314,14 @@ fn member(text: &str, within: Range<usize>, key: &str) -> Option<Range<usize>> {
     found
 }
 
-/// Every member of the object spanning `within` of `text`, in order: the key's span (with
-/// its quotes) and the value's; those before a flaw when the object is cut short.
-fn members(text: &str, within: Range<usize>) -> Vec<Member> {
+/// The members of the object spanning `within` of `text`, in order, at most `limit`: the
+/// key's span (with its quotes) and the value's; those before a flaw when the object is cut
+/// short.
+fn members(text: &str, within: Range<usize>, limit: usize) -> Vec<Member> {
     let mut all = Vec::new();
     walk_members(text, within, |name, value| {
         all.push((name, value));
-        true
+        all.len() < limit
     });
     all
 }

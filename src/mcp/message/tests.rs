@@ -253,6 +253,22 @@ fn a_message_finds_through_its_index_what_a_scan_finds_and_forgets_it_when_rewri
         }
         assert_eq!(m.find(&[]), Some(start..start + body.len()));
     }
+    // A body of more members than are indexed is scanned instead: the same answers.
+    let many: Vec<String> = (0..INDEXED_MEMBERS + 5)
+        .map(|i| format!(r#""k{i}":{i}"#))
+        .collect();
+    let text = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{{},"k0":"dup"}}}}"#,
+        many.join(",")
+    );
+    let m = parse(&text);
+    assert_eq!(m.slice(m.find(&["k0"]).unwrap()), "0");
+    let last = format!("k{}", INDEXED_MEMBERS + 4);
+    assert_eq!(
+        m.slice(m.find(&[last.as_str()]).unwrap()),
+        (INDEXED_MEMBERS + 4).to_string()
+    );
+    assert_eq!(m.members.get(), Some(&None));
     // An edit before the members moves them: the index is made again from the new text.
     let m = parse(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"x","b":2}}"#);
     let a = m.find(&["a"]).unwrap();
