@@ -67,7 +67,7 @@ pub struct Message {
 const INDEXED_MEMBERS: usize = 32;
 
 /// One member of an object: its key's span (quotes included) and its value's.
-type Member = (Range<usize>, Range<usize>);
+pub type Member = (Range<usize>, Range<usize>);
 
 #[derive(Deserialize)]
 struct Envelope<'a> {
@@ -317,7 +317,7 @@ fn member(text: &str, within: Range<usize>, key: &str) -> Option<Range<usize>> {
 /// The members of the object spanning `within` of `text`, in order, at most `limit`: the
 /// key's span (with its quotes) and the value's; those before a flaw when the object is cut
 /// short.
-fn members(text: &str, within: Range<usize>, limit: usize) -> Vec<Member> {
+pub fn members(text: &str, within: Range<usize>, limit: usize) -> Vec<Member> {
     let mut all = Vec::new();
     walk_members(text, within, |name, value| {
         all.push((name, value));
@@ -365,7 +365,7 @@ fn walk_members(
 }
 
 /// Whether the JSON string at `span` of `text` (quotes included) is `key`, escapes read.
-fn key_is(text: &str, span: Range<usize>, key: &str) -> bool {
+pub fn key_is(text: &str, span: Range<usize>, key: &str) -> bool {
     let Some(raw) = text.get(span.start + 1..span.end.saturating_sub(1)) else {
         return false;
     };

@@ -2,11 +2,8 @@
 //! carries: who the proxy stands for (era, capabilities, clientInfo, log level) and how it
 //! is written into a request's text without touching the rest of it.
 
-use std::fmt;
 use std::ops::Range;
 
-use serde::de::{Deserializer as _, MapAccess, Visitor};
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::era::{Era, META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, MODERN};
@@ -166,43 +163,27 @@ pub fn unwrapped(request: Message) -> Message {
     else {
         return request;
     };
-    if !KEYS
-        .iter()
-        .any(|key| message::find(text, meta.clone(), &[key]).is_some())
-    {
-        return request;
-    }
-    let Some(members) = members_in_order(&text[meta.clone()]) else {
-        return request;
+    // Read in place (spans, no copies): the text was read whole as JSON already.
+    let members = message::members(text, meta.clone(), usize::MAX);
+    let envelope_key = |key: &Range<usize>| {
+        KEYS.iter()
+            .any(|name| message::key_is(text, key.clone(), name))
     };
-    let kept: Vec<String> = members
-        .iter()
-        .filter(|(key, _)| !KEYS.contains(&key.as_str()))
-        .map(|(key, value)| format!("{}:{}", message::quote(key), value.get()))
-        .collect();
-    let object = format!("{{{}}}", kept.join(","));
-    request.rewrite(None, vec![(meta, object)])
-}
-
-/// The members of the JSON object `text`, in their order, each value as written.
-fn members_in_order(text: &str) -> Option<Vec<(String, Box<RawValue>)>> {
-    struct Members;
-    impl<'de> Visitor<'de> for Members {
-        type Value = Vec<(String, Box<RawValue>)>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut members = Vec::new();
-            while let Some(member) = map.next_entry::<String, Box<RawValue>>()? {
-                members.push(member);
-            }
-            Ok(members)
-        }
+    if !members.iter().any(|(key, _)| envelope_key(key)) {
+        return request;
     }
-    serde_json::Deserializer::from_str(text)
-        .deserialize_map(Members)
-        .ok()
+    let mut object = String::with_capacity(meta.len());
+    object.push('{');
+    for (key, value) in members.iter().filter(|(key, _)| !envelope_key(key)) {
+        if object.len() > 1 {
+            object.push(',');
+        }
+        object.push_str(&text[key.clone()]);
+        object.push(':');
+        object.push_str(&text[value.clone()]);
+    }
+    object.push('}');
+    request.rewrite(None, vec![(meta, object)])
 }
 
 /// Whether the object at `span` of `text` has no members.
