@@ -105,3 +105,38 @@ fn serve(jobs: &Mutex<Receiver<Job>>, idle: &AtomicUsize) {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn jobs_that_find_no_thread_idle_start_more_up_to_the_limit() {
+        // Twenty jobs at once, each holding its thread a while: more than one thread takes
+        // them, and none beyond the limit is ever started (other tests may share the pool).
+        let jobs = (0..20).map(|_| {
+            run(|| {
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                std::thread::current().name().map(str::to_string)
+            })
+        });
+        let names: std::collections::BTreeSet<String> = futures_util::future::join_all(jobs)
+            .await
+            .into_iter()
+            .map(|name| name.flatten().expect("every job ran on a named thread"))
+            .collect();
+        assert!(names.len() > 1, "{names:?}");
+        for name in &names {
+            let n: usize = name
+                .strip_prefix("ahp-spawn-")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(usize::MAX);
+            assert!(n < MAX_THREADS, "{name} of {names:?}");
+        }
+        let started = POOL.get().map(|p| p.started.load(Ordering::Acquire));
+        assert!(
+            started.is_some_and(|n| (2..=MAX_THREADS).contains(&n)),
+            "{started:?}"
+        );
+    }
+}
