@@ -90,15 +90,17 @@ pub async fn run<S>(
     let mut attachment = host.attach();
     let mut connection = ConnectionProtocol::new(attachment.id, services);
     tracing::debug!(conn = attachment.id, "connected");
+    // `initialize` (or `reconnect`) must come within the handshake timeout. Its deadline is
+    // set first: when both timeouts are equal, a peer that never initializes is closed for
+    // that (1008), never by the idle check of the same instant (1001).
+    let handshake_deadline = tokio::time::sleep(limits.handshake_timeout);
+    tokio::pin!(handshake_deadline);
     // Liveness: pings after a third of the idle timeout of silence; anything the peer sends
-    // (a pong included) counts. `initialize` (or `reconnect`) must come within the
-    // handshake timeout.
+    // (a pong included) counts.
     let mut liveness = Liveness::new();
     let mut beat = tokio::time::interval(limits.idle_timeout / 3);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     beat.reset();
-    let handshake_deadline = tokio::time::sleep(limits.handshake_timeout);
-    tokio::pin!(handshake_deadline);
 
     let ending = loop {
         tokio::select! {
