@@ -84,7 +84,8 @@ async fn the_child_has_its_environment_folder_group_pipes_and_default_signals() 
     let mut ignored_each = Vec::new();
     for how in BOTH {
         let script = "read line; echo \"got $line and $ACME_SETTING\"; pwd; \
-                      grep -E '^Sig(Blk|Ign)' /proc/$$/status; cat /proc/$$/stat; echo; \
+                      while read -r l; do case $l in SigBlk*|SigIgn*) echo \"$l\";; esac; \
+                      done < /proc/$$/status; cat /proc/$$/stat; echo; \
                       ls /proc/$$/fd | tr '\\n' ' '; echo; exit 3";
         let (out, status) = run(
             how,
@@ -97,7 +98,9 @@ async fn the_child_has_its_environment_folder_group_pipes_and_default_signals() 
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "got hello and on", "{how:?}: {out}");
         assert_eq!(lines[1], folder.to_str().unwrap(), "{how:?}");
-        // Nothing blocked.
+        // Nothing blocked. Read by the shell itself, with builtins: a `grep` child could
+        // read it while the shell had every signal blocked around that very fork (dash
+        // does), about one run in five with other tests starting processes.
         assert_eq!(lines[2], "SigBlk:\t0000000000000000", "{how:?}");
         // SIGPIPE, which the test process ignores, at its default; any other ignored signal
         // as this process has it (both ways alike).
