@@ -36,6 +36,9 @@ pub struct Options {
     pub watchdog: Option<crate::supervisor::process::watchdog::Forked>,
 }
 
+/// How long the start-up's memory is kept, at most, while servers are still starting.
+const GIVE_BACK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Run the proxy on `config` until Ctrl-C / SIGTERM (or, with `stdio`, until the harness
 /// closes our stdin). Errors are start-up failures.
 pub async fn run(mut config: Config, mut options: Options) -> Result<(), String> {
@@ -143,11 +146,14 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
     // the banner: their start is most of the proxy's start-up, the rest can wait for it.
     tokio::task::yield_now().await;
     // The start-up scan's transient copies (file texts, parse trees, the first list) are
-    // free once the supervisor has taken the declared set: give them back.
+    // free once the supervisor has taken the declared set: give them back once the servers
+    // are up (or failed), not while they start, when the collection and the faults after
+    // it would compete with them for the cores.
     {
         let connections = connections.clone();
         tokio::spawn(async move {
             connections.synced().await;
+            connections.settled(GIVE_BACK_PATIENCE).await;
             let _ = tokio::task::spawn_blocking(crate::heap::give_back).await;
         });
     }
