@@ -216,12 +216,11 @@ impl Ownership {
         for pid in pids {
             self.clear(pid, false).await;
         }
-        kill_all_off_runtime(Targets {
-            entry: format!("{MARKER}={}/", self.token).into_bytes(),
-            prefix: true,
-            root: Some(std::process::id() as i32),
-            cgroup: self.cgroups.as_ref().map(|b| b.path().to_path_buf()),
-        })
+        kill_all_off_runtime(Targets::of_proxy(
+            &self.token,
+            Some(std::process::id() as i32),
+            self.cgroups.as_ref().map(|b| b.path().to_path_buf()),
+        ))
         .await;
         let _ = tokio::task::spawn_blocking(|| {
             self.reap_orphans();

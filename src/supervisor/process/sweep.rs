@@ -25,6 +25,17 @@ pub struct Targets {
 }
 
 impl Targets {
+    /// Everything proxy `token` started: every process whose marker names it (whichever
+    /// server), the members of its cgroup base `cgroup`, and what lies below `root`.
+    pub fn of_proxy(token: &str, root: Option<i32>, cgroup: Option<PathBuf>) -> Self {
+        Self {
+            entry: format!("{MARKER}={token}/").into_bytes(),
+            prefix: true,
+            root,
+            cgroup,
+        }
+    }
+
     /// The live targets among `procs` now.
     pub fn find(&self, procs: &[tree::Proc]) -> BTreeSet<i32> {
         let me = std::process::id() as i32;

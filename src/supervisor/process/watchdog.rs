@@ -1,5 +1,5 @@
-//! The watchdog: a copy of the proxy forked first thing in `main` (one thread, nothing started),
-//! of no parent's and of its own session. It holds the read end of a pipe whose write end
+//! The watchdog: a copy of the proxy forked in `main` before any thread starts (config read,
+//! nothing else running), of no parent's and of its own session. It holds the read end of a pipe whose write end
 //! only the proxy holds; the proxy sends it the cgroup base once made, and when the pipe
 //! closes (the proxy exited, or was killed, even with SIGKILL) the watchdog kills everything
 //! carrying the proxy's marker or sitting in its cgroups, removes the cgroups, and exits.
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use rustix::process::{Pid, WaitOptions};
 
 use super::cgroup;
-use super::sweep::{kill_all, Targets, MARKER};
+use super::sweep::{kill_all, Targets};
 use super::tree;
 
 /// Ends the cgroup base's path on the pipe (no path holds it).
@@ -91,12 +91,7 @@ fn watch(pipe: OwnedFd, token: &str) -> ! {
     let pipe = keep_only(pipe);
     let cgroups = read_until_closed(std::fs::File::from(pipe));
     // The proxy is gone: nothing it started may stay.
-    kill_all(&Targets {
-        entry: format!("{MARKER}={token}/").into_bytes(),
-        prefix: true,
-        root: None,
-        cgroup: cgroups.clone(),
-    });
+    kill_all(&Targets::of_proxy(token, None, cgroups.clone()));
     if let Some(path) = cgroups {
         cgroup::Base::at(path).kill_all_and_remove();
     }
