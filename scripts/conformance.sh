@@ -447,6 +447,13 @@ cmd_proxy_client() {
     echo "conformance.sh: no 'server ready' for conformance in the proxy log; going on" >&2
   "$node" "$era/reference-client.mjs" "http://$mcp/mcp/conformance" || rc=$?
   stop_groups
+  # The suite starts one of these per scenario: a passing one leaves nothing behind, a failing
+  # one keeps its folder (the proxy's log) and says where.
+  if ((rc == 0)); then
+    rm -rf "$out"
+  else
+    echo "conformance.sh: the client through ahp-proxy failed ($rc); kept $out" >&2
+  fi
   return "$rc"
 }
 

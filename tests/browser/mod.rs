@@ -19,7 +19,26 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 pub struct Browser {
     pub client: Client,
     driver: Child,
+    /// The browser processes chromedriver started (found once the session is up), with their
+    /// start times: a number the system has given to another process since is not theirs.
+    browsers: Vec<(u32, String)>,
     _profile: ScratchDir,
+}
+
+/// When `pid` started (field 22 of its `/proc/<pid>/stat`).
+fn started(pid: u32) -> Option<String> {
+    crate::common::stat(pid).and_then(|fields| fields.get(19).cloned())
+}
+
+/// `root` and every live process below it.
+fn tree(root: u32) -> Vec<u32> {
+    let mut found = vec![root];
+    let mut next = 0;
+    while next < found.len() {
+        found.extend(crate::common::child_pids(found[next]));
+        next += 1;
+    }
+    found
 }
 
 /// Where the screenshots of a test run go: `target/tmp/console-screenshots/`.
@@ -43,13 +62,18 @@ impl Browser {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        // The profile, and the temporary folder of chromedriver and the browser (Chromium's
+        // `org.chromium.Chromium.*` socket folders), removed with the scratch folder.
+        let profile = ScratchDir::new("chromium");
+        let temporary = profile.path().join("tmp");
+        std::fs::create_dir_all(&temporary).expect("the browser's temporary folder");
         let driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
+            .env("TMPDIR", &temporary)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start chromedriver");
-        let profile = ScratchDir::new("chromium");
         let capabilities = json!({
             "goog:chromeOptions": {
                 "binary": CHROMIUM,
@@ -58,7 +82,7 @@ impl Browser {
                     "--no-first-run", "--disable-background-networking",
                     "--disable-component-update", "--disable-sync",
                     "--disable-dev-shm-usage", "--window-size=1400,1000",
-                    format!("--user-data-dir={}", profile.path().display()),
+                    format!("--user-data-dir={}", profile.path().join("profile").display()),
                     "--host-resolver-rules=MAP evil.example 127.0.0.1",
                 ]
             }
@@ -84,9 +108,14 @@ impl Browser {
                 Err(error) => panic!("chromedriver did not start a browser: {error}"),
             }
         };
+        let browsers = crate::common::child_pids(driver.id())
+            .into_iter()
+            .filter_map(|pid| Some((pid, started(pid)?)))
+            .collect();
         Self {
             client,
             driver,
+            browsers,
             _profile: profile,
         }
     }
@@ -170,12 +199,33 @@ impl Browser {
 }
 
 impl Drop for Browser {
-    /// After a failed test (no `close`): the browser chromedriver started goes with it.
+    /// The browser chromedriver started goes with it (after a failed test, with no `close`,
+    /// still running), and every process of it is gone before its profile folder is removed:
+    /// a renderer or service still writing would leave files behind.
     fn drop(&mut self) {
-        for pid in crate::common::child_pids(self.driver.id()) {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        let mut processes: Vec<u32> = (self.browsers.iter())
+            .filter(|(pid, start)| started(*pid).as_ref() == Some(start))
+            .flat_map(|&(pid, _)| tree(pid))
+            .collect();
+        processes.extend(
+            crate::common::child_pids(self.driver.id())
+                .into_iter()
+                .flat_map(tree),
+        );
+        processes.retain(|&pid| crate::common::alive(pid));
+        if !processes.is_empty() {
+            let _ = Command::new("kill")
+                .arg("-9")
+                .args(processes.iter().map(u32::to_string))
+                .status();
         }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while processes.iter().any(|&pid| crate::common::alive(pid))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
@@ -17,11 +18,21 @@ pub fn run(args: &[&str], suite_args: &[&str]) -> Value {
     let bin_dir = Path::new(binaries::proxy())
         .parent()
         .expect("the binaries' folder");
+    // The script's folders (results, proxy logs) go in one of this run's own, removed once
+    // the summary is read: a test run leaves nothing in the system's temporary folder.
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let scratch = std::env::temp_dir().join(format!(
+        "ahp-proxy-test-conformance-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&scratch).expect("create the conformance scratch folder");
     let mut command = Command::new(manifest.join("scripts/conformance.sh"));
     command
         .args(args)
         .arg("--quiet")
-        .env("AHP_PROXY_BIN_DIR", bin_dir);
+        .env("AHP_PROXY_BIN_DIR", bin_dir)
+        .env("TMPDIR", &scratch);
     if !suite_args.is_empty() {
         command.arg("--").args(suite_args);
     }
@@ -37,7 +48,9 @@ pub fn run(args: &[&str], suite_args: &[&str]) -> Value {
                 String::from_utf8_lossy(&output.stderr)
             )
         });
-    serde_json::from_str(summary).expect("a JSON summary")
+    let summary = serde_json::from_str(summary).expect("a JSON summary");
+    let _ = std::fs::remove_dir_all(&scratch);
+    summary
 }
 
 /// The scored scenarios of a summary that passed, and those that did not.
