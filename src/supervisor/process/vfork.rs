@@ -18,6 +18,15 @@ use std::sync::atomic::{AtomicI32, Ordering};
 /// uses 32 KiB plus the paths).
 const STACK: usize = 64 * 1024;
 
+std::thread_local! {
+    /// The stack of this thread's children, made once: one child uses it at a time (the
+    /// clone returns once that child has `exec`ed or exited), and it is never zeroed (the
+    /// child writes its frames before it reads them), so a start touches only the pages the
+    /// child's frames reach, not 64 KiB of fresh or cleared memory.
+    static CHILD_STACK: std::cell::Cell<Option<Box<[std::mem::MaybeUninit<u8>]>>> =
+        const { std::cell::Cell::new(None) };
+}
+
 /// Everything the child needs, made before the clone (the child may not allocate).
 #[derive(Debug)]
 pub struct Plan {
@@ -159,10 +168,12 @@ pub fn start(plan: &Plan) -> std::io::Result<Started> {
         ],
         error: AtomicI32::new(0),
     };
-    let mut stack = vec![0u8; STACK + 16];
+    let mut stack = CHILD_STACK
+        .take()
+        .unwrap_or_else(|| Box::new_uninit_slice(STACK + 16));
     let offset = stack.as_ptr().align_offset(16);
     // SAFETY: `offset + STACK` is within the allocation (16 spare bytes).
-    let base = unsafe { stack.as_mut_ptr().add(offset) };
+    let base = unsafe { stack.as_mut_ptr().add(offset) }.cast::<u8>();
     // SAFETY: the stack is ours and outlives the child's use of it (CLONE_VFORK: the clone
     // returns once the child has `exec`ed or exited). Every signal is blocked around the
     // clone so that no handler of the proxy runs in the child on shared memory (the child
@@ -198,7 +209,7 @@ pub fn start(plan: &Plan) -> std::io::Result<Started> {
         }
         pid
     };
-    drop(stack);
+    CHILD_STACK.set(Some(stack));
     let Some(pid) = rustix::process::Pid::from_raw(pid) else {
         return Err(std::io::Error::other("clone returned no pid"));
     };
@@ -449,5 +460,54 @@ mod tests {
         assert_eq!(got("./tool", "/bin"), ["./tool"]);
         assert_eq!(got("/opt/x/srv", "/bin"), ["/opt/x/srv"]);
         assert!(candidates(b"a\0b", b"/bin").is_none());
+    }
+
+    /// The address of this thread's children's stack, if it has one.
+    fn stack_of_this_thread() -> Option<usize> {
+        CHILD_STACK.with(|cell| {
+            let stack = cell.take();
+            let address = stack.as_ref().map(|s| s.as_ptr() as usize);
+            cell.set(stack);
+            address
+        })
+    }
+
+    #[test]
+    fn a_thread_reuses_one_stack_and_each_start_reports_its_own_outcome() {
+        std::thread::spawn(|| {
+            assert_eq!(stack_of_this_thread(), None);
+            let missing = Plan::new(
+                "/nonexistent/ahp-proxy-no-such-program",
+                &[],
+                &[],
+                None,
+                None,
+            )
+            .expect("a plan");
+            let shell = Plan::new("/bin/sh", &["-c".into(), "exit 7".into()], &[], None, None)
+                .expect("a plan");
+            let mut first = None;
+            for round in 0..3 {
+                let refused = start(&missing).expect_err("there is no such program");
+                assert_eq!(refused.raw_os_error(), Some(libc::ENOENT), "round {round}");
+                let started = start(&shell).expect("the shell starts");
+                let (_, status) = rustix::process::waitpid(
+                    Some(started.pid),
+                    rustix::process::WaitOptions::empty(),
+                )
+                .expect("waitpid")
+                .expect("the shell's status");
+                assert_eq!(status.exit_status(), Some(7), "round {round}");
+                let stack = stack_of_this_thread();
+                assert!(stack.is_some(), "round {round}: the stack is kept");
+                assert_eq!(
+                    *first.get_or_insert(stack),
+                    stack,
+                    "round {round}: the same stack"
+                );
+            }
+        })
+        .join()
+        .expect("the starting thread");
     }
 }
