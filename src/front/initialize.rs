@@ -77,6 +77,12 @@ fn server_result(hub: &Hub, server: &str, requested: &str) -> Option<String> {
     Some(handshake::result_for(&initialized, version))
 }
 
+/// [`proxy_info`] as JSON text, written once.
+pub fn proxy_info_json() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| proxy_info().to_string())
+}
+
 /// The proxy's own `serverInfo` (the aggregated endpoint's identity).
 pub fn proxy_info() -> Value {
     serde_json::json!({

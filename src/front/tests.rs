@@ -83,6 +83,7 @@ fn serve(hub: &Arc<Hub>, id: &str) -> Server {
         capabilities: serde_json::json!({"resources": {}}),
         instructions: None,
         server_info: None,
+        server_info_json: None,
     };
     hub.connections.insert(
         id,

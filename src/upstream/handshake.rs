@@ -115,6 +115,8 @@ pub struct Initialized {
     pub instructions: Option<String>,
     /// Its `serverInfo`, if any.
     pub server_info: Option<Value>,
+    /// The same as JSON text, written once: a modern answer from this server names it.
+    pub server_info_json: Option<String>,
 }
 
 impl Initialized {
@@ -138,6 +140,7 @@ impl Initialized {
             protocol_version: version::LATEST.to_string(),
             capabilities: discovered.capabilities.clone(),
             instructions: discovered.instructions.clone(),
+            server_info_json: Some(server_info.to_string()),
             server_info: Some(server_info),
         }
     }
@@ -203,6 +206,7 @@ pub async fn initialize(
             .and_then(Value::as_str)
             .map(str::to_string),
         server_info: object.get("serverInfo").cloned(),
+        server_info_json: object.get("serverInfo").map(Value::to_string),
         protocol_version,
         result: body,
     };
@@ -283,6 +287,7 @@ mod tests {
             capabilities: Value::Null,
             instructions: None,
             server_info: None,
+            server_info_json: None,
         };
         assert_eq!(result_for(&initialized, "2025-11-25"), initialized.result);
         assert_eq!(

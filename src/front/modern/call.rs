@@ -64,7 +64,11 @@ fn binding(message: &Message) -> String {
     let named = era::named_by(method)
         .and_then(|member| message.string(&[member]))
         .unwrap_or_default();
-    format!("{method} {named}")
+    let mut binding = String::with_capacity(method.len() + 1 + named.len());
+    binding.push_str(method);
+    binding.push(' ');
+    binding.push_str(&named);
+    binding
 }
 
 /// Forward a modern request to the servers of `scope`.
@@ -240,7 +244,9 @@ enum Shape {
 /// How answers to `scope` are shaped.
 fn shape(hub: &Hub, scope: &Scope) -> Shape {
     match scope {
-        Scope::All => Shape::Completed(Some(super::super::initialize::proxy_info().to_string())),
+        Scope::All => Shape::Completed(Some(
+            super::super::initialize::proxy_info_json().to_string(),
+        )),
         Scope::Server(server) => {
             let initialized = match hub.connections.get(server) {
                 Some(connected) if connected.session.discovered().is_some() => {
@@ -249,7 +255,7 @@ fn shape(hub: &Hub, scope: &Scope) -> Shape {
                 Some(connected) => Some(connected.initialized),
                 None => hub.connections.last_initialized(server),
             };
-            let info = initialized.and_then(|i| i.server_info.as_ref().map(Value::to_string));
+            let info = initialized.and_then(|i| i.server_info_json.clone());
             Shape::Completed(info)
         }
     }
