@@ -357,11 +357,13 @@ impl Hub {
     /// dropped, take them out of the in-flight table), what it owed is refused, its
     /// subscriptions and log levels released.
     pub fn harness_gone(self: &Arc<Self>, harness: &HarnessState) {
-        let (orphaned, requests) = {
+        let (orphaned, requests, had_level) = {
             let mut tables = self.tables();
             tables.harnesses.remove(&harness.id);
+            let had_level = tables.registry.log_level_of(harness.id).is_some();
             let orphaned = tables.registry.leave(harness.id);
-            (orphaned, tables.registry.in_flight.of_harness(harness.id))
+            let requests = tables.registry.in_flight.of_harness(harness.id);
+            (orphaned, requests, had_level)
         };
         self.update_sampling();
         let mut by_server: BTreeMap<Arc<str>, Vec<u64>> = BTreeMap::new();
@@ -380,6 +382,12 @@ impl Hub {
             owed.refuse(INTERNAL_ERROR, "the MCP client (harness) went away");
         }
         tracing::debug!(harness = harness.id, "harness left");
+        // Subscriptions only it held are ended upstream, and servers' levels follow the
+        // harnesses left; a harness that held none and asked for no level (a modern
+        // request's stand-in, typically) changes neither.
+        if orphaned.is_empty() && !had_level {
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };

@@ -347,6 +347,11 @@ impl Registry {
         }
     }
 
+    /// The log level harness `id` asked for, if any.
+    pub fn log_level_of(&self, id: HarnessId) -> Option<Level> {
+        self.harnesses.get(&id).and_then(|h| h.log_level)
+    }
+
     /// The most verbose level any harness that sees server `server` asked for: what the
     /// server itself should be set to. `None` when nobody asked.
     pub fn log_level_for(&self, server: &str) -> Option<Level> {

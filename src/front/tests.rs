@@ -70,6 +70,10 @@ async fn hub(timeout: Duration) -> Arc<Hub> {
 }
 
 fn serve(hub: &Arc<Hub>, id: &str) -> Server {
+    serve_with(hub, id, serde_json::json!({"resources": {}}))
+}
+
+fn serve_with(hub: &Arc<Hub>, id: &str, capabilities: serde_json::Value) -> Server {
     let link = Recorder::default();
     let session = Session::new(Box::new(link.clone()));
     let traffic: Arc<dyn Unsolicited> = Arc::new(ToHub {
@@ -80,7 +84,7 @@ fn serve(hub: &Arc<Hub>, id: &str) -> Server {
     let initialized = Initialized {
         result: "{}".into(),
         protocol_version: "2025-11-25".into(),
-        capabilities: serde_json::json!({"resources": {}}),
+        capabilities,
         instructions: None,
         server_info: None,
         server_info_json: None,
@@ -207,6 +211,81 @@ async fn a_harness_that_goes_away_leaves_nothing_in_flight() {
         .filter(|m| m.contains("notifications/cancelled"))
         .count();
     assert_eq!(cancelled, 3);
+}
+
+#[tokio::test]
+async fn a_harness_that_asked_for_a_log_level_leaves_and_servers_follow_those_left() {
+    use crate::front::registry::{Abilities, Level};
+    let hub = hub(Duration::from_secs(60)).await;
+    let level = |name| Level::parse(name).unwrap();
+    let quieter = Harness::new(hub.clone(), Scope::All, false);
+    hub.tables()
+        .registry
+        .join(quieter.id, Scope::All, Abilities::default(), true);
+    hub.tables()
+        .registry
+        .set_log_level(quieter.id, level("info"));
+    let server = serve_with(&hub, "s", serde_json::json!({"logging": {}}));
+    let set_levels = |server: &Server| {
+        (server.link.sent().iter())
+            .filter(|m| m.contains("logging/setLevel"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    // Sent `n` setLevel requests by now (within the patience window), the last answered.
+    let until_sent = |n: usize| {
+        let server = &server;
+        async move {
+            for _ in 0..400 {
+                if set_levels(server).len() >= n {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let sent = set_levels(server);
+            assert_eq!(sent.len(), n, "{sent:?}");
+            server.answer(&server.link.last_id(), r#""result":{}"#);
+            sent[n - 1].clone()
+        }
+    };
+    let until_applied = |name: &'static str| {
+        let hub = &hub;
+        async move {
+            for _ in 0..400 {
+                if hub.tables().applied_levels.get("s") == Some(&level(name)) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(hub.tables().applied_levels.get("s"), Some(&level(name)));
+        }
+    };
+    // The server is ready: the hub sets it to what the harnesses asked.
+    assert!(until_sent(1).await.contains(r#""level":"info""#));
+    until_applied("info").await;
+
+    // A more verbose harness came and was applied; it leaves: the server follows those left.
+    let verbose = Harness::new(hub.clone(), Scope::All, false);
+    let silent = Harness::new(hub.clone(), Scope::All, false);
+    {
+        let mut tables = hub.tables();
+        for harness in [&verbose, &silent] {
+            tables
+                .registry
+                .join(harness.id, Scope::All, Abilities::default(), true);
+        }
+        tables.registry.set_log_level(verbose.id, level("debug"));
+        tables.applied_levels.insert("s".into(), level("debug"));
+    }
+    drop(verbose);
+    assert!(until_sent(2).await.contains(r#""level":"info""#));
+    until_applied("info").await;
+
+    // One that asked for nothing leaves: nothing changes, nothing is sent.
+    drop(silent);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(set_levels(&server).len(), 2);
+    drop(quieter);
 }
 
 #[tokio::test]
