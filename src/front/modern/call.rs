@@ -80,8 +80,9 @@ pub fn forward(
     out: Stream,
     cancel: Cancel,
 ) {
-    let harness = stand_in(hub, scope.clone(), &envelope);
     let level = envelope.log_level.as_deref().and_then(Level::parse);
+    let declared = Abilities::of(&envelope.capabilities);
+    let harness = stand_in(hub, scope.clone(), envelope);
     if let Some(level) = level {
         hub.tables().registry.set_log_level(harness.id, level);
     }
@@ -95,7 +96,7 @@ pub fn forward(
         token: token_of(&message),
         method: message.method().unwrap_or_default().to_string(),
         binding: binding(&message),
-        declared: Abilities::of(&envelope.capabilities),
+        declared,
         shape: shape(hub, &scope),
         level,
         cancel,
@@ -209,13 +210,13 @@ fn target(hub: &Hub, scope: &Scope, message: &Message) -> Option<String> {
 
 /// The harness a modern request stands for while it runs: the scope of its endpoint, what its
 /// envelope declared, never asked anything outside its calls.
-fn stand_in(hub: &Arc<Hub>, scope: Scope, envelope: &Envelope) -> Arc<Harness> {
+fn stand_in(hub: &Arc<Hub>, scope: Scope, envelope: Envelope) -> Arc<Harness> {
     let harness = Harness::new(hub.clone(), scope.clone(), false);
     harness
         .stand_in
         .store(true, std::sync::atomic::Ordering::Relaxed);
-    let declared = harness.initialized(initialize_params(envelope, false));
-    harness.speaks_modern(envelope.clone());
+    let declared = harness.initialized(initialize_params(&envelope, false));
+    harness.speaks_modern(envelope);
     hub.join(harness.state());
     harness.go_live();
     harness.complete_handshake();
