@@ -195,17 +195,25 @@ impl Message {
         self.body.clone()
     }
 
+    /// The body's members (key and value spans, in order) when it has at most
+    /// [`INDEXED_MEMBERS`]: read once, and what [`Message::find`] looks in.
+    pub fn body_members(&self) -> Option<&[Member]> {
+        let body = self.body.clone()?;
+        self.members
+            .get_or_init(|| {
+                let all = members(&self.text, body, INDEXED_MEMBERS + 1);
+                (all.len() <= INDEXED_MEMBERS).then(|| all.into_boxed_slice())
+            })
+            .as_deref()
+    }
+
     /// The value at `path` inside the body (`["_meta", "progressToken"]`), as its span.
     pub fn find(&self, path: &[&str]) -> Option<Range<usize>> {
         let body = self.body.clone()?;
         let Some((first, rest)) = path.split_first() else {
             return Some(body);
         };
-        let members = self.members.get_or_init(|| {
-            let all = members(&self.text, body.clone(), INDEXED_MEMBERS + 1);
-            (all.len() <= INDEXED_MEMBERS).then(|| all.into_boxed_slice())
-        });
-        let Some(members) = members else {
+        let Some(members) = self.body_members() else {
             return find(&self.text, body, path);
         };
         let value = members

@@ -172,6 +172,12 @@ pub fn unwrapped(request: Message) -> Message {
     if !members.iter().any(|(key, _)| envelope_key(key)) {
         return request;
     }
+    if members.iter().all(|(key, _)| envelope_key(key)) {
+        // Nothing else in it: the server is sent the request as a legacy harness writes it.
+        if let Some(cut) = member_cut(&request, &meta) {
+            return request.rewrite(None, vec![(cut, String::new())]);
+        }
+    }
     let mut object = String::with_capacity(meta.len());
     object.push('{');
     for (key, value) in members.iter().filter(|(key, _)| !envelope_key(key)) {
@@ -184,6 +190,29 @@ pub fn unwrapped(request: Message) -> Message {
     }
     object.push('}');
     request.rewrite(None, vec![(meta, object)])
+}
+
+/// The span to delete from `request` to take out the member of its params whose value is
+/// at `value`, with the comma that joins it to a neighbour.
+fn member_cut(request: &Message, value: &Range<usize>) -> Option<Range<usize>> {
+    let text = request.text();
+    let params = request
+        .body()
+        .filter(|p| text[p.clone()].starts_with('{'))?;
+    let walked;
+    let members = match request.body_members() {
+        Some(indexed) => indexed,
+        None => {
+            walked = message::members(text, params, usize::MAX);
+            &walked[..]
+        }
+    };
+    let at = members.iter().position(|(_, v)| v == value)?;
+    Some(match (at.checked_sub(1), members.get(at + 1)) {
+        (Some(before), _) => members[before].1.end..value.end,
+        (None, Some((next, _))) => members[at].0.start..next.start,
+        (None, None) => members[at].0.start..value.end,
+    })
 }
 
 /// Whether the object at `span` of `text` has no members.
@@ -282,6 +311,46 @@ mod tests {
         assert_eq!(
             out.find(&["name"]).map(|s| out.slice(s).to_string()),
             Some("\"x\"".into())
+        );
+        // Only the envelope's keys: no `_meta` at all, wherever it was.
+        let envelope_only = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        for (params, sent) in [
+            (
+                format!(r#"{{"name":"x", {envelope_only}}}"#),
+                r#"{"name":"x"}"#,
+            ),
+            (
+                format!(r#"{{{envelope_only} ,"name":"x"}}"#),
+                r#"{"name":"x"}"#,
+            ),
+            (
+                format!(r#"{{"a":1,{envelope_only},"b":2}}"#),
+                r#"{"a":1,"b":2}"#,
+            ),
+            (format!(r#"{{ {envelope_only} }}"#), r#"{  }"#),
+        ] {
+            let text =
+                format!(r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{params}}}"#);
+            let out = unwrapped(Message::parse(text).unwrap());
+            assert_eq!(
+                out.text(),
+                format!(r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{sent}}}"#),
+                "{params}"
+            );
+        }
+        // Params of more members than a message indexes: found by walking them.
+        let many: Vec<String> = (0..40).map(|n| format!(r#""k{n}":{n}"#)).collect();
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":6,"method":"m","params":{{{},{envelope_only}}}}}"#,
+            many.join(",")
+        );
+        let out = unwrapped(Message::parse(text).unwrap());
+        assert_eq!(
+            out.text(),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":6,"method":"m","params":{{{}}}}}"#,
+                many.join(",")
+            )
         );
         // Without the envelope's keys, not a byte changes.
         let plain = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"_meta": {"progressToken":1},"name":"x"}}"#;
