@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::tagged::{carrying, tag, tagged, Tagged, ALWAYS_PREFIX};
-use common::{alive, examples, pids, server, stat, Proxy, ScratchDir, Watcher, PATIENCE};
+use common::{alive, descendants, examples, server, Proxy, ScratchDir, Watcher, PATIENCE};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -25,29 +25,6 @@ fn rounds() -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|n| *n > 0)
         .unwrap_or(20)
-}
-
-/// Every live process below `root` (children, grandchildren, …), by parent links.
-fn descendants(root: u32) -> Vec<u32> {
-    let parents: Vec<(u32, u32)> = pids()
-        .into_iter()
-        .filter(|pid| alive(*pid))
-        .filter_map(|pid| Some((pid, stat(pid)?.get(1)?.parse().ok()?)))
-        .collect();
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(_, p)| *p == parent)
-                .map(|(c, _)| *c),
-        );
-        i += 1;
-    }
-    found.remove(0);
-    found
 }
 
 /// The command line of `pid`, spaces between arguments.

@@ -30,17 +30,6 @@ fn started(pid: u32) -> Option<String> {
     crate::common::stat(pid).and_then(|fields| fields.get(19).cloned())
 }
 
-/// `root` and every live process below it.
-fn tree(root: u32) -> Vec<u32> {
-    let mut found = vec![root];
-    let mut next = 0;
-    while next < found.len() {
-        found.extend(crate::common::child_pids(found[next]));
-        next += 1;
-    }
-    found
-}
-
 /// Where the screenshots of a test run go: `target/tmp/console-screenshots/`.
 pub fn screenshot_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
@@ -203,15 +192,19 @@ impl Drop for Browser {
     /// still running), and every process of it is gone before its profile folder is removed:
     /// a renderer or service still writing would leave files behind.
     fn drop(&mut self) {
+        // The browsers seen at start that are still those processes, and whatever lives
+        // below the driver now: each with everything below it.
         let mut processes: Vec<u32> = (self.browsers.iter())
             .filter(|(pid, start)| started(*pid).as_ref() == Some(start))
-            .flat_map(|&(pid, _)| tree(pid))
+            .flat_map(|&(pid, _)| {
+                let mut tree = crate::common::descendants(pid);
+                tree.push(pid);
+                tree
+            })
+            .chain(crate::common::descendants(self.driver.id()))
             .collect();
-        processes.extend(
-            crate::common::child_pids(self.driver.id())
-                .into_iter()
-                .flat_map(tree),
-        );
+        processes.sort_unstable();
+        processes.dedup();
         processes.retain(|&pid| crate::common::alive(pid));
         if !processes.is_empty() {
             let _ = Command::new("kill")

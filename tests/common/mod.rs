@@ -986,6 +986,29 @@ pub fn pids() -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// Every live process below `root` (children, grandchildren, …), by parent links.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = pids()
+        .into_iter()
+        .filter(|pid| alive(*pid))
+        .filter_map(|pid| Some((pid, stat(pid)?.get(1)?.parse().ok()?)))
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
 /// Live (not zombie) child processes of `parent`.
 pub fn child_pids(parent: u32) -> Vec<u32> {
     pids()

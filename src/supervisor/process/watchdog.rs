@@ -1,8 +1,9 @@
 //! The watchdog: a copy of the proxy forked in `main` before any thread starts (config read,
-//! nothing else running), of no parent's and of its own session. It holds the read end of a pipe whose write end
-//! only the proxy holds; the proxy sends it the cgroup base once made, and when the pipe
-//! closes (the proxy exited, or was killed, even with SIGKILL) the watchdog kills everything
-//! carrying the proxy's marker or sitting in its cgroups, removes the cgroups, and exits.
+//! nothing else running), of no parent's and of its own session. It holds the read end of
+//! a pipe whose write end only the proxy holds; the proxy sends it the cgroup base once made,
+//! and when the pipe closes (the proxy exited, or was killed, even with SIGKILL) the watchdog
+//! kills everything carrying the proxy's marker or sitting in its cgroups, removes the
+//! cgroups, and exits.
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
