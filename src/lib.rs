@@ -52,6 +52,7 @@ pub mod serve;
 pub mod spec;
 pub mod supervisor;
 pub(crate) mod tcp;
+pub(crate) mod unguessable;
 pub mod untrusted;
 pub(crate) mod upstream;
 pub(crate) mod watch;

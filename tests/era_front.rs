@@ -322,7 +322,8 @@ async fn the_stdio_front_serves_modern_lines_beside_legacy_ones() {
 }
 
 /// The `elicit` tool of the toolkit's legacy server over raw modern HTTP: the round's
-/// `requestState` answers once; used again, or altered, it is refused.
+/// `requestState` answers once; used again, altered, at another endpoint or with other
+/// arguments, it is refused.
 #[tokio::test]
 async fn a_request_state_answers_its_held_call_once() {
     let kit = Toolkit::load();
@@ -361,6 +362,22 @@ async fn a_request_state_answers_its_held_call_once() {
         (status, refused["error"]["code"].as_i64()),
         (400, Some(-32602)),
         "{refused}"
+    );
+    // Bound to where and for what it was minted: at the aggregated endpoint, or with other
+    // arguments, the same state is refused (and the held call still waits for its own).
+    let (status, elsewhere, _) = post(&proxy.mcp_url, &headers, &retry(5, &state)).await;
+    assert_eq!(
+        (status, elsewhere["error"]["code"].as_i64()),
+        (400, Some(-32602)),
+        "{elsewhere}"
+    );
+    let mut other = serde_json::from_str::<Value>(&retry(6, &state)).unwrap();
+    other["params"]["arguments"] = json!({"answer": "other"});
+    let (status, changed, _) = post(&url, &headers, &other.to_string()).await;
+    assert_eq!(
+        (status, changed["error"]["code"].as_i64()),
+        (400, Some(-32602)),
+        "{changed}"
     );
     let (status, done, _) = post(&url, &headers, &retry(3, &state)).await;
     assert_eq!(status, 200, "{done}");

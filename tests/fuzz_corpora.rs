@@ -133,6 +133,11 @@ fn ahp_frames_corpus() {
     replay("ahp_frames");
 }
 
+#[test]
+fn harness_message_corpus() {
+    replay("harness_message");
+}
+
 /// `AHP_PROXY_FUZZ_INPUT=<file> AHP_PROXY_FUZZ_TARGET=<name> cargo test --test fuzz_corpora
 /// one_input -- --ignored --nocapture`: run one file (a crash found by `scripts/fuzz.sh`) in a
 /// debugger-friendly way.

@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -77,9 +76,6 @@ struct Front {
     hosts: Vec<String>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     bounds: Bounds,
-    next_session: AtomicU64,
-    /// Makes session ids unguessable across runs.
-    salt: u64,
 }
 
 /// Bind the MCP HTTP front.
@@ -112,8 +108,6 @@ pub async fn serve(
         hosts,
         sessions: Mutex::default(),
         bounds,
-        next_session: AtomicU64::new(1),
-        salt: salt(),
     });
     let slots = crate::tcp::Slots::new(bounds.max_connections);
     let tasks = TaskTracker::new();
@@ -160,14 +154,6 @@ pub async fn serve(
         .clear();
     tasks.close();
     let _ = tokio::time::timeout(Duration::from_secs(3), tasks.wait()).await;
-}
-
-fn salt() -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or_default();
-    now ^ u64::from(std::process::id()).rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15
 }
 
 impl Front {
@@ -446,12 +432,8 @@ impl Front {
         {
             return None;
         }
-        let n = self.next_session.fetch_add(1, Ordering::Relaxed);
-        let id = format!(
-            "{:016x}{:016x}",
-            self.salt.wrapping_mul(n | 1).rotate_left(17) ^ n,
-            n
-        );
+        // 128 random bits: one harness's id says nothing of another's.
+        let id = crate::unguessable::id()?;
         let session = Arc::new(Session {
             harness: Harness::new(self.hub.clone(), scope, false),
             streams: Default::default(),

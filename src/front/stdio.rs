@@ -67,6 +67,9 @@ async fn read<R: AsyncRead + Unpin>(harness: &Arc<Harness>, input: R, stream: &S
         let text = String::from_utf8_lossy(trimmed).into_owned();
         match Message::parse_from_harness(text) {
             Ok(message) => harness.handle(message, stream.clone()),
+            Err(invalid) if invalid.notification => {
+                tracing::warn!(error = %invalid.message, "the harness sent a notification that cannot be taken; dropped");
+            }
             Err(invalid) => {
                 tracing::warn!(error = %invalid.message, "the harness sent a message that cannot be read; answered with an error");
                 let code = if invalid.code == PARSE_ERROR {

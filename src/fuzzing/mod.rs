@@ -6,10 +6,12 @@
 
 mod client_view;
 mod frames;
+mod judged;
 mod parsers;
 mod scratch;
 
 pub use frames::{ahp_frames, app_channel};
+pub use judged::harness_message;
 pub use parsers::{config, frontmatter, json, manifest, plugin};
 
 /// A target: any bytes in, a panic only on a bug.
@@ -23,6 +25,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("manifest", manifest),
     ("plugin", plugin),
     ("ahp_frames", ahp_frames),
+    ("harness_message", harness_message),
 ];
 
 /// `data` split at `separator` into at most `max` parts (the last keeps the rest).

@@ -13,6 +13,8 @@ use serde::de::Deserializer;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::strict;
+
 /// What a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -35,6 +37,9 @@ pub struct Invalid {
     pub message: String,
     /// The raw `id`, when it could be recovered (answer with it; else `null`).
     pub id: Option<String>,
+    /// It came as a notification (no `id`): where every reply is an answer (stdio), none is
+    /// written; it is dropped and logged.
+    pub notification: bool,
 }
 
 /// JSON-RPC "parse error".
@@ -92,8 +97,21 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
 }
 
 impl Message {
-    /// Read one message. Batches (JSON arrays) are refused: MCP removed them in 2025-06-18.
+    /// Read one message. Batches (JSON arrays) are refused: MCP removed them in 2025-06-18;
+    /// so is any other value that is not an object (serde would read an array positionally).
     pub fn parse(text: String) -> Result<Self, Invalid> {
+        match text.trim_start().as_bytes().first() {
+            Some(b'{') => {}
+            Some(b'[') => return Err(batch()),
+            _ => {
+                return Err(Invalid {
+                    code: INVALID_REQUEST,
+                    message: "a JSON-RPC message must be a JSON object".into(),
+                    id: None,
+                    notification: false,
+                })
+            }
+        }
         let envelope: Envelope = match serde_json::from_str(&text) {
             Ok(envelope) => envelope,
             Err(error) => return Err(unreadable(&text, &error)),
@@ -104,6 +122,7 @@ impl Message {
             code: INVALID_REQUEST,
             message: message.to_string(),
             id: envelope.id.map(|raw| raw.get().to_string()),
+            notification: false,
         };
         if envelope.jsonrpc.as_deref() != Some("2.0") {
             return Err(invalid(
@@ -146,16 +165,34 @@ impl Message {
         })
     }
 
-    /// Read one message from a harness: as [`Message::parse`], and refused (`-32600`, with
-    /// its id) when it nests deeper than [`MAX_DEPTH`], which no server could read.
+    /// Read one message from a harness (or an AHP client's `mcp://` channel), strictly, so
+    /// that what the proxy judges is what every server reads: as [`Message::parse`], and
+    /// refused (`-32600`, with its id) when a member name appears twice in any object
+    /// ([`strict`]), when it nests deeper than [`MAX_DEPTH`] (which no server could read),
+    /// or when a method that is not a notification (`notifications/…`) comes without an id
+    /// (a request nobody could answer, which a server might run all the same).
     pub fn parse_from_harness(text: String) -> Result<Self, Invalid> {
         let message = Self::parse(text)?;
-        if deeper_than(message.text(), MAX_DEPTH) {
+        if let Some(flaw) = strict::flaw(message.text(), MAX_DEPTH) {
             return Err(Invalid {
                 code: INVALID_REQUEST,
-                message: format!("the message nests deeper than {MAX_DEPTH} levels"),
+                message: flaw.describe(),
                 id: message.id().map(str::to_string),
+                notification: message.kind == Kind::Notification,
             });
+        }
+        if let (Kind::Notification, Some(method)) = (message.kind, message.method()) {
+            if !method.starts_with("notifications/") {
+                return Err(Invalid {
+                    code: INVALID_REQUEST,
+                    message: format!(
+                        "{:?} came without an id: only notifications/… methods may",
+                        crate::untrusted::Untrusted(method)
+                    ),
+                    id: None,
+                    notification: true,
+                });
+            }
         }
         Ok(message)
     }
@@ -455,14 +492,6 @@ pub fn rename_members(
 /// Why `text` could not be read, recovering the `id` of a request that is JSON-RPC in shape
 /// but too deep or too odd for the reader.
 fn unreadable(text: &str, error: &serde_json::Error) -> Invalid {
-    let trimmed = text.trim_start();
-    if trimmed.starts_with('[') {
-        return Invalid {
-            code: INVALID_REQUEST,
-            message: "JSON-RPC batches are not supported (MCP removed them in 2025-06-18)".into(),
-            id: None,
-        };
-    }
     let (code, message) = match error.classify() {
         serde_json::error::Category::Data => {
             (INVALID_REQUEST, format!("not a JSON-RPC message: {error}"))
@@ -473,39 +502,18 @@ fn unreadable(text: &str, error: &serde_json::Error) -> Invalid {
         code,
         message,
         id: recover_id(text),
+        notification: false,
     }
 }
 
-/// Whether `text` (valid JSON) nests objects and arrays more than `limit` deep; strings are
-/// skipped, so brackets inside them do not count.
-fn deeper_than(text: &str, limit: usize) -> bool {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in text.as_bytes() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                if depth > limit {
-                    return true;
-                }
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
+/// The refusal of a batch (or of a message written as an array).
+fn batch() -> Invalid {
+    Invalid {
+        code: INVALID_REQUEST,
+        message: "JSON-RPC batches (and messages written as arrays) are not supported (MCP removed batches in 2025-06-18)".into(),
+        id: None,
+        notification: false,
     }
-    false
 }
 
 /// The top-level `id` of an object whose full reading failed (too deep, cut short…): a

@@ -6,5 +6,6 @@
 pub mod era;
 pub mod message;
 pub mod sse;
+pub mod strict;
 pub mod task;
 pub mod version;

@@ -55,6 +55,20 @@ impl RawSession {
         post(&self.http, &self.url, Some(&self.id), body)
     }
 
+    /// POST `text` as it is (a body no JSON serialiser would write) in this session.
+    pub async fn post_text(&self, text: &str) -> reqwest::Response {
+        self.http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("mcp-session-id", &self.id)
+            .body(text.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// End the session (DELETE).
     pub async fn delete(&self) -> reqwest::Response {
         self.http

@@ -304,6 +304,18 @@ impl RawClient {
         }
     }
 
+    /// Write `text` as one line on stdio, as it is (a message no serialiser would write).
+    pub async fn send_raw_line(&mut self, text: &str) {
+        self.send_line(text).await;
+    }
+
+    /// The next line the proxy writes on stdio, within [`PATIENCE`].
+    pub async fn read_line(&mut self) -> String {
+        tokio::time::timeout(PATIENCE, self.next_line())
+            .await
+            .expect("a line within the patience")
+    }
+
     async fn send_line(&mut self, text: &str) {
         if let Carrier::Stdio { writer, .. } = &mut self.carrier {
             write_line(writer, text).await;

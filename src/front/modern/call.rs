@@ -58,17 +58,26 @@ fn held() -> &'static Mutex<HashMap<u64, Held>> {
     HELD.get_or_init(Mutex::default)
 }
 
-/// What binds a `requestState` to its request: the method and what it names.
-fn binding(message: &Message) -> String {
+/// What binds a `requestState` to its request: the endpoint (`/mcp`, `/mcp/<server>`) and
+/// the server the request goes to, its method, what it names, and a SHA-256 of its params
+/// without the members a retry adds or changes (`requestState`, `inputResponses`, `_meta`),
+/// read as values (member order and spacing aside): a state answers only the request it
+/// was minted for, where it was minted.
+fn binding(hub: &Hub, scope: &Scope, message: &Message) -> String {
     let method = message.method().unwrap_or_default();
     let named = era::named_by(method)
         .and_then(|member| message.string(&[member]))
         .unwrap_or_default();
-    let mut binding = String::with_capacity(method.len() + 1 + named.len());
-    binding.push_str(method);
-    binding.push(' ');
-    binding.push_str(&named);
-    binding
+    let endpoint = match scope {
+        Scope::All => "/mcp",
+        Scope::Server(_) => "/mcp/",
+    };
+    let server = target(hub, scope, message).unwrap_or_default();
+    let params = message
+        .body()
+        .and_then(|span| serde_json::from_str::<Value>(message.slice(span)).ok());
+    let digest = state::params_digest(params);
+    format!("{endpoint}\n{server}\n{method}\n{named}\n{digest}")
 }
 
 /// Forward a modern request to the servers of `scope`.
@@ -95,7 +104,7 @@ pub fn forward(
         id: message.id().unwrap_or("null").to_string(),
         token: token_of(&message),
         method: message.method().unwrap_or_default().to_string(),
-        binding: binding(&message),
+        binding: binding(hub, &scope, &message),
         declared,
         shape: shape(hub, &scope),
         level,
@@ -138,7 +147,7 @@ pub fn resume(
         .string(&["requestState"])
         .unwrap_or_default()
         .into_owned();
-    let claims = match state::verify(&token, &binding(&message)) {
+    let claims = match state::verify(&token, &binding(hub, scope, &message)) {
         Ok(claims) => claims,
         Err(refused) => {
             let to = target(hub, scope, &message);

@@ -1,6 +1,7 @@
 //! The `requestState` the proxy mints when a legacy server asks a modern harness for input
 //! mid-call: which held call and which round it answers, when it expires, bound to the
-//! request (method and name) by an HMAC-SHA256 under a key drawn once per process.
+//! request (endpoint, server, method, name and a digest of its params) by an HMAC-SHA256
+//! under a key drawn once per process.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -49,6 +50,56 @@ fn key() -> &'static hmac::Key {
             hmac::Key::new(hmac::HMAC_SHA256, seed.as_bytes())
         })
     })
+}
+
+/// The members of a request's params a retry adds or changes: left out of its digest.
+const RETRY_MEMBERS: [&str; 3] = ["requestState", "inputResponses", "_meta"];
+
+/// A SHA-256 of `params` without [`RETRY_MEMBERS`], written canonically (members sorted by
+/// name, no spacing), as URL-safe base64; the same for the request and its retry.
+pub fn params_digest(params: Option<serde_json::Value>) -> String {
+    let mut params = params.unwrap_or(serde_json::Value::Null);
+    if let serde_json::Value::Object(members) = &mut params {
+        for member in RETRY_MEMBERS {
+            members.remove(member);
+        }
+    }
+    let mut canonical = String::new();
+    write_canonical(&params, &mut canonical);
+    let digest = ring::digest::digest(&ring::digest::SHA256, canonical.as_bytes());
+    URL_SAFE_NO_PAD.encode(digest.as_ref())
+}
+
+/// `value` as JSON with every object's members sorted by name.
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Object(members) => {
+            let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
+            sorted.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (n, (name, member)) in sorted.into_iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::Value::String(name.clone()).to_string());
+                out.push(':');
+                write_canonical(member, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
 }
 
 /// A fresh call id.
@@ -114,6 +165,25 @@ pub fn verify(state: &str, binding: &str) -> Result<Claims, Refused> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_params_digest_ignores_what_a_retry_adds_and_member_order_but_not_arguments() {
+        let digest = |text: &str| params_digest(Some(serde_json::from_str(text).unwrap()));
+        let first = digest(r#"{"name":"t","arguments":{"a":1,"b":[2,{"c":3,"d":4}]}}"#);
+        let retry = digest(
+            r#"{"arguments":{"b":[2,{"d":4,"c":3}],"a":1},"name":"t","requestState":"s","inputResponses":{"x":{}},"_meta":{"progressToken":2}}"#,
+        );
+        assert_eq!(first, retry);
+        assert_ne!(
+            first,
+            digest(r#"{"name":"t","arguments":{"a":2,"b":[2,{"c":3,"d":4}]}}"#)
+        );
+        assert_ne!(
+            first,
+            digest(r#"{"name":"u","arguments":{"a":1,"b":[2,{"c":3,"d":4}]}}"#)
+        );
+        assert_ne!(params_digest(None), first);
+    }
 
     #[test]
     fn a_state_verifies_only_unaltered_for_its_own_request_before_it_expires() {

@@ -1,0 +1,176 @@
+//! The routes around the proxy's judgement (approvals, tool filters) tried as an attacker
+//! would, against a real last-wins upstream (`fixtures/servers/last_wins.py`: Python's json,
+//! which runs the last member of a name, and runs calls sent as notifications): duplicate
+//! members, a request sent without an id, a message written as an array, and guessable
+//! session ids. Each is refused before anything reaches the server, on stdio, `/mcp` and
+//! `/mcp/<server>`, for legacy and 2026-07-28 harnesses.
+
+mod common;
+
+use std::path::Path;
+
+use common::http_session::RawSession;
+use common::raw::RawClient;
+use common::{stdio_harness, Proxy, ScratchDir};
+use serde_json::Value;
+
+/// A manifest declaring the last-wins server as `lw` with `record` disabled, and an approval
+/// policy holding every call that is not read-only (`read`).
+fn config(dir: &ScratchDir) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/last_wins.py");
+    let text = serde_json::json!({"mcpServers": {
+        "lw": {"command": "python3", "args": [script], "disabledTools": ["record"]},
+    }});
+    let path = dir.path().join("servers.mcp.json");
+    std::fs::write(&path, text.to_string()).expect("write manifest");
+    format!(
+        "manifests = [{:?}]\n[approval]\nmode = \"destructive\"\ntimeout_ms = 60000\n",
+        path.display().to_string()
+    )
+}
+
+/// The walk-arounds of a tool's name and arguments: each must be refused as it stands.
+const TWICE: &[&str] = &[
+    // The first name is judged (harmless), a last-wins server runs the disabled one.
+    r#"{"name":"calls","arguments":{},"name":"record"}"#,
+    // The same, the second name spelt with an escape.
+    r#"{"name":"calls","arguments":{},"na\u006de":"record"}"#,
+    // The approver would be shown (and edit) the first arguments; the server runs the last.
+    r#"{"name":"calls","arguments":{"path":"/tmp/x"},"arguments":{"path":"/etc/shadow"}}"#,
+    // Deeper: the arguments read one way by the approver, another by the server.
+    r#"{"name":"calls","arguments":{"o":{"path":"/tmp/x","path":"/etc/shadow"}}}"#,
+];
+
+/// What the last-wins server ran so far (its `ran` tool), as JSON.
+fn ran(answer: &str) -> Value {
+    let value: Value = serde_json::from_str(answer).expect("JSON answer");
+    let text = value["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a text result: {answer}"));
+    serde_json::from_str(text).expect("the list of what ran")
+}
+
+fn refused_as_invalid(answer: &str, what: &str) {
+    let value: Value = serde_json::from_str(answer).expect("JSON answer");
+    assert_eq!(value["error"]["code"], -32600, "{what}: {answer}");
+    let message = value["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        !message.is_empty(),
+        "{what}: the refusal says why: {answer}"
+    );
+}
+
+#[tokio::test]
+async fn duplicate_members_requests_without_ids_and_arrays_never_reach_a_stdio_server() {
+    let dir = ScratchDir::new("routes-stdio");
+    let (_proxy, mut harness) = stdio_harness(&config(&dir)).await;
+    for params in TWICE {
+        let exchange = harness
+            .request("tools/call", Some(params), &mut |_, _| String::new())
+            .await;
+        refused_as_invalid(exchange.response(), params);
+        assert!(exchange.response().contains("appears twice"));
+    }
+    // A request method as a notification: dropped (nothing is answered to a notification).
+    harness
+        .send_raw_line(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"record"}}"#)
+        .await;
+    // A message written as an array: refused at once, not waited on.
+    harness
+        .send_raw_line(r#"["2.0",52,"tools/call",{"name":"record"}]"#)
+        .await;
+    let line = harness.read_line().await;
+    refused_as_invalid(&line, "a positional array");
+    assert!(line.contains(r#""id":null"#), "{line}");
+    let answer = harness
+        .request("tools/call", Some(r#"{"name":"ran"}"#), &mut |_, _| {
+            String::new()
+        })
+        .await;
+    assert_eq!(ran(answer.response()), serde_json::json!([]), "nothing ran");
+}
+
+#[tokio::test]
+async fn duplicate_members_requests_without_ids_and_arrays_never_reach_a_server_over_http() {
+    let dir = ScratchDir::new("routes-http");
+    let proxy = Proxy::start(&config(&dir));
+    let http = reqwest::Client::new();
+    for url in [proxy.mcp_url.clone(), format!("{}/lw", proxy.mcp_url)] {
+        let session = RawSession::open(&http, &url).await;
+        for params in TWICE {
+            let text =
+                format!(r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{params}}}"#);
+            let response = session.post_text(&text).await;
+            assert_eq!(response.status(), 400, "{url}: {params}");
+            let body = response.text().await.unwrap();
+            refused_as_invalid(&body, params);
+            assert!(
+                body.contains(r#""id":9"#),
+                "the refusal keeps the id: {body}"
+            );
+        }
+        let notification = r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"record"}}"#;
+        let response = session.post_text(notification).await;
+        assert_eq!(response.status(), 400, "{url}: a request without an id");
+        refused_as_invalid(&response.text().await.unwrap(), "without an id");
+        let array = session
+            .post_text(r#"["2.0",52,"tools/call",{"name":"record"}]"#)
+            .await;
+        assert_eq!(array.status(), 400, "{url}: an array");
+        refused_as_invalid(&array.text().await.unwrap(), "an array");
+    }
+    // A 2026-07-28 request (no session) with a duplicate name: refused the same way.
+    let modern = http
+        .post(format!("{}/lw", proxy.mcp_url))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "calls")
+        .body(
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"calls","arguments":{},"name":"record","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(modern.status(), 400);
+    refused_as_invalid(&modern.text().await.unwrap(), "a modern duplicate");
+    let mut harness = RawClient::http(&format!("{}/lw", proxy.mcp_url));
+    harness
+        .request(
+            "initialize",
+            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}"#),
+            &mut |_, _| String::new(),
+        )
+        .await;
+    let answer = harness
+        .request("tools/call", Some(r#"{"name":"ran"}"#), &mut |_, _| {
+            String::new()
+        })
+        .await;
+    assert_eq!(ran(answer.response()), serde_json::json!([]), "nothing ran");
+}
+
+#[tokio::test]
+async fn session_ids_are_128_random_bits_with_nothing_in_common() {
+    let dir = ScratchDir::new("routes-ids");
+    let proxy = Proxy::start(&config(&dir));
+    let http = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        ids.push(RawSession::open(&http, &proxy.mcp_url).await.id);
+    }
+    for id in &ids {
+        assert_eq!(id.len(), 32, "{id}");
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    }
+    // Sessions opened one after the other share no 32-bit quarter: no counter, clock or
+    // salt shows through (each quarter of 8 random hex digits collides with odds 2^-32).
+    for (i, a) in ids.iter().enumerate() {
+        for b in &ids[i + 1..] {
+            for quarter in [0..8, 8..16, 16..24, 24..32] {
+                assert_ne!(a[quarter.clone()], b[quarter], "{a} {b}");
+            }
+        }
+    }
+}
