@@ -9,6 +9,8 @@ mod common;
 
 use std::path::Path;
 
+use ahp_types::state::ToolCallState;
+use common::approver::Approver;
 use common::http_session::RawSession;
 use common::raw::RawClient;
 use common::{stdio_harness, Proxy, ScratchDir};
@@ -173,4 +175,173 @@ async fn session_ids_are_128_random_bits_with_nothing_in_common() {
             }
         }
     }
+}
+
+/// An initialized legacy harness on `url`.
+async fn harness_at(url: &str, name: &str) -> RawClient {
+    let mut harness = RawClient::http(url);
+    let params = format!(
+        r#"{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"{name}","version":"1"}}}}"#
+    );
+    harness
+        .request("initialize", Some(&params), &mut |_, _| String::new())
+        .await;
+    harness.notify("notifications/initialized", None).await;
+    harness
+}
+
+async fn ask(harness: &mut RawClient, method: &str, params: &str) -> Value {
+    let exchange = harness
+        .request(method, Some(params), &mut |_, _| String::new())
+        .await;
+    serde_json::from_str(exchange.response()).expect("JSON answer")
+}
+
+/// Harness B on `/mcp/t1` (the transparency example numbers its tasks `task-1`, `task-2`…)
+/// cannot read, cancel or list harness A's task; A can.
+#[tokio::test]
+async fn a_task_is_its_creators_on_a_per_server_endpoint_too() {
+    let proxy = Proxy::start(&common::server("t1", "transparency", &[]));
+    let url = format!("{}/t1", proxy.mcp_url);
+    let mut a = harness_at(&url, "a").await;
+    let mut b = harness_at(&url, "b").await;
+    let call = r#"{"name":"structured","arguments":{"zeta":"x"},"task":{"ttl":60000}}"#;
+    let created = ask(&mut a, "tools/call", call).await;
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_string();
+    let named = format!(r#"{{"taskId":"{task}"}}"#);
+    for method in ["tasks/result", "tasks/get", "tasks/cancel"] {
+        let refused = ask(&mut b, method, &named).await;
+        assert_eq!(refused["error"]["code"], -32602, "B's {method}: {refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("unknown task")),
+            "{refused}"
+        );
+    }
+    let listed = ask(&mut b, "tasks/list", "{}").await;
+    assert_eq!(listed["result"]["tasks"], serde_json::json!([]), "{listed}");
+    let own = ask(&mut a, "tasks/list", "{}").await;
+    let ids: Vec<&str> = (own["result"]["tasks"].as_array().expect("tasks").iter())
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    assert_eq!(ids, [task.as_str()], "{own}");
+    let result = ask(&mut a, "tasks/result", &named).await;
+    assert!(result.get("result").is_some(), "A reads its own: {result}");
+}
+
+/// A tool whose results are held for review cannot be run as a task (its result would come
+/// by `tasks/result`, past the review): the call is refused before it reaches the server.
+#[tokio::test]
+async fn a_reviewed_tool_cannot_be_run_as_a_task_to_skip_its_review() {
+    let config = format!(
+        "{}[approval.servers.t1.tools.structured]\nreview_result = true\n",
+        common::server("t1", "transparency", &[])
+    );
+    let proxy = Proxy::start(&config);
+    for url in [format!("{}/t1", proxy.mcp_url), proxy.mcp_url.clone()] {
+        let mut harness = harness_at(&url, "h").await;
+        let call = r#"{"name":"structured","arguments":{"zeta":"x"},"task":{"ttl":60000}}"#;
+        let refused = ask(&mut harness, "tools/call", call).await;
+        assert_eq!(refused["error"]["code"], -32602, "{url}: {refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("held for review")),
+            "{refused}"
+        );
+        // Nothing was created: the server's first task is still to come, and unknown here.
+        let result = ask(&mut harness, "tasks/result", r#"{"taskId":"task-1"}"#).await;
+        assert_eq!(result["error"]["code"], -32602, "{url}: {result}");
+    }
+}
+
+/// Writes the manifest of `calc` (the `features` example: echo, add, slow) with these
+/// filters.
+fn write_calc(path: &Path, filters: Value) {
+    let mut calc = serde_json::json!({"command": common::examples(), "args": ["features"]});
+    calc.as_object_mut()
+        .unwrap()
+        .extend(filters.as_object().unwrap().clone());
+    let text = serde_json::json!({"mcpServers": {"calc": calc}});
+    std::fs::write(path, text.to_string()).expect("write manifest");
+}
+
+/// Edits of a watched manifest's `disabledTools` and `alwaysAllow` apply on the next
+/// request, and a call held before the edit is judged again when it is approved: its tool
+/// now disabled, it is refused, never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filter_and_pre_approval_edits_apply_at_once_even_to_held_calls() {
+    let dir = ScratchDir::new("routes-live");
+    let manifest = dir.path().join("calc.mcp.json");
+    write_calc(&manifest, serde_json::json!({"alwaysAllow": ["echo"]}));
+    let config = format!(
+        "manifests = [{:?}]\n[approval]\nmode = \"always\"\ntimeout_ms = 60000\n",
+        manifest.display().to_string()
+    );
+    let proxy = Proxy::start(&config);
+    let mut harness = harness_at(&proxy.mcp_url, "h").await;
+    let mut other = harness_at(&proxy.mcp_url, "o").await;
+    let mut approver = Approver::join(&proxy, "ide-1").await;
+    let echoed = ask(
+        &mut harness,
+        "tools/call",
+        r#"{"name":"echo","arguments":{"text":"pre"}}"#,
+    )
+    .await;
+    assert!(
+        echoed["result"]["content"].is_array(),
+        "pre-approved: {echoed}"
+    );
+    let call = r#"{"name":"add","arguments":{"a":1,"b":2}}"#;
+    let mut none = |_: &str, _: &str| String::new();
+    let (held, first) = tokio::join!(
+        harness.request("tools/call", Some(call), &mut none),
+        async {
+            let (turn, pending) = approver.pending().await;
+            // While it waits, `add` is disabled and `echo` no longer pre-approved.
+            write_calc(&manifest, serde_json::json!({"disabledTools": ["add"]}));
+            let listed = |answer: &Value| {
+                (answer["result"]["tools"].as_array().into_iter().flatten())
+                    .any(|tool| tool["name"] == "add")
+            };
+            let deadline = std::time::Instant::now() + common::PATIENCE;
+            while listed(&ask(&mut other, "tools/list", "{}").await) {
+                assert!(std::time::Instant::now() < deadline, "add still listed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            let fields = serde_json::json!({"approved": true});
+            approver.answer(&turn, &pending.tool_call_id, fields).await;
+            pending.tool_call_id
+        }
+    );
+    let held: Value = serde_json::from_str(held.response()).unwrap();
+    assert_eq!(held["error"]["code"], -32602, "judged again: {held}");
+    let again = ask(&mut other, "tools/call", call).await;
+    assert_eq!(again["error"]["code"], -32602, "disabled now: {again}");
+    let (echo, ()) = tokio::join!(
+        other.request(
+            "tools/call",
+            Some(r#"{"name":"echo","arguments":{"text":"x"}}"#),
+            &mut none
+        ),
+        async {
+            let (turn, pending) = approver
+                .until(|s| matches!(s, ToolCallState::PendingConfirmation(p) if p.tool_call_id != first))
+                .await;
+            let fields = serde_json::json!({"approved": false, "reason": "denied"});
+            let ToolCallState::PendingConfirmation(pending) = pending else {
+                unreachable!()
+            };
+            approver.answer(&turn, &pending.tool_call_id, fields).await;
+        }
+    );
+    let echo: Value = serde_json::from_str(echo.response()).unwrap();
+    assert_eq!(
+        echo["result"]["isError"], true,
+        "held now, and denied: {echo}"
+    );
 }

@@ -89,6 +89,18 @@ pub fn only_server(harness: &Harness) -> Option<String> {
 pub fn by_target(harness: Arc<Harness>, message: Message, stream: Stream) {
     if let Scope::Server(server) = &harness.scope {
         let server = server.clone();
+        // Tasks are their creator's here too: another harness's is unknown, and a list
+        // shows only the harness's own.
+        match message.method().unwrap_or_default() {
+            "tasks/list" => return merge_lists(harness, message, stream, "tasks"),
+            "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update"
+                if task_server(&harness, &message).as_ref() != Some(&server) =>
+            {
+                stream.finish(unknown_task(&message));
+                return;
+            }
+            _ => {}
+        }
         let steps = steps_for(&harness, &message);
         return Exchange::start(&harness, &server, message, stream, None, steps);
     }
@@ -217,26 +229,13 @@ fn resolve(harness: &Harness, message: &Message) -> Resolved {
         }
         "completion/complete" => complete(harness, message, &names),
         "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" => {
-            let task = message.string(&["taskId"]).unwrap_or_default();
-            let owner = {
-                let registry = &hub.tables().registry;
-                (registry.task_server(harness.id, &task)).or_else(|| {
-                    // A modern request is a harness of its own: the task id is what it has.
-                    let modern = harness.era() == Era::Modern;
-                    modern.then(|| registry.modern_task_server(&task)).flatten()
-                })
-            };
-            match owner {
+            match task_server(harness, message) {
                 Some(server) => Resolved::Send {
                     server,
                     message: message.clone(),
                     steps: steps(),
                 },
-                None => Resolved::Answer(error_answer(
-                    id,
-                    INVALID_PARAMS,
-                    &format!("unknown task {task:?}"),
-                )),
+                None => Resolved::Answer(unknown_task(message)),
             }
         }
         "tasks/list" => Resolved::Merge("tasks"),
@@ -378,6 +377,27 @@ pub fn subscription(harness: Arc<Harness>, message: Message, stream: Stream) {
     Exchange::start(&harness, &server, message, stream, None, steps);
 }
 
+/// The server of the task a `tasks/*` request names, when this harness created it (a
+/// modern request, a harness of its own, by the task id it holds).
+fn task_server(harness: &Harness, message: &Message) -> Option<String> {
+    let task = message.string(&["taskId"]).unwrap_or_default();
+    let registry = &harness.hub.tables().registry;
+    (registry.task_server(harness.id, &task)).or_else(|| {
+        let modern = harness.era() == Era::Modern;
+        modern.then(|| registry.modern_task_server(&task)).flatten()
+    })
+}
+
+/// The answer to a `tasks/*` request naming a task this harness does not have.
+fn unknown_task(message: &Message) -> String {
+    let task = message.string(&["taskId"]).unwrap_or_default();
+    error_answer(
+        message.id().unwrap_or("null"),
+        INVALID_PARAMS,
+        &format!("unknown task {task:?}"),
+    )
+}
+
 /// A list asked of every server that has it (`tasks/list` on the aggregated endpoint): the
 /// items of each first page this harness owns, joined in server order. With one server that
 /// has the list, its answer as it wrote it (its `_meta`, `nextCursor` and any other member)
@@ -392,7 +412,7 @@ fn merge_lists(harness: Arc<Harness>, message: Message, stream: Stream, field: &
         let mut items: Vec<String> = Vec::new();
         let mut answers: Vec<(Message, bool)> = Vec::new();
         for (server, connected) in hub.connections.snapshot() {
-            if !connected.has(field) {
+            if !connected.has(field) || !harness.scope.includes(&server) {
                 continue;
             }
             let answer = connected

@@ -92,6 +92,15 @@ fn call_found(
     let hub = &harness.hub;
     let server_name = hub.connections.name_of(&found.server);
     let (held, review) = held(&harness, &found, &server_name, &message);
+    if review && message.find(&["task"]).is_some() {
+        // A task's result would come by `tasks/result`, past the review: run it plainly.
+        stream.finish(error_answer(
+            &id,
+            INVALID_PARAMS,
+            &format!("the results of tool {called:?} are held for review before they reach the harness, which a task's result would skip: call it without `task`"),
+        ));
+        return;
+    }
     let ticket = hub.mirror.begin(|call| CallStart {
         call,
         runner: mirror::Runner::Server {
@@ -130,7 +139,8 @@ fn call_found(
     let steps = steps::base()
         .with_if(harness.scope == Scope::All, || RewriteUris)
         .with(RetryOnScope::default())
-        .with(TaskCreation {
+        // A reviewed call's task is never handed out (`Review` withholds it), nor owned.
+        .with_if(!review, || TaskCreation {
             modern: harness.era() == Era::Modern,
         })
         // Last: the steps before it have seen the request when it is held.

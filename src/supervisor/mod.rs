@@ -392,7 +392,7 @@ impl Owner {
             }
             keep // dropping a running entry drops its sender: the task stops and reports removal
         });
-        let mut names_changed = !forgotten.is_empty();
+        let mut declarations_changed = !forgotten.is_empty();
         for id in forgotten {
             let _ = self.events.send(ServerEvent { id, status: None }).await;
         }
@@ -400,7 +400,9 @@ impl Owner {
             match self.servers.get_mut(server.id.as_str()) {
                 Some(entry) if Arc::ptr_eq(&entry.server, server) => {}
                 Some(entry) => {
-                    names_changed |= entry.server.name != server.name;
+                    // Any other change of a declaration (its tool filters, its pre-approved
+                    // tools) is news for the front too: it judges calls by the latest.
+                    declarations_changed = true;
                     entry.server = server.clone();
                     // The key too: it holds the declaration it was made from.
                     if let Some(entry) = self.servers.remove(server.id.as_str()) {
@@ -408,7 +410,7 @@ impl Owner {
                     }
                 }
                 None => {
-                    names_changed = true;
+                    declarations_changed = true;
                     let entry = Entry {
                         server: server.clone(),
                         request: None,
@@ -421,8 +423,8 @@ impl Owner {
                 }
             }
         }
-        // Only a change of who is declared (or their names) is news for the front.
-        if names_changed {
+        // Only a change of who is declared (or of a declaration) is news for the front.
+        if declarations_changed {
             self.connections
                 .set_declared(self.servers.values().map(|e| e.server.clone()).collect());
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::approval::{OnTimeout, Policy};
-use crate::front::answers::{result_answer, INTERNAL_ERROR};
+use crate::front::answers::{result_answer, INTERNAL_ERROR, INVALID_PARAMS};
 use crate::front::exchange::{Context, Course, Flow, Step};
 use crate::front::harness_state::HarnessState;
 use crate::mcp::message::{self, Message};
@@ -82,11 +82,22 @@ impl Step for Hold {
         };
         let progress = progress(x, progress_token(&message), "waiting for approval");
         let id = x.id.to_string();
+        let hub = x.hub().clone();
         let waiting = async move {
             let mut pending = Pending::new(ticket, &call, false);
             let decision = decide(&call, &mut pending, heard, progress).await;
             pending.decided = true;
-            let course = follow(&call, decision, message, &id);
+            // Judged again under the policy of now: the server's declaration may have hidden
+            // the tool while the call waited.
+            let (server, tool) = (&call.server.0, &call.tool);
+            let hidden = (hub.connections.tool_filters(server)).is_some_and(|f| f.hides(tool));
+            let course = match hidden {
+                true => Course::Refuse {
+                    code: INVALID_PARAMS,
+                    message: format!("unknown tool {tool:?} (its server's declaration hid it while the call waited for approval)"),
+                },
+                false => follow(&call, decision, message, &id),
+            };
             (course, pending.ticket.take())
         };
         Flow::Divert(Course::Wait(Box::pin(waiting)))

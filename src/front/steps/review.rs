@@ -2,9 +2,11 @@
 //! answer waits, shown pending result confirmation, for the first decision (an AHP client's
 //! `chat/toolCallResultConfirmed`, or the proxy's as `on_timeout` says); approved, the
 //! harness gets it; denied, it gets an `isError` result naming who denied it instead. The
-//! harness hears progress meanwhile; a result nobody can be shown goes as `on_timeout` says.
+//! harness hears progress meanwhile; a result nobody can be shown goes as `on_timeout` says;
+//! a task the server answers with instead is withheld (its result would skip the review).
 
 use super::approval::{decide, denied, progress, progress_token, Held, Pending};
+use super::tasks::{created_modern_task, created_task};
 use crate::approval::OnTimeout;
 use crate::front::exchange::{Context, Course, Flow, Step};
 use crate::mcp::message::{Kind, Message};
@@ -46,13 +48,20 @@ impl Step for Review {
     }
 
     fn answer(&mut self, x: &mut Context, message: Message) -> Flow {
-        // Only a result is reviewed (an error has no content to hold), and not a task's
-        // creation (its result comes later, by other means).
-        let reviewed = message.kind() == Kind::Result && message.find(&["task"]).is_none();
+        // Only a result is reviewed (an error has no content to hold).
+        let reviewed = message.kind() == Kind::Result;
         let Some(call) = self.call.take().filter(|_| reviewed) else {
             return Flow::Next(message);
         };
         let id = x.id.to_string();
+        if created_task(&message)
+            .or_else(|| created_modern_task(&message))
+            .is_some()
+        {
+            // A task's result would reach the harness later, by `tasks/result` or `tasks/get`,
+            // past any review: the task is not handed out (nor recorded as the harness's).
+            return Flow::Divert(withheld(&call, &id));
+        }
         // Not shown (the mirror's queue was full, or the proxy is stopping): nobody can
         // review it, so it goes as `on_timeout` says (the call itself already ran).
         let Some(ticket) = x.ticket.take() else {
@@ -107,6 +116,25 @@ fn unshown(call: &Held, text: String, id: &str) -> Course {
     if approved {
         return Course::Answer(text);
     }
+    denied(call, "result", &decision, id)
+}
+
+/// The answer to a reviewed call its server answered with a task: an `isError` result
+/// saying the task was withheld.
+fn withheld(call: &Held, id: &str) -> Course {
+    let decision = Decision {
+        call: Default::default(),
+        approved: false,
+        client: None,
+        reason: Some(
+            "its results are held for review, and the server answered with a task, whose result would not be; the task is withheld"
+                .into(),
+        ),
+        edited_input: None,
+        option: None,
+        result: true,
+    };
+    log(call, &decision);
     denied(call, "result", &decision, id)
 }
 
