@@ -94,7 +94,7 @@ pub fn by_target(harness: Arc<Harness>, message: Message, stream: Stream) {
         match message.method().unwrap_or_default() {
             "tasks/list" => return merge_lists(harness, message, stream, "tasks"),
             "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update"
-                if task_server(&harness, &message).as_ref() != Some(&server) =>
+                if !may_reach_task(&harness, &server, &message) =>
             {
                 stream.finish(unknown_task(&message));
                 return;
@@ -386,6 +386,22 @@ fn task_server(harness: &Harness, message: &Message) -> Option<String> {
         let modern = harness.era() == Era::Modern;
         modern.then(|| registry.modern_task_server(&task)).flatten()
     })
+}
+
+/// Whether this harness may ask server `server` about the task a `tasks/*` request names on
+/// the server's own endpoint: a task made through the proxy only by its creator (a modern
+/// request's, by modern requests); one the proxy never saw made goes to the server, which
+/// answers it as it would.
+fn may_reach_task(harness: &Harness, server: &str, message: &Message) -> bool {
+    let task = message.string(&["taskId"]).unwrap_or_default();
+    let registry = &harness.hub.tables().registry;
+    match registry.task_owner(server, &task) {
+        Some(owner) => owner == harness.id,
+        None => match registry.modern_task_server(&task) {
+            Some(made_at) if made_at == server => harness.era() == Era::Modern,
+            _ => true,
+        },
+    }
 }
 
 /// The answer to a `tasks/*` request naming a task this harness does not have.
