@@ -165,9 +165,9 @@ fn text_logs_in_a_pipe_are_plain_and_the_banner_says_where_everything_is() {
         "{text}"
     );
     assert!(text.contains("  AHP      ws://127.0.0.1:"), "{text}");
-    // What to paste into VS Code: the endpoint itself, needing no token.
+    // What to paste into VS Code carries the approval key: in a pipe, `status` prints it.
     assert!(
-        text.contains("  VS Code  ws://127.0.0.1:")
+        text.contains("  VS Code  `ahp-proxy status` prints it")
             && text.contains("(Agents: Add Remote Agent Host…)"),
         "{text}"
     );
