@@ -154,7 +154,7 @@ async fn the_view_origin_never_connects_and_only_the_console_frames_its_relay() 
     let ahp = proxy.addr.port();
     assert!(
         policy.contains(&format!(
-            "frame-ancestors http://127.0.0.1:{ahp} https://127.0.0.1:{ahp}"
+            "frame-ancestors 'self' http://127.0.0.1:{ahp} https://127.0.0.1:{ahp}"
         )),
         "{policy}"
     );

@@ -22,10 +22,12 @@ pub fn console(view_port: u16) -> String {
     .join("; ")
 }
 
-/// The origins the console is served from, as `frame-ancestors` sources for the View
-/// origin's relay: the host name the relay was asked for (`host`, a `Host` header the View
-/// listener accepted: the console's page named it in the frame's URL) on `console_port`. A
-/// name a CSP source cannot hold (an IPv6 literal) falls back to any host on that port.
+/// The `frame-ancestors` sources of the View origin's relay: the console's origin, the host
+/// name the relay was asked for (`host`, a `Host` header the View listener accepted: the
+/// console's page named it in the frame's URL) on `console_port`, and `'self'` (the View's
+/// own document, loaded inside the relay, inherits its policy; Views' opaque origins never
+/// match it). A name a CSP source cannot hold (an IPv6 literal) falls back to any host on
+/// that port.
 pub fn console_origins(host: &str, console_port: u16) -> String {
     let name = crate::authority::host_name(host);
     let plain = !name.is_empty()
@@ -33,7 +35,7 @@ pub fn console_origins(host: &str, console_port: u16) -> String {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
     let name = if plain { name } else { "*" };
-    format!("http://{name}:{console_port} https://{name}:{console_port}")
+    format!("'self' http://{name}:{console_port} https://{name}:{console_port}")
 }
 
 /// A View's policy from its resource's `_meta.ui.csp` (`None`: the spec's restrictive
@@ -154,13 +156,11 @@ mod tests {
     fn the_relay_names_the_consoles_origin_as_its_only_framer() {
         assert_eq!(
             console_origins("localhost:9001", 8765),
-            "http://localhost:8765 https://localhost:8765"
+            "'self' http://localhost:8765 https://localhost:8765"
         );
-        assert_eq!(
-            console_origins("[::1]:9001", 8765),
-            "http://*:8765 https://*:8765"
-        );
-        assert_eq!(console_origins("", 8765), "http://*:8765 https://*:8765");
+        let any = "'self' http://*:8765 https://*:8765";
+        assert_eq!(console_origins("[::1]:9001", 8765), any);
+        assert_eq!(console_origins("", 8765), any);
     }
 
     #[test]

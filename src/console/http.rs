@@ -76,7 +76,8 @@ mod tests {
         );
         // Only the console may frame the relay.
         assert!(
-            policy.ends_with("; frame-ancestors http://127.0.0.1:8765 https://127.0.0.1:8765"),
+            policy
+                .ends_with("; frame-ancestors 'self' http://127.0.0.1:8765 https://127.0.0.1:8765"),
             "{policy}"
         );
         let with = |declared| format!("{declared}; frame-ancestors {framers}");
