@@ -1,7 +1,8 @@
 //! Who may decide held calls (issue 42): the real binary, a harness on its stdio, official
 //! AHP clients with and without the approval key. A client that did not present the key sees
 //! the held call but cannot approve, deny or review it (refused, naming why; the call stays
-//! held until a keyed client decides); the View origin cannot open an AHP connection at
+//! held until a keyed client decides) nor call a held tool on its `mcp://` channel; the View
+//! origin cannot open an AHP connection at
 //! all, and its relay page may be framed only by the console; the key lives in a 0600 file
 //! (gone after an ordered shutdown), never on the `--stdio` proxy's stderr nor in a launched
 //! server's environment.
@@ -204,4 +205,53 @@ fn an_ordered_shutdown_takes_the_key_file_away() {
     assert!(!proxy.logs().contains(key.trim()), "{}", proxy.logs());
     assert!(proxy.terminate().success());
     assert!(!file.exists(), "{}", file.display());
+}
+
+/// A client showing MCP Apps (`mcpApps` declared) connected at `url`, following the session.
+async fn apps_client_at(url: &str, client_id: &str) -> common::Watcher {
+    let client = common::client_at(url).await;
+    let _: Value = client
+        .request(
+            "initialize",
+            json!({"channel": "ahp-root://", "clientId": client_id,
+                   "protocolVersions": ["1.0.0"], "capabilities": {"mcpApps": {}}}),
+        )
+        .await
+        .expect("initialize with mcpApps");
+    common::Watcher::subscribed(client).await
+}
+
+/// `echo` called on `w`'s `mcp://` channel of the echo server: its result, or the error.
+async fn echo_on_channel(w: &mut common::Watcher) -> Result<Value, String> {
+    w.until("echo", "ready", &mut Vec::new()).await;
+    let channel = w.server("echo")["channel"].clone();
+    let params = json!({"channel": channel, "name": "echo", "arguments": {"text": "direct"}});
+    w.client
+        .request::<_, Value>("tools/call", params)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The `mcp://` channel is no way around approval: a tool the policy holds for the harness
+/// cannot be called there by a connection without the key; a keyed client's call runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_tool_is_not_called_on_a_channel_without_the_key() {
+    let config = format!(
+        "{}[approval]\nmode = \"always\"\n",
+        server("echo", "echo", &[])
+    );
+    let proxy = Proxy::start(&config);
+    let mut observer = apps_client_at(&proxy.url, "local-process").await;
+    let refused = echo_on_channel(&mut observer).await.unwrap_err();
+    assert!(
+        refused.contains("held for approval") && refused.contains("approval key"),
+        "{refused}"
+    );
+    let mut keyed = apps_client_at(&proxy.approver_url(), "console").await;
+    let called = echo_on_channel(&mut keyed).await.unwrap();
+    assert_eq!(called["content"][0]["text"], "direct", "{called}");
+    // Without a policy that holds it, anyone may call it, as before.
+    let open = Proxy::start(&server("echo", "echo", &[]));
+    let mut observer = apps_client_at(&open.url, "local-process").await;
+    assert!(echo_on_channel(&mut observer).await.is_ok());
 }

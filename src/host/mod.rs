@@ -215,6 +215,11 @@ impl Host {
         }
     }
 
+    /// Whether connection `id` presented the approval key.
+    pub fn may_decide(&self, id: ConnId) -> bool {
+        self.core().fanout.may_decide(id)
+    }
+
     /// Close a connection: its subscriptions end. Idempotent.
     pub fn detach(&self, id: ConnId) {
         let mut core = self.core();
