@@ -2,10 +2,9 @@
 //! AHP clients with and without the approval key. A client that did not present the key sees
 //! the held call but cannot approve, deny or review it (refused, naming why; the call stays
 //! held until a keyed client decides) nor call a held tool on its `mcp://` channel; the View
-//! origin cannot open an AHP connection at
-//! all, and its relay page may be framed only by the console; the key lives in a 0600 file
-//! (gone after an ordered shutdown), never on the `--stdio` proxy's stderr nor in a launched
-//! server's environment.
+//! origin cannot open an AHP connection at all, and its relay page may be framed only by the
+//! console; the key lives in a 0600 file (gone after an ordered shutdown), never on the
+//! `--stdio` proxy's stderr nor in a launched server's environment.
 
 mod common;
 
