@@ -1,5 +1,7 @@
 //! The start-up banner: which config was read, where AHP and MCP are served, what was found.
-//! Pure: facts in, lines out; `serve` prints them (or logs them as one JSON event).
+//! Pure: facts in, lines out; `serve` prints them (or logs them as one JSON event). The
+//! console's and VS Code's URLs carry the approval key (or the token) only where `serve`
+//! says it may be shown.
 
 use std::path::PathBuf;
 
@@ -19,7 +21,7 @@ pub struct Banner {
     pub mcp_url: Option<String>,
     /// Whether MCP is also served on stdin/stdout.
     pub stdio: bool,
-    /// The web console's URL (`http://` at the AHP address).
+    /// The web console's URL (`http://` at the AHP address; the key in `token` when shown).
     pub console_url: Option<String>,
     /// Plugin containers found (plugin folders, manifests, inline plugins).
     pub plugins: usize,
@@ -102,6 +104,32 @@ impl Banner {
 }
 
 impl Banner {
+    /// The console's and VS Code's URLs for the AHP endpoint at `addr`: with `secret` (the
+    /// token, or the approval key: what lets a client decide held calls) when it may be
+    /// `shown`, else saying that `ahp-proxy status` prints them.
+    pub fn urls(&mut self, addr: std::net::SocketAddr, secret: Option<&str>, shown: bool) {
+        let console = format!("http://{addr}/");
+        let ahp = format!("ws://{addr}");
+        match (secret, shown) {
+            (Some(secret), true) => {
+                let escaped: String = form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+                self.console_url = Some(format!("{console}?token={escaped}"));
+                self.vscode_url = Some(crate::ahp::presented::vscode_url(&ahp, Some(secret)));
+            }
+            (Some(_), false) => {
+                self.console_url = Some(format!(
+                    "{console} (`ahp-proxy status` prints it with the key, to approve from it)"
+                ));
+                self.vscode_url =
+                    Some("`ahp-proxy status` prints it (the key stays out of logs)".into());
+            }
+            (None, _) => {
+                self.console_url = Some(console);
+                self.vscode_url = Some(ahp);
+            }
+        }
+    }
+
     /// The line saying what to paste into VS Code, when there is a URL for it.
     fn vscode_line(&self) -> Option<String> {
         let url = self.vscode_url.as_ref()?;
@@ -156,6 +184,34 @@ mod tests {
             text.contains(
                 "  VS Code  ws://127.0.0.1:8765/?tkn=t  (Agents: Add Remote Agent Host…)"
             ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_key_is_in_the_urls_only_where_it_may_be_shown() {
+        let addr: std::net::SocketAddr = "127.0.0.1:8765".parse().unwrap();
+        let key = "0123456789abcdef0123456789abcdef";
+        let mut banner = Banner::default();
+        banner.urls(addr, Some(key), true);
+        let text = banner.lines().join("\n");
+        assert!(
+            text.contains(&format!("  console  http://127.0.0.1:8765/?token={key}\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("  VS Code  ws://127.0.0.1:8765/?tkn={key}  ")),
+            "{text}"
+        );
+        banner.urls(addr, Some(key), false);
+        let text = banner.lines().join("\n");
+        assert!(!text.contains(key), "{text}");
+        assert!(
+            text.contains("  console  http://127.0.0.1:8765/ (`ahp-proxy status` prints it"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  VS Code  `ahp-proxy status` prints it"),
             "{text}"
         );
     }

@@ -2,7 +2,7 @@
 //! and projects them to Agent Host Protocol (AHP) clients as live customizations.
 //!
 //! Map, from the bottom up: `spec` (plain data the layers share), `approval` (the approval
-//! policy, pure), `line_index` (byte offsets
+//! policy, pure), `approvers` (the approval key: who may decide held calls), `line_index` (byte offsets
 //! → positions), `jsonrpc` (AHP framing), `config` (proxy.toml), `discovery` (plugin folders,
 //! manifests and directories → customizations and launch specs), `catalog` (every source
 //! scanned, diffed into actions), `check` (the `check` report), `control` (the `status`,
@@ -24,6 +24,7 @@
 
 pub(crate) mod ahp;
 pub(crate) mod approval;
+pub(crate) mod approvers;
 pub(crate) mod authority;
 pub(crate) mod banner;
 pub mod catalog;

@@ -11,6 +11,7 @@ use ahp_types::actions::SessionCustomizationsChangedAction;
 use ahp_types::StateAction;
 
 use crate::ahp::listener;
+use crate::approvers::{ApprovalKey, KeyFile};
 use crate::banner::Banner;
 use crate::catalog::{Catalog, Sources};
 use crate::config::Config;
@@ -45,6 +46,11 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
     let stdio = options.stdio;
     // Checked before anything starts: no server is launched for a proxy that will not run.
     let token = access_token(&config)?;
+    // Who may decide held calls: the token's holders, else those given a key drawn now.
+    let key = match token {
+        Some(_) => None,
+        None => Some(ApprovalKey::draw(&ring::rand::SystemRandom::new())?),
+    };
     config.limits.max_connections = descriptor_budget(config.limits.max_connections);
     let mut signals = Signals::listen();
     let host = Arc::new(Host::new(&config));
@@ -163,7 +169,12 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
     banner.ahp_url = format!("ws://{addr}");
     banner.ahp_note = fallback;
-    banner.vscode_url = Some(vscode_url(&banner.ahp_url, token.as_deref()));
+    let _key_file = key.as_ref().and_then(|key| write_key(addr.port(), key));
+    let secret = token.as_deref().or(key.as_ref().map(ApprovalKey::as_str));
+    // The key or token in the URLs only on a terminal, and never to a harness (`--stdio`:
+    // it reads the proxy's stderr).
+    let shown = !stdio && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    banner.urls(addr, secret, shown);
     let mcp_tcp = match config.mcp.listen {
         Some(mcp_addr) => Some(crate::front::http::bind(mcp_addr).await?),
         None => None,
@@ -179,24 +190,24 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
         tracing::info!(addr = %mcp_addr, url = %format!("http://{mcp_addr}/mcp"), "MCP endpoint listening");
         banner.mcp_url = Some(format!("http://{mcp_addr}/mcp"));
     }
-    let gate = Arc::new(crate::ahp::gate::Gate::new(
-        &config.ahp,
-        token.clone(),
-        addr,
-    ));
     // MCP Apps' Views run on an origin of their own: the same IP, another port.
     let views_want = std::net::SocketAddr::new(addr.ip(), config.ahp.views_port);
     let (views_tcp, _) = bind_ahp(views_want, stdio, Port::Views).await?;
     let views_addr = views_tcp
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let mut gate = crate::ahp::gate::Gate::new(&config.ahp, token.clone(), addr)
+        .with_view_port(views_addr.port());
+    if let Some(key) = &key {
+        gate = gate.with_approval_key(key.as_str());
+    }
+    let gate = Arc::new(gate);
     let console = Arc::new(crate::console::Console {
         view_port: views_addr.port(),
         token_required: token.is_some(),
         session: crate::host::default_session_uri(&config.agent.provider),
     });
     tracing::info!(url = %format!("http://{addr}/"), views = %format!("http://{views_addr}"), "console: open this URL in a browser");
-    banner.console_url = Some(format!("http://{addr}/"));
     tracing::info!(addr = %addr, url = %format!("ws://{addr}"), token = token.is_some(), "AHP endpoint listening");
     show(&banner, options.text_banner);
 
@@ -237,6 +248,7 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
         let views = crate::ahp::views::serve(
             views_tcp,
             gate,
+            addr.port(),
             config.limits.max_connections,
             page_deadline,
             listening.clone(),
@@ -463,15 +475,18 @@ fn found(catalog: &Catalog, customizations: &[ahp_types::state::Customization]) 
     }
 }
 
-/// The banner's VS Code URL: with the token only on a terminal (stderr in a pipe or a file,
-/// such as a harness's log of its servers, never gets the token).
-fn vscode_url(ahp_url: &str, token: Option<&str>) -> String {
-    use std::io::IsTerminal as _;
-    match token {
-        Some(_) if !std::io::stderr().is_terminal() => {
-            "`ahp-proxy status` prints it (the token stays out of logs)".into()
+/// Write the approval key's file for the terminal's commands (said, never with the key); a
+/// proxy that cannot still runs, decided from the console and VS Code only.
+fn write_key(port: u16, key: &ApprovalKey) -> Option<KeyFile> {
+    match KeyFile::write(port, key) {
+        Ok(file) => {
+            tracing::info!(file = %file.path().display(), "approval key written for `ahp-proxy approve`");
+            Some(file)
         }
-        token => crate::ahp::gate::vscode_url(ahp_url, token),
+        Err(error) => {
+            tracing::warn!(%error, "approval key not written: `ahp-proxy approve` and `deny` cannot decide");
+            None
+        }
     }
 }
 

@@ -601,10 +601,25 @@ fn terminal(
     proxy: &common::Proxy,
 ) -> impl Fn(&[&str]) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::process::Output>>>
 {
+    terminal_in(proxy, proxy.runtime_dir())
+}
+
+/// The terminal's commands for `proxy`, with `runtime` as their `XDG_RUNTIME_DIR` (where
+/// they look for the approval key; `HOME` beside it).
+fn terminal_in(
+    proxy: &common::Proxy,
+    runtime: &std::path::Path,
+) -> impl Fn(&[&str]) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::process::Output>>>
+{
     let url = proxy.url.clone();
+    let runtime = runtime.to_path_buf();
     move |args: &[&str]| {
         let mut command = tokio::process::Command::new(common::proxy());
-        command.args(args).args(["--url", &url]);
+        command
+            .args(args)
+            .args(["--url", &url])
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("HOME", &runtime);
         Box::pin(async move { command.output().await.expect("run the command") })
     }
 }
@@ -639,10 +654,25 @@ async fn echo_under(approval: &str) -> (common::Proxy, common::raw::RawClient, c
 
 /// `ahp-proxy approvals` lists a held call; `deny ID --reason …` denies it (the harness reads
 /// who and why); `approve ID` lets the next through; an id that waits no more is refused.
+/// The terminal decides with the approval key the proxy wrote for its user; without it,
+/// `approve` is refused (exit 1) and the call still waits; `status` prints the URLs with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approvals_approve_and_deny_steer_held_calls_from_the_terminal() {
     let (proxy, mut harness, mut watcher) = echo_under("mode = \"always\"\n").await;
     let run = terminal(&proxy);
+    let elsewhere = common::ScratchDir::new("no-key");
+    let keyless = terminal_in(&proxy, elsewhere.path());
+    let key = proxy.approval_key().expect("the key file");
+    let status = run(&["status"]).await;
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.contains(&format!("VS Code: paste {}/?tkn={key} into", proxy.url))
+            && status.contains(&format!(
+                "console: open http://{}/?token={key}\n",
+                proxy.addr
+            )),
+        "{status}"
+    );
     let params = r#"{"name":"echo","arguments":{"text":"hi"}}"#;
     let mut none = |_: &str, _: &str| String::new();
     let (denied, listed) = tokio::join!(
@@ -655,6 +685,14 @@ async fn approvals_approve_and_deny_steer_held_calls_from_the_terminal() {
             assert_eq!(said[0]["id"], id.as_str(), "{said}");
             assert_eq!(said[0]["tool"], "echo", "{said}");
             assert_eq!(said[0]["waits"], "call", "{said}");
+            // Without the key: refused, and it still waits.
+            let refused = keyless(&["approve", &id]).await;
+            assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+            let why = String::from_utf8_lossy(&refused.stderr);
+            assert!(why.contains("did not present the approval key"), "{why}");
+            let still = keyless(&["approvals", "--json"]).await;
+            let still: serde_json::Value = serde_json::from_slice(&still.stdout).unwrap();
+            assert_eq!(still[0]["id"], id.as_str(), "{still}");
             let deny = run(&["deny", &id, "--reason", "not from this terminal"]).await;
             assert!(deny.status.success(), "{deny:?}");
             // It waits no more: a second decision is refused.

@@ -30,8 +30,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// One browser at a time: the machine has two cores.
 static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// The console's URL with the approval key, as the banner shows it on a terminal.
 fn console_url(proxy: &Proxy) -> String {
-    format!("http://{}/", proxy.addr)
+    proxy.console_url()
 }
 
 /// The page is up and has rendered its first snapshot.
@@ -653,7 +654,7 @@ async fn with_a_token_the_page_asks_for_it_or_takes_it_from_the_address() {
     // From the address: used, then taken out of it.
     browser
         .client
-        .goto(&format!("{}?token={token}", console_url(&proxy)))
+        .goto(&format!("http://{}/?token={token}", proxy.addr))
         .await
         .unwrap();
     rendered(&browser).await;

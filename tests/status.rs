@@ -250,12 +250,23 @@ fn a_token_protected_proxy_needs_the_token() {
         .output()
         .expect("run");
     assert_eq!(allowed.status.code(), Some(0), "{}", text(&allowed));
-    // The token is printed once, asked for: in the URL to paste into VS Code.
+    // The token is printed where asked for: in the URLs to open the console and to paste
+    // into VS Code.
     let shown = text(&allowed);
-    let (for_vscode, rest): (Vec<&str>, Vec<&str>) = shown
-        .lines()
-        .partition(|line| line.starts_with("VS Code: paste "));
+    let (urls, rest): (Vec<&str>, Vec<&str>) = shown.lines().partition(|line| {
+        line.starts_with("VS Code: paste ") || line.starts_with("console: open ")
+    });
     assert!(!rest.join("\n").contains("status-test-token"), "{shown}");
+    let (for_vscode, for_console): (Vec<&str>, Vec<&str>) = urls
+        .into_iter()
+        .partition(|line| line.starts_with("VS Code"));
+    assert_eq!(
+        for_console,
+        [format!(
+            "console: open http://{}/?token=status-test-token-0123456789",
+            proxy.addr
+        )]
+    );
     assert_eq!(
         for_vscode,
         [format!(

@@ -109,6 +109,8 @@ fn text_logs_until(dir: &std::path::Path, args: &[&str], until: &str) -> Vec<Str
         ])
         .env("RUST_LOG", "info")
         .env_remove("AHP_PROXY_TOKEN")
+        // Killed below: its approval key's file stays in the scratch folder.
+        .env("XDG_RUNTIME_DIR", dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -165,9 +167,9 @@ fn text_logs_in_a_pipe_are_plain_and_the_banner_says_where_everything_is() {
         "{text}"
     );
     assert!(text.contains("  AHP      ws://127.0.0.1:"), "{text}");
-    // What to paste into VS Code: the endpoint itself, needing no token.
+    // What to paste into VS Code carries the approval key: in a pipe, `status` prints it.
     assert!(
-        text.contains("  VS Code  ws://127.0.0.1:")
+        text.contains("  VS Code  `ahp-proxy status` prints it")
             && text.contains("(Agents: Add Remote Agent Host…)"),
         "{text}"
     );
@@ -204,6 +206,86 @@ fn text_logs_in_a_pipe_are_plain_and_the_banner_says_where_everything_is() {
     let lines = text_logs_until(secured.path(), &[], "  found    ");
     let text = lines.join("\n");
     assert!(!text.contains("banner-token-0123456789"), "{text}");
+    assert!(
+        text.contains("  VS Code  `ahp-proxy status` prints it"),
+        "{text}"
+    );
+}
+
+/// The banner of `ahp-proxy serve` (plus `extra` arguments) run in `dir` on a terminal (a
+/// pseudo-terminal from util-linux's `script`), with `dir` as its `XDG_RUNTIME_DIR`: its
+/// lines up to `found`, and the approval key it wrote.
+fn banner_on_a_terminal(dir: &std::path::Path, extra: &str) -> (String, String) {
+    let script = "/usr/bin/script";
+    assert!(
+        std::path::Path::new(script).exists(),
+        "{script} is missing: install util-linux's script (Debian: bsdutils)"
+    );
+    let command = format!(
+        "{} --log-format text serve --listen 127.0.0.1:0 --mcp-listen 127.0.0.1:0 {extra}",
+        common::proxy()
+    );
+    let mut child = Command::new(script)
+        .args(["-qfec", &command, "/dev/null"])
+        .current_dir(dir)
+        .env("RUST_LOG", "info")
+        .env("XDG_RUNTIME_DIR", dir)
+        .env_remove("AHP_PROXY_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn script");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    while let Ok(line) = rx.recv_timeout(PATIENCE) {
+        let done = line.contains("  found    ");
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    let text = lines.join("\n");
+    let key_dir = dir.join("ahp-proxy");
+    let key = std::fs::read_dir(&key_dir)
+        .ok()
+        .and_then(|mut files| files.next())
+        .and_then(|file| std::fs::read_to_string(file.ok()?.path()).ok());
+    let _ = child.kill();
+    let _ = child.wait();
+    let key = key.unwrap_or_else(|| panic!("no approval key in {}:\n{text}", key_dir.display()));
+    (text, key.trim().to_string())
+}
+
+/// On a terminal the console's and VS Code's URLs carry the approval key; with `--stdio`
+/// (the harness reads the proxy's stderr) they never do, terminal or not.
+#[test]
+fn the_banner_gives_the_key_on_a_terminal_but_never_with_stdio() {
+    let dir = ScratchDir::new("banner-key");
+    let (text, key) = banner_on_a_terminal(dir.path(), "");
+    assert!(
+        text.contains("  VS Code  ws://127.0.0.1:")
+            && text.contains(&format!("/?tkn={key}  (Agents: Add Remote Agent Host…)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("  console  http://127.0.0.1:") && text.contains(&format!("/?token={key}")),
+        "{text}"
+    );
+    // The log line naming the file does not name the key.
+    assert_eq!(text.matches(key.as_str()).count(), 2, "{text}");
+
+    let harnessed = ScratchDir::new("banner-key-stdio");
+    let (text, key) = banner_on_a_terminal(harnessed.path(), "--stdio");
+    assert!(!text.contains(&key), "{text}");
     assert!(
         text.contains("  VS Code  `ahp-proxy status` prints it"),
         "{text}"

@@ -1,10 +1,13 @@
-//! Who may open an AHP connection: the access token, the `Origin` (browsers) and the
-//! `Host` (DNS rebinding), all checked during the WebSocket upgrade, before any frame.
+//! Who may open an AHP connection: the access token, the `Origin` (browsers; never the View
+//! origin's) and the `Host` (DNS rebinding), all checked during the WebSocket upgrade, before
+//! any frame; and whether the connection may decide held tool calls (it presented the
+//! approval key, `approvers`, the way a token is presented).
 
 use std::net::{IpAddr, SocketAddr};
 
 use http::HeaderMap;
 
+use super::presented::{bearer, query_token, same};
 use crate::authority::{host_name, well_formed_host};
 use crate::config::{normalize_origin, AhpConfig};
 use crate::untrusted::Untrusted;
@@ -18,6 +21,26 @@ pub struct Gate {
     /// Accepted `Host` names (without port); `None` accepts any (a non-loopback listener,
     /// which needs a token anyway).
     hosts: Option<Vec<String>>,
+    /// The approval key (the token when one is in effect); `None`: nobody decides.
+    key: Option<String>,
+    /// The View origin's port: an upgrade from that origin is refused.
+    view_port: Option<u16>,
+}
+
+/// What a connection that passed the gate may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// It presented the approval key: it may approve, deny and review held calls.
+    Decider,
+    /// It did not: it sees everything and steers as before, but decides nothing held.
+    Observer,
+}
+
+impl Standing {
+    /// Whether it may decide held calls and reviewed results.
+    pub fn decides(self) -> bool {
+        self == Standing::Decider
+    }
 }
 
 /// Why an upgrade was refused.
@@ -31,6 +54,8 @@ pub enum Refusal {
     Host(String),
     /// More than one `Origin` header, however the first reads (HTTP 403).
     Origins(usize),
+    /// The View origin, where MCP Apps' HTML runs: it never connects (HTTP 403).
+    ViewOrigin(String),
     /// No `Host`, more than one, or one that is not `name[:port]` (HTTP 400).
     BadHost(String),
 }
@@ -40,7 +65,10 @@ impl Refusal {
     pub fn status(&self) -> u16 {
         match self {
             Refusal::Token => 401,
-            Refusal::Origin(_) | Refusal::Host(_) | Refusal::Origins(_) => 403,
+            Refusal::Origin(_)
+            | Refusal::Host(_)
+            | Refusal::Origins(_)
+            | Refusal::ViewOrigin(_) => 403,
             Refusal::BadHost(_) => 400,
         }
     }
@@ -56,6 +84,10 @@ impl Refusal {
             Refusal::Host(host) => format!(
                 "host {:?} is not this AHP endpoint (add it to ahp.allowed_hosts)",
                 Untrusted(host)
+            ),
+            Refusal::ViewOrigin(origin) => format!(
+                "origin {:?} is the View origin, where MCP Apps' HTML runs: it never opens AHP connections",
+                Untrusted(origin)
             ),
             Refusal::Origins(count) => {
                 format!("{count} Origin headers; a browser sends one")
@@ -76,22 +108,80 @@ impl Gate {
             hosts
         });
         Self {
+            key: token.clone(),
             token,
             origins: config.allowed_origins.clone(),
             hosts,
+            view_port: None,
         }
     }
 
-    /// Check an upgrade request's headers and URI.
-    pub fn check(&self, headers: &HeaderMap, uri: &http::Uri) -> Result<(), Refusal> {
+    /// The approval key connections present to decide held calls, when no token is in
+    /// effect (with one, the token is the key and this changes nothing).
+    pub fn with_approval_key(mut self, key: &str) -> Self {
+        if self.token.is_none() {
+            self.key = Some(key.to_string());
+        }
+        self
+    }
+
+    /// The View origin's port: upgrades from that origin are refused.
+    pub fn with_view_port(mut self, port: u16) -> Self {
+        self.view_port = Some(port);
+        self
+    }
+
+    /// Check an upgrade request's headers and URI: refused, or admitted as a decider (it
+    /// presented the approval key) or an observer.
+    pub fn check(&self, headers: &HeaderMap, uri: &http::Uri) -> Result<Standing, Refusal> {
         self.check_site(headers)?;
-        if let Some(expected) = &self.token {
-            let presented = bearer(headers)
-                .map(str::to_string)
-                .or_else(|| query_token(uri));
-            if !presented.is_some_and(|p| same(p.as_bytes(), expected.as_bytes())) {
-                return Err(Refusal::Token);
+        self.not_the_view_origin(headers)?;
+        let presented = bearer(headers)
+            .map(str::to_string)
+            .or_else(|| query_token(uri));
+        let matches = |expected: &String| {
+            presented
+                .as_ref()
+                .is_some_and(|p| same(p.as_bytes(), expected.as_bytes()))
+        };
+        if self.token.as_ref().is_some_and(|t| !matches(t)) {
+            return Err(Refusal::Token);
+        }
+        Ok(if self.key.as_ref().is_some_and(matches) {
+            Standing::Decider
+        } else {
+            Standing::Observer
+        })
+    }
+
+    /// An `Origin` on the View origin's port, named as this listener may be reached (on a
+    /// loopback listener a name the `Host` check accepts; elsewhere any name, since the
+    /// View origin answers on every name of the address), is the View origin.
+    fn not_the_view_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let (Some(port), Some(origin)) = (self.view_port, headers.get(http::header::ORIGIN)) else {
+            return Ok(());
+        };
+        let text = origin.to_str().unwrap_or_default();
+        let Some((scheme, authority)) = normalize_origin(text).and_then(|o| {
+            o.split_once("://")
+                .map(|(s, a)| (s.to_string(), a.to_string()))
+        }) else {
+            return Ok(());
+        };
+        let origin_port = match authority.rsplit_once(':') {
+            Some((_, p)) if !authority.ends_with(']') => p.parse().ok(),
+            _ if scheme == "https" => Some(443),
+            _ => Some(80),
+        };
+        let name = host_name(&authority).to_ascii_lowercase();
+        let reachable = match &self.hosts {
+            Some(hosts) => {
+                hosts.contains(&name) || is_loopback_origin(&format!("http://{authority}"))
             }
+            None => true,
+        };
+        if origin_port == Some(port) && reachable {
+            return Err(Refusal::ViewOrigin(text.to_string()));
         }
         Ok(())
     }
@@ -175,79 +265,6 @@ fn is_loopback_origin(origin: &str) -> bool {
         && (name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()))
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
-/// `token=` in the query (for browsers, which cannot set headers on a WebSocket), or
-/// `tkn=`, where VS Code puts it (`connectionTokenQueryName`, its base/common/network.ts).
-fn query_token(uri: &http::Uri) -> Option<String> {
-    uri.query()?
-        .split('&')
-        .find_map(|pair| {
-            pair.strip_prefix("token=").or_else(|| {
-                pair.strip_prefix(VSCODE_TOKEN_PARAMETER)
-                    .and_then(|p| p.strip_prefix('='))
-            })
-        })
-        .map(percent_decode)
-}
-
-/// The query parameter VS Code sends the connection token in.
-pub const VSCODE_TOKEN_PARAMETER: &str = "tkn";
-
-/// The URL to paste into VS Code's **Agents: Add Remote Agent Host…** for the AHP endpoint
-/// at `ahp_url`: the token, when one is needed, in `tkn` (VS Code takes it out of the pasted
-/// URL and sends it there on every connection).
-pub fn vscode_url(ahp_url: &str, token: Option<&str>) -> String {
-    match token {
-        None => ahp_url.to_string(),
-        Some(token) => {
-            let escaped: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
-            let authority_only = ahp_url
-                .split_once("://")
-                .is_some_and(|(_, rest)| !rest.contains(['/', '?']));
-            let base = if authority_only {
-                format!("{ahp_url}/")
-            } else {
-                ahp_url.to_string()
-            };
-            let separator = if base.contains('?') { '&' } else { '?' };
-            format!("{base}{separator}{VSCODE_TOKEN_PARAMETER}={escaped}")
-        }
-    }
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(high), Some(low)) => {
-                    out.push((high * 16 + low) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Equal, in time that depends only on the lengths.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,7 +306,11 @@ mod tests {
         );
         let root = uri("/");
         for ok in ["127.0.0.1:8765", "localhost:8765", "[::1]:8765", "AHP.lan"] {
-            assert_eq!(gate.check(&request(&[("host", ok)]), &root), Ok(()), "{ok}");
+            assert_eq!(
+                gate.check(&request(&[("host", ok)]), &root),
+                Ok(Standing::Observer),
+                "{ok}"
+            );
         }
         for refused in ["evil.example:8765", "127.0.0.2.evil:1"] {
             assert_eq!(
@@ -341,7 +362,7 @@ mod tests {
                 &request(&[("host", "box.lan:8765"), ("authorization", &token)]),
                 &root
             ),
-            Ok(())
+            Ok(Standing::Decider)
         );
         assert!(matches!(
             open.check(
@@ -370,7 +391,7 @@ mod tests {
         ] {
             assert_eq!(
                 gate.check(&request(&[host, ("origin", ok)]), &root),
-                Ok(()),
+                Ok(Standing::Observer),
                 "{ok}"
             );
         }
@@ -400,7 +421,7 @@ mod tests {
             Err(Refusal::Origin(_))
         ));
         // No Origin: not a browser, not this check's business.
-        assert_eq!(gate.check(&request(&[host]), &root), Ok(()));
+        assert_eq!(gate.check(&request(&[host]), &root), Ok(Standing::Observer));
         let any = Gate::new(
             &config(&["*"], &[]),
             None,
@@ -408,7 +429,7 @@ mod tests {
         );
         assert_eq!(
             any.check(&request(&[host, ("origin", "http://evil.example")]), &root),
-            Ok(())
+            Ok(Standing::Observer)
         );
     }
 
@@ -424,14 +445,14 @@ mod tests {
         let bearer = format!("Bearer {token}");
         assert_eq!(
             gate.check(&request(&[host, ("authorization", &bearer)]), &uri("/")),
-            Ok(())
+            Ok(Standing::Decider)
         );
         assert_eq!(
             gate.check(
                 &request(&[host]),
                 &uri("/?x=1&token=s3cret%2Dtoken-0123456789")
             ),
-            Ok(())
+            Ok(Standing::Decider)
         );
         for (headers, at) in [
             (request(&[host]), "/"),
@@ -446,7 +467,7 @@ mod tests {
         // VS Code's parameter, escaped as `encodeURIComponent` escapes it.
         assert_eq!(
             gate.check(&request(&[host]), &uri("/?tkn=s3cret-token-0123456789")),
-            Ok(())
+            Ok(Standing::Decider)
         );
         assert_eq!(
             gate.check(&request(&[host]), &uri("/?tkn=s3cret-token")),
@@ -459,18 +480,105 @@ mod tests {
     }
 
     #[test]
-    fn the_vscode_url_carries_the_token_escaped_in_tkn() {
+    fn without_a_token_only_the_approval_key_makes_a_decider() {
+        let key = "0123456789abcdef0123456789abcdef";
+        let gate = Gate::new(&config(&[], &[]), None, "127.0.0.1:8765".parse().unwrap())
+            .with_approval_key(key);
+        let host = ("host", "127.0.0.1:8765");
+        let bearer = format!("Bearer {key}");
+        for (headers, at) in [
+            (
+                request(&[host, ("authorization", &bearer)]),
+                "/".to_string(),
+            ),
+            (request(&[host]), format!("/?token={key}")),
+            (request(&[host]), format!("/?tkn={key}")),
+        ] {
+            assert_eq!(
+                gate.check(&headers, &uri(&at)),
+                Ok(Standing::Decider),
+                "{at}"
+            );
+        }
+        // Without it, or with another, a connection still comes in: it only watches.
+        for at in [
+            "/",
+            "/?token=0123456789abcdef0123456789abcdee",
+            "/?tkn=0123",
+        ] {
+            let standing = gate.check(&request(&[host]), &uri(at));
+            assert_eq!(standing, Ok(Standing::Observer), "{at}");
+            assert!(!standing.unwrap().decides());
+        }
+        // Without a key nobody decides; with a token the token is the key.
+        let keyless = Gate::new(&config(&[], &[]), None, "127.0.0.1:8765".parse().unwrap());
         assert_eq!(
-            vscode_url("ws://127.0.0.1:8765", None),
-            "ws://127.0.0.1:8765"
+            keyless.check(&request(&[host]), &uri("/?token=")),
+            Ok(Standing::Observer)
         );
-        let url = vscode_url("ws://127.0.0.1:8765", Some("a+b/c=d e"));
-        assert_eq!(url, "ws://127.0.0.1:8765/?tkn=a%2Bb%2Fc%3Dd+e");
-        // What the gate reads back is the token.
-        let parsed: http::Uri = url
-            .trim_start_matches("ws://127.0.0.1:8765")
-            .parse()
-            .unwrap();
-        assert_eq!(query_token(&parsed).as_deref(), Some("a+b/c=d e"));
+        let token = "s3cret-token-0123456789";
+        let guarded = Gate::new(
+            &config(&[], &[]),
+            Some(token.into()),
+            "127.0.0.1:8765".parse().unwrap(),
+        )
+        .with_approval_key(key);
+        let at = format!("/?token={token}");
+        assert_eq!(
+            guarded.check(&request(&[host]), &uri(&at)),
+            Ok(Standing::Decider)
+        );
+        let at = format!("/?token={key}");
+        assert_eq!(
+            guarded.check(&request(&[host]), &uri(&at)),
+            Err(Refusal::Token)
+        );
+    }
+
+    #[test]
+    fn the_view_origin_never_connects_whatever_it_carries() {
+        let key = "0123456789abcdef0123456789abcdef";
+        let gate = Gate::new(
+            &config(&["*"], &[]),
+            None,
+            "127.0.0.1:8765".parse().unwrap(),
+        )
+        .with_approval_key(key)
+        .with_view_port(8766);
+        let at = format!("/?token={key}");
+        for origin in [
+            "http://127.0.0.1:8766",
+            "http://localhost:8766",
+            "http://[::1]:8766",
+        ] {
+            let headers = request(&[("host", "127.0.0.1:8765"), ("origin", origin)]);
+            let refusal = gate.check(&headers, &uri(&at));
+            assert_eq!(refusal, Err(Refusal::ViewOrigin(origin.into())), "{origin}");
+            assert_eq!(refusal.unwrap_err().status(), 403);
+            // Its pages are the View origin's own business, not this check's.
+            assert_eq!(gate.check_site(&headers), Ok(()));
+        }
+        // The console's origin (another port) still connects.
+        let console = request(&[
+            ("host", "127.0.0.1:8765"),
+            ("origin", "http://127.0.0.1:8765"),
+        ]);
+        assert_eq!(gate.check(&console, &uri(&at)), Ok(Standing::Decider));
+        // On a non-loopback listener the View origin answers on every name.
+        let lan = Gate::new(
+            &config(&["*"], &[]),
+            Some("t".repeat(16)),
+            "0.0.0.0:8765".parse().unwrap(),
+        )
+        .with_view_port(80);
+        let headers = request(&[
+            ("host", "box.lan:8765"),
+            ("origin", "http://10.0.0.5"),
+            ("authorization", &format!("Bearer {}", "t".repeat(16))),
+        ]);
+        assert!(matches!(
+            lan.check(&headers, &uri("/")),
+            Err(Refusal::ViewOrigin(_))
+        ));
     }
 }

@@ -1,8 +1,9 @@
 //! Accepts TCP connections and reads one HTTP request each (hyper) within the handshake
 //! timeout: a WebSocket upgrade past the gate (token, Origin, Host) becomes an AHP
-//! connection, under the connection limit; any other `GET` is a console page (`Host`/`Origin`
-//! checked, no token: pages carry no secret). Every connection task is tracked so shutdown
-//! can wait for all of them to close.
+//! connection, under the connection limit, with the standing the gate gave it (whether it
+//! may decide held calls); any other `GET` is a console page (`Host`/`Origin` checked, no
+//! token: pages carry no secret). Every connection task is tracked so shutdown can wait for
+//! all of them to close.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use super::gate::Gate;
+use super::gate::{Gate, Standing};
 use super::services::Services;
 use crate::config::Limits;
 use crate::console::{http::response, Console, Page};
@@ -71,7 +72,7 @@ pub async fn serve(
                     Ok(Err(error)) => tracing::debug!(%error, "HTTP request failed"),
                     Err(_) => tracing::debug!("WebSocket upgrade not completed in time"),
                 }
-                let Ok(pending) = upgraded.await else {
+                let Ok((pending, standing)) = upgraded.await else {
                     return; // a page, or a refusal
                 };
                 match pending.await {
@@ -85,7 +86,7 @@ pub async fn serve(
                             Some(config),
                         )
                         .await;
-                        super::socket::run(ws, services, &limits, shutdown).await;
+                        super::socket::run(ws, services, standing, &limits, shutdown).await;
                     }
                     Err(error) => tracing::debug!(%error, "WebSocket upgrade failed"),
                 }
@@ -98,13 +99,16 @@ pub async fn serve(
     tasks.wait().await;
 }
 
+/// Where an accepted upgrade is handed, with the connection's standing.
+type Upgrade = Mutex<Option<oneshot::Sender<(hyper::upgrade::OnUpgrade, Standing)>>>;
+
 /// The answer to one request: `101` (handing the connection to `upgrade`), a refusal, or a
 /// console page.
 fn route(
     gate: &Gate,
     console: Option<&Console>,
     mut request: http::Request<Incoming>,
-    upgrade: &Mutex<Option<oneshot::Sender<hyper::upgrade::OnUpgrade>>>,
+    upgrade: &Upgrade,
 ) -> http::Response<Full<Bytes>> {
     let headers = request.headers();
     if !is_websocket_upgrade(headers) {
@@ -114,31 +118,20 @@ fn route(
     let version_ok = headers
         .get("sec-websocket-version")
         .is_some_and(|v| v.as_bytes() == b"13");
-    let refused = match gate.check(headers, request.uri()) {
+    let standing = match gate.check(headers, request.uri()) {
         Err(refusal) => {
             tracing::info!(status = refusal.status(), reason = %refusal.message(), "AHP connection refused");
-            Some(Page::text(refusal.status(), refusal.message()))
+            return refused(Page::text(refusal.status(), refusal.message()));
         }
-        Ok(()) if request.method() != http::Method::GET || key.is_none() || !version_ok => Some(
-            Page::text(400, "not a WebSocket upgrade this endpoint accepts (GET, Sec-WebSocket-Version: 13, Sec-WebSocket-Key)"),
-        ),
-        Ok(()) => None,
+        Ok(standing) => standing,
     };
-    if let Some(page) = refused {
-        let status = page.status;
-        let mut answer = response(page, false);
-        if status == 401 {
-            answer.headers_mut().insert(
-                http::header::WWW_AUTHENTICATE,
-                http::HeaderValue::from_static("Bearer realm=\"ahp-proxy\""),
-            );
-        }
-        return answer;
+    if request.method() != http::Method::GET || key.is_none() || !version_ok {
+        return refused(Page::text(400, "not a WebSocket upgrade this endpoint accepts (GET, Sec-WebSocket-Version: 13, Sec-WebSocket-Key)"));
     }
     let accept = derive_accept_key(key.as_ref().map_or(&[][..], |k| k.as_bytes()));
     let pending = hyper::upgrade::on(&mut request);
     if let Some(sender) = upgrade.lock().ok().and_then(|mut slot| slot.take()) {
-        let _ = sender.send(pending);
+        let _ = sender.send((pending, standing));
     }
     let mut answer = http::Response::new(Full::new(Bytes::new()));
     *answer.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
@@ -153,6 +146,19 @@ fn route(
     );
     if let Ok(accept) = http::HeaderValue::from_str(&accept) {
         headers.insert("sec-websocket-accept", accept);
+    }
+    answer
+}
+
+/// A refused upgrade's answer (a `401` says how to authenticate).
+fn refused(page: Page) -> http::Response<Full<Bytes>> {
+    let status = page.status;
+    let mut answer = response(page, false);
+    if status == 401 {
+        answer.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer realm=\"ahp-proxy\""),
+        );
     }
     answer
 }

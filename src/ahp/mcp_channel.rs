@@ -4,7 +4,9 @@
 //! Only the methods the server's customization advertises are served (its `mcpApp`'s
 //! capability sets, and prompts in its `_meta`); results and MCP errors pass through as the
 //! server sent them. A `tools/call` is mirrored into the activity chat, marked with the
-//! client that made it. List changes reach the connections subscribed to the channel.
+//! client that made it; one the approval policy would hold for the harness is refused to a
+//! connection that did not present the approval key (it would be a way around approval).
+//! List changes reach the connections subscribed to the channel.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -113,6 +115,7 @@ pub fn request(
         let method = method.to_string();
         let ended = in_flight.ended.clone();
         let client_id = asker.client_id.to_string();
+        let may_decide = host.may_decide(conn);
         tokio::spawn(async move {
             let _permit = permit;
             let asked = Asked {
@@ -120,6 +123,7 @@ pub fn request(
                 channel: &channel,
                 method: &method,
                 client_id: &client_id,
+                may_decide,
             };
             let answer = forward(&channels, asked, params, &ended).await;
             if ended.is_cancelled() {
@@ -169,6 +173,8 @@ struct Asked<'a> {
     channel: &'a str,
     method: &'a str,
     client_id: &'a str,
+    /// Whether the connection presented the approval key.
+    may_decide: bool,
 }
 
 /// One `mcp://` request answered: by the server's session (its result or MCP error as it
@@ -199,6 +205,9 @@ async fn forward(
     let Some(connected) = channels.connections.get(server) else {
         return Err(not_ready(channel));
     };
+    if method == "tools/call" && !asked.may_decide {
+        guarded(channels, server, &connected, &params)?;
+    }
     let ticket = (method == "tools/call")
         .then(|| mirrored(channels, &connected, asked, &params))
         .flatten();
@@ -226,6 +235,48 @@ async fn forward(
             Err(RpcError::new(code as i32, message))
         }
     }
+}
+
+/// A `tools/call` from a connection without the approval key, refused when the approval
+/// policy would hold the same call of the harness's (judged as the front judges it: the
+/// tool's `readOnlyHint`, the declaration's pre-approvals).
+fn guarded(
+    channels: &McpChannels,
+    server: &str,
+    connected: &Connected,
+    params: &Value,
+) -> Result<(), RpcError> {
+    let Some(hub) = channels.hub.upgrade() else {
+        return Ok(());
+    };
+    let policy = &hub.settings.approval;
+    if policy.is_inert() {
+        return Ok(());
+    }
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let offer = connected.offer();
+    let annotations = offer.tool(name).and_then(|t| t.value(&["annotations"]));
+    let read_only = annotations
+        .as_ref()
+        .and_then(|a| a.get("readOnlyHint")?.as_bool())
+        == Some(true);
+    let pre_approved = (channels.connections.tool_filters(server))
+        .is_some_and(|f| f.pre_approved.iter().any(|t| t == name));
+    let facts = crate::approval::Facts {
+        read_only,
+        pre_approved,
+    };
+    if policy.judge(&connected.name, name, facts).ask {
+        return Err(RpcError::invalid_params(format!(
+            "tool {name:?} on MCP server {:?} is held for approval, and {}",
+            connected.name,
+            crate::host::approvals::NOT_A_DECIDER
+        )));
+    }
+    Ok(())
 }
 
 /// Begin mirroring a `tools/call` made on a channel, marked as made by its client (lossy,

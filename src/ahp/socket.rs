@@ -14,6 +14,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 
 use super::commands::{After, ConnectionProtocol};
+use super::gate::Standing;
 use super::services::Services;
 use crate::config::Limits;
 use crate::host::fanout::ConnId;
@@ -77,19 +78,21 @@ impl Liveness {
     }
 }
 
-/// Serve one upgraded connection until it ends.
+/// Serve one upgraded connection until it ends; `standing` (from the gate) says whether it
+/// may decide held calls, which the host keeps with the connection.
 pub async fn run<S>(
     mut ws: WebSocketStream<S>,
     services: Arc<Services>,
+    standing: Standing,
     limits: &Limits,
     shutdown: CancellationToken,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let host = services.host.clone();
-    let mut attachment = host.attach();
+    let mut attachment = host.attach(standing.decides());
     let mut connection = ConnectionProtocol::new(attachment.id, services);
-    tracing::debug!(conn = attachment.id, "connected");
+    tracing::debug!(conn = attachment.id, ?standing, "connected");
     // `initialize` (or `reconnect`) must come within the handshake timeout. Its deadline is
     // set first: when both timeouts are equal, a peer that never initializes is closed for
     // that (1008), never by the idle check of the same instant (1001).

@@ -1,6 +1,8 @@
 //! The View origin: a second listener, on the AHP address's IP and its own port, that serves
 //! only the MCP Apps relay page (`/sandbox`, with the View's declared CSP) and its script.
-//! Views run there, never on the console's origin; it speaks no AHP and holds nothing.
+//! Views run there, never on the console's origin; it speaks no AHP (the AHP gate refuses an
+//! upgrade from it) and holds nothing, and its relay may be framed only by the console
+//! (`frame-ancestors`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -19,11 +21,13 @@ use crate::console::Page;
 const BUSY: &str = "too many connections to the View origin; try again later";
 
 /// Serve the View origin on `listener` until `shutdown`; `Host` and `Origin` are checked as
-/// for the console (DNS rebinding). Bounded like the other listeners: at most `connections`
-/// at once (`tcp::accept_within`), each closed once `deadline` has passed.
+/// for the console (DNS rebinding); the relay may be framed by the console, on the same host
+/// name and `console_port`. Bounded like the other listeners: at most `connections` at once
+/// (`tcp::accept_within`), each closed once `deadline` has passed.
 pub async fn serve(
     listener: TcpListener,
     gate: Arc<Gate>,
+    console_port: u16,
     connections: usize,
     deadline: Duration,
     shutdown: CancellationToken,
@@ -45,7 +49,14 @@ pub async fn serve(
                     Ok(()) if request.method() != http::Method::GET && !head => {
                         Page::text(405, "only GET is served here")
                     }
-                    Ok(()) => view_origin_page(request.uri().path(), request.uri().query()),
+                    Ok(()) => {
+                        // The `Host` passed the check: the console was served under that name.
+                        let host = request.headers().get(http::header::HOST);
+                        let host = host.and_then(|h| h.to_str().ok()).unwrap_or_default();
+                        let uri = request.uri();
+                        let framers = crate::console::csp::console_origins(host, console_port);
+                        view_origin_page(uri.path(), uri.query(), &framers)
+                    }
                 };
                 async move { Ok::<_, Infallible>(response(page, head)) }
             });

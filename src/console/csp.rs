@@ -22,6 +22,22 @@ pub fn console(view_port: u16) -> String {
     .join("; ")
 }
 
+/// The `frame-ancestors` sources of the View origin's relay: the console's origin, the host
+/// name the relay was asked for (`host`, a `Host` header the View listener accepted: the
+/// console's page named it in the frame's URL) on `console_port`, and `'self'` (the View's
+/// own document, loaded inside the relay, inherits its policy; Views' opaque origins never
+/// match it). A name a CSP source cannot hold (an IPv6 literal) falls back to any host on
+/// that port.
+pub fn console_origins(host: &str, console_port: u16) -> String {
+    let name = crate::authority::host_name(host);
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+    let name = if plain { name } else { "*" };
+    format!("'self' http://{name}:{console_port} https://{name}:{console_port}")
+}
+
 /// A View's policy from its resource's `_meta.ui.csp` (`None`: the spec's restrictive
 /// default). Entries that are not plain sources (quotes, `;`, spaces, keywords) are dropped.
 pub fn view(declared: Option<&Value>) -> String {
@@ -134,6 +150,17 @@ mod tests {
             view(None)
         );
         assert_eq!(view(Some(&json!([1, 2]))), view(None));
+    }
+
+    #[test]
+    fn the_relay_names_the_consoles_origin_as_its_only_framer() {
+        assert_eq!(
+            console_origins("localhost:9001", 8765),
+            "'self' http://localhost:8765 https://localhost:8765"
+        );
+        let any = "'self' http://*:8765 https://*:8765";
+        assert_eq!(console_origins("[::1]:9001", 8765), any);
+        assert_eq!(console_origins("", 8765), any);
     }
 
     #[test]

@@ -24,8 +24,9 @@ pub fn response(page: Page, head: bool) -> http::Response<Full<Bytes>> {
 }
 
 /// The View origin's answer to `GET path?query`: the relay page with the CSP its View
-/// declared (JSON in `csp`), the relay's script, or 404.
-pub fn view_origin_page(path: &str, query: Option<&str>) -> Page {
+/// declared (JSON in `csp`) and `frame-ancestors` the console's origins (`framers`), the
+/// relay's script, or 404.
+pub fn view_origin_page(path: &str, query: Option<&str>, framers: &str) -> Page {
     match path {
         "/sandbox" => {
             let declared = query.and_then(|q| {
@@ -33,7 +34,10 @@ pub fn view_origin_page(path: &str, query: Option<&str>) -> Page {
                     .find(|(key, _)| key == "csp")
                     .and_then(|(_, value)| serde_json::from_str::<serde_json::Value>(&value).ok())
             });
-            let policy = csp::view(declared.as_ref());
+            let policy = format!(
+                "{}; frame-ancestors {framers}",
+                csp::view(declared.as_ref())
+            );
             tracing::debug!(csp = %policy, "View sandbox served");
             Page {
                 status: 200,
@@ -62,19 +66,27 @@ mod tests {
         let query: String = form_urlencoded::Serializer::new(String::new())
             .append_pair("csp", csp)
             .finish();
-        let page = view_origin_page("/sandbox", Some(&query));
+        let framers = csp::console_origins("127.0.0.1:8766", 8765);
+        let page = view_origin_page("/sandbox", Some(&query), &framers);
         assert_eq!(page.status, 200);
         let policy = &page.headers[0].1;
         assert!(
             policy.contains("connect-src https://api.example.com"),
             "{policy}"
         );
-        let plain = view_origin_page("/sandbox", None);
-        assert_eq!(plain.headers[0].1, csp::view(None));
-        let junk = view_origin_page("/sandbox", Some("csp=%7Bnot-json"));
-        assert_eq!(junk.headers[0].1, csp::view(None));
-        assert_eq!(view_origin_page("/sandbox.js", None).status, 200);
-        assert_eq!(view_origin_page("/", None).status, 404);
-        assert_eq!(view_origin_page("/console.js", None).status, 404);
+        // Only the console may frame the relay.
+        assert!(
+            policy
+                .ends_with("; frame-ancestors 'self' http://127.0.0.1:8765 https://127.0.0.1:8765"),
+            "{policy}"
+        );
+        let with = |declared| format!("{declared}; frame-ancestors {framers}");
+        let plain = view_origin_page("/sandbox", None, &framers);
+        assert_eq!(plain.headers[0].1, with(csp::view(None)));
+        let junk = view_origin_page("/sandbox", Some("csp=%7Bnot-json"), &framers);
+        assert_eq!(junk.headers[0].1, with(csp::view(None)));
+        assert_eq!(view_origin_page("/sandbox.js", None, &framers).status, 200);
+        assert_eq!(view_origin_page("/", None, &framers).status, 404);
+        assert_eq!(view_origin_page("/console.js", None, &framers).status, 404);
     }
 }

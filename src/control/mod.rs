@@ -3,7 +3,8 @@
 //! the default session (the same tree every AHP client sees), counts each ready server's
 //! tools on its `mcp://` channel, and steers with the actions any AHP client may dispatch.
 //! Every step of reaching the proxy has a deadline (`error`). `approvals` lists and decides
-//! the harness tool calls held for approval.
+//! the harness tool calls held for approval. Without a token, the approval key the proxy
+//! wrote for its port (`approvers`) is presented instead, so the terminal may decide.
 
 pub mod approvals;
 pub mod error;
@@ -30,6 +31,20 @@ pub struct Endpoint {
     pub url: String,
     /// `AHP_PROXY_TOKEN` or `ahp.token`.
     pub token: Option<String>,
+}
+
+impl Endpoint {
+    /// What this terminal presents: the token, else the approval key the proxy on the URL's
+    /// port wrote for its user (`None`: it connects as an observer).
+    pub fn secret(&self) -> Option<String> {
+        if self.token.is_some() {
+            return self.token.clone();
+        }
+        let port = reqwest::Url::parse(&self.url)
+            .ok()?
+            .port_or_known_default()?;
+        crate::approvers::read(port).map(|key| key.as_str().to_string())
+    }
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -68,8 +83,8 @@ impl Connection {
             (Some(host), Some(port)) => format!("{host}:{port}"),
             _ => return Err(bad_url("no host".into())),
         };
-        if let Some(token) = &endpoint.token {
-            url.query_pairs_mut().append_pair("token", token);
+        if let Some(secret) = endpoint.secret() {
+            url.query_pairs_mut().append_pair("token", &secret);
         }
         let tcp = within(
             shown,
@@ -260,10 +275,7 @@ pub async fn status(endpoint: &Endpoint, json: bool, watch: bool) -> u8 {
             format!("{}\n", json_escaped(&text))
         } else {
             let mut text = tree::render_text(&connection.url, connection.customizations(), &tools);
-            text.push_str(&format!(
-                "VS Code: paste {} into Agents: Add Remote Agent Host…\n",
-                crate::ahp::gate::vscode_url(&connection.url, endpoint.token.as_deref())
-            ));
+            text.push_str(&urls(&connection.url, endpoint.secret().as_deref()));
             text
         };
         if text != shown {
@@ -296,6 +308,23 @@ pub async fn status(endpoint: &Endpoint, json: bool, watch: bool) -> u8 {
     let failed = tree::in_error(connection.customizations());
     connection.close().await;
     u8::from(failed)
+}
+
+/// Where to open the console and what to paste into VS Code, for the endpoint at `ws_url`,
+/// with the token or approval key (`secret`) that lets them decide held calls (pure).
+fn urls(ws_url: &str, secret: Option<&str>) -> String {
+    let console = match (ws_url.strip_prefix("ws://"), secret) {
+        (Some(authority), Some(secret)) => {
+            let escaped: String = form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+            let authority = authority.trim_end_matches('/');
+            format!("console: open http://{authority}/?token={escaped}\n")
+        }
+        _ => String::new(),
+    };
+    format!(
+        "{console}VS Code: paste {} into Agents: Add Remote Agent Host…\n",
+        crate::ahp::presented::vscode_url(ws_url, secret)
+    )
 }
 
 /// Write to stdout; `false` once the reader is gone (`status --watch | head`).

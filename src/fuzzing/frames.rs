@@ -181,7 +181,7 @@ struct Clients {
 
 impl Slot {
     fn open(services: &Arc<Services>) -> Self {
-        let attachment = services.host.attach();
+        let attachment = services.host.attach(true);
         Self {
             connection: ConnectionProtocol::new(attachment.id, services.clone()),
             attachment,

@@ -21,6 +21,9 @@ use tokio::sync::broadcast;
 use super::input_needed::input_id;
 use super::{Core, Host};
 
+/// Why a connection that did not present the approval key may not decide a held call.
+pub const NOT_A_DECIDER: &str = "this connection did not present the approval key: it may watch held calls but not approve, deny or review them (open the console from the URL the proxy prints, paste the VS Code URL with its tkn, or use `ahp-proxy approve`/`deny`)";
+
 /// Decisions kept to name who decided when a late answer comes.
 const DECIDED_KEPT: usize = 256;
 /// How many decisions a listener may fall behind before it misses some.
@@ -239,10 +242,13 @@ impl Host {
 impl Core {
     /// A client's `chat/toolCallConfirmed` or `chat/toolCallResultConfirmed` on a call held
     /// (or once held) for approval or review, judged: `None` when it is about no such call.
+    /// A held one is decided only by a connection that `may_decide` (it presented the
+    /// approval key).
     pub(super) fn judge_approval(
         &self,
         chat: &str,
         action: &StateAction,
+        may_decide: bool,
     ) -> Option<Result<(), super::admission::Refusal>> {
         let call = match action {
             StateAction::ChatToolCallConfirmed(a) => &a.tool_call_id,
@@ -250,6 +256,9 @@ impl Core {
             _ => return None,
         };
         if self.approvals.is_held(chat, call) {
+            if !may_decide {
+                return Some(Err(super::admission::Refusal::rule(NOT_A_DECIDER)));
+            }
             // A decision on the call while its result waits (or the other way round).
             let on_result = matches!(action, StateAction::ChatToolCallResultConfirmed(_));
             if let Some((_, waits)) = self.turn_of(chat, call).filter(|(_, r)| *r != on_result) {

@@ -279,7 +279,7 @@ mod tests {
         let config =
             crate::config::Config::parse("", "proxy.toml", std::path::Path::new(".")).unwrap();
         let host = Host::new(&config);
-        let conn = host.attach().id;
+        let conn = host.attach(true).id;
         let mut heard = host.given_up();
         // A mirrored call shown as waiting for authorization.
         let mut turns = Turns::new();

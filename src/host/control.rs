@@ -114,7 +114,7 @@ mod tests {
         )
         .unwrap();
         let host = Host::new(&config);
-        let conn = host.attach().id;
+        let conn = host.attach(true).id;
         let servers = vec![declared("x", true), declared("fence", false)];
         let shown: Vec<serde_json::Value> = servers
             .iter()

@@ -201,8 +201,8 @@ mod tests {
         let mut sockets = Sockets::default();
         let (mut own, own_kick) = peer(&mut sockets, 1, 8);
         let (mut other, other_kick) = peer(&mut sockets, 2, 8);
-        fanout.insert(1, own_kick);
-        fanout.insert(2, other_kick);
+        fanout.insert(1, own_kick, false);
+        fanout.insert(2, other_kick, false);
         fanout.subscribe(1, "x");
         fanout.subscribe_as(2, "x", "alias-of-x");
         assert_eq!(fanout.name_of(2, "x"), "alias-of-x");

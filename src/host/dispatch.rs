@@ -27,11 +27,14 @@ impl Host {
         params.channel = channel.uri.clone();
         let mut core = self.core();
         let core = &mut *core;
+        let may_decide = core.fanout.may_decide(id);
         let verdict = if params.channel == ROOT_RESOURCE_URI {
             admission::admit_root(core.store.root(), &params.action)
         } else if let Some(session) = core.store.session(&params.channel) {
             admission::admit_session(&params.channel, session, client_id, &params.action)
-        } else if let Some(refused) = core.judge_approval(&params.channel, &params.action) {
+        } else if let Some(refused) =
+            core.judge_approval(&params.channel, &params.action, may_decide)
+        {
             refused
         } else if let Some(chat) = core.store.chat(&params.channel) {
             admission::admit_chat(chat, client_id, &params.action).and_then(|admission| {

@@ -1,5 +1,5 @@
-//! Who is subscribed to what, and what each connection is shown: the host's bookkeeping of
-//! its connections, kept under its lock. Which connections get a committed action (as which
+//! Who is subscribed to what, and what each connection is shown (and whether it may decide
+//! held calls): the host's bookkeeping of its connections, kept under its lock. Which connections get a committed action (as which
 //! audience, on the channel by which name) is decided here, when it is committed; `delivery`
 //! queues it afterwards.
 
@@ -38,9 +38,11 @@ struct Peer {
     client_id: Option<String>,
     /// What it is shown (MCP Apps or not, its protocol version).
     audience: Audience,
+    /// Whether it presented the approval key at the upgrade (`ahp::gate`).
+    may_decide: bool,
 }
 
-/// The subscription table, and every live connection's client and audience.
+/// The subscription table, and every live connection's client, audience and standing.
 #[derive(Default)]
 pub struct Fanout {
     peers: HashMap<ConnId, Peer>,
@@ -48,8 +50,8 @@ pub struct Fanout {
 }
 
 impl Fanout {
-    /// Register a connection and its kick switch.
-    pub fn insert(&mut self, id: ConnId, kick: CancellationToken) {
+    /// Register a connection, its kick switch and whether it may decide held calls.
+    pub fn insert(&mut self, id: ConnId, kick: CancellationToken, may_decide: bool) {
         self.peers.insert(
             id,
             Peer {
@@ -58,8 +60,15 @@ impl Fanout {
                 names: HashMap::new(),
                 client_id: None,
                 audience: Audience::default(),
+                may_decide,
             },
         );
+    }
+
+    /// Whether connection `id` presented the approval key (a connection gone decides
+    /// nothing).
+    pub fn may_decide(&self, id: ConnId) -> bool {
+        self.peers.get(&id).is_some_and(|p| p.may_decide)
     }
 
     /// Forget a connection and all its subscriptions.
@@ -193,7 +202,7 @@ mod tests {
         let mut fanout = Fanout::default();
         let kicks: Vec<CancellationToken> = (0..3).map(|_| CancellationToken::new()).collect();
         for (id, kick) in (1..).zip(&kicks) {
-            fanout.insert(id, kick.clone());
+            fanout.insert(id, kick.clone(), false);
             fanout.subscribe(id, "x");
         }
         fanout.subscribe(1, "x");
@@ -218,7 +227,7 @@ mod tests {
     #[test]
     fn forgetting_a_channel_unsubscribes_everyone() {
         let mut fanout = Fanout::default();
-        fanout.insert(1, CancellationToken::new());
+        fanout.insert(1, CancellationToken::new(), false);
         fanout.subscribe(1, "x");
         fanout.forget_channel("x");
         assert!(fanout.subscribers("x").is_empty());

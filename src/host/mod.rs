@@ -198,20 +198,26 @@ impl Host {
         }
     }
 
-    /// Open a connection: a bounded outbound queue and a kick switch.
-    pub fn attach(&self) -> Attachment {
+    /// Open a connection: a bounded outbound queue and a kick switch; `may_decide` when it
+    /// presented the approval key (it may approve, deny or review held calls).
+    pub fn attach(&self, may_decide: bool) -> Attachment {
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = queue::queue(self.queue_capacity, self.queue_bytes);
         let kicked = CancellationToken::new();
         let mut core = self.core();
         core.store.keep_replay(true);
-        core.fanout.insert(id, kicked.clone());
+        core.fanout.insert(id, kicked.clone(), may_decide);
         lock(&self.sockets).insert(id, tx, kicked.clone());
         Attachment {
             id,
             outbox: rx,
             kicked,
         }
+    }
+
+    /// Whether connection `id` presented the approval key.
+    pub fn may_decide(&self, id: ConnId) -> bool {
+        self.core().fanout.may_decide(id)
     }
 
     /// Close a connection: its subscriptions end. Idempotent.

@@ -1,5 +1,6 @@
-//! An AHP client deciding harness tool calls held for approval: it follows the harness chat
-//! with the official reducers, finds calls (or results) pending, and answers or reviews them.
+//! An AHP client deciding harness tool calls held for approval: it presents the approval key
+//! (or not: `watch`), follows the harness chat with the official reducers, finds calls (or
+//! results) pending, and answers or reviews them.
 
 use ahp::client::{Client, SessionSubscription};
 use ahp_types::actions::StateAction;
@@ -9,7 +10,7 @@ use ahp_types::state::{
 use serde_json::{json, Value};
 
 use super::ide::CHAT;
-use super::{initialized_client, next_action, Proxy};
+use super::{deciding_client, initialized_client, next_action, Proxy};
 
 /// An AHP client following the harness chat.
 pub struct Approver {
@@ -19,8 +20,17 @@ pub struct Approver {
 }
 
 impl Approver {
+    /// A client that presented the approval key.
     pub async fn join(proxy: &Proxy, client_id: &str) -> Self {
-        let client = initialized_client(proxy, client_id).await;
+        Self::following(deciding_client(proxy, client_id).await).await
+    }
+
+    /// A client that connected without the approval key: it may watch, not decide.
+    pub async fn watch(proxy: &Proxy, client_id: &str) -> Self {
+        Self::following(initialized_client(proxy, client_id).await).await
+    }
+
+    async fn following(client: Client) -> Self {
         let (snapshot, sub) = client.subscribe(CHAT.into()).await.unwrap();
         let chat = match snapshot.snapshot.expect("snapshot").state {
             SnapshotState::Chat(chat) => *chat,

@@ -75,7 +75,8 @@ pub struct Proxy {
     pub mcp_url: String,
     pub url: String,
     logs: Arc<Mutex<Vec<String>>>,
-    _dir: ScratchDir,
+    /// Its scratch folder, also its `XDG_RUNTIME_DIR` (where it writes its approval key).
+    dir: ScratchDir,
 }
 
 impl Proxy {
@@ -176,6 +177,8 @@ impl Proxy {
                 std::env::var("PROXY_LOG").unwrap_or_else(|_| "info".into()),
             )
             .env_remove("AHP_PROXY_TOKEN")
+            // Its approval key goes to `<scratch>/ahp-proxy/`, read back by `approval_key`.
+            .env("XDG_RUNTIME_DIR", dir.path())
             .envs(env.iter().copied())
             .stderr(Stdio::piped());
         if !listen.is_empty() {
@@ -264,10 +267,46 @@ impl Proxy {
                 url: format!("ws://{addr}"),
                 addr,
                 logs,
-                _dir: dir,
+                dir,
             },
             pipes,
         )
+    }
+
+    /// The folder the proxy writes its approval key to (its `XDG_RUNTIME_DIR`); the terminal's
+    /// commands find the key there when run with it.
+    pub fn runtime_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The approval key's file, as the proxy writes it for its AHP port.
+    pub fn key_file(&self) -> PathBuf {
+        self.runtime_dir()
+            .join("ahp-proxy")
+            .join(format!("approval-{}.key", self.addr.port()))
+    }
+
+    /// The approval key the proxy drew (`None` with a token, which is the key then).
+    pub fn approval_key(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.key_file()).ok()?;
+        Some(text.trim().to_string())
+    }
+
+    /// The AHP URL with the approval key: a client connecting there may decide held calls.
+    pub fn approver_url(&self) -> String {
+        let key = self
+            .approval_key()
+            .expect("the proxy wrote its approval key");
+        format!("{}/?token={key}", self.url)
+    }
+
+    /// The console's URL, with the approval key when there is one (as the banner shows it
+    /// on a terminal).
+    pub fn console_url(&self) -> String {
+        match self.approval_key() {
+            Some(key) => format!("http://{}/?token={key}", self.addr),
+            None => format!("http://{}/", self.addr),
+        }
     }
 
     /// Everything the proxy wrote to stderr so far.
@@ -441,7 +480,12 @@ impl Drop for HttpExampleServer {
 
 /// An official `ahp` client connected over the official `ahp-ws` transport.
 pub async fn client(proxy: &Proxy) -> Client {
-    let transport = ahp_ws::WebSocketTransport::connect(&proxy.url)
+    client_at(&proxy.url).await
+}
+
+/// An official `ahp` client connected to `url` over the official `ahp-ws` transport.
+pub async fn client_at(url: &str) -> Client {
+    let transport = ahp_ws::WebSocketTransport::connect(url)
         .await
         .expect("connect with ahp-ws");
     Client::connect(transport, ClientConfig::default())
@@ -449,8 +493,19 @@ pub async fn client(proxy: &Proxy) -> Client {
         .expect("ahp client")
 }
 
+/// An official client that presented the approval key (it may decide held calls) and has
+/// completed `initialize` as `client_id`.
+pub async fn deciding_client(proxy: &Proxy, client_id: &str) -> Client {
+    let client = client_at(&proxy.approver_url()).await;
+    client
+        .initialize(client_id.into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("initialize");
+    client
+}
+
 /// An official client that has completed `initialize` as `client_id` (version 1.0.0, no
-/// initial subscriptions).
+/// initial subscriptions), without the approval key: it watches, and decides nothing held.
 pub async fn initialized_client(proxy: &Proxy, client_id: &str) -> Client {
     let client = client(proxy).await;
     client
