@@ -345,3 +345,50 @@ async fn filter_and_pre_approval_edits_apply_at_once_even_to_held_calls() {
         "held now, and denied: {echo}"
     );
 }
+
+/// A 2026-07-28 request declaring the Tasks extension (`_meta` members).
+const MODERN: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"io.modelcontextprotocol/clientInfo":{"name":"m","version":"1"}"#;
+
+async fn ask_modern(harness: &mut RawClient, method: &str, members: &str) -> Value {
+    ask(
+        harness,
+        method,
+        &format!(r#"{{{members},"_meta":{{{MODERN}}}}}"#),
+    )
+    .await
+}
+
+/// A sessionless 2026-07-28 harness's task is handed out under a handle the proxy mints;
+/// the server's own id (`task-1`, guessable) reaches nothing, from a modern request or a
+/// legacy harness, on `/mcp/<server>` as on `/mcp`.
+#[tokio::test]
+async fn a_modern_task_is_reached_by_its_handle_only() {
+    let proxy = Proxy::start(&common::server("t", "transparency-modern", &[]));
+    for url in [format!("{}/t", proxy.mcp_url), proxy.mcp_url.clone()] {
+        let mut a = RawClient::http_modern(&url);
+        let created = ask_modern(&mut a, "tools/call", r#""name":"slow","arguments":{}"#).await;
+        assert_eq!(created["result"]["resultType"], "task", "{url}: {created}");
+        let handle = created["result"]["taskId"].as_str().unwrap().to_string();
+        assert_eq!(handle.len(), 32, "{url}: {created}");
+        let mut b = RawClient::http_modern(&url);
+        for raw in ["task-1", "task-2"] {
+            let guessed = ask_modern(&mut b, "tasks/get", &format!(r#""taskId":"{raw}""#)).await;
+            assert_eq!(guessed["error"]["code"], -32602, "{url}: {guessed}");
+        }
+        let mut legacy = harness_at(&url, "legacy").await;
+        let raw = if url.ends_with("/t") {
+            "task-1"
+        } else {
+            "task-2"
+        };
+        let guessed = ask(
+            &mut legacy,
+            "tasks/get",
+            &format!(r#"{{"taskId":"{raw}"}}"#),
+        )
+        .await;
+        assert_eq!(guessed["error"]["code"], -32602, "{url}: {guessed}");
+        let own = ask_modern(&mut a, "tasks/get", &format!(r#""taskId":"{handle}""#)).await;
+        assert_eq!(own["result"]["taskId"], handle.as_str(), "{url}: {own}");
+    }
+}

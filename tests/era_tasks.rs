@@ -39,6 +39,18 @@ async fn ask_as(client: &mut RawClient, envelope: &str, method: &str, members: &
     serde_json::from_str(exchange.response()).expect("a JSON response")
 }
 
+/// The handle a task was handed out under: 32 hex digits.
+fn handle(created: &Value, what: &str) -> String {
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: a task id: {created}"));
+    assert!(
+        id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{what}: a handle, not the server's id: {created}"
+    );
+    id.to_string()
+}
+
 /// The whole life of two tasks on two servers, through one aggregating front.
 async fn tasks_reach_their_servers(client: &mut RawClient, what: &str) {
     let discovered = ask(client, "server/discover", "").await;
@@ -59,29 +71,37 @@ async fn tasks_reach_their_servers(client: &mut RawClient, what: &str) {
     )
     .await;
     assert_eq!(created["result"]["resultType"], "task", "{what}: {created}");
-    assert_eq!(created["result"]["taskId"], "a-task-1", "{what}: {created}");
+    // Handed out under a handle the proxy minted (128 random bits), never the server's id.
+    let a = handle(&created, what);
     let other = ask(
         client,
         "tools/call",
         r#""name":"b__slow","arguments":{"zeta":"on b"}"#,
     )
     .await;
-    assert_eq!(other["result"]["taskId"], "b-task-1", "{what}: {other}");
+    let b = handle(&other, what);
+    assert_ne!(a, b);
+    let by_server_id = ask(client, "tasks/get", r#""taskId":"a-task-1""#).await;
+    assert_eq!(
+        by_server_id["error"]["code"], -32602,
+        "{what}: {by_server_id}"
+    );
 
     // Polled at the server that made it (the other one does not know it: -32602).
-    let working = ask(client, "tasks/get", r#""taskId":"a-task-1""#).await;
+    let working = ask(client, "tasks/get", &format!(r#""taskId":"{a}""#)).await;
     assert_eq!(working["result"]["status"], "working", "{what}: {working}");
+    assert_eq!(working["result"]["taskId"], a.as_str(), "{what}: {working}");
     let update = ask(
         client,
         "tasks/update",
-        r#""taskId":"a-task-1","inputResponses":{}"#,
+        &format!(r#""taskId":"{a}","inputResponses":{{}}"#),
     )
     .await;
     assert_eq!(
         update["result"]["resultType"], "complete",
         "{what}: {update}"
     );
-    let done = ask(client, "tasks/get", r#""taskId":"a-task-1""#).await;
+    let done = ask(client, "tasks/get", &format!(r#""taskId":"{a}""#)).await;
     assert_eq!(done["result"]["status"], "completed", "{what}: {done}");
     assert_eq!(
         done["result"]["result"]["structuredContent"]["arguments"]["zeta"], "on a",
@@ -89,12 +109,12 @@ async fn tasks_reach_their_servers(client: &mut RawClient, what: &str) {
     );
 
     // Cancelled at its own server: b's task ends cancelled, a's other work is untouched.
-    let cancel = ask(client, "tasks/cancel", r#""taskId":"b-task-1""#).await;
+    let cancel = ask(client, "tasks/cancel", &format!(r#""taskId":"{b}""#)).await;
     assert_eq!(
         cancel["result"]["resultType"], "complete",
         "{what}: {cancel}"
     );
-    let cancelled = ask(client, "tasks/get", r#""taskId":"b-task-1""#).await;
+    let cancelled = ask(client, "tasks/get", &format!(r#""taskId":"{b}""#)).await;
     assert_eq!(
         cancelled["result"]["status"], "cancelled",
         "{what}: {cancelled}"

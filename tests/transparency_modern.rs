@@ -11,9 +11,10 @@
 
 mod common;
 
-use common::raw::{wait_listening, RawClient};
+use common::raw::{wait_listening, RawClient, Seen};
 use common::transcript::{assert_same, check_direct, golden, parse, step, Step};
 use common::{examples, server, HttpExampleServer, Proxy, Watcher};
+use serde_json::Value;
 
 /// The committed transcript of the direct runs.
 const GOLDEN: &str = concat!(
@@ -128,15 +129,33 @@ const SCRIPT: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Runs the script. A task is named in it by the server's id (`task-1`, `task-2`: the
+/// order it was made in); through the proxy a task is handed out under a handle it mints,
+/// which the script then names it by, and which reads as the server's id in the steps.
 async fn run_script(client: &mut RawClient) -> Vec<Step> {
     let mut steps = Vec::new();
+    let mut handles: Vec<(String, String)> = Vec::new();
     for (name, method, params) in SCRIPT {
-        let params = params.replace("$META", ENVELOPE);
-        let exchange = client
+        let mut params = params.replace("$META", ENVELOPE);
+        for (raw, handle) in &handles {
+            params = params.replace(&format!("\"{raw}\""), &format!("\"{handle}\""));
+        }
+        let mut exchange = client
             .request(method, Some(&params), &mut |m, r| {
                 panic!("unexpected server request {m}: {r}")
             })
             .await;
+        let created: Value = serde_json::from_str(exchange.response()).unwrap_or_default();
+        if created["result"]["resultType"] == "task" {
+            let given = created["result"]["taskId"].as_str().unwrap_or_default();
+            handles.push((format!("task-{}", handles.len() + 1), given.to_string()));
+        }
+        for seen in &mut exchange.messages {
+            let (Seen::Received(text) | Seen::Sent(text)) = seen;
+            for (raw, handle) in &handles {
+                *text = text.replace(&format!("\"{handle}\""), &format!("\"{raw}\""));
+            }
+        }
         steps.push(step(name, &exchange));
     }
     steps

@@ -98,6 +98,14 @@ impl Steps {
         self
     }
 
+    /// `step` after those so far, when there is one.
+    pub fn with_some(self, step: Option<impl Step + 'static>) -> Self {
+        match step {
+            Some(step) => self.with(step),
+            None => self,
+        }
+    }
+
     /// `step()` after those so far, when `wanted`.
     pub fn with_if<S: Step + 'static>(self, wanted: bool, step: impl FnOnce() -> S) -> Self {
         if wanted {

@@ -192,15 +192,24 @@ pub struct Registry {
 /// How many tasks created for modern requests are remembered (the oldest forgotten first).
 const MAX_MODERN_TASKS: usize = 4096;
 
-/// Tasks created for modern requests (2026-07-28, the Tasks extension): task id → the server
-/// that made it. A modern request is a harness of its own, gone with its answer, and the task
-/// id is all a later request has: any modern request naming it reaches that server.
+/// Tasks created for modern requests (2026-07-28, the Tasks extension). A modern request
+/// carries no session, so nothing tells one sessionless harness from another: the task is
+/// handed out under a handle the proxy mints (128 random bits), and the handle alone reaches
+/// it; the server's own id, which may be guessable, is never one a harness may use.
 #[derive(Debug)]
-struct ModernTasks(Parked<String, String>);
+struct ModernTasks {
+    /// Handle → (server, the server's task id).
+    by_handle: Parked<String, (String, String)>,
+    /// (server, the server's task id) → handle.
+    by_raw: HashMap<(String, String), String>,
+}
 
 impl Default for ModernTasks {
     fn default() -> Self {
-        Self(Parked::new(MAX_MODERN_TASKS))
+        Self {
+            by_handle: Parked::new(MAX_MODERN_TASKS),
+            by_raw: HashMap::new(),
+        }
     }
 }
 
@@ -432,15 +441,31 @@ impl Registry {
             .copied()
     }
 
-    /// Server `server` created task `task` for a modern request (a later one from another
-    /// server with the same id takes it over).
-    pub fn modern_task_created(&mut self, server: &str, task: &str) {
-        (self.modern_tasks.0).park(task.to_string(), server.to_string());
+    /// Server `server` created task `raw` for a modern request; it is handed out as `handle`.
+    pub fn modern_task_created(&mut self, server: &str, raw: &str, handle: &str) {
+        let tasks = &mut self.modern_tasks;
+        let key = (server.to_string(), raw.to_string());
+        if let Some(old) = tasks.by_raw.insert(key.clone(), handle.to_string()) {
+            tasks.by_handle.take(&old);
+        }
+        if let Some((_, evicted)) = tasks.by_handle.park(handle.to_string(), key) {
+            tasks.by_raw.remove(&evicted);
+        }
     }
 
-    /// The server of task `task`, created for a modern request.
-    pub fn modern_task_server(&self, task: &str) -> Option<String> {
-        self.modern_tasks.0.get(&task.to_string()).cloned()
+    /// The server and the server's id of the modern task handed out as `handle`.
+    pub fn modern_task(&self, handle: &str) -> Option<(String, String)> {
+        self.modern_tasks
+            .by_handle
+            .get(&handle.to_string())
+            .cloned()
+    }
+
+    /// The handle task `raw` of server `server` was handed out under, when a modern
+    /// request created it.
+    pub fn modern_task_handle(&self, server: &str, raw: &str) -> Option<&str> {
+        let key = (server.to_string(), raw.to_string());
+        self.modern_tasks.by_raw.get(&key).map(String::as_str)
     }
 
     /// The server of task `task` created by harness `id`, if it made one.
@@ -596,14 +621,17 @@ mod tests {
     #[test]
     fn modern_tasks_outlive_the_request_that_made_them() {
         let mut r = Registry::default();
-        r.join(9, Scope::All, Abilities::default(), false);
-        r.modern_task_created("a", "t-1");
-        r.modern_task_created("b", "t-2");
-        r.leave(9);
-        assert_eq!(r.modern_task_server("t-1").as_deref(), Some("a"));
-        assert_eq!(r.modern_task_server("t-2").as_deref(), Some("b"));
-        assert_eq!(r.modern_task_server("t-3"), None);
+        r.modern_task_created("a", "t-1", "h1");
+        r.modern_task_created("b", "t-1", "h2");
+        assert_eq!(r.modern_task("h1"), Some(("a".into(), "t-1".into())));
+        assert_eq!(r.modern_task("h2"), Some(("b".into(), "t-1".into())));
+        assert_eq!(r.modern_task("t-1"), None, "the server's id is no handle");
+        assert_eq!(r.modern_task_handle("a", "t-1"), Some("h1"));
         assert_eq!(r.task_server(9, "t-1"), None, "not a legacy harness's task");
+        // The same task handed out again: the old handle no longer reaches it.
+        r.modern_task_created("a", "t-1", "h3");
+        assert_eq!(r.modern_task("h1"), None);
+        assert_eq!(r.modern_task_handle("a", "t-1"), Some("h3"));
     }
 
     #[test]

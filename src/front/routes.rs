@@ -16,7 +16,7 @@ use super::registry::Scope;
 use super::steps::fallback::Fallback;
 use super::steps::shape::RewriteUris;
 use super::steps::subscription::UndoSubscription;
-use super::steps::tasks::{TaskCreation, TaskResult, TaskStatusRead};
+use super::steps::tasks::{with_task_id, TaskCreation, TaskHandle, TaskResult, TaskStatusRead};
 use super::steps::{self};
 use crate::mcp::era::Era;
 use crate::mcp::message::{self, Message};
@@ -91,17 +91,22 @@ pub fn by_target(harness: Arc<Harness>, message: Message, stream: Stream) {
         let server = server.clone();
         // Tasks are their creator's here too: another harness's is unknown, and a list
         // shows only the harness's own.
-        match message.method().unwrap_or_default() {
+        let (message, handle) = match message.method().unwrap_or_default() {
             "tasks/list" => return merge_lists(harness, message, stream, "tasks"),
-            "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update"
-                if !may_reach_task(&harness, &server, &message) =>
-            {
-                stream.finish(unknown_task(&message));
-                return;
+            "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" => {
+                match task_route(&harness, &message, Some(&server)) {
+                    TaskRoute::Owned(to, renamed, handle) if to == server => (renamed, handle),
+                    // A task the proxy never saw made: the server answers as it would.
+                    TaskRoute::Unknown => (message, None),
+                    TaskRoute::Owned(..) | TaskRoute::Foreign => {
+                        stream.finish(unknown_task(&message));
+                        return;
+                    }
+                }
             }
-            _ => {}
-        }
-        let steps = steps_for(&harness, &message);
+            _ => (message, None),
+        };
+        let steps = steps_for(&harness, &message).with_some(handle);
         return Exchange::start(&harness, &server, message, stream, None, steps);
     }
     let resolved = resolve(&harness, &message);
@@ -229,13 +234,13 @@ fn resolve(harness: &Harness, message: &Message) -> Resolved {
         }
         "completion/complete" => complete(harness, message, &names),
         "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" => {
-            match task_server(harness, message) {
-                Some(server) => Resolved::Send {
+            match task_route(harness, message, None) {
+                TaskRoute::Owned(server, message, handle) => Resolved::Send {
                     server,
-                    message: message.clone(),
-                    steps: steps(),
+                    steps: steps_for(harness, &message).with_some(handle),
+                    message,
                 },
-                None => Resolved::Answer(unknown_task(message)),
+                TaskRoute::Foreign | TaskRoute::Unknown => Resolved::Answer(unknown_task(message)),
             }
         }
         "tasks/list" => Resolved::Merge("tasks"),
@@ -377,30 +382,43 @@ pub fn subscription(harness: Arc<Harness>, message: Message, stream: Stream) {
     Exchange::start(&harness, &server, message, stream, None, steps);
 }
 
-/// The server of the task a `tasks/*` request names, when this harness created it (a
-/// modern request, a harness of its own, by the task id it holds).
-fn task_server(harness: &Harness, message: &Message) -> Option<String> {
-    let task = message.string(&["taskId"]).unwrap_or_default();
-    let registry = &harness.hub.tables().registry;
-    (registry.task_server(harness.id, &task)).or_else(|| {
-        let modern = harness.era() == Era::Modern;
-        modern.then(|| registry.modern_task_server(&task)).flatten()
-    })
+/// Whose the task a `tasks/*` request names is, as this harness sees it.
+enum TaskRoute {
+    /// This harness's: its server, the request as the server is to read it (a modern task's
+    /// handle replaced by the server's id), and the step putting the handle back.
+    Owned(String, Message, Option<TaskHandle>),
+    /// Made through the proxy, and not this harness's (another harness's, or a modern task
+    /// named by the server's id rather than its handle).
+    Foreign,
+    /// Never handed out by the proxy.
+    Unknown,
 }
 
-/// Whether this harness may ask server `server` about the task a `tasks/*` request names on
-/// the server's own endpoint: a task made through the proxy only by its creator (a modern
-/// request's, by modern requests); one the proxy never saw made goes to the server, which
-/// answers it as it would.
-fn may_reach_task(harness: &Harness, server: &str, message: &Message) -> bool {
+/// Whose the task a `tasks/*` request names is: a legacy harness's tasks are its session's;
+/// a modern request reaches a modern task by the handle it was handed out under, and only so.
+/// `at`: the server of a per-server endpoint, where a task is told foreign from unknown.
+fn task_route(harness: &Harness, message: &Message, at: Option<&str>) -> TaskRoute {
     let task = message.string(&["taskId"]).unwrap_or_default();
     let registry = &harness.hub.tables().registry;
-    match registry.task_owner(server, &task) {
-        Some(owner) => owner == harness.id,
-        None => match registry.modern_task_server(&task) {
-            Some(made_at) if made_at == server => harness.era() == Era::Modern,
-            _ => true,
-        },
+    if harness.era() == Era::Modern {
+        if let Some((server, raw)) = registry.modern_task(&task) {
+            let renamed = with_task_id(message.clone(), &task, &raw);
+            let handle = TaskHandle {
+                raw,
+                handle: task.into_owned(),
+            };
+            return TaskRoute::Owned(server, renamed, Some(handle));
+        }
+    } else if let Some(server) = registry.task_server(harness.id, &task) {
+        return TaskRoute::Owned(server, message.clone(), None);
+    }
+    let made_here = at.is_some_and(|server| {
+        registry.task_owner(server, &task).is_some()
+            || registry.modern_task_handle(server, &task).is_some()
+    });
+    match made_here {
+        true => TaskRoute::Foreign,
+        false => TaskRoute::Unknown,
     }
 }
 

@@ -1,9 +1,11 @@
 //! Tasks through the front (SEP-1686 of 2025-11-25, and the 2026-07-28 Tasks extension): a
 //! call answered with a task records who owns it and parks its mirrored call with the task;
-//! `tasks/get` and `tasks/result` answers end that mirrored call when the task ended.
+//! `tasks/get` and `tasks/result` answers end that mirrored call when the task ended. A task
+//! made for a modern request is handed out under a handle the proxy mints (`TaskHandle`).
 
-use crate::front::exchange::{Context, Flow, Step};
-use crate::mcp::message::{Kind, Message};
+use crate::front::answers::INTERNAL_ERROR;
+use crate::front::exchange::{Context, Course, Flow, Step};
+use crate::mcp::message::{self, Kind, Message};
 use crate::mcp::task::TaskStatus;
 
 /// The answer may create a task: its owner is recorded, and the call's mirror waits for the
@@ -23,18 +25,60 @@ impl Step for TaskCreation {
         let Some(task) = legacy.as_ref().or(modern.as_ref()) else {
             return Flow::Next(message);
         };
-        {
-            let registry = &mut x.hub().tables().registry;
-            match modern.is_some() {
-                true => registry.modern_task_created(&x.server, task),
-                false => registry.task_created(&x.server, task, x.harness),
+        let handed_out = match &modern {
+            None => {
+                let registry = &mut x.hub().tables().registry;
+                registry.task_created(&x.server, task, x.harness);
+                message
             }
-        }
+            Some(raw) => {
+                // Handed out under a handle only the proxy mints: no randomness, no task.
+                let Some(handle) = crate::unguessable::id() else {
+                    return Flow::Divert(Course::Refuse {
+                        code: INTERNAL_ERROR,
+                        message: "the proxy could not mint a task handle (no randomness)".into(),
+                    });
+                };
+                let registry = &mut x.hub().tables().registry;
+                registry.modern_task_created(&x.server, raw, &handle);
+                with_task_id(message, raw, &handle)
+            }
+        };
         // The call goes on as a task: its mirror ends with the task's result.
         if let Some(ticket) = x.ticket.take() {
             x.hub().park_task_ticket(&x.server, task, ticket);
         }
-        Flow::Next(message)
+        Flow::Next(handed_out)
+    }
+}
+
+/// A modern task's answers and the messages about it, its server's id replaced by the
+/// handle the harness holds (`taskId` members at any depth, `related-task` included).
+pub struct TaskHandle {
+    /// The server's id of the task.
+    pub raw: String,
+    /// The handle the harness named it by.
+    pub handle: String,
+}
+
+impl Step for TaskHandle {
+    fn related(&mut self, _x: &Context, message: Message) -> Option<Message> {
+        Some(with_task_id(message, &self.raw, &self.handle))
+    }
+
+    fn answer(&mut self, _x: &mut Context, message: Message) -> Flow {
+        Flow::Next(with_task_id(message, &self.raw, &self.handle))
+    }
+}
+
+/// `message` with every string `taskId` member that is `from` made `to`.
+pub fn with_task_id(message: Message, from: &str, to: &str) -> Message {
+    let renamed = message::rename_members(message.text(), &["taskId"], |id| {
+        (id == from).then(|| to.to_string())
+    });
+    match renamed.map(Message::parse) {
+        Some(Ok(renamed)) => renamed,
+        _ => message,
     }
 }
 
