@@ -42,10 +42,9 @@ impl ApprovalKey {
     fn from_drawn(
         drawn: Result<[u8; KEY_BYTES], ring::error::Unspecified>,
     ) -> Result<Self, String> {
-        let bytes = drawn.map_err(|_| {
-            "cannot draw the approval key: the system's random source failed".to_string()
-        })?;
-        Ok(Self(bytes.iter().map(|b| format!("{b:02x}")).collect()))
+        crate::unguessable::hex(drawn.ok())
+            .map(Self)
+            .ok_or_else(|| "cannot draw the approval key: the system's random source failed".into())
     }
 
     /// A key as written in its file: 32 hex digits (surrounding white space ignored).

@@ -7,9 +7,13 @@ use ring::rand::{SecureRandom, SystemRandom};
 /// caller refuses what it would have granted rather than make a guessable one.
 pub fn id() -> Option<String> {
     let mut bytes = [0u8; 16];
-    SystemRandom::new().fill(&mut bytes).ok()?;
+    hex(SystemRandom::new().fill(&mut bytes).map(|()| bytes).ok())
+}
+
+/// 16 drawn bytes as 32 lowercase hex digits; `None` when nothing could be drawn.
+pub fn hex(drawn: Option<[u8; 16]>) -> Option<String> {
     let mut out = String::with_capacity(32);
-    for byte in bytes {
+    for byte in drawn? {
         out.push(char::from(HEX[usize::from(byte >> 4)]));
         out.push(char::from(HEX[usize::from(byte & 0xf)]));
     }

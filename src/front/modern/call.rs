@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use super::super::answers::INTERNAL_ERROR;
 use super::super::harness::Harness;
 use super::super::hub::Hub;
+use super::super::in_flight::HarnessId;
 use super::super::naming::Route;
 use super::super::outbox::{Outgoing, Stream};
 use super::super::registry::{Abilities, Level, Need, Scope};
@@ -62,15 +63,17 @@ fn held() -> &'static Mutex<HashMap<u64, Held>> {
 /// the server the request goes to, its method, what it names, and a SHA-256 of its params
 /// without the members a retry adds or changes (`requestState`, `inputResponses`, `_meta`),
 /// read as values (member order and spacing aside): a state answers only the request it
-/// was minted for, where it was minted.
-fn binding(hub: &Hub, scope: &Scope, message: &Message) -> String {
+/// was minted for, where it was minted, and (on stdio, the one front where a modern request
+/// comes from a known harness) for whom.
+fn binding(hub: &Hub, scope: &Scope, harness: Option<HarnessId>, message: &Message) -> String {
     let method = message.method().unwrap_or_default();
     let named = era::named_by(method)
         .and_then(|member| message.string(&[member]))
         .unwrap_or_default();
-    let endpoint = match scope {
-        Scope::All => "/mcp",
-        Scope::Server(_) => "/mcp/",
+    let endpoint = match (scope, harness) {
+        (_, Some(harness)) => format!("stdio {harness}"),
+        (Scope::All, None) => "/mcp".to_string(),
+        (Scope::Server(_), None) => "/mcp/".to_string(),
     };
     let server = target(hub, scope, message).unwrap_or_default();
     let params = message
@@ -80,10 +83,11 @@ fn binding(hub: &Hub, scope: &Scope, message: &Message) -> String {
     format!("{endpoint}\n{server}\n{method}\n{named}\n{digest}")
 }
 
-/// Forward a modern request to the servers of `scope`.
+/// Forward a modern request to the servers of `scope` (`from`: the stdio harness that sent it).
 pub fn forward(
     hub: &Arc<Hub>,
     scope: Scope,
+    from: Option<HarnessId>,
     envelope: Envelope,
     message: Message,
     out: Stream,
@@ -104,7 +108,7 @@ pub fn forward(
         id: message.id().unwrap_or("null").to_string(),
         token: token_of(&message),
         method: message.method().unwrap_or_default().to_string(),
-        binding: binding(hub, &scope, &message),
+        binding: binding(hub, &scope, from, &message),
         declared,
         shape: shape(hub, &scope),
         level,
@@ -132,6 +136,7 @@ pub fn forward(
 pub fn resume(
     hub: &Arc<Hub>,
     scope: &Scope,
+    harness: Option<HarnessId>,
     envelope: &Envelope,
     message: Message,
     out: Stream,
@@ -147,13 +152,21 @@ pub fn resume(
         .string(&["requestState"])
         .unwrap_or_default()
         .into_owned();
-    let claims = match state::verify(&token, &binding(hub, scope, &message)) {
+    let claims = match state::verify(&token, &binding(hub, scope, harness, &message)) {
         Ok(claims) => claims,
         Err(refused) => {
             let to = target(hub, scope, &message);
             if to.is_some_and(|server| server_era(hub, &server) == Era::Modern) {
                 // Minted by a modern server: its own to judge.
-                forward(hub, scope.clone(), envelope.clone(), message, out, cancel);
+                forward(
+                    hub,
+                    scope.clone(),
+                    harness,
+                    envelope.clone(),
+                    message,
+                    out,
+                    cancel,
+                );
                 return Ok(());
             }
             return Err(refuse(refused.describe()));
@@ -468,6 +481,12 @@ impl Pump {
                 round: self.round,
                 resume: tx.clone(),
             };
+            let Some(minted) = state::mint(claims, &self.binding, ttl) else {
+                let why = "the proxy cannot mint a requestState: the system has no randomness";
+                let answer = era::error_answer(&self.id, INTERNAL_ERROR, why, None);
+                self.out.finish(answer);
+                return false;
+            };
             held()
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -475,7 +494,7 @@ impl Pump {
             let result = json!({
                 "resultType": "input_required",
                 "inputRequests": Value::Object(requests.clone()),
-                "requestState": state::mint(claims, &self.binding, ttl),
+                "requestState": minted,
             });
             let answer = super::super::answers::result_answer(&self.id, &result.to_string());
             self.out.finish(answer);

@@ -108,10 +108,24 @@ pub fn serve(
         "subscriptions/listen" => {
             listen::start(hub, arrival.scope, &envelope, message, out, cancel)
         }
-        _ if message.find(&["requestState"]).is_some() => {
-            call::resume(hub, &arrival.scope, &envelope, message, out, cancel)?
-        }
-        _ => call::forward(hub, arrival.scope, envelope, message, out, cancel),
+        _ if message.find(&["requestState"]).is_some() => call::resume(
+            hub,
+            &arrival.scope,
+            arrival.stdio,
+            &envelope,
+            message,
+            out,
+            cancel,
+        )?,
+        _ => call::forward(
+            hub,
+            arrival.scope,
+            arrival.stdio,
+            envelope,
+            message,
+            out,
+            cancel,
+        ),
     }
     Ok(Served::Answering)
 }

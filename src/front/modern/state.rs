@@ -40,16 +40,15 @@ impl Refused {
     }
 }
 
-fn key() -> &'static hmac::Key {
-    static KEY: OnceLock<hmac::Key> = OnceLock::new();
+/// The key, drawn once per process; `None` when the system had no randomness to give: no
+/// state is minted then, and none verifies (a key from the clock could be guessed).
+fn key() -> Option<&'static hmac::Key> {
+    static KEY: OnceLock<Option<hmac::Key>> = OnceLock::new();
     KEY.get_or_init(|| {
         let rng = ring::rand::SystemRandom::new();
-        hmac::Key::generate(hmac::HMAC_SHA256, &rng).unwrap_or_else(|_| {
-            // No system randomness: a key from the clock and the process, still per process.
-            let seed = format!("{:?}{}", SystemTime::now(), std::process::id());
-            hmac::Key::new(hmac::HMAC_SHA256, seed.as_bytes())
-        })
+        hmac::Key::generate(hmac::HMAC_SHA256, &rng).ok()
     })
+    .as_ref()
 }
 
 /// The members of a request's params a retry adds or changes: left out of its digest.
@@ -115,25 +114,26 @@ fn now_ms() -> u64 {
         .unwrap_or_default()
 }
 
-fn signed(payload: &str, binding: &str) -> hmac::Tag {
-    let mut context = hmac::Context::with_key(key());
+fn signed(key: &hmac::Key, payload: &str, binding: &str) -> hmac::Tag {
+    let mut context = hmac::Context::with_key(key);
     context.update(payload.as_bytes());
     context.update(b"\n");
     context.update(binding.as_bytes());
     context.sign()
 }
 
-/// The state for round `round` of held call `call`, bound to `binding` (the request's
-/// method and name), valid for `ttl`.
-pub fn mint(claims: Claims, binding: &str, ttl: Duration) -> String {
+/// The state for round `round` of held call `call`, bound to `binding` (what
+/// `call::binding` says of the request), valid for `ttl`; `None` without a key.
+pub fn mint(claims: Claims, binding: &str, ttl: Duration) -> Option<String> {
+    let key = key()?;
     let expires = now_ms() + ttl.as_millis() as u64;
     let payload = format!("v1.{}.{}.{expires}", claims.call, claims.round);
-    let tag = signed(&payload, binding);
-    format!(
+    let tag = signed(key, &payload, binding);
+    Some(format!(
         "{}.{}",
         URL_SAFE_NO_PAD.encode(payload),
         URL_SAFE_NO_PAD.encode(tag.as_ref())
-    )
+    ))
 }
 
 /// Verify a state the harness sent back with a request bound as `binding`.
@@ -147,7 +147,8 @@ pub fn verify(state: &str, binding: &str) -> Result<Claims, Refused> {
     let mut message = payload.clone().into_bytes();
     message.push(b'\n');
     message.extend_from_slice(binding.as_bytes());
-    hmac::verify(key(), &message, &tag).map_err(|_| Refused::Forged)?;
+    let key = key().ok_or(Refused::Forged)?;
+    hmac::verify(key, &message, &tag).map_err(|_| Refused::Forged)?;
     let parts: Vec<&str> = payload.split('.').collect();
     let [_, call, round, expires] = parts.as_slice() else {
         return Err(Refused::Forged);
@@ -188,7 +189,7 @@ mod tests {
     #[test]
     fn a_state_verifies_only_unaltered_for_its_own_request_before_it_expires() {
         let claims = Claims { call: 9, round: 2 };
-        let state = mint(claims, "tools/call elicit", Duration::from_secs(60));
+        let state = mint(claims, "tools/call elicit", Duration::from_secs(60)).unwrap();
         assert_eq!(verify(&state, "tools/call elicit"), Ok(claims));
         assert_eq!(verify(&state, "tools/call other"), Err(Refused::Forged));
         let (payload, tag) = state.split_once('.').unwrap();
@@ -199,7 +200,7 @@ mod tests {
         );
         assert_eq!(verify(payload, "tools/call elicit"), Err(Refused::Forged));
         assert_eq!(verify("", "x"), Err(Refused::Forged));
-        let old = mint(claims, "tools/call elicit", Duration::ZERO);
+        let old = mint(claims, "tools/call elicit", Duration::ZERO).unwrap();
         assert_eq!(verify(&old, "tools/call elicit"), Err(Refused::Expired));
         assert_ne!(next_call(), next_call());
     }

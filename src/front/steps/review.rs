@@ -48,8 +48,7 @@ impl Step for Review {
     }
 
     fn answer(&mut self, x: &mut Context, message: Message) -> Flow {
-        // Only a result is reviewed (an error has no content to hold).
-        let reviewed = message.kind() == Kind::Result;
+        let reviewed = under_review(&message);
         let Some(call) = self.call.take().filter(|_| reviewed) else {
             return Flow::Next(message);
         };
@@ -119,6 +118,14 @@ fn unshown(call: &Held, text: String, id: &str) -> Course {
     denied(call, "result", &decision, id)
 }
 
+/// Whether answer `message` is held for review: a result (an error has no content to hold),
+/// and not a 2026-07-28 server's request for input (no result yet: the retry is a call of its
+/// own, reviewed in turn).
+fn under_review(message: &Message) -> bool {
+    message.kind() == Kind::Result
+        && message.string(&["resultType"]).as_deref() != Some("input_required")
+}
+
 /// The answer to a reviewed call its server answered with a task: an `isError` result
 /// saying the task was withheld.
 fn withheld(call: &Held, id: &str) -> Course {
@@ -178,6 +185,20 @@ mod tests {
             "read".into(),
             &policy,
         )
+    }
+
+    #[test]
+    fn results_are_reviewed_and_errors_and_requests_for_input_are_not() {
+        let answer = |text: &str| Message::parse(text.to_string()).unwrap();
+        let result = answer(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#);
+        let modern =
+            answer(r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[]}}"#);
+        let input = answer(
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{}}}"#,
+        );
+        let error = answer(r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}"#);
+        assert!(under_review(&result) && under_review(&modern));
+        assert!(!under_review(&input) && !under_review(&error));
     }
 
     #[test]
