@@ -197,7 +197,7 @@ fn edit_latency(dir: &Path, plugins: &Path) -> (Vec<f64>, Vec<f64>) {
     std::fs::write(
         &config,
         format!(
-            "plugin_roots = [{:?}]\n[limits]\nwatch_debounce_ms = 50\n",
+            "plugin_roots = [{:?}]\n[limits]\nwatch_debounce_ms = 50\n[trust]\nmanifests = \"trusted\"\nplugins = \"trusted\"\ndirectories = \"trusted\"\n",
             plugins.display().to_string()
         ),
     )

@@ -111,7 +111,7 @@ fn main() {
         std::fs::write(
             &config,
             format!(
-                "plugin_roots = [{:?}]\n[limits]\nwatch_debounce_ms = 0\n",
+                "plugin_roots = [{:?}]\n[limits]\nwatch_debounce_ms = 0\n[trust]\nmanifests = \"trusted\"\nplugins = \"trusted\"\ndirectories = \"trusted\"\n",
                 root.display().to_string()
             ),
         )

@@ -25,6 +25,7 @@
 pub(crate) mod ahp;
 pub(crate) mod approval;
 pub(crate) mod approvers;
+pub(crate) mod ask_trust;
 pub(crate) mod authority;
 pub(crate) mod banner;
 pub mod catalog;
@@ -53,6 +54,8 @@ pub mod serve;
 pub mod spec;
 pub mod supervisor;
 pub(crate) mod tcp;
+pub mod trust;
+pub mod trusting;
 pub(crate) mod unguessable;
 pub mod untrusted;
 pub(crate) mod upstream;

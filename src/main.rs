@@ -153,6 +153,23 @@ enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Trust servers declared outside proxy.toml (manifests, plugin folders, directories,
+    /// client plugins), by name: each runs once trusted, until its definition changes. A
+    /// running proxy starts them within a second. Without a name, list what asks for trust
+    /// and what it would run.
+    Trust {
+        /// Servers to trust, by name or id.
+        names: Vec<String>,
+        /// Trust every server that waits.
+        #[arg(long, conflicts_with = "names")]
+        all: bool,
+    },
+    /// Trust a server no more: a running proxy stops it within a second, and asks again.
+    Untrust {
+        /// Servers, by name or id.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
 }
 
 /// Where the running proxy is.
@@ -237,6 +254,8 @@ fn main() -> ExitCode {
     }
     match command {
         Command::Check { json, start } => check(&config, config_file.as_deref(), json, start),
+        Command::Trust { names, all } => trust(&config, &names, all, true),
+        Command::Untrust { names } => trust(&config, &names, false, false),
         Command::Serve {
             listen,
             mcp_listen,
@@ -264,14 +283,56 @@ fn main() -> ExitCode {
     }
 }
 
+/// `trust` (`grant`) or `untrust` the servers `names` (`all`: every one waiting); no name:
+/// list them. Exit 1 when a name matches nothing or the decision cannot be kept.
+fn trust(config: &Config, names: &[String], all: bool, grant: bool) -> ExitCode {
+    let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
+    let catalog = Catalog::scan(ahp_proxy::catalog::Sources::of(config), &ctx);
+    let store = ahp_proxy::trust::TrustStore::open(&config.data_dir);
+    let asking = ahp_proxy::trusting::asking(&catalog, &store);
+    if names.is_empty() && !all {
+        print_out(&ahp_proxy::trusting::render(&asking));
+        return ExitCode::SUCCESS;
+    }
+    let picked = match ahp_proxy::trusting::pick(&asking, names, all) {
+        Ok(picked) => picked,
+        Err(why) => {
+            eprintln!("{why}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for server in picked {
+        let kept = match grant {
+            true => store.trust(&server.fingerprint, &server.name),
+            false => store.untrust(&server.fingerprint).map(|_| ()),
+        };
+        if let Err(error) = kept {
+            eprintln!("cannot write {}: {error}", store.path().display());
+            return ExitCode::FAILURE;
+        }
+        let said = if grant {
+            "trusted"
+        } else {
+            "no longer trusted"
+        };
+        print_out(&format!(
+            "{}: {said}\n",
+            ahp_proxy::untrusted::Escaped(&server.name)
+        ));
+    }
+    ExitCode::SUCCESS
+}
+
 fn check(config: &Config, file: Option<&Path>, json: bool, start: bool) -> ExitCode {
     let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
-    let catalog = Catalog::scan(ahp_proxy::serve::sources(config), &ctx);
+    let catalog = Catalog::scan(ahp_proxy::catalog::Sources::of(config), &ctx);
     let missing = check::missing_programs(&catalog);
     let outcomes = match start.then(|| runtime(false)) {
         None => None,
         Some(Ok(runtime)) => {
-            let outcomes = runtime.block_on(check::start::start_all(&config.supervisor, &catalog));
+            let trust = std::sync::Arc::new(ahp_proxy::trust::TrustStore::open(&config.data_dir));
+            let outcomes =
+                runtime.block_on(check::start::start_all(&config.supervisor, &catalog, trust));
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             Some(outcomes)
         }
@@ -340,7 +401,10 @@ fn remote_of(command: &Command) -> Option<&Remote> {
         | Command::Approvals { remote, .. }
         | Command::Approve { remote, .. }
         | Command::Deny { remote, .. } => Some(remote),
-        Command::Serve { .. } | Command::Check { .. } => None,
+        Command::Serve { .. }
+        | Command::Check { .. }
+        | Command::Trust { .. }
+        | Command::Untrust { .. } => None,
     }
 }
 
@@ -392,7 +456,10 @@ fn control(command: Command, endpoint: Endpoint) -> ExitCode {
             false,
             reason.as_deref(),
         )),
-        Command::Serve { .. } | Command::Check { .. } => 2,
+        Command::Serve { .. }
+        | Command::Check { .. }
+        | Command::Trust { .. }
+        | Command::Untrust { .. } => 2,
     };
     ExitCode::from(status)
 }

@@ -15,7 +15,6 @@ use crate::approvers::{ApprovalKey, KeyFile};
 use crate::banner::Banner;
 use crate::catalog::{Catalog, Sources};
 use crate::config::Config;
-use crate::discovery::configured::Configured;
 use crate::discovery::Context;
 use crate::front::naming::Policy;
 use crate::front::{Hub, Settings};
@@ -55,7 +54,7 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
     let mut signals = Signals::listen();
     let host = Arc::new(Host::new(&config));
     let ctx = Context::from_process(config.data_dir.clone(), &config.inputs.0);
-    let catalog = Catalog::scan(sources(&config), &ctx);
+    let catalog = Catalog::scan(Sources::of(&config), &ctx);
     tracing::info!(
         shown = config.clients.plugins,
         servers_launched = config.clients.launches_servers(config.ahp.listen),
@@ -135,9 +134,15 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
         config.supervisor.cgroups,
         options.watchdog.take(),
     );
-    let (supervisor, mut events) =
-        Supervisor::spawn(config.supervisor.clone(), connections.clone());
+    let trust = Arc::new(crate::trust::TrustStore::open(&config.data_dir));
+    let (supervisor, mut events) = Supervisor::spawn(
+        config.supervisor.clone(),
+        connections.clone(),
+        trust.clone(),
+    );
     host.set_control(supervisor.requests());
+    let (awaiting, mirror) = (supervisor.awaiting(), hub.mirror.clone());
+    let asking_trust = crate::ask_trust::start(awaiting, trust, mirror, &relaying);
     let bridge = {
         let host = host.clone();
         tokio::spawn(async move {
@@ -277,6 +282,7 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
         ahp,
         list_changes,
         sampling,
+        asking_trust,
         mirror: mirror_task,
     };
     let stops = Stops {
@@ -316,6 +322,8 @@ struct Tasks {
     list_changes: JoinHandle<()>,
     /// Whether a harness can answer sampling → host; ends on `relaying`.
     sampling: JoinHandle<()>,
+    /// Servers awaiting trust → questions in the harness chat; ends on `relaying`.
+    asking_trust: JoinHandle<()>,
     /// Harness tool calls → the AHP chat; ends once every front session is gone.
     mirror: JoinHandle<()>,
 }
@@ -363,6 +371,7 @@ impl Tasks {
         stops.relaying.cancel();
         within(Duration::from_secs(1), self.list_changes).await;
         within(Duration::from_secs(1), self.sampling).await;
+        within(Duration::from_secs(1), self.asking_trust).await;
         // Every session is gone: the mirror's queue closes and its last turn completes.
         drop(hub);
         within(Duration::from_secs(1), self.mirror).await;
@@ -564,20 +573,6 @@ mod pipes {
     }
 
     pub fn restore() {}
-}
-
-/// What proxy.toml asks discovery to look at.
-pub fn sources(config: &Config) -> Sources {
-    Sources {
-        plugin_roots: config.plugin_roots.clone(),
-        manifests: config.manifests.clone(),
-        directories: config.directories.clone(),
-        configured: (!config.servers.is_empty()).then(|| Configured {
-            file: config.path.clone(),
-            servers: config.servers.clone(),
-        }),
-        launch_client_servers: config.clients.launches_servers(config.ahp.listen),
-    }
 }
 
 /// Ctrl-C or SIGTERM, listened for from the moment it is made: a signal that comes once the

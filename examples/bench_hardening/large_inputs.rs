@@ -54,7 +54,7 @@ pub async fn manifest(binary: &Path, dir: &Path) -> bool {
         &root,
         "proxy.toml",
         &format!(
-            "manifests = [{:?}]\n[limits]\nwatch_debounce_ms = 0\n",
+            "manifests = [{:?}]\n[limits]\nwatch_debounce_ms = 0\n[trust]\nmanifests = \"trusted\"\nplugins = \"trusted\"\ndirectories = \"trusted\"\n",
             manifest.display().to_string()
         ),
         "",
@@ -112,7 +112,7 @@ pub async fn disabled(binary: &Path, dir: &Path, n: usize, base: f64) -> (f64, b
         &root,
         "proxy.toml",
         &format!(
-            "plugin_roots = [{:?}]\nmanifests = [{:?}]\n[limits]\nwatch_debounce_ms = 0\n",
+            "plugin_roots = [{:?}]\nmanifests = [{:?}]\n[limits]\nwatch_debounce_ms = 0\n[trust]\nmanifests = \"trusted\"\nplugins = \"trusted\"\ndirectories = \"trusted\"\n",
             root.join("plugins").display().to_string(),
             manifest.display().to_string()
         ),

@@ -60,6 +60,7 @@ impl Layout {
         layout.write_manifest(0);
         let config = format!(
             "plugin_roots = [{:?}]\nmanifests = [{:?}]\n\
+             [trust]\nmanifests = \"trusted\"\nplugins = \"trusted\"\n\
              [mcp]\nrequest_timeout_ms = 10000\n\
              [supervisor]\nrestart_delay_ms = 50\nrestart_delay_max_ms = 200\n\
              crash_loop_limit = 1000\nhealthy_after_ms = 1000\nstop_grace_ms = 500\n",

@@ -35,6 +35,25 @@ pub struct Sources {
     pub configured: Option<configured::Configured>,
     /// Whether the servers of plugins AHP clients publish are launched.
     pub launch_client_servers: bool,
+    /// Which sources' servers wait for the user's trust (`[trust]`).
+    pub trust: crate::trust::TrustPolicy,
+}
+
+impl Sources {
+    /// What proxy.toml asks discovery to look at.
+    pub fn of(config: &crate::config::Config) -> Self {
+        Self {
+            plugin_roots: config.plugin_roots.clone(),
+            manifests: config.manifests.clone(),
+            directories: config.directories.clone(),
+            configured: (!config.servers.is_empty()).then(|| configured::Configured {
+                file: config.path.clone(),
+                servers: config.servers.clone(),
+            }),
+            launch_client_servers: config.clients.launches_servers(config.ahp.listen),
+            trust: config.trust.clone(),
+        }
+    }
 }
 
 /// The smallest thing that is rescanned on its own.
@@ -242,7 +261,45 @@ impl Catalog {
                 .chain(self.clients.servers())
                 .cloned()
                 .collect(),
+            asks_trust: self.asks_trust(),
         }
+    }
+
+    /// The ids of the declared servers that run only once the user trusted them, by where
+    /// each was declared (`[trust]`); the first declaration of an id is the one that counts.
+    pub fn asks_trust(&self) -> std::collections::BTreeSet<String> {
+        use crate::trust::Source;
+        let policy = &self.sources.trust;
+        let mut seen = std::collections::HashSet::new();
+        let mut asks = std::collections::BTreeSet::new();
+        for (unit, scan) in &self.units {
+            let (source, at) = match unit {
+                Unit::Configured => (Source::Config, None),
+                Unit::Plugin { dir, .. } => (Source::Plugin, Some(dir.as_path())),
+                Unit::Manifest { path, .. } => (Source::Manifest, Some(path.as_path())),
+                Unit::Directory { index } => (
+                    Source::Directory,
+                    self.sources
+                        .directories
+                        .get(*index)
+                        .map(|d| d.path.as_path()),
+                ),
+            };
+            let asked = policy.asks(source, at);
+            for server in &scan.servers {
+                if seen.insert(server.id.as_str()) && asked {
+                    asks.insert(server.id.clone());
+                }
+            }
+        }
+        if policy.asks(Source::ClientPlugin, None) {
+            for server in self.clients.servers() {
+                if seen.insert(server.id.as_str()) {
+                    asks.insert(server.id.clone());
+                }
+            }
+        }
+        asks
     }
 
     /// Whether rescans since the last call changed what servers are declared, or how (a

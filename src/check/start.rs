@@ -3,6 +3,7 @@
 //! (or JSON). Nothing else of the proxy runs: no AHP, no MCP front.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -33,14 +34,38 @@ impl Outcome {
     }
 }
 
-/// Start every server of `catalog`, wait for each to settle, stop them; outcomes in catalog
-/// order.
-pub async fn start_all(config: &SupervisorConfig, catalog: &Catalog) -> Vec<Outcome> {
+/// Start every server of `catalog` that needs no trust or is trusted in `trust`, wait for
+/// each to settle, stop them; outcomes in catalog order (one awaiting trust says so).
+pub async fn start_all(
+    config: &SupervisorConfig,
+    catalog: &Catalog,
+    trust: Arc<crate::trust::TrustStore>,
+) -> Vec<Outcome> {
     let connections = Connections::new();
-    let (supervisor, mut events) = Supervisor::spawn(config.clone(), connections.clone());
+    let asks = catalog.asks_trust();
+    let untrusted = |server: &crate::discovery::DeclaredServer| {
+        asks.contains(&server.id)
+            && server
+                .launch
+                .as_ref()
+                .is_ok_and(|l| !trust.is_trusted(&crate::trust::fingerprint::fingerprint(l)))
+    };
+    let awaiting: Vec<String> = (catalog.servers())
+        .filter(|s| s.enabled && untrusted(s))
+        .map(|s| s.id.clone())
+        .collect();
+    let (supervisor, mut events) =
+        Supervisor::spawn(config.clone(), connections.clone(), trust.clone());
+    // A server awaiting trust is not started: there is nothing to wait for.
     let servers: Vec<(String, String, bool)> = catalog
         .servers()
-        .map(|s| (s.id.clone(), s.name.clone(), s.enabled))
+        .map(|s| {
+            (
+                s.id.clone(),
+                s.name.clone(),
+                s.enabled && !awaiting.contains(&s.id),
+            )
+        })
         .collect();
     let _ = supervisor.commands().send(catalog.supervision()).await;
     let mut settled: BTreeMap<String, Outcome> = BTreeMap::new();
@@ -89,6 +114,14 @@ pub async fn start_all(config: &SupervisorConfig, catalog: &Catalog) -> Vec<Outc
         .into_iter()
         .map(|(id, name, enabled)| match settled.remove(&id) {
             Some(outcome) => outcome,
+            None if awaiting.contains(&id) => Outcome {
+                detail: Some(format!(
+                    "not started: trust it first (ahp-proxy trust {name})"
+                )),
+                name,
+                state: "awaitingTrust",
+                tools: Vec::new(),
+            },
             None if !enabled => Outcome {
                 name,
                 state: "disabled",

@@ -25,6 +25,7 @@ fn tables() -> BTreeMap<&'static str, &'static str> {
             "supervisor" => "[supervisor]\n",
             "clients" => "[clients]\n",
             "approval" => "[approval]\n",
+            "trust" => "[trust]\n",
             "approval.servers.<name>" => "[approval.servers.a]\n",
             "approval.servers.<name>.tools.<tool>" => "[approval.servers.a.tools.t]\n",
             other => panic!("a table the test does not know: {other}"),

@@ -201,6 +201,12 @@ pub const APPROVAL_MODE: Text = text("approval.mode", "never");
 pub const APPROVAL_TIMEOUT_MS: Number = number("approval.timeout_ms", 300_000, 1_000, 86_400_000);
 pub const APPROVAL_ON_TIMEOUT: Text = text("approval.on_timeout", "deny");
 
+// ─── [trust] ───────────────────────────────────────────────────────────────
+pub const TRUST_MANIFESTS: Text = text("trust.manifests", "ask");
+pub const TRUST_PLUGINS: Text = text("trust.plugins", "ask");
+pub const TRUST_DIRECTORIES: Text = text("trust.directories", "ask");
+pub const TRUST_CLIENT_PLUGINS: Text = text("trust.client_plugins", "ask");
+
 // ─── [servers.<name>] ───────────────────────────────────────────────────────
 
 pub const SERVER_ENABLED: Flag = Flag {
@@ -302,6 +308,14 @@ pub const ALL: &[Key] = &[
     Key::Other(Other {
         name: "approval.servers.<name>.tools.<tool>.review_result",
         default: "`false`",
+    }),
+    Key::Text(TRUST_MANIFESTS),
+    Key::Text(TRUST_PLUGINS),
+    Key::Text(TRUST_DIRECTORIES),
+    Key::Text(TRUST_CLIENT_PLUGINS),
+    Key::Other(Other {
+        name: "trust.folders",
+        default: "`[]`",
     }),
     Key::Other(Other {
         name: "servers.<name>.type",

@@ -23,6 +23,7 @@ mod servers;
 mod settings;
 #[cfg(test)]
 mod tests;
+mod trust;
 
 use std::path::{Path, PathBuf};
 
@@ -82,6 +83,7 @@ impl Config {
         let directories = paths::directories(&mut checker, raw.directories, &resolver);
         let servers = servers::servers(&mut checker, raw.servers, &resolver);
         let approval = approval::approval(&mut checker, raw.approval);
+        let trust = trust::trust(&mut checker, raw.trust, &resolver);
         let config = ahp.map(|ahp| Config {
             ahp,
             agent,
@@ -91,6 +93,7 @@ impl Config {
             mcp,
             clients: sections::clients(raw.clients),
             approval,
+            trust,
             plugin_roots,
             manifests,
             servers,

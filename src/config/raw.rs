@@ -32,6 +32,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub approval: RawApproval,
     #[serde(default)]
+    pub trust: RawTrust,
+    #[serde(default)]
     pub servers: BTreeMap<Spanned<String>, Spanned<RawServer>>,
     #[serde(default)]
     pub directories: Vec<Spanned<RawDirectory>>,
@@ -121,6 +123,17 @@ pub(super) struct RawSupervisor {
 pub(super) struct RawClients {
     pub plugins: Option<bool>,
     pub launch_servers: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTrust {
+    pub manifests: Option<Spanned<String>>,
+    pub plugins: Option<Spanned<String>>,
+    pub directories: Option<Spanned<String>>,
+    pub client_plugins: Option<Spanned<String>>,
+    #[serde(default)]
+    pub folders: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -30,6 +30,8 @@ pub struct Config {
     pub clients: ClientsConfig,
     /// Which harness tool calls wait for an AHP client's approval (`[approval]`).
     pub approval: crate::approval::Policy,
+    /// Which server definitions wait for the user's trust (`[trust]`).
+    pub trust: crate::trust::TrustPolicy,
     /// Folders whose sub-folders are plugins, or single plugin folders.
     pub plugin_roots: Vec<PathBuf>,
     /// `plugins.json`, `.mcp.json`, VS Code `mcp.json` or Claude Desktop config files.

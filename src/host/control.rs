@@ -130,12 +130,17 @@ mod tests {
             .unwrap(),
         );
         let connections = crate::supervisor::connections::Connections::new();
-        let (supervisor, mut events) = Supervisor::spawn(config.supervisor.clone(), connections);
+        // Nothing here asks for trust: a store that is never written.
+        let trust = std::path::Path::new("/nonexistent/ahp-proxy-control-test");
+        let trust = std::sync::Arc::new(crate::trust::TrustStore::open(trust));
+        let (supervisor, mut events) =
+            Supervisor::spawn(config.supervisor.clone(), connections, trust);
         host.set_control(supervisor.requests());
         supervisor
             .commands()
             .send(Command::Sync {
                 servers: servers.clone(),
+                asks_trust: Default::default(),
             })
             .await
             .unwrap();

@@ -7,6 +7,7 @@
 
 mod alerts;
 pub mod auth;
+mod awaiting;
 pub mod connections;
 mod era_probes;
 mod failure;
@@ -27,7 +28,7 @@ pub mod upstream;
 pub use failure::Failure;
 pub use requests::{Request, Requests};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::SupervisorConfig;
 use crate::discovery::DeclaredServer;
 use crate::spec::{Launch, LaunchError};
+use crate::trust::TrustStore;
 
 /// Where a server is in its life, as the supervisor sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,13 +162,18 @@ pub enum Command {
     Sync {
         /// Every declared server, in catalog order (the first of a duplicated id wins).
         servers: Vec<Arc<DeclaredServer>>,
+        /// Those that run only once the user trusted what they would run.
+        asks_trust: BTreeSet<String>,
     },
 }
+
+pub use awaiting::{Awaiting, AwaitingTrust};
 
 /// The handle: send [`Command`]s, write [`Requests`], then [`Supervisor::shutdown`].
 pub struct Supervisor {
     commands: mpsc::Sender<Command>,
     requests: watch::Sender<Requests>,
+    awaiting: watch::Receiver<Awaiting>,
     shutdown: CancellationToken,
     owner: JoinHandle<()>,
 }
@@ -174,11 +181,14 @@ pub struct Supervisor {
 impl Supervisor {
     /// Start the supervisor. Transitions arrive on the returned receiver.
     /// Ready servers' connections are published in `connections`.
+    /// A server that asks for trust runs once `trust` holds its fingerprint.
     pub fn spawn(
         config: SupervisorConfig,
         connections: std::sync::Arc<connections::Connections>,
+        trust: Arc<TrustStore>,
     ) -> (Self, mpsc::Receiver<ServerEvent>) {
         let (commands, inbox) = mpsc::channel(1024);
+        let (awaiting_tx, awaiting) = watch::channel(Awaiting::new());
         let (requests, asked) = watch::channel(Requests::default());
         let (events, outbox) = mpsc::channel(1024);
         let (ended, endings) = mpsc::unbounded_channel();
@@ -192,17 +202,26 @@ impl Supervisor {
             toggles: HashMap::new(),
             ended,
             generation: 0,
+            trust,
+            asks_trust: BTreeSet::new(),
+            awaiting: awaiting_tx,
         };
         let owner = tokio::spawn(owner.run(inbox, endings, asked));
         (
             Self {
                 commands,
                 requests,
+                awaiting,
                 shutdown,
                 owner,
             },
             outbox,
         )
+    }
+
+    /// The servers awaiting the user's trust, kept current.
+    pub fn awaiting(&self) -> watch::Receiver<Awaiting> {
+        self.awaiting.clone()
     }
 
     /// A sender for commands (the watcher keeps one).
@@ -283,6 +302,12 @@ struct Owner {
     /// Where a task that ended on its own (stopped on purpose) says so: `(id, generation)`.
     ended: mpsc::UnboundedSender<(String, u64)>,
     generation: u64,
+    /// What the user trusted.
+    trust: Arc<TrustStore>,
+    /// The servers that run only once trusted.
+    asks_trust: BTreeSet<String>,
+    /// Those of them that wait now.
+    awaiting: watch::Sender<Awaiting>,
 }
 
 impl Owner {
@@ -294,10 +319,18 @@ impl Owner {
     ) {
         // The number of the last request taken.
         let mut seen = 0;
+        let mut trusted = self.trust.changes();
         loop {
             tokio::select! {
+                Ok(()) = trusted.changed() => {
+                    trusted.mark_unchanged();
+                    self.reconcile().await;
+                }
                 command = inbox.recv() => match command {
-                    Some(Command::Sync { servers }) => self.sync(servers).await,
+                    Some(Command::Sync { servers, asks_trust }) => {
+                        self.asks_trust = asks_trust;
+                        self.sync(servers).await
+                    }
                     None => break,
                 },
                 Ok(()) = asked.changed() => {
@@ -467,7 +500,14 @@ impl Owner {
 
     /// Whether `entry` should run: the latest request, else its own toggle (or declaration)
     /// and its container's toggle.
+    /// Whether server `entry` should run: trusted, and asked to or enabled.
     fn wants_to_run(&self, entry: &Entry) -> bool {
+        self.wanted(entry) && self.trusted(entry)
+    }
+
+    /// Whether server `entry` would run if trusted: asked to, or enabled (itself and its
+    /// container).
+    fn wanted(&self, entry: &Entry) -> bool {
         entry.request.unwrap_or_else(|| {
             let own = self
                 .toggles
@@ -488,6 +528,7 @@ impl Owner {
     /// a task for a server that should run and has none, and tell clients a server without
     /// a task is `stopped` when discovery showed it otherwise.
     async fn reconcile(&mut self) {
+        self.publish_awaiting();
         let mut to_start = Vec::new();
         let mut stopped = Vec::new();
         for (ById(declared), entry) in &self.servers {

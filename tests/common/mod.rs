@@ -166,7 +166,7 @@ impl Proxy {
         ahp_proxy::supervisor::https::install_provider();
         let dir = ScratchDir::new("proxy");
         let config_path = dir.path().join("proxy.toml");
-        std::fs::write(&config_path, config).expect("write config");
+        std::fs::write(&config_path, with_trust(config)).expect("write config");
         let mut command = Command::new(proxy());
         command
             .args(["--log-format", log_format.flag(), "--config"])
@@ -179,6 +179,8 @@ impl Proxy {
             .env_remove("AHP_PROXY_TOKEN")
             // Its approval key goes to `<scratch>/ahp-proxy/`, read back by `approval_key`.
             .env("XDG_RUNTIME_DIR", dir.path())
+            // Its trust decisions go to `<scratch>/data/ahp-proxy/trusted.json`.
+            .env("XDG_DATA_HOME", dir.path().join("data"))
             .envs(env.iter().copied())
             .stderr(Stdio::piped());
         if !listen.is_empty() {
@@ -476,6 +478,16 @@ impl Drop for HttpExampleServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `config` as tests run it: a test that says nothing of `[trust]` is not about trust, so
+/// every source's servers run as declared, as they did before trust existed; a test about
+/// trust writes its own `[trust]`.
+pub fn with_trust(config: &str) -> String {
+    if config.contains("[trust]") {
+        return config.to_string();
+    }
+    format!("{config}\n[trust]\nmanifests = \"trusted\"\nplugins = \"trusted\"\ndirectories = \"trusted\"\nclient_plugins = \"trusted\"\n")
 }
 
 /// An official `ahp` client connected over the official `ahp-ws` transport.
