@@ -33,6 +33,8 @@ pub struct Banner {
     pub servers_in_error: usize,
     /// Problems found in the files read (each is also logged).
     pub problems: usize,
+    /// The names of the servers that wait for the user's trust before they run.
+    pub awaiting_trust: Vec<String>,
 }
 
 impl Banner {
@@ -95,6 +97,13 @@ impl Banner {
             ));
         }
         lines.push(format!("  found    {found}"));
+        if !self.awaiting_trust.is_empty() {
+            lines.push(format!(
+                "  trust    {} await your trust before they run: {} (`ahp-proxy trust` lists what each would run; approve in the console or VS Code, or `ahp-proxy trust NAME`)",
+                self.awaiting_trust.len(),
+                self.awaiting_trust.join(", ")
+            ));
+        }
         lines.push(format!(
             "  status   ahp-proxy status --url {} (in another terminal); Ctrl-C stops",
             self.ahp_url
@@ -173,6 +182,16 @@ mod tests {
         assert!(
             !text.contains("console"),
             "no console line without a console"
+        );
+        assert!(!text.contains("trust"), "nothing awaits trust: {text}");
+        let waiting = Banner {
+            awaiting_trust: vec!["calc".into(), "notes".into()],
+            ..banner.clone()
+        };
+        let asked = waiting.lines().join("\n");
+        assert!(
+            asked.contains("  trust    2 await your trust before they run: calc, notes"),
+            "{asked}"
         );
         assert!(!text.contains("VS Code"), "{text}");
         let for_vscode = Banner {

@@ -352,6 +352,9 @@ fn check(config: &Config, file: Option<&Path>, json: bool, start: bool) -> ExitC
         let file = file.map(|f| std::path::absolute(f).unwrap_or_else(|_| f.to_path_buf()));
         print_out(&check::render_header(config, file.as_deref()));
         print_out(&check::render_text(&catalog, &missing));
+        let store = ahp_proxy::trust::TrustStore::open(&config.data_dir);
+        let asking = ahp_proxy::trusting::asking(&catalog, &store);
+        print_out(&ahp_proxy::trusting::render_awaiting(&asking));
         match &outcomes {
             Some(outcomes) => print_out(&check::start::render_text(outcomes)),
             None => print_out(&check::render_not_started(&catalog)),

@@ -105,6 +105,28 @@ pub fn render(asking: &[Asking]) -> String {
     out
 }
 
+/// What `check` adds: the servers that wait for trust, and how to trust them; nothing when
+/// none waits.
+pub fn render_awaiting(asking: &[Asking]) -> String {
+    let waiting: Vec<&Asking> = asking.iter().filter(|a| !a.trusted).collect();
+    if waiting.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("awaiting trust ({})\n", waiting.len());
+    for server in waiting {
+        out.push_str(&format!(
+            "  {}  declared at {}  (ahp-proxy trust {})\n",
+            Escaped(&server.name),
+            Escaped(&server.declared_at),
+            Escaped(&server.name)
+        ));
+        for line in server.described.lines() {
+            out.push_str(&format!("    {}\n", Escaped(line)));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,5 +166,11 @@ mod tests {
              clock (trusted) declared at /m.json:2:3\n  runs: clock-server\n  with environment: TOKEN\n"
         );
         assert!(render(&[]).starts_with("No server asks for trust"));
+        let check = render_awaiting(&[asking("notes", false), asking("clock", true)]);
+        assert_eq!(
+            check,
+            "awaiting trust (1)\n  notes  declared at /m.json:2:3  (ahp-proxy trust notes)\n    runs: notes-server\n    with environment: TOKEN\n"
+        );
+        assert_eq!(render_awaiting(&[asking("clock", true)]), "");
     }
 }

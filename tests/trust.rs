@@ -88,6 +88,17 @@ async fn a_manifests_server_runs_once_trusted_and_waits_again_when_it_changes() 
         !text.contains("echo"),
         "proxy.toml's own server asks nothing: {text}"
     );
+    let checked = said(&cli(&proxy, &["check"]));
+    assert!(
+        checked.contains("awaiting trust (1)\n  calc  declared at"),
+        "{checked}"
+    );
+    let status = said(&cli(&proxy, &["status", "--url", &proxy.url]));
+    assert!(
+        status.contains("awaiting trust: calc  (ahp-proxy trust calc"),
+        "{status}"
+    );
+    assert!(proxy.logs().contains("servers await trust before they run"));
 
     let trusted = cli(&proxy, &["trust", "calc"]);
     assert!(trusted.status.success(), "{}", said(&trusted));

@@ -107,6 +107,26 @@ pub fn pending(requests: &[SessionInputRequest]) -> Vec<Pending> {
         .collect()
 }
 
+/// What `status` adds about the servers the session asks the user to trust (pure): each
+/// with the question's id and how to answer it; nothing when none is asked about.
+pub fn awaiting_trust(requests: &[SessionInputRequest]) -> String {
+    let mut out = String::new();
+    for call in pending(requests) {
+        if call.tool != crate::ask_trust::TRUST_TOOL || call.waits != Waits::Call {
+            continue;
+        }
+        let input: serde_json::Value = serde_json::from_str(&call.input).unwrap_or_default();
+        let name = input["server"].as_str().unwrap_or_default();
+        out.push_str(&format!(
+            "awaiting trust: {}  (ahp-proxy trust {}, or ahp-proxy approve {})\n",
+            Escaped(name),
+            Escaped(name),
+            Escaped(&call.id)
+        ));
+    }
+    out
+}
+
 fn text(value: &StringOrMarkdown) -> String {
     match value {
         StringOrMarkdown::Plain(text) => text.clone(),

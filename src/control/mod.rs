@@ -275,6 +275,8 @@ pub async fn status(endpoint: &Endpoint, json: bool, watch: bool) -> u8 {
             format!("{}\n", json_escaped(&text))
         } else {
             let mut text = tree::render_text(&connection.url, connection.customizations(), &tools);
+            let asked = connection.state.input_needed.as_deref().unwrap_or(&[]);
+            text.push_str(&approvals::awaiting_trust(asked));
             text.push_str(&urls(&connection.url, endpoint.secret().as_deref()));
             text
         };
