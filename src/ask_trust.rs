@@ -149,7 +149,7 @@ fn question(call: u64, id: &str, server: &AwaitingTrust) -> CallStart {
         "fingerprint": server.fingerprint,
     });
     let message = format!(
-        "MCP server {} was declared in {}, which is not yours until you say so. It would start this:\n\n```\n{}\n```\n\nApprove to trust this definition and start it (asked again if it changes); deny to leave it stopped.",
+        "MCP server {} is declared in {}, outside proxy.toml: ahp-proxy runs it only once you trust it. It would start this:\n\n```\n{}\n```\n\nApprove to trust this definition and start it (you are asked again if it changes); deny to leave it stopped.",
         code_span(&server.name),
         code_span(&server.declared_at),
         server.described,

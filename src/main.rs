@@ -310,15 +310,13 @@ fn trust(config: &Config, names: &[String], all: bool, grant: bool) -> ExitCode 
             eprintln!("cannot write {}: {error}", store.path().display());
             return ExitCode::FAILURE;
         }
+        // Said on stderr: stdout is for the listing (and may be a harness's pipe).
         let said = if grant {
             "trusted"
         } else {
             "no longer trusted"
         };
-        print_out(&format!(
-            "{}: {said}\n",
-            ahp_proxy::untrusted::Escaped(&server.name)
-        ));
+        eprintln!("{}: {said}", ahp_proxy::untrusted::Escaped(&server.name));
     }
     ExitCode::SUCCESS
 }

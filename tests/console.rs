@@ -1785,6 +1785,38 @@ async fn held_in_console(browser: &Browser, tool: &str, count: u32) -> String {
     shown.as_str().unwrap_or_default().to_string()
 }
 
+/// Issue 44: a manifest's server that waits for trust is asked about at the top of the
+/// console, saying what it would run; Approve trusts it, and it starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_awaiting_trust_is_trusted_from_the_console() {
+    let _one = ONE_BROWSER.lock().await;
+    let dir = ScratchDir::new("console-trust");
+    let manifest = dir.path().join("project.mcp.json");
+    let declared = json!({"mcpServers": {"calc": {"command": examples(), "args": ["echo"]}}});
+    std::fs::write(&manifest, declared.to_string()).unwrap();
+    let proxy = Proxy::start(&format!(
+        "manifests = [{:?}]\n[trust]\nmanifests = \"ask\"\n",
+        manifest.display().to_string()
+    ));
+    let browser = console_with(&proxy, &[]).await;
+    let shown = held_in_console(&browser, "trust_mcp_server", 1).await;
+    for part in [
+        "Trust and run MCP server calc?",
+        &format!("runs: {} echo", examples()),
+        "project.mcp.json",
+        "Approve",
+    ] {
+        assert!(shown.contains(part), "{part:?} in {shown}");
+    }
+    server_state(&browser, "calc", "stopped").await;
+    browser.screenshot("trust-pending").await;
+    browser
+        .click(".approval[data-tool=\"trust_mcp_server\"] button.approve")
+        .await;
+    server_state(&browser, "calc", "ready").await;
+    browser.close().await;
+}
+
 /// Issue 32: a harness call held by `[approval]` shows at the top of the console with its
 /// tool, server, who asked, arguments and options, counted in the header (the count jumps
 /// to it); Approve with an edited input lets it through with that input; Deny with a reason
