@@ -322,4 +322,24 @@ fn check_says_a_token_is_required_and_never_shows_it() {
             "{stdout}{stderr}"
         );
     }
+    // Beyond loopback without one, it says the proxy would not start.
+    std::fs::write(
+        &config_path,
+        format!("[mcp]\nlisten = \"0.0.0.0:8766\"\n{}", config(None)),
+    )
+    .unwrap();
+    let output = std::process::Command::new(common::proxy())
+        .arg("--config")
+        .arg(&config_path)
+        .arg("check")
+        .env_remove("AHP_PROXY_MCP_TOKEN")
+        .output()
+        .expect("run ahp-proxy check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(
+            "will not start: not loopback and no token (set AHP_PROXY_MCP_TOKEN or mcp.token)"
+        ),
+        "{stdout}"
+    );
 }
