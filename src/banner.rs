@@ -19,6 +19,8 @@ pub struct Banner {
     pub vscode_url: Option<String>,
     /// The aggregated MCP endpoint over HTTP, when the HTTP front is on.
     pub mcp_url: Option<String>,
+    /// Whether that endpoint needs its access token (said, never shown).
+    pub mcp_token: bool,
     /// Whether MCP is also served on stdin/stdout.
     pub stdio: bool,
     /// The web console's URL (`http://` at the AHP address; the key in `token` when shown).
@@ -59,7 +61,12 @@ impl Banner {
             mcp.push("stdin/stdout".into());
         }
         if let Some(url) = &self.mcp_url {
-            mcp.push(format!("{url} (one server: {url}/<server>)"));
+            let token = if self.mcp_token {
+                "; token required"
+            } else {
+                ""
+            };
+            mcp.push(format!("{url} (one server: {url}/<server>{token})"));
         }
         if mcp.is_empty() {
             mcp.push("off ([mcp] http = false)".into());
@@ -194,6 +201,15 @@ mod tests {
             "{asked}"
         );
         assert!(!text.contains("VS Code"), "{text}");
+        let guarded = Banner {
+            mcp_token: true,
+            ..banner.clone()
+        };
+        let text = guarded.lines().join("\n");
+        assert!(
+            text.contains("/mcp (one server: http://127.0.0.1:8766/mcp/<server>; token required)"),
+            "{text}"
+        );
         let for_vscode = Banner {
             vscode_url: Some("ws://127.0.0.1:8765/?tkn=t".into()),
             ..banner

@@ -10,7 +10,8 @@
 //! `supervisor` (one lifecycle task per MCP server), `host` (AHP state, single writer), `ahp`
 //! (the WebSocket face), `console` (the web console's pages, served by `ahp`), `front` (the
 //! harness's MCP server), `tcp` (the accept step the listeners share), `authority` (a `Host`
-//! header's name and port), `descriptors` (the descriptor budget the listeners share),
+//! header's name and port), `bearer` (an access token presented and compared; which
+//! listeners need one), `descriptors` (the descriptor budget the listeners share),
 //! `file_read` (files someone named: regular, non-blocking, bounded), `guess` ("did you
 //! mean"), `untrusted` and `log_writer` (outside text made safe for log lines and the
 //! terminal), `heap` (freed memory given back), `park_spin` (the stdio worker watches its
@@ -28,6 +29,7 @@ pub(crate) mod approvers;
 pub(crate) mod ask_trust;
 pub(crate) mod authority;
 pub(crate) mod banner;
+pub(crate) mod bearer;
 pub mod catalog;
 pub mod check;
 pub mod config;

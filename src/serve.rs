@@ -44,7 +44,7 @@ const GIVE_BACK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1
 pub async fn run(mut config: Config, mut options: Options) -> Result<(), String> {
     let stdio = options.stdio;
     // Checked before anything starts: no server is launched for a proxy that will not run.
-    let token = access_token(&config)?;
+    let (token, mcp_token) = access_tokens(&config)?;
     // Who may decide held calls: the token's holders, else those given a key drawn now.
     let key = match token {
         Some(_) => None,
@@ -197,11 +197,9 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
         let mcp_addr = mcp_tcp
             .local_addr()
             .map_err(|e| format!("cannot read the bound address: {e}"))?;
-        if !mcp_addr.ip().is_loopback() {
-            tracing::warn!(addr = %mcp_addr, "the MCP front is listening on a non-loopback address without authentication");
-        }
-        tracing::info!(addr = %mcp_addr, url = %format!("http://{mcp_addr}/mcp"), "MCP endpoint listening");
+        tracing::info!(addr = %mcp_addr, url = %format!("http://{mcp_addr}/mcp"), token = mcp_token.is_some(), "MCP endpoint listening");
         banner.mcp_url = Some(format!("http://{mcp_addr}/mcp"));
+        banner.mcp_token = mcp_token.is_some();
     }
     // MCP Apps' Views run on an origin of their own: the same IP, another port.
     let views_want = std::net::SocketAddr::new(addr.ip(), config.ahp.views_port);
@@ -238,7 +236,10 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
             tcp,
             hub.clone(),
             health(&host, &hub),
-            config.mcp.allowed_hosts.clone(),
+            crate::front::http::Access {
+                allowed_hosts: config.mcp.allowed_hosts.clone(),
+                token: mcp_token,
+            },
             crate::front::http::Bounds {
                 max_connections: config.limits.max_connections,
                 max_sessions: config.mcp.max_sessions,
@@ -617,27 +618,35 @@ impl Signals {
     }
 }
 
-/// The AHP access token in effect: `AHP_PROXY_TOKEN`, else `ahp.token`. Listening on
-/// anything but loopback without one is refused.
-fn access_token(config: &Config) -> Result<Option<String>, String> {
-    let from_env = std::env::var(crate::config::TOKEN_ENV)
-        .ok()
-        .filter(|t| !t.is_empty());
-    if let Some(token) = &from_env {
-        if token.len() < 16 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!(
-                "{} must be at least 16 characters, without spaces or control characters",
-                crate::config::TOKEN_ENV
-            ));
-        }
-    }
-    let token = from_env.or_else(|| config.ahp.token.as_ref().map(|t| t.0.clone()));
-    let listen = config.ahp.listen;
-    if token.is_none() && !listen.ip().is_loopback() {
-        return Err(format!(
-            "refusing to serve AHP on {listen}, which is not a loopback address, without an access token: set {} (or ahp.token in the config), or listen on 127.0.0.1",
-            crate::config::TOKEN_ENV
-        ));
-    }
-    Ok(token)
+/// The AHP access token in effect: `AHP_PROXY_TOKEN`, else `ahp.token`; and the MCP front's:
+/// `AHP_PROXY_MCP_TOKEN`, else `mcp.token`. Listening on anything but loopback without one
+/// is refused.
+fn access_tokens(config: &Config) -> Result<(Option<String>, Option<String>), String> {
+    use crate::bearer::{in_effect, Source};
+    use crate::config::{MCP_TOKEN_ENV, TOKEN_ENV};
+    let ahp = Source {
+        face: "AHP",
+        env: TOKEN_ENV,
+        key: "ahp.token",
+    };
+    let mcp = Source {
+        face: "MCP over HTTP",
+        env: MCP_TOKEN_ENV,
+        key: "mcp.token",
+    };
+    let token = |t: &Option<crate::config::AccessToken>| t.as_ref().map(|t| t.0.clone());
+    Ok((
+        in_effect(
+            ahp,
+            std::env::var(TOKEN_ENV).ok(),
+            token(&config.ahp.token).as_deref(),
+            Some(config.ahp.listen),
+        )?,
+        in_effect(
+            mcp,
+            std::env::var(MCP_TOKEN_ENV).ok(),
+            token(&config.mcp.token).as_deref(),
+            config.mcp.listen,
+        )?,
+    ))
 }

@@ -7,8 +7,9 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::HeaderMap;
 
-use super::presented::{bearer, query_token, same};
+use super::presented::query_token;
 use crate::authority::{host_name, well_formed_host};
+use crate::bearer::{bearer, same};
 use crate::config::{normalize_origin, AhpConfig};
 use crate::untrusted::Untrusted;
 

@@ -1,16 +1,8 @@
 //! How a connection presents a secret (the access token, or the approval key): an
 //! `Authorization: Bearer` header, `?token=` (browsers cannot set headers on a WebSocket) or
-//! VS Code's `?tkn=`; compared in constant time; and the URL to paste into VS Code, with the
-//! secret in `tkn`. Pure.
-
-use http::HeaderMap;
-
-/// The `Authorization: Bearer` value, if any.
-pub fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
+//! VS Code's `?tkn=`; compared in constant time (the header and the comparison are
+//! `crate::bearer`'s, which the MCP front shares); and the URL to paste into VS Code, with
+//! the secret in `tkn`. Pure.
 
 /// `token=` in the query (for browsers, which cannot set headers on a WebSocket), or
 /// `tkn=`, where VS Code puts it (`connectionTokenQueryName`, its base/common/network.ts).
@@ -72,11 +64,6 @@ fn percent_decode(text: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Equal, in time that depends only on the lengths.
-pub fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

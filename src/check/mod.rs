@@ -124,7 +124,8 @@ pub fn render_header(config: &Config, file: Option<&Path>) -> String {
     out.push_str(&format!("AHP endpoint   ws://{}\n", config.ahp.listen));
     match config.mcp.listen {
         Some(addr) => out.push_str(&format!(
-            "MCP endpoint   http://{addr}/mcp (and /mcp/<server>)\n"
+            "MCP endpoint   http://{addr}/mcp (and /mcp/<server>){}\n",
+            mcp_access(config, addr)
         )),
         None => out.push_str("MCP endpoint   stdio only (serve --stdio)\n"),
     }
@@ -144,6 +145,20 @@ pub fn render_header(config: &Config, file: Option<&Path>) -> String {
     }
     out.push_str(&approval::lines(&config.approval));
     out
+}
+
+/// What the MCP endpoint asks of a harness, never the token itself: it is set (in the
+/// environment or the config), or the endpoint would not start.
+fn mcp_access(config: &Config, addr: std::net::SocketAddr) -> String {
+    let env = crate::config::MCP_TOKEN_ENV;
+    let from_env = std::env::var_os(env).is_some_and(|v| !v.is_empty());
+    if from_env || config.mcp.token.is_some() {
+        "; token required".into()
+    } else if crate::bearer::needs_token(addr.ip()) {
+        format!("; will not start: not loopback and no token (set {env} or mcp.token)")
+    } else {
+        String::new()
+    }
 }
 
 /// The tree as indented text, one customization per line, problems at the end; names and

@@ -121,6 +121,10 @@ pub const MCP_HTTP: Flag = Flag {
     default: true,
 };
 pub const MCP_LISTEN: Text = text("mcp.listen", "127.0.0.1:8766");
+pub const MCP_TOKEN: Other = Other {
+    name: "mcp.token",
+    default: "none",
+};
 pub const MCP_PREFIX: Text = text("mcp.prefix", "on-collision");
 pub const MCP_SEPARATOR: Text = text("mcp.separator", "__");
 pub const MCP_REQUEST_TIMEOUT_MS: Number =
@@ -257,6 +261,7 @@ pub const ALL: &[Key] = &[
     }),
     Key::Flag(MCP_HTTP),
     Key::Text(MCP_LISTEN),
+    Key::Other(MCP_TOKEN),
     Key::Other(Other {
         name: "mcp.allowed_hosts",
         default: "`[]`",

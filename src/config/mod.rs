@@ -32,7 +32,7 @@ pub use origin::normalize_origin;
 pub use paths::normalize;
 pub use settings::{
     AccessToken, AgentConfig, AhpConfig, ClientsConfig, Config, Inputs, Limits, McpConfig,
-    ServerConfig, SessionConfig, SupervisorConfig, TOKEN_ENV,
+    ServerConfig, SessionConfig, SupervisorConfig, MCP_TOKEN_ENV, TOKEN_ENV,
 };
 
 use checker::Checker;

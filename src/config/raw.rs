@@ -97,6 +97,7 @@ pub(super) struct RawLimits {
 pub(super) struct RawMcp {
     pub http: Option<bool>,
     pub listen: Option<Spanned<String>>,
+    pub token: Option<Spanned<String>>,
     pub prefix: Option<Spanned<String>>,
     pub separator: Option<Spanned<String>>,
     pub request_timeout_ms: Option<Spanned<i64>>,

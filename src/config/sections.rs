@@ -16,7 +16,9 @@ use crate::spec::NamePrefix;
 /// `[ahp]`; `None` when `listen` is not an address (that is a problem already).
 pub(super) fn ahp(checker: &mut Checker<'_>, raw: RawAhp) -> Option<AhpConfig> {
     let listen = checker.address(&keys::AHP_LISTEN, raw.listen);
-    let token = raw.token.and_then(|token| access_token(checker, token));
+    let token = raw
+        .token
+        .and_then(|token| access_token(checker, token, keys::AHP_TOKEN.name, super::TOKEN_ENV));
     let mut allowed_origins = Vec::new();
     for origin in raw.allowed_origins.unwrap_or_default() {
         match normalize_origin(origin.get_ref()) {
@@ -41,15 +43,18 @@ pub(super) fn ahp(checker: &mut Checker<'_>, raw: RawAhp) -> Option<AhpConfig> {
     })
 }
 
-fn access_token(checker: &mut Checker<'_>, token: Spanned<String>) -> Option<AccessToken> {
-    let value = token.get_ref();
-    if value.len() < 16 || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+/// A token key's value (`key`, which the environment variable `env` overrides), checked.
+fn access_token(
+    checker: &mut Checker<'_>,
+    token: Spanned<String>,
+    key: &str,
+    env: &str,
+) -> Option<AccessToken> {
+    if !crate::bearer::well_formed(token.get_ref()) {
         checker.problem(
             token.span().start,
             format!(
-                "{} must be at least 16 characters, without spaces or control characters (prefer the {} environment variable to a token in this file)",
-                keys::AHP_TOKEN.name,
-                super::TOKEN_ENV
+                "{key} must be at least 16 characters, without spaces or control characters (prefer the {env} environment variable to a token in this file)"
             ),
         );
         return None;
@@ -79,8 +84,12 @@ pub(super) fn mcp(checker: &mut Checker<'_>, raw: RawMcp) -> McpConfig {
         None => defaults.separator,
         Some(value) => separator(checker, value).unwrap_or(defaults.separator),
     };
+    let token = raw
+        .token
+        .and_then(|token| access_token(checker, token, keys::MCP_TOKEN.name, super::MCP_TOKEN_ENV));
     McpConfig {
         listen: listen.filter(|_| raw.http.unwrap_or(keys::MCP_HTTP.default)),
+        token,
         prefix,
         separator,
         request_timeout: checker.millis(&keys::MCP_REQUEST_TIMEOUT_MS, raw.request_timeout_ms),

@@ -77,7 +77,7 @@ pub struct AhpConfig {
     pub allowed_hosts: Vec<String>,
 }
 
-/// A secret shared with AHP clients. `Debug` never prints it.
+/// A secret shared with AHP clients or MCP harnesses. `Debug` never prints it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct AccessToken(pub String);
 
@@ -89,6 +89,10 @@ impl fmt::Debug for AccessToken {
 
 /// The environment variable that holds the AHP access token (it wins over `ahp.token`).
 pub const TOKEN_ENV: &str = "AHP_PROXY_TOKEN";
+
+/// The environment variable that holds the MCP front's access token (it wins over
+/// `mcp.token`).
+pub const MCP_TOKEN_ENV: &str = "AHP_PROXY_MCP_TOKEN";
 
 /// `[agent]`: the `AgentInfo` describing the wrapped harness.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,6 +117,10 @@ pub struct SessionConfig {
 pub struct McpConfig {
     /// Where `/mcp` and `/mcp/<server>` are served; `None` when `http = false`.
     pub listen: Option<SocketAddr>,
+    /// The token every request to `/mcp` and `/mcp/<server>` must present as
+    /// `Authorization: Bearer` (`AHP_PROXY_MCP_TOKEN` in the environment overrides it).
+    /// Required to listen on anything but loopback.
+    pub token: Option<AccessToken>,
     /// When tool and prompt names get their server's prefix in `/mcp`.
     pub prefix: NamePrefix,
     /// Between the server's name and the tool's, e.g. `notes__add_note`.
@@ -134,6 +142,7 @@ impl Default for McpConfig {
     fn default() -> Self {
         Self {
             listen: keys::MCP_LISTEN.default.parse().ok(),
+            token: None,
             // `keys::MCP_PREFIX.default`; the defaults test holds the two equal.
             prefix: NamePrefix::OnCollision,
             separator: keys::MCP_SEPARATOR.default.into(),

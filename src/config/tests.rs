@@ -78,6 +78,23 @@ fn endpoint_security_keys_are_checked_and_the_token_never_printed() {
     assert!(error("[limits]\nidle_timeout_ms = 10\n").contains("limits.idle_timeout_ms"));
 }
 
+#[test]
+fn the_mcp_token_is_checked_like_the_ahp_one_and_never_printed() {
+    let config = parse("[mcp]\ntoken = \"fedcba9876543210\"\n").unwrap();
+    assert_eq!(
+        config.mcp.token.as_ref().map(|t| t.0.as_str()),
+        Some("fedcba9876543210")
+    );
+    assert!(!format!("{config:?}").contains("fedcba9876543210"));
+    let message = error("[mcp]\ntoken = \"too short\"\n");
+    assert!(
+        message.contains("proxy.toml:2:9: mcp.token must be at least 16"),
+        "{message}"
+    );
+    assert!(message.contains("AHP_PROXY_MCP_TOKEN"), "{message}");
+    assert!(!message.contains("too short"), "{message}");
+}
+
 /// The provider is the scheme of the session URIs (`<provider>:/default`): a URI scheme, not
 /// one of the host's other channels.
 #[test]

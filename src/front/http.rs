@@ -2,8 +2,9 @@
 //! `/mcp/<server>` one server's own. A POSTed request is answered as plain JSON when its
 //! answer is the first thing to send, else as an event stream carrying what the server sent
 //! about it first; GET opens the session's stream for everything else; DELETE ends it.
-//! `Host` and `Origin` are checked against DNS rebinding; loopback by default. `GET /healthz`
-//! answers the proxy's health summary.
+//! `Host` and `Origin` are checked against DNS rebinding; loopback by default; then the
+//! access token, when one is in effect (`http_auth`). `GET /healthz` answers the proxy's
+//! health summary, open to all.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -23,6 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use super::answers::error_answer;
 use super::harness::Harness;
+use super::http_auth::{metadata_for, Auth};
 use super::http_reply::{empty, json, json_error, plain, sse_response, Body};
 use super::hub::Hub;
 use super::outbox::{Outgoing, Stream};
@@ -65,6 +67,15 @@ struct Session {
     streams: super::replay::Streams,
 }
 
+/// Who may use the front: the `Host` names it answers to and the access token.
+#[derive(Debug, Default)]
+pub struct Access {
+    /// `Host` headers accepted besides loopback names and the listen address.
+    pub allowed_hosts: Vec<String>,
+    /// The token every request but `/healthz` and the metadata must present, if any.
+    pub token: Option<String>,
+}
+
 /// `GET /healthz`'s JSON body, worked out when asked (the serve wiring's summary).
 pub type Health = Arc<dyn Fn() -> String + Send + Sync>;
 
@@ -74,6 +85,7 @@ struct Front {
     health: Health,
     /// Accepted `Host` headers.
     hosts: Vec<String>,
+    auth: Auth,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     bounds: Bounds,
 }
@@ -86,12 +98,13 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
 }
 
 /// Serve until `shutdown`, then wait (briefly) for open connections to finish. Requests must
-/// name a loopback host, the listen address, or one of `allowed_hosts` in `Host`.
+/// name a loopback host, the listen address, or one of `allowed_hosts` in `Host`, and present
+/// the token when `access` has one.
 pub async fn serve(
     listener: TcpListener,
     hub: Arc<Hub>,
     health: Health,
-    allowed_hosts: Vec<String>,
+    access: Access,
     bounds: Bounds,
     shutdown: CancellationToken,
 ) {
@@ -101,11 +114,12 @@ pub async fn serve(
             hosts.push(addr.ip().to_string());
         }
     }
-    hosts.extend(allowed_hosts);
+    hosts.extend(access.allowed_hosts);
     let front = Arc::new(Front {
         hub,
         health,
         hosts,
+        auth: Auth::new(access.token),
         sessions: Mutex::default(),
         bounds,
     });
@@ -165,6 +179,16 @@ impl Front {
         let path = request.uri().path().to_string();
         if path == "/healthz" {
             return self.healthz(request.method());
+        }
+        // The guard let exactly one well-formed `Host` through.
+        let host = (request.headers().get(http::header::HOST))
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost");
+        if let Some(endpoint) = metadata_for(&path) {
+            return self.auth.metadata(host, endpoint);
+        }
+        if let Some(refused) = self.auth.refuse(request.headers(), host, &path) {
+            return refused;
         }
         let Some(scope) = self.scope(&path) else {
             return plain(

@@ -13,6 +13,7 @@ pub mod exchange;
 pub mod harness;
 pub mod harness_state;
 pub mod http;
+pub mod http_auth;
 pub mod http_modern;
 pub mod http_reply;
 pub mod hub;

@@ -105,6 +105,15 @@ impl Proxy {
         Self::launch_with(config, false, listen, env, LogFormat::Json).0
     }
 
+    /// Start the binary with the MCP HTTP front on `mcp_listen` (e.g. `0.0.0.0:0`) and extra
+    /// environment; `Proxy::mcp_url` is then on loopback.
+    pub fn start_mcp_on(config: &str, mcp_listen: &str, env: &[(&str, &str)]) -> Self {
+        let (command, dir) = Self::command_mcp(config, "127.0.0.1:0", mcp_listen, env);
+        let mut proxy = Self::spawned(command, dir, false).0;
+        proxy.mcp_url = proxy.mcp_url.replace("://0.0.0.0:", "://127.0.0.1:");
+        proxy
+    }
+
     /// Start the binary with its text log (`--log-format text`, what a person reads) and
     /// `RUST_LOG=debug`.
     pub fn start_with_text_log(config: &str) -> Self {
@@ -162,6 +171,28 @@ impl Proxy {
         env: &[(&str, &str)],
         log_format: LogFormat,
     ) -> (Command, ScratchDir) {
+        let mcp_listen = if stdio { None } else { Some("127.0.0.1:0") };
+        Self::command_with(config, listen, mcp_listen, env, log_format)
+    }
+
+    /// The command that runs the binary with MCP over HTTP on `mcp_listen`.
+    fn command_mcp(
+        config: &str,
+        listen: &str,
+        mcp_listen: &str,
+        env: &[(&str, &str)],
+    ) -> (Command, ScratchDir) {
+        Self::command_with(config, listen, Some(mcp_listen), env, LogFormat::Json)
+    }
+
+    /// `command`'s body: `--stdio` when `mcp_listen` is `None`.
+    fn command_with(
+        config: &str,
+        listen: &str,
+        mcp_listen: Option<&str>,
+        env: &[(&str, &str)],
+        log_format: LogFormat,
+    ) -> (Command, ScratchDir) {
         // Tests build HTTP clients (rmcp's, reqwest) once a proxy runs: TLS must be ready.
         ahp_proxy::supervisor::https::install_provider();
         let dir = ScratchDir::new("proxy");
@@ -177,6 +208,7 @@ impl Proxy {
                 std::env::var("PROXY_LOG").unwrap_or_else(|_| "info".into()),
             )
             .env_remove("AHP_PROXY_TOKEN")
+            .env_remove("AHP_PROXY_MCP_TOKEN")
             // Its approval key goes to `<scratch>/ahp-proxy/`, read back by `approval_key`.
             .env("XDG_RUNTIME_DIR", dir.path())
             // Its trust decisions go to `<scratch>/data/ahp-proxy/trusted.json`.
@@ -186,17 +218,16 @@ impl Proxy {
         if !listen.is_empty() {
             command.args(["--listen", listen]);
         }
-        if stdio {
-            command
+        match mcp_listen {
+            None => command
                 .arg("--stdio")
                 .stdin(Stdio::piped())
-                .stdout(Stdio::piped());
-        } else {
-            command
-                .args(["--mcp-listen", "127.0.0.1:0"])
+                .stdout(Stdio::piped()),
+            Some(mcp_listen) => command
+                .args(["--mcp-listen", mcp_listen])
                 .stdin(Stdio::null())
-                .stdout(Stdio::null());
-        }
+                .stdout(Stdio::null()),
+        };
         (command, dir)
     }
 
