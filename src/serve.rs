@@ -63,14 +63,7 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
     let customizations = catalog.customizations();
     let mut banner = found(&catalog, &customizations);
     let trust = Arc::new(crate::trust::TrustStore::open(&config.data_dir));
-    banner.awaiting_trust = (crate::trusting::asking(&catalog, &trust).into_iter())
-        .filter(|server| !server.trusted)
-        .map(|server| server.name)
-        .collect();
-    if !banner.awaiting_trust.is_empty() {
-        let names = banner.awaiting_trust.join(", ");
-        tracing::info!(servers = %names, "servers await trust before they run (ahp-proxy trust)");
-    }
+    banner.awaiting_trust = crate::trusting::waiting(&catalog, &trust);
     banner.config = options.config_file.clone();
     banner.stdio = stdio;
     tracing::info!(

@@ -48,6 +48,20 @@ pub fn asking(catalog: &Catalog, store: &TrustStore) -> Vec<Asking> {
         .collect()
 }
 
+/// The names of the servers of `catalog` that wait for trust in `store` (logged when some do).
+pub fn waiting(catalog: &Catalog, store: &TrustStore) -> Vec<String> {
+    let names: Vec<String> = (asking(catalog, store).into_iter())
+        .filter(|server| !server.trusted)
+        .map(|server| server.name)
+        .collect();
+    if !names.is_empty() {
+        let servers = names.join(", ");
+        let servers = crate::untrusted::Untrusted(&servers);
+        tracing::info!(%servers, "servers await trust before they run (ahp-proxy trust)");
+    }
+    names
+}
+
 /// The servers `names` pick (by name or id; every one still waiting with `all`): `Err` names
 /// the first name that matches none.
 pub fn pick<'a>(
