@@ -139,3 +139,36 @@ async fn a_call_to_a_restarting_server_waits_only_for_its_restart() {
     let echoed = call(&mut harness, "echo", r#"{"text":"back"}"#).await;
     assert_eq!(echoed["result"]["content"][0]["text"], "back", "{echoed}");
 }
+
+/// Issue 46: a harness on stdio is never made to wait for `initialize`. With a server that
+/// takes a minute to start beside a fast one, and a first-list wait of ten minutes, the
+/// `initialize` answer comes at once (a wait would outlast `common::PATIENCE`), promising
+/// every list with `listChanged` while the slow server is not ready.
+#[tokio::test(flavor = "multi_thread")]
+async fn initialize_on_stdio_never_waits_for_a_slow_server() {
+    let config = format!(
+        "{}{}{NEVER_SETTLES}",
+        server("fast", "echo", &[]),
+        server("slow", "notes", &["--start-delay-ms", "60000"])
+    );
+    let (proxy, (stdout, stdin)) = Proxy::start_stdio(&config);
+    let mut harness = RawClient::stdio(stdout, stdin);
+    let init = harness
+        .request(
+            "initialize",
+            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"waits","version":"1"}}"#),
+            &mut |method, _| panic!("unexpected {method}"),
+        )
+        .await;
+    let init = json(init.response());
+    let capabilities = &init["result"]["capabilities"];
+    for list in ["tools", "prompts", "resources"] {
+        assert_eq!(capabilities[list]["listChanged"], true, "{list}: {init}");
+    }
+    let ahp = Watcher::open(&proxy).await;
+    assert_ne!(
+        ahp.server("slow")["state"]["kind"],
+        "ready",
+        "answered before it"
+    );
+}

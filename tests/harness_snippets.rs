@@ -135,9 +135,11 @@ async fn serves_echo_then_exits(mut child: tokio::process::Child) {
 /// while `exec` finishes).
 async fn argv_of(pid: u32) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
+    // Until it has exec'd, the child still shows this test's own command line.
+    let own = std::fs::read("/proc/self/cmdline").expect("read own cmdline");
     loop {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("read cmdline");
-        if !cmdline.is_empty() {
+        if !cmdline.is_empty() && cmdline != own {
             return cmdline
                 .split(|b| *b == 0)
                 .filter(|a| !a.is_empty())

@@ -43,7 +43,7 @@ impl Default for Settings {
         Self {
             policy: Policy::default(),
             request_timeout: Duration::from_secs(300),
-            first_list_wait: Duration::from_secs(10),
+            first_list_wait: Duration::from_secs(4),
             approval: crate::approval::Policy::default(),
         }
     }

@@ -1,7 +1,8 @@
 //! A harness's `initialize`: `/mcp/<server>` answers with that server's own result (only the
 //! protocol version negotiated as the server would); `/mcp` and stdio answer as the proxy,
 //! with the union of the ready servers' capabilities and their instructions labelled by
-//! server. The answer waits for servers still starting, so it is complete; the stdio
+//! server. The aggregate answers at once (servers still starting come with `list_changed`;
+//! only the first listing waits for them); `/mcp/<server>` waits for its server. The stdio
 //! harness's own identity is what servers are initialized with.
 
 use std::sync::Arc;
@@ -47,7 +48,12 @@ pub fn answer(harness: Arc<Harness>, message: Message, stream: Stream) {
         .to_string();
     tokio::spawn(async move {
         let hub = &harness.hub;
-        hub.settle().await;
+        // A server's own endpoint answers with that server's result: it waits for it. The
+        // aggregate answers at once with what it can promise (the lists it announces as
+        // servers arrive): a harness waits once, for its first listing, not twice.
+        if matches!(harness.scope, Scope::Server(_)) {
+            hub.settle().await;
+        }
         let answer = match &harness.scope {
             Scope::Server(server) => server_result(hub, server, &requested)
                 .map(|result| result_answer(&id, &result))
@@ -118,10 +124,12 @@ pub fn union(hub: &Hub) -> (Value, Option<String>) {
         }
     }
     routed_only(&mut capabilities);
-    // Servers come and go: the proxy announces every list's changes itself.
+    // Servers come and go: the proxy announces every list's changes itself. While a declared
+    // server is not ready yet, every list is promised (its prompts or resources may come).
+    let coming = hub.connections.declared().len() > hub.connections.snapshot().len();
     if let Some(object) = capabilities.as_object_mut() {
         for list in ["tools", "prompts", "resources"] {
-            let always = list == "tools";
+            let always = list == "tools" || coming;
             if always || object.contains_key(list) {
                 let entry = object
                     .entry(list)
