@@ -129,15 +129,21 @@ async fn server_requests_wait_until_the_harness_is_initialized() {
         "nothing before the initialize answer: {:?}",
         init.messages
     );
-    // Held until `notifications/initialized`, then sent (before anything asked later).
+    // Held until `notifications/initialized`, then sent: the first listing (which waits
+    // for the server to be up; `initialize` does not) brings it.
     harness.notify("notifications/initialized", None).await;
-    let ping = harness
-        .request("ping", None, &mut |method, _| {
+    let listed = harness
+        .request("tools/list", None, &mut |method, _| {
             asked.push(method.to_string());
             r#"{"roots":[]}"#.to_string()
         })
         .await;
-    assert_eq!(asked, ["roots/list"], "{:?}", ping.messages);
+    // (The server asks each time it is listed: the proxy may list it more than once.)
+    assert!(
+        !asked.is_empty() && asked.iter().all(|m| m == "roots/list"),
+        "{asked:?}: {:?}",
+        listed.messages
+    );
 }
 
 /// An HTTP session's standalone GET stream: the messages of its events, as they come.
