@@ -11,7 +11,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::host::approvals::Decision;
-use crate::mirror::{code_span, CallStart, Confirmation, Mirror, Outcome, Runner, Ticket};
+use crate::mirror::{code_span, Asks, CallStart, Confirmation, Mirror, Outcome, Runner, Ticket};
 use crate::supervisor::{Awaiting, AwaitingTrust};
 use crate::trust::TrustStore;
 use crate::untrusted::Untrusted;
@@ -167,6 +167,7 @@ fn question(call: u64, id: &str, server: &AwaitingTrust) -> CallStart {
         confirmation: Some(Confirmation {
             title: format!("Trust and run MCP server {}?", code_span(&server.name)),
             message,
+            asks: Asks::Trust,
         }),
         era: None,
     }

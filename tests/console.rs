@@ -1808,6 +1808,10 @@ async fn a_server_awaiting_trust_is_trusted_from_the_console() {
     ] {
         assert!(shown.contains(part), "{part:?} in {shown}");
     }
+    assert!(
+        !shown.contains("Allow this tool"),
+        "no session grant: {shown}"
+    );
     server_state(&browser, "calc", "stopped").await;
     browser.screenshot("trust-pending").await;
     browser

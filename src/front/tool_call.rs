@@ -193,6 +193,7 @@ fn held(
     let asked = Confirmation {
         title: format!("Allow {tool_name} on {server}?"),
         message: text,
+        asks: mirror::Asks::ToolCall,
     };
     (Some(asked), verdict.review_result)
 }

@@ -1,12 +1,13 @@
 //! A harness tool call held for approval as the chat shows it (pure): pending confirmation,
 //! with its title, a message naming the tool, server, arguments and annotations, its input
-//! editable, and the options (allow once, for the session by tool or server, deny).
+//! editable, and the options (allow once, for the session by tool or server, deny); a
+//! server's definition awaiting trust, with its own two (trust and run, do not trust).
 
 use ahp_types::actions::ChatToolCallReadyAction;
 use ahp_types::common::StringOrMarkdown;
 use ahp_types::state::{ConfirmationOption, ConfirmationOptionKind};
 
-use super::{Confirmation, OPTION_DENY, OPTION_ONCE, OPTION_SERVER, OPTION_TOOL};
+use super::{Asks, Confirmation, OPTION_DENY, OPTION_ONCE, OPTION_SERVER, OPTION_TOOL};
 
 /// `ready` turned into the pending-confirmation `chat/toolCallReady` `asked` describes.
 pub fn pending(ready: ChatToolCallReadyAction, asked: &Confirmation) -> ChatToolCallReadyAction {
@@ -16,15 +17,18 @@ pub fn pending(ready: ChatToolCallReadyAction, asked: &Confirmation) -> ChatTool
         kind,
         group: Some(group),
     };
-    ChatToolCallReadyAction {
-        invocation_message: StringOrMarkdown::Markdown {
-            markdown: asked.message.clone(),
-        },
-        confirmation_title: Some(StringOrMarkdown::Markdown {
-            markdown: asked.title.clone(),
-        }),
-        editable: Some(true),
-        options: Some(vec![
+    let trust = asked.asks == Asks::Trust;
+    let options = match trust {
+        true => vec![
+            option(
+                OPTION_ONCE,
+                "Trust and run",
+                ConfirmationOptionKind::Approve,
+                1,
+            ),
+            option(OPTION_DENY, "Do not trust", ConfirmationOptionKind::Deny, 2),
+        ],
+        false => vec![
             option(
                 OPTION_ONCE,
                 "Allow once",
@@ -44,7 +48,17 @@ pub fn pending(ready: ChatToolCallReadyAction, asked: &Confirmation) -> ChatTool
                 1,
             ),
             option(OPTION_DENY, "Deny", ConfirmationOptionKind::Deny, 2),
-        ]),
+        ],
+    };
+    ChatToolCallReadyAction {
+        invocation_message: StringOrMarkdown::Markdown {
+            markdown: asked.message.clone(),
+        },
+        confirmation_title: Some(StringOrMarkdown::Markdown {
+            markdown: asked.title.clone(),
+        }),
+        editable: Some(!trust),
+        options: Some(options),
         confirmed: None,
         ..ready
     }
@@ -78,7 +92,32 @@ mod tests {
 
     use crate::mirror::{CallStart, Outcome, Turns};
 
-    use super::code_span;
+    use super::{code_span, pending};
+    use crate::mirror::{Asks, Confirmation};
+
+    #[test]
+    fn a_trust_question_offers_trust_or_not_and_nothing_to_edit() {
+        let ready: ahp_types::actions::ChatToolCallReadyAction = serde_json::from_value(json!({
+            "turnId": "t", "toolCallId": "c", "invocationMessage": "x", "confirmed": "user-action"
+        }))
+        .unwrap();
+        let asked = |asks| Confirmation {
+            title: "t".into(),
+            message: "m".into(),
+            asks,
+        };
+        let labels = |action: &ahp_types::actions::ChatToolCallReadyAction| -> Vec<String> {
+            (action.options.iter().flatten())
+                .map(|o| o.label.clone())
+                .collect()
+        };
+        let trust = pending(ready.clone(), &asked(Asks::Trust));
+        assert_eq!(labels(&trust), ["Trust and run", "Do not trust"]);
+        assert_eq!(trust.editable, Some(false));
+        let call = pending(ready, &asked(Asks::ToolCall));
+        assert_eq!(labels(&call).len(), 4);
+        assert_eq!(call.editable, Some(true));
+    }
 
     #[test]
     fn a_code_span_shows_a_name_as_written() {

@@ -124,6 +124,18 @@ pub struct Confirmation {
     pub title: String,
     /// `invocationMessage` (Markdown): the tool, its server, its arguments and annotations.
     pub message: String,
+    /// What is asked: a tool call (allow once or for the session, deny; its input
+    /// editable), or trust in a server's definition (trust, or not; nothing to edit).
+    pub asks: Asks,
+}
+
+/// What a confirmation asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asks {
+    /// Whether a held tool call may run.
+    ToolCall,
+    /// Whether a server's definition is trusted to run.
+    Trust,
 }
 
 /// The options of a call held for approval, by id: allow once, allow the tool or the server

@@ -282,6 +282,7 @@ fn a_call_held_for_approval_is_shown_even_in_a_full_turn() {
     held.confirmation = Some(super::super::Confirmation {
         title: "Allow echo on s?".into(),
         message: "The MCP harness wants to call echo".into(),
+        asks: super::super::Asks::ToolCall,
     });
     apply(&mut state, turns.start(held, 0, 2, T0));
     let active = state.active_turn.as_ref().expect("the full turn");
