@@ -165,8 +165,9 @@ impl Message {
         })
     }
 
-    /// Read one message from a harness (or an AHP client's `mcp://` channel), strictly, so
-    /// that what the proxy judges is what every server reads: as [`Message::parse`], and
+    /// Read one message from a harness, strictly, so that what the proxy judges is what
+    /// every server reads (an AHP client's `mcp://` request is written anew from the value
+    /// that was judged): as [`Message::parse`], and
     /// refused (`-32600`, with its id) when a member name appears twice in any object
     /// ([`strict`]), when it nests deeper than [`MAX_DEPTH`] (which no server could read),
     /// or when a method that is not a notification (`notifications/…`) comes without an id
