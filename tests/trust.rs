@@ -163,3 +163,23 @@ async fn an_approver_trusts_from_the_chat_an_observer_cannot_and_untrust_stops_i
     assert!(untrusted.status.success(), "{}", said(&untrusted));
     watcher.until("calc", "stopped", &mut Vec::new()).await;
 }
+
+/// A server whose definition cannot be used runs nothing: it is shown in `error` with why,
+/// as without trust, and nobody is asked about it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_that_cannot_be_used_shows_its_error_without_asking() {
+    let dir = ScratchDir::new("trust-broken");
+    let manifest = dir.path().join("project.mcp.json");
+    let text = json!({"mcpServers": {"broken": {"command": "${AHP_PROXY_TEST_UNSET_VARIABLE}"}}});
+    std::fs::write(&manifest, text.to_string()).expect("write manifest");
+    let proxy = Proxy::start(&config(&manifest));
+    let mut watcher = Watcher::open(&proxy).await;
+    let state = watcher.until("broken", "error", &mut Vec::new()).await;
+    assert!(
+        state.to_string().contains("AHP_PROXY_TEST_UNSET_VARIABLE"),
+        "{state}"
+    );
+    watcher.until("echo", "ready", &mut Vec::new()).await;
+    let listed = said(&cli(&proxy, &["trust"]));
+    assert!(!listed.contains("broken"), "{listed}");
+}

@@ -24,14 +24,16 @@ pub struct AwaitingTrust {
 pub type Awaiting = BTreeMap<String, AwaitingTrust>;
 
 impl Owner {
-    /// Whether server `entry` is one the user trusted (or one that never asks).
+    /// Whether server `entry` is one the user trusted (or one that never asks). A server
+    /// whose launch spec cannot be used runs nothing: its task only reports why, as for any
+    /// server, so it needs no trust.
     pub(super) fn trusted(&self, entry: &Entry) -> bool {
         if !self.asks_trust.contains(&entry.server.id) {
             return true;
         }
         match &entry.server.launch {
             Ok(launch) => self.trust.is_trusted(&fingerprint(launch)),
-            Err(_) => false,
+            Err(_) => true,
         }
     }
 
