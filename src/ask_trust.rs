@@ -101,13 +101,13 @@ async fn ask(
         decision = decided(&ticket, heard) => {
             let decision = decision?;
             let who = decision.client.as_deref().unwrap_or("-");
-            tracing::info!(server = %server.name, client = %Untrusted(who), trusted = decision.approved, "server trust decided");
+            tracing::info!(server = %Untrusted(&server.name), client = %Untrusted(who), trusted = decision.approved, "server trust decided");
             if !decision.approved {
                 ticket.finish(Outcome::Failed("not trusted: the server stays stopped".into()));
                 return Some(false);
             }
             if let Err(error) = trust.trust(&server.fingerprint, &server.name) {
-                tracing::warn!(server = %server.name, file = %trust.path().display(), %error, "the trust decision could not be kept");
+                tracing::warn!(server = %Untrusted(&server.name), file = %trust.path().display(), %error, "the trust decision could not be kept");
                 ticket.finish(Outcome::Failed(format!("the decision could not be kept: {error}")));
                 return None;
             }
