@@ -23,6 +23,15 @@ pub struct Asking {
     pub described: String,
     /// Whether that definition is trusted.
     pub trusted: bool,
+    /// Whether it is declared enabled (a disabled one would not run, trusted or not).
+    pub enabled: bool,
+}
+
+impl Asking {
+    /// Whether it waits for trust to run.
+    pub fn waits(&self) -> bool {
+        self.enabled && !self.trusted
+    }
 }
 
 /// Every server of `catalog` that asks for trust (whose launch spec can be used), in catalog
@@ -41,6 +50,7 @@ pub fn asking(catalog: &Catalog, store: &TrustStore) -> Vec<Asking> {
                 id: server.id.clone(),
                 declared_at: server.declared_at.clone(),
                 trusted: store.is_trusted(&fingerprint),
+                enabled: server.enabled,
                 described: described(launch),
                 fingerprint,
             })
@@ -51,7 +61,7 @@ pub fn asking(catalog: &Catalog, store: &TrustStore) -> Vec<Asking> {
 /// The names of the servers of `catalog` that wait for trust in `store` (logged when some do).
 pub fn waiting(catalog: &Catalog, store: &TrustStore) -> Vec<String> {
     let names: Vec<String> = (asking(catalog, store).into_iter())
-        .filter(|server| !server.trusted)
+        .filter(Asking::waits)
         .map(|server| server.name)
         .collect();
     if !names.is_empty() {
@@ -122,7 +132,7 @@ pub fn render(asking: &[Asking]) -> String {
 /// What `check` adds: the servers that wait for trust, and how to trust them; nothing when
 /// none waits.
 pub fn render_awaiting(asking: &[Asking]) -> String {
-    let waiting: Vec<&Asking> = asking.iter().filter(|a| !a.trusted).collect();
+    let waiting: Vec<&Asking> = asking.iter().filter(|a| a.waits()).collect();
     if waiting.is_empty() {
         return String::new();
     }
@@ -153,6 +163,7 @@ mod tests {
             fingerprint: name.repeat(3),
             described: format!("runs: {name}-server\nwith environment: TOKEN"),
             trusted,
+            enabled: true,
         }
     }
 
@@ -186,5 +197,14 @@ mod tests {
             "awaiting trust (1)\n  notes  declared at /m.json:2:3  (ahp-proxy trust notes)\n    runs: notes-server\n    with environment: TOKEN\n"
         );
         assert_eq!(render_awaiting(&[asking("clock", true)]), "");
+        let off = Asking {
+            enabled: false,
+            ..asking("off", false)
+        };
+        assert!(
+            !off.waits(),
+            "a disabled server would not run: it waits for nothing"
+        );
+        assert_eq!(render_awaiting(&[off]), "");
     }
 }

@@ -52,6 +52,16 @@ fn ran(answer: &str) -> Value {
     serde_json::from_str(text).expect("the list of what ran")
 }
 
+/// The last-wins server ran nothing: its `ran` tool lists no call.
+async fn nothing_ran(harness: &mut RawClient) {
+    let answer = harness
+        .request("tools/call", Some(r#"{"name":"ran"}"#), &mut |_, _| {
+            String::new()
+        })
+        .await;
+    assert_eq!(ran(answer.response()), serde_json::json!([]), "nothing ran");
+}
+
 fn refused_as_invalid(answer: &str, what: &str) {
     let value: Value = serde_json::from_str(answer).expect("JSON answer");
     assert_eq!(value["error"]["code"], -32600, "{what}: {answer}");
@@ -84,12 +94,7 @@ async fn duplicate_members_requests_without_ids_and_arrays_never_reach_a_stdio_s
     let line = harness.read_line().await;
     refused_as_invalid(&line, "a positional array");
     assert!(line.contains(r#""id":null"#), "{line}");
-    let answer = harness
-        .request("tools/call", Some(r#"{"name":"ran"}"#), &mut |_, _| {
-            String::new()
-        })
-        .await;
-    assert_eq!(ran(answer.response()), serde_json::json!([]), "nothing ran");
+    nothing_ran(&mut harness).await;
 }
 
 #[tokio::test]
@@ -137,20 +142,8 @@ async fn duplicate_members_requests_without_ids_and_arrays_never_reach_a_server_
         .unwrap();
     assert_eq!(modern.status(), 400);
     refused_as_invalid(&modern.text().await.unwrap(), "a modern duplicate");
-    let mut harness = RawClient::http(&format!("{}/lw", proxy.mcp_url));
-    harness
-        .request(
-            "initialize",
-            Some(r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}"#),
-            &mut |_, _| String::new(),
-        )
-        .await;
-    let answer = harness
-        .request("tools/call", Some(r#"{"name":"ran"}"#), &mut |_, _| {
-            String::new()
-        })
-        .await;
-    assert_eq!(ran(answer.response()), serde_json::json!([]), "nothing ran");
+    let mut harness = harness_at(&format!("{}/lw", proxy.mcp_url), "h").await;
+    nothing_ran(&mut harness).await;
 }
 
 #[tokio::test]

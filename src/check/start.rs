@@ -42,17 +42,9 @@ pub async fn start_all(
     trust: Arc<crate::trust::TrustStore>,
 ) -> Vec<Outcome> {
     let connections = Connections::new();
-    let asks = catalog.asks_trust();
-    let untrusted = |server: &crate::discovery::DeclaredServer| {
-        asks.contains(&server.id)
-            && server
-                .launch
-                .as_ref()
-                .is_ok_and(|l| !trust.is_trusted(&crate::trust::fingerprint::fingerprint(l)))
-    };
-    let awaiting: Vec<String> = (catalog.servers())
-        .filter(|s| s.enabled && untrusted(s))
-        .map(|s| s.id.clone())
+    let awaiting: Vec<String> = (crate::trusting::asking(catalog, &trust).into_iter())
+        .filter(crate::trusting::Asking::waits)
+        .map(|server| server.id)
         .collect();
     let (supervisor, mut events) =
         Supervisor::spawn(config.clone(), connections.clone(), trust.clone());

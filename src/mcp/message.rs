@@ -13,7 +13,7 @@ use serde::de::Deserializer;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::strict;
+use super::strict::{self, string_end};
 
 /// What a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -557,19 +557,6 @@ fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
         i += 1;
     }
     i
-}
-
-/// Index just past the string starting at `i` (a `"`).
-fn string_end(bytes: &[u8], mut i: usize) -> Option<usize> {
-    i += 1;
-    loop {
-        // Text runs are skipped a word at a time, not byte by byte.
-        i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
-        match bytes[i] {
-            b'\\' => i += 2,
-            _ => return Some(i + 1),
-        }
-    }
 }
 
 /// Index just past the value starting at `i`, nested values skipped by bracket count.

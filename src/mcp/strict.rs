@@ -154,10 +154,12 @@ fn unescaped(raw: &str) -> Cow<'_, str> {
         .unwrap_or(Cow::Borrowed(inner))
 }
 
-/// Index just past the string starting at `i` (a `"`).
-fn string_end(bytes: &[u8], mut i: usize) -> Option<usize> {
+/// Index just past the JSON string starting at `i` (a `"`); its text skipped a word at a
+/// time (`memchr`). Shared with `message`.
+pub(super) fn string_end(bytes: &[u8], mut i: usize) -> Option<usize> {
     i += 1;
     loop {
+        // Text runs are skipped a word at a time, not byte by byte.
         i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
         match bytes[i] {
             b'\\' => i += 2,
