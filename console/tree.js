@@ -214,12 +214,15 @@ export class Tree {
     row.dataset.id = s.id;
     row.dataset.state = kind;
     const enabled = enabledOf(s);
-    const head = this.parts.get(row, "head", JSON.stringify([s.name, kind, tools, enabled]), () =>
+    // A start past the start timeout that still goes on (the host's `ahp-proxy/start`).
+    const slow = busy && s._meta?.["ahp-proxy/start"]?.slow === true;
+    row.dataset.slow = String(slow);
+    const head = this.parts.get(row, "head", JSON.stringify([s.name, kind, tools, enabled, slow]), () =>
       h(
         "div",
         { class: "server-head" },
         h("span", { class: "server-name" }, s.name),
-        badge(kind, `state-${kind}`),
+        badge(slow ? "starting (slow)" : kind, `state-${kind}`),
         tools !== undefined ? h("span", { class: "muted tool-count" }, plural(tools, "tool")) : null,
         h(
           "span",

@@ -229,3 +229,59 @@ async fn a_capability_the_harness_did_not_declare_is_a_clear_error() {
     );
     assert!(asked.is_empty(), "{asked:?}");
 }
+
+/// A launch log: `sh -c` runs `then` after writing a line to `log` (one line per spawn).
+fn logged(log: &std::path::Path, then: &str) -> String {
+    format!("echo spawned >> {:?}; {then}", log.display().to_string())
+}
+
+fn spawns(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log).unwrap_or_default().lines().count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_modern_server_answering_the_probe_after_twelve_seconds_is_modern_on_one_child() {
+    let toolkit = Toolkit::load();
+    let scratch = common::ScratchDir::new("late-modern");
+    let log = scratch.path().join("spawns");
+    let argv = toolkit.server("modern", Transport::Stdio);
+    let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    let script = logged(&log, &format!("sleep 12; exec {}", quoted.join(" ")));
+    let config = format!(
+        "{FAST}[servers.late]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        serde_json::to_string(&script).unwrap()
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("late", "ready", &mut seen).await;
+    assert!(!seen.iter().any(|s| s.ends_with("error")), "{seen:?}");
+    proxy.wait_for_log(r#""version":"2026-07-28""#);
+    assert_eq!(spawns(&log), 1, "one child");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_legacy_server_silent_on_the_probe_is_initialized_on_the_same_child() {
+    let scratch = common::ScratchDir::new("silent-legacy");
+    let log = scratch.path().join("spawns");
+    // Drops the probe unanswered, passes everything else to the rmcp example server.
+    let script = logged(
+        &log,
+        &format!(
+            "while IFS= read -r line; do case \"$line\" in *server/discover*) ;; \
+             *) printf '%s\\n' \"$line\";; esac; done | exec {:?} echo",
+            common::examples()
+        ),
+    );
+    let config = format!(
+        "{FAST}[servers.quiet]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        serde_json::to_string(&script).unwrap()
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("quiet", "ready", &mut seen).await;
+    assert!(!seen.iter().any(|s| s.ends_with("error")), "{seen:?}");
+    proxy.wait_for_log(r#""version":"2025-11-25""#);
+    assert_eq!(spawns(&log), 1, "one child");
+}

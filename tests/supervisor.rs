@@ -589,3 +589,48 @@ async fn servers_of_one_launch_spec_starting_together_share_one_era_probe() {
     assert_eq!(count("initialize"), 3, "{methods}");
     assert_eq!(count("server/discover"), 1, "{methods}");
 }
+
+/// Whether server `name` shows the host's "slow start" mark.
+fn shown_slow(w: &Watcher, name: &str) -> bool {
+    w.server(name)["_meta"]["ahp-proxy/start"]["slow"] == true
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_slower_than_the_start_timeout_is_slow_not_a_failure() {
+    // Ready after about 3 s, with a 1 s start timeout and no second chance after a failure.
+    let script = format!("sleep 3; exec {:?} echo", examples());
+    let config = format!(
+        "[supervisor]\nstart_timeout_ms = 1000\nslow_start_limit_ms = 120000\ncrash_loop_limit = 1\n\
+         [servers.late]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        serde_json::to_string(&script).unwrap()
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    while !shown_slow(&w, "late") {
+        let state = w.server("late")["state"]["kind"].clone();
+        assert!(state == "starting" || state == "stopped", "{state}");
+        w.step().await;
+    }
+    assert_eq!(w.server("late")["state"]["kind"], "starting");
+    let mut seen = Vec::new();
+    w.until("late", "ready", &mut seen).await;
+    assert!(!seen.iter().any(|s| s.ends_with("error")), "{seen:?}");
+    assert!(!shown_slow(&w, "late"), "{}", w.server("late"));
+    proxy.wait_for_log(
+        "is slow to start: still running after 1000 ms; waiting up to 120000 ms in all",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_start_past_its_limit_fails_and_says_how_long_it_waited() {
+    let config = "[supervisor]\nstart_timeout_ms = 300\nslow_start_limit_ms = 1200\ncrash_loop_limit = 1\n\
+                  [servers.stuck]\ncommand = \"sleep\"\nargs = [\"60\"]\n";
+    let proxy = Proxy::start(config);
+    let mut w = Watcher::open(&proxy).await;
+    let error = w.until("stuck", "error", &mut Vec::new()).await;
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("within 1200 ms"), "{message}");
+    assert!(!shown_slow(&w, "stuck"));
+    // Nothing left running.
+    assert!(common::child_pids(proxy.pid()).is_empty());
+}

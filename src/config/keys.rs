@@ -180,6 +180,8 @@ pub const LIMITS_HANDSHAKE_TIMEOUT_MS: Number =
 
 pub const SUPERVISOR_START_TIMEOUT_MS: Number =
     number("supervisor.start_timeout_ms", 30_000, 100, 3_600_000);
+pub const SUPERVISOR_SLOW_START_LIMIT_MS: Number =
+    number("supervisor.slow_start_limit_ms", 600_000, 100, 86_400_000);
 pub const SUPERVISOR_STOP_GRACE_MS: Number = number("supervisor.stop_grace_ms", 2000, 0, 600_000);
 pub const SUPERVISOR_RESTART_DELAY_MS: Number =
     number("supervisor.restart_delay_ms", 500, 1, 3_600_000);
@@ -289,6 +291,7 @@ pub const ALL: &[Key] = &[
     Key::Number(LIMITS_IDLE_TIMEOUT_MS),
     Key::Number(LIMITS_HANDSHAKE_TIMEOUT_MS),
     Key::Number(SUPERVISOR_START_TIMEOUT_MS),
+    Key::Number(SUPERVISOR_SLOW_START_LIMIT_MS),
     Key::Number(SUPERVISOR_STOP_GRACE_MS),
     Key::Number(SUPERVISOR_RESTART_DELAY_MS),
     Key::Number(SUPERVISOR_RESTART_DELAY_MAX_MS),

@@ -111,6 +111,7 @@ pub(super) struct RawMcp {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSupervisor {
     pub start_timeout_ms: Option<Spanned<i64>>,
+    pub slow_start_limit_ms: Option<Spanned<i64>>,
     pub stop_grace_ms: Option<Spanned<i64>>,
     pub restart_delay_ms: Option<Spanned<i64>>,
     pub restart_delay_max_ms: Option<Spanned<i64>>,

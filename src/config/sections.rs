@@ -221,6 +221,10 @@ pub(super) fn limits(checker: &mut Checker<'_>, raw: RawLimits) -> Limits {
 pub(super) fn supervisor(checker: &mut Checker<'_>, raw: RawSupervisor) -> SupervisorConfig {
     SupervisorConfig {
         start_timeout: checker.millis(&keys::SUPERVISOR_START_TIMEOUT_MS, raw.start_timeout_ms),
+        slow_start_limit: checker.millis(
+            &keys::SUPERVISOR_SLOW_START_LIMIT_MS,
+            raw.slow_start_limit_ms,
+        ),
         stop_grace: checker.millis(&keys::SUPERVISOR_STOP_GRACE_MS, raw.stop_grace_ms),
         restart_delay: checker.millis(&keys::SUPERVISOR_RESTART_DELAY_MS, raw.restart_delay_ms),
         restart_delay_max: checker.millis(

@@ -186,8 +186,11 @@ impl ClientsConfig {
 /// `[supervisor]`: timings of starting, restarting and stopping MCP servers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SupervisorConfig {
-    /// How long `initialize` + `tools/list` may take before the start counts as failed.
+    /// How long `initialize` + `tools/list` may take before the start is slow (a stdio one
+    /// whose process still runs) or counts as failed (an HTTP one).
     pub start_timeout: Duration,
+    /// How long a slow stdio start may take in all before it counts as failed.
+    pub slow_start_limit: Duration,
     /// Between SIGTERM and SIGKILL when a stdio server is stopped.
     pub stop_grace: Duration,
     /// First restart delay after a failure; doubles per consecutive failure (with jitter).
@@ -207,6 +210,7 @@ impl Default for SupervisorConfig {
     fn default() -> Self {
         Self {
             start_timeout: keys::SUPERVISOR_START_TIMEOUT_MS.millis(),
+            slow_start_limit: keys::SUPERVISOR_SLOW_START_LIMIT_MS.millis(),
             stop_grace: keys::SUPERVISOR_STOP_GRACE_MS.millis(),
             restart_delay: keys::SUPERVISOR_RESTART_DELAY_MS.millis(),
             restart_delay_max: keys::SUPERVISOR_RESTART_DELAY_MAX_MS.millis(),

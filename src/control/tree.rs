@@ -80,6 +80,17 @@ fn load_of(c: &Customization) -> Option<&CustomizationLoadState> {
     }
 }
 
+/// Whether server `m`'s start goes on past the start timeout (the host's `ahp-proxy/start`).
+pub fn is_slow(m: &McpServerCustomization) -> bool {
+    matches!(m.state, McpServerState::Starting(_))
+        && m.meta
+            .as_ref()
+            .and_then(|meta| meta.get(crate::host::live::START_META))
+            .and_then(|start| start.get("slow"))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true)
+}
+
 /// A server state in one word, and its detail (the error, what authorization is needed).
 pub fn state_words(state: &McpServerState) -> (&'static str, Option<String>) {
     match state {
@@ -139,6 +150,7 @@ pub fn render_text(url: &str, customizations: &[Customization], tools: &Tools) -
         let (word, detail) = state_words(&m.state);
         let tools = match (tools.get(&m.id), word) {
             (Some(n), "ready") => format!("  {n} tool{}", if *n == 1 { "" } else { "s" }),
+            _ if is_slow(m) => " (slow)".into(),
             _ => String::new(),
         };
         let name = Escaped(&m.name).to_string();
@@ -196,6 +208,7 @@ pub fn render_json(url: &str, customizations: &[Customization], tools: &Tools) -
                 "name": row.server.name,
                 "container": row.container,
                 "state": state,
+                "slow": is_slow(row.server),
                 "detail": detail,
                 "tools": tools.get(&row.server.id),
             })
@@ -336,6 +349,24 @@ mod tests {
         let json = render_json("u", &tree, &tools);
         assert_eq!(json["status"], "error");
         assert_eq!(json["servers"][0]["tools"], 3);
+    }
+
+    #[test]
+    fn a_slow_start_reads_as_starting_slow() {
+        let tree: Vec<Customization> = serde_json::from_value(json!([
+            {"type": "mcpServer", "id": "s", "uri": "file:///p/.mcp.json", "name": "late",
+             "state": {"kind": "starting"}, "_meta": {"ahp-proxy/start": {"slow": true}}},
+            {"type": "mcpServer", "id": "t", "uri": "file:///p/.mcp.json", "name": "quick",
+             "state": {"kind": "starting"}}
+        ]))
+        .expect("customizations");
+        let text = render_text("u", &tree, &Tools::new());
+        assert!(text.contains("2 starting"), "{text}");
+        assert!(text.contains("late                 starting (slow)\n"), "{text}");
+        assert!(text.contains("quick                starting\n"), "{text}");
+        let json = render_json("u", &tree, &Tools::new());
+        assert_eq!(json["servers"][0]["slow"], true, "{json}");
+        assert_eq!(json["servers"][1]["slow"], false, "{json}");
     }
 
     #[test]

@@ -477,7 +477,7 @@ fn app_event(name: &str) -> ServerEvent {
             served: Served::default(),
             icons: None,
         }),
-        "starting" => Some(Status::Starting),
+        "starting" => Some(Status::Starting { slow: false }),
         "stopped" => Some(Status::Stopped),
         "error" => Some(Status::Error(Failure::Exited("exit status 1".into()))),
         "auth" => Some(locked_status()),
@@ -501,7 +501,7 @@ fn supervise(host: &Host, request: Request) {
     };
     host.server_event(ServerEvent {
         id: id.clone(),
-        status: Some(Status::Starting),
+        status: Some(Status::Starting { slow: false }),
     });
     let status = if bearer.token == "refused" {
         locked_status()

@@ -260,7 +260,7 @@ mod tests {
         };
         host.server_event(event(Some(asking)));
         let tried = authenticate("t");
-        host.server_event(event(Some(Status::Starting)));
+        host.server_event(event(Some(Status::Starting { slow: false })));
         host.server_event(event(Some(Status::Ready {
             tools: 0,
             served: Served::default(),

@@ -148,7 +148,7 @@ mod tests {
         // x runs (and fails at once, waiting an hour before it tries again).
         assert_eq!(
             next_of(&host, &mut events, &x).await,
-            Some(Status::Starting)
+            Some(Status::Starting { slow: false })
         );
         assert!(matches!(
             next_of(&host, &mut events, &x).await,
@@ -186,7 +186,7 @@ mod tests {
         while !fenced || x_now != Some(Status::Stopped) {
             let event = next(&host, &mut events).await;
             if event.id == fence {
-                fenced |= event.status == Some(Status::Starting);
+                fenced |= event.status == Some(Status::Starting { slow: false });
             } else if event.id == x {
                 x_now = event.status;
             }

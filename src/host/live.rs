@@ -29,7 +29,13 @@ pub struct Live {
     /// The `global` decision the latest scan showed for a server or plugin (a manifest's
     /// `disabled`, a publishing client's own), by id.
     declared: HashMap<String, CustomizationEnablement>,
+    /// Servers whose start outlived the start timeout and still goes on ("starting (slow)").
+    slow: std::collections::HashSet<String>,
 }
+
+/// The server customization's `_meta` key saying a start is slow: `{"slow": true}` while a
+/// start goes on past the start timeout (AHP's `starting` state has no words for it).
+pub const START_META: &str = "ahp-proxy/start";
 
 impl Live {
     /// Remember what server `id` serves and the icons it names (it became ready).
@@ -92,6 +98,12 @@ impl Live {
         }
         m.channel = self.channel(session, &m.id);
         apps::advertise(m, self.served.get(&m.id), self.sampling);
+        let mut meta = m.meta.take().unwrap_or_default();
+        match self.slow.contains(&m.id) {
+            true => meta.insert(START_META.into(), serde_json::json!({"slow": true})),
+            false => meta.remove(START_META),
+        };
+        m.meta = (!meta.is_empty()).then_some(meta);
     }
 
     /// The protected resources of the servers asking for authorization, one per resource,
@@ -120,8 +132,17 @@ impl Live {
         self.states.insert(id.to_string(), state);
     }
 
+    /// Remember whether server `id`'s start is slow (see [`START_META`]).
+    pub fn set_slow(&mut self, id: &str, slow: bool) {
+        match slow {
+            true => self.slow.insert(id.to_string()),
+            false => self.slow.remove(id),
+        };
+    }
+
     /// Forget server `id`'s state (it was removed).
     pub fn forget_state(&mut self, id: &str) {
+        self.slow.remove(id);
         self.states.remove(id);
         self.served.remove(id);
         self.icons.remove(id);
@@ -380,7 +401,7 @@ pub fn auth_requirement_of(
 /// The AHP state for a supervisor status.
 pub fn server_state(status: &Status) -> McpServerState {
     match status {
-        Status::Starting => McpServerState::Starting(McpServerStartingState { blocking: None }),
+        Status::Starting { .. } => McpServerState::Starting(McpServerStartingState { blocking: None }),
         Status::Ready { .. } => McpServerState::Ready(McpServerReadyState {}),
         Status::Stopped => McpServerState::Stopped(McpServerStoppedState {}),
         Status::Error(failure) => McpServerState::Error(McpServerErrorState {

@@ -21,6 +21,8 @@ impl Host {
         if let crate::supervisor::Status::Ready { served, icons, .. } = &status {
             core.live.set_ready(&event.id, *served, icons.as_ref());
         }
+        let slow = matches!(status, crate::supervisor::Status::Starting { slow: true });
+        core.live.set_slow(&event.id, slow);
         core.live.set_state(&event.id, live::server_state(&status));
         core.refresh_server(&event.id);
         core.refresh_protected_resources();

@@ -58,7 +58,7 @@ impl TokenTrials {
                 None => {
                     trial.servers.remove(id);
                 }
-                Some(Status::Starting) => *reconnected = true,
+                Some(Status::Starting { .. }) => *reconnected = true,
                 Some(_) if !*reconnected => {}
                 Some(status @ Status::AuthRequired { .. }) => refused.push((at, status.clone())),
                 Some(_) => {
@@ -108,10 +108,10 @@ mod tests {
         let mut verdict = trials.begin(["a".to_string(), "b".to_string()]);
         // What `a` said before it reconnected is not about the token.
         trials.observe("a", Some(&refused()));
-        trials.observe("a", Some(&Status::Starting));
+        trials.observe("a", Some(&Status::Starting { slow: false }));
         trials.observe("a", Some(&ready()));
         assert!(verdict.try_recv().is_err());
-        trials.observe("b", Some(&Status::Starting));
+        trials.observe("b", Some(&Status::Starting { slow: false }));
         trials.observe("c", Some(&refused()));
         trials.observe("b", Some(&ready()));
         assert_eq!(verdict.try_recv(), Ok(Verdict::Taken));
@@ -121,7 +121,7 @@ mod tests {
     fn a_server_refusing_it_refuses_the_token() {
         let mut trials = TokenTrials::default();
         let mut verdict = trials.begin(["a".to_string(), "b".to_string()]);
-        trials.observe("a", Some(&Status::Starting));
+        trials.observe("a", Some(&Status::Starting { slow: false }));
         trials.observe("a", Some(&refused()));
         assert_eq!(
             verdict.try_recv(),
@@ -134,7 +134,7 @@ mod tests {
         let mut trials = TokenTrials::default();
         let mut verdict = trials.begin(["a".to_string(), "b".to_string()]);
         trials.observe("a", None);
-        trials.observe("b", Some(&Status::Starting));
+        trials.observe("b", Some(&Status::Starting { slow: false }));
         trials.observe(
             "b",
             Some(&Status::Error(crate::supervisor::Failure::Exited(

@@ -24,7 +24,7 @@ impl Alerts {
     /// row the server has failed, this one included (0 when `status` is not a failure).
     pub fn on(&mut self, status: &Status, failures: u32) -> Option<String> {
         match status {
-            Status::Starting => None,
+            Status::Starting { .. } => None,
             Status::Ready { .. } => {
                 // A server that comes back after failing is news; what it failed with then
                 // is not forgotten (a crash loop that passes through `ready` still repeats).
@@ -180,7 +180,7 @@ mod tests {
     #[test]
     fn one_line_per_transition_and_a_reminder_for_repeats() {
         let mut alerts = Alerts::default();
-        assert_eq!(alerts.on(&Status::Starting, 0), None);
+        assert_eq!(alerts.on(&Status::Starting { slow: false }, 0), None);
         let first = alerts.on(&crash("exited with status 3\nstderr"), 1);
         assert_eq!(
             first.as_deref(),

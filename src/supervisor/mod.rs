@@ -43,8 +43,13 @@ use crate::trust::TrustStore;
 /// Where a server is in its life, as the supervisor sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Status {
-    /// Being spawned / connected / initialized.
-    Starting,
+    /// Being spawned / connected / initialized. `slow` once a stdio start outlived
+    /// `start_timeout` with its process still running: it keeps its chance, up to
+    /// `slow_start_limit`, and shows as "starting (slow)".
+    Starting {
+        /// Past `start_timeout` and still going.
+        slow: bool,
+    },
     /// Initialized and listed its tools.
     Ready {
         /// How many tools it offered.

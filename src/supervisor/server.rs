@@ -118,7 +118,7 @@ impl Task {
         desired: &mut watch::Receiver<Desired>,
         retries: &mut Retries,
     ) -> Option<Wake> {
-        self.report(Status::Starting).await;
+        self.report(Status::Starting { slow: false }).await;
         let bearer = desired.borrow().bearer.clone();
         let mut running = match self.start(launch, bearer.as_ref(), desired).await {
             Ok(running) => running,
@@ -307,7 +307,7 @@ impl Task {
     }
 
     async fn send(&self, status: Status) {
-        let starting = matches!(status, Status::Starting);
+        let starting = matches!(status, Status::Starting { .. });
         self.send_keeping_pending(status, starting).await;
     }
 

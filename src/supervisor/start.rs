@@ -1,6 +1,7 @@
 //! Bringing a server up: spawn a stdio child or dial a streamable HTTP URL, probe its era
 //! (`server/discover`, cached per launch spec), then the MCP handshake (legacy) or the
-//! modern link, within the start timeout; a change of the desired state interrupts it.
+//! modern link, within the start timeout (a slow stdio start gets a second, longer window);
+//! a change of the desired state interrupts it.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -15,22 +16,28 @@ use super::process::{self, Spawned};
 use super::stderr::{self, with_tail, SharedTail};
 use super::stdout;
 use super::task::{Task, Wake};
-use super::upstream::{self, ConnectError, Connection};
+use super::upstream::{self, ConnectError, Connection, Opening, Patience};
 use super::{AuthReason, Bearer, Desired, Failure, Status};
 use crate::spec::Launch;
 use crate::upstream::era::{self, Discovered, Era, Verdict};
-use crate::upstream::handshake::Identity;
+use crate::upstream::handshake::{self, HandshakeError, Identity};
 use crate::upstream::session::{Session, Unanswered};
 use crate::upstream::stateless::ProbeFailure;
 
 /// Why a server that wrote an overlong stdout line is stopped.
 pub(super) const TOO_LONG: &str =
     "wrote a stdout line longer than 16 MiB, which cannot be read as an MCP message; stopped";
-/// How long a stdio server may take to answer the `server/discover` probe before it is
-/// taken for a legacy server that ignores requests before `initialize`. Generous: a Node
-/// server on a busy machine can take seconds to start, and a modern one taken for legacy
-/// would not come up; a server that stays silent is rare (most answer an error at once).
-const PROBE_WAIT: Duration = Duration::from_secs(10);
+/// How long a stdio server may leave the `server/discover` probe unanswered before
+/// `initialize` is sent beside it, on the same child. Whichever is answered first with an
+/// era decides (a refusal of either leaves it to the other), so a server busy starting is
+/// still asked in the order it reads, and a legacy server that ignores requests before
+/// `initialize` needs no second child.
+const NUDGE: Duration = Duration::from_secs(2);
+/// How many times a probe answered `-32022` naming 2026-07-28 as supported (the version it
+/// was asked in: a contradiction, seen from a server still starting) is asked again, and
+/// the pause before the first retry (doubled each time).
+const CONTRADICTION_RETRIES: u32 = 3;
+const CONTRADICTION_PAUSE: Duration = Duration::from_millis(200);
 /// After a failed handshake, how long to wait for the child's exit status.
 const EXIT_STATUS_WAIT: Duration = Duration::from_secs(1);
 
@@ -97,7 +104,7 @@ impl Task {
         desired: &mut watch::Receiver<Desired>,
     ) -> Result<Running, Interrupted> {
         let key = era_key(&(command, args, env, cwd));
-        let deadline = tokio::time::Instant::now() + self.config.start_timeout;
+        let deadlines = Deadlines::from_now(&self.config);
         // Probe unless the launch spec is known to be legacy; a child that exits on the
         // probe (or never answers it) is legacy, and a fresh one is started for it. Starts
         // of the same spec at once share one probe: the others spawn meanwhile, then go on
@@ -120,7 +127,7 @@ impl Task {
                     identity,
                     probe,
                     part.take(),
-                    deadline,
+                    &deadlines,
                     desired,
                 )
                 .await
@@ -143,15 +150,16 @@ impl Task {
         }
     }
 
-    /// Spawn the child and, within `deadline`, probe its era (when `probe`: as `part` of the
-    /// probe of its launch spec, when there is one in flight) and handshake.
+    /// Spawn the child and, within `deadlines`, probe its era (when `probe`: as `part` of the
+    /// probe of its launch spec, when there is one in flight) and handshake. Past the first
+    /// deadline the start is reported slow and goes on while the child runs, up to the last.
     async fn spawn_stdio(
         &self,
         launch: process::Launch,
         identity: &Identity,
         probe: bool,
         part: Option<Part>,
-        deadline: tokio::time::Instant,
+        deadlines: &Deadlines,
         desired: &mut watch::Receiver<Desired>,
     ) -> Result<Attempt, Interrupted> {
         let Spawned {
@@ -166,47 +174,69 @@ impl Task {
         let mut drained = tokio::spawn(stderr::drain(pipe, self.name.clone(), tail.clone()));
         let report = Arc::new(stdout::Report::new(&self.name));
         let session = crate::upstream::stdio::connect_child(stdin, stdout, report.clone());
-        let handshake = tokio::time::timeout_at(deadline, async {
-            let discovered = match probe {
-                true => probe_as(part, &session, identity).await?,
-                false => None,
+        let patience = self.patience();
+        let handshake = async {
+            let opening = match probe {
+                true => probe_as(part, &session, identity, patience.start).await?,
+                false => Opening::Legacy(None),
             };
-            self.establish(session, identity, discovered).await
-        });
+            self.establish(session, identity, opening, patience).await
+        };
+        tokio::pin!(handshake);
+        let slow = tokio::time::sleep_until(deadlines.slow);
+        tokio::pin!(slow);
+        let mut is_slow = false;
         let grace = self.config.stop_grace;
         // What kind of failure, and how it happened (before the stdout noise and stderr tail).
-        let (failure, how): (fn(String) -> Failure, String) = tokio::select! {
-            // A broken stdout also ends the handshake: said as what it is.
-            biased;
-            _ = report.broken() => {
-                process::terminate(&mut child, grace).await;
-                (Failure::Protocol, TOO_LONG.into())
-            }
-            outcome = handshake => match outcome {
-                Ok(Ok(connection)) => {
-                    return Ok(Attempt::Up(Box::new(Running {
-                        connection,
-                        child: Some(child),
-                        tail,
-                        drained: Some(drained),
-                        stdout: report,
-                    })))
-                }
-                Ok(Err(ConnectError::ProbeUnanswered)) => {
-                    // Reaped here: no process outlives the probe.
+        let (failure, how): (fn(String) -> Failure, String) = loop {
+            tokio::select! {
+                // A broken stdout also ends the handshake: said as what it is.
+                biased;
+                _ = report.broken() => {
                     process::terminate(&mut child, grace).await;
-                    drained.abort();
-                    return Ok(Attempt::Respawn);
+                    break (Failure::Protocol, TOO_LONG.into());
                 }
-                Ok(Err(error)) => (Failure::StartFailed, self.no_handshake(&mut child, error).await),
-                Err(_) => {
+                outcome = &mut handshake => match outcome {
+                    Ok(connection) => {
+                        return Ok(Attempt::Up(Box::new(Running {
+                            connection,
+                            child: Some(child),
+                            tail,
+                            drained: Some(drained),
+                            stdout: report,
+                        })))
+                    }
+                    Err(ConnectError::ProbeUnanswered) => {
+                        // Reaped here: no process outlives the probe.
+                        process::terminate(&mut child, grace).await;
+                        drained.abort();
+                        return Ok(Attempt::Respawn);
+                    }
+                    Err(error) => {
+                        break (Failure::StartFailed, self.no_handshake(&mut child, error).await)
+                    }
+                },
+                _ = &mut slow, if !is_slow => {
+                    // Still going (an exit would have ended the handshake): a slow start,
+                    // not a failure; it keeps its chance until the last deadline.
+                    is_slow = true;
+                    tracing::warn!(
+                        server = %self.name,
+                        "server {} is slow to start: still running after {} ms; waiting up to {} ms in all",
+                        crate::untrusted::Untrusted(&self.name),
+                        self.config.start_timeout.as_millis(),
+                        deadlines.total.as_millis(),
+                    );
+                    self.report(Status::Starting { slow: true }).await;
+                }
+                _ = tokio::time::sleep_until(deadlines.last) => {
                     process::terminate(&mut child, grace).await;
-                    (Failure::Timeout, self.too_slow())
+                    break (Failure::Timeout, self.too_slow(deadlines.total));
                 }
-            },
-            wake = self.wait(desired) => {
-                process::terminate(&mut child, grace).await;
-                return Err(Interrupted::Woke(wake));
+                wake = self.wait(desired) => {
+                    process::terminate(&mut child, grace).await;
+                    return Err(Interrupted::Woke(wake));
+                }
             }
         };
         let tail = stderr::last_lines(&tail, &mut drained).await;
@@ -272,6 +302,10 @@ impl Task {
                 true => probe_http(client.clone(), &target, identity, patience).await?,
                 false => None,
             };
+            let opening = match &discovered {
+                Some(discovered) => Opening::Modern(discovered.clone()),
+                None => Opening::Legacy(None),
+            };
             let session = if discovered.is_some() {
                 crate::upstream::stateless::connect(client, target)
             } else if sse {
@@ -279,7 +313,8 @@ impl Task {
             } else {
                 crate::upstream::http::connect(client, target)
             };
-            self.establish(session, identity, discovered).await
+            self.establish(session, identity, opening, self.patience())
+                .await
         });
         let outcome = tokio::select! {
             outcome = handshake => outcome,
@@ -319,28 +354,30 @@ impl Task {
             Ok(Err(ConnectError::ProbeUnanswered)) => {
                 Failure::StartFailed(ConnectError::ProbeUnanswered.to_string())
             }
-            Err(_) => Failure::Timeout(self.too_slow()),
+            Err(_) => Failure::Timeout(self.too_slow(patience)),
         };
         Err(Interrupted::Failed(failure))
     }
 
-    /// Handshake on `session` as `identity` (or, for a server that answered `discovered`,
-    /// speak modern to it) and read what the server offers.
+    /// Handshake on `session` as `identity` as `opening` leaves it (speak modern to a server
+    /// that answered the probe) and read what the server offers.
     async fn establish(
         &self,
         session: Session,
         identity: &Identity,
-        discovered: Option<Discovered>,
+        opening: Opening,
+        patience: Patience,
     ) -> Result<Connection, ConnectError> {
         let established = upstream::establish(
             session.clone(),
             identity,
-            discovered,
-            &self.id,
-            &self.name,
-            &self.connections,
-            // The start timeout around the whole start decides; a request never fails first.
-            self.config.start_timeout + std::time::Duration::from_secs(5),
+            opening,
+            upstream::Owner {
+                id: &self.id,
+                name: &self.name,
+                connections: &self.connections,
+            },
+            patience,
         )
         .await;
         if established.is_err() {
@@ -349,11 +386,45 @@ impl Task {
         established
     }
 
-    fn too_slow(&self) -> String {
+    /// How long the requests of a start may wait: the deadlines around the whole start
+    /// decide, so a request never fails first; list re-reads later wait as a start would.
+    fn patience(&self) -> Patience {
+        let slack = Duration::from_secs(5);
+        Patience {
+            start: Deadlines::total_of(&self.config) + slack,
+            refresh: self.config.start_timeout + slack,
+        }
+    }
+
+    fn too_slow(&self, within: Duration) -> String {
         format!(
             "did not finish initialize and tools/list within {} ms",
-            self.config.start_timeout.as_millis()
+            within.as_millis()
         )
+    }
+}
+
+/// When a stdio start turns slow (`start_timeout` after it began) and when it fails (the
+/// slow-start limit, never sooner than the start timeout). Shared by a respawn after the probe.
+struct Deadlines {
+    slow: tokio::time::Instant,
+    last: tokio::time::Instant,
+    total: Duration,
+}
+
+impl Deadlines {
+    fn from_now(config: &crate::config::SupervisorConfig) -> Self {
+        let now = tokio::time::Instant::now();
+        let total = Self::total_of(config);
+        Self {
+            slow: now + config.start_timeout,
+            last: now + total,
+            total,
+        }
+    }
+
+    fn total_of(config: &crate::config::SupervisorConfig) -> Duration {
+        config.slow_start_limit.max(config.start_timeout)
     }
 }
 
@@ -372,47 +443,112 @@ fn era_key(launch: &impl Hash) -> u64 {
 }
 
 /// Probe as `part` of the probe of a launch spec: a follower whose leader found legacy
-/// sends no probe; a leader tells its followers what it found (a silent child: legacy, as
-/// its fresh one will be spoken to); anyone else probes its own child.
+/// sends no probe; a leader tells its followers what it found (a child that exits on the
+/// probe: legacy, as its fresh one will be spoken to); anyone else probes its own child.
 async fn probe_as(
     part: Option<Part>,
     session: &Session,
     identity: &Identity,
-) -> Result<Option<Discovered>, ConnectError> {
+    patience: Duration,
+) -> Result<Opening, ConnectError> {
     match part {
         Some(Part::Follow(follow)) => match follow.verdict().await {
-            Some(Era::Legacy) => Ok(None),
-            _ => probe_stdio(session, identity).await,
+            Some(Era::Legacy) => Ok(Opening::Legacy(None)),
+            _ => probe_stdio(session, identity, patience).await,
         },
         Some(Part::Lead(lead)) => {
-            let found = probe_stdio(session, identity).await;
+            let found = probe_stdio(session, identity, patience).await;
             match &found {
-                Ok(None) | Err(ConnectError::ProbeUnanswered) => lead.settle(Era::Legacy),
-                Ok(Some(_)) => lead.settle(Era::Modern),
+                Ok(Opening::Legacy(_)) | Err(ConnectError::ProbeUnanswered) => {
+                    lead.settle(Era::Legacy)
+                }
+                Ok(Opening::Modern(_)) => lead.settle(Era::Modern),
                 Err(_) => {}
             }
             found
         }
-        None => probe_stdio(session, identity).await,
+        None => probe_stdio(session, identity, patience).await,
     }
 }
 
-/// Ask a stdio server `server/discover`: its answer if it speaks modern (and lists no
-/// legacy version), `None` to go on with `initialize` on the same child. A child that
-/// exits on the probe or stays silent asks for a fresh one.
+/// Ask a stdio server `server/discover`; if no answer came within [`NUDGE`], send
+/// `initialize` beside it. The first answer that names an era decides: a modern discover
+/// result, or an `initialize` result (legacy, already handshaken). A child that exits on
+/// the probe asks for a fresh one.
 async fn probe_stdio(
     session: &Session,
     identity: &Identity,
-) -> Result<Option<Discovered>, ConnectError> {
+    patience: Duration,
+) -> Result<Opening, ConnectError> {
     let params = era::discover_params(&identity.capabilities, &identity.client_info);
-    match session
-        .call("server/discover", Some(&params), PROBE_WAIT)
-        .await
-    {
-        Ok(answer) => spoken(era::classify(&answer)),
-        Err(Unanswered::Stopped | Unanswered::Timeout(_)) => Err(ConnectError::ProbeUnanswered),
-        Err(other) => Err(other.into()),
+    let discover = discover_stdio(session, &params, patience);
+    tokio::pin!(discover);
+    tokio::select! {
+        found = &mut discover => {
+            return Ok(match found? {
+                Some(discovered) => Opening::Modern(discovered),
+                None => Opening::Legacy(None),
+            })
+        }
+        _ = tokio::time::sleep(NUDGE) => {}
     }
+    let initialize = handshake::initialize(session, identity, patience);
+    tokio::pin!(initialize);
+    let (mut discovering, mut initializing) = (true, true);
+    let mut refused = None;
+    loop {
+        tokio::select! {
+            found = &mut discover, if discovering => match found? {
+                Some(discovered) => return Ok(Opening::Modern(discovered)),
+                // Not modern: the `initialize` in flight decides.
+                None => discovering = false,
+            },
+            answered = &mut initialize, if initializing => match answered {
+                Ok(initialized) => return Ok(Opening::Legacy(Some(initialized))),
+                Err(HandshakeError::Failed(Unanswered::Stopped)) => {
+                    return Err(ConnectError::ProbeUnanswered)
+                }
+                // Refused (a modern-only server does): the probe decides.
+                Err(error) => {
+                    initializing = false;
+                    refused = Some(error);
+                }
+            },
+            else => {
+                let why = refused.map_or_else(|| "no answer".into(), |e| e.to_string());
+                return Err(ConnectError::Failed(why));
+            }
+        }
+    }
+}
+
+/// The stdio probe itself: the modern answer, `None` for anything else but a recognised
+/// modern refusal (asked again while it contradicts itself).
+async fn discover_stdio(
+    session: &Session,
+    params: &str,
+    patience: Duration,
+) -> Result<Option<Discovered>, ConnectError> {
+    let mut pause = CONTRADICTION_PAUSE;
+    for retry in 0..=CONTRADICTION_RETRIES {
+        let answer = match session.call("server/discover", Some(params), patience).await {
+            Ok(answer) => answer,
+            Err(Unanswered::Stopped | Unanswered::Timeout(_)) => {
+                return Err(ConnectError::ProbeUnanswered)
+            }
+            Err(other) => return Err(other.into()),
+        };
+        match era::classify(&answer) {
+            Verdict::ModernRefusal(error)
+                if era::contradicts(&error) && retry < CONTRADICTION_RETRIES =>
+            {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            verdict => return spoken(verdict),
+        }
+    }
+    Err(ConnectError::ProbeUnanswered)
 }
 
 /// POST `server/discover` to an HTTP server: its answer if it speaks modern, `None` to
@@ -424,14 +560,26 @@ async fn probe_http(
     patience: Duration,
 ) -> Result<Option<Discovered>, ConnectError> {
     let params = era::discover_params(&identity.capabilities, &identity.client_info);
-    match crate::upstream::stateless::probe(client, target, &params, patience).await {
-        Ok(verdict) => spoken(verdict),
-        Err(ProbeFailure::Refused(refusal)) => Err(ConnectError::AuthRequired {
-            challenge: refusal.challenge,
-            insufficient_scope: refusal.insufficient_scope,
-        }),
-        Err(ProbeFailure::Outage(why)) => Err(ConnectError::Failed(why)),
+    let mut pause = CONTRADICTION_PAUSE;
+    for retry in 0..=CONTRADICTION_RETRIES {
+        match crate::upstream::stateless::probe(client.clone(), target, &params, patience).await {
+            Ok(Verdict::ModernRefusal(error))
+                if era::contradicts(&error) && retry < CONTRADICTION_RETRIES =>
+            {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Ok(verdict) => return spoken(verdict),
+            Err(ProbeFailure::Refused(refusal)) => {
+                return Err(ConnectError::AuthRequired {
+                    challenge: refusal.challenge,
+                    insufficient_scope: refusal.insufficient_scope,
+                })
+            }
+            Err(ProbeFailure::Outage(why)) => return Err(ConnectError::Failed(why)),
+        }
     }
+    Err(ConnectError::ProbeUnanswered)
 }
 
 /// What a probe's verdict makes of the start.

@@ -100,18 +100,45 @@ impl From<Unanswered> for ConnectError {
     }
 }
 
-/// Initialize `session` as `identity` (a legacy server) or, when it answered `discovered`
-/// (a modern one), speak 2026-07-28 to it; then read what it offers. From then on its own
-/// traffic is handled for server `id` (declared `name`).
+/// How a server was opened before the rest of its start: it answered the era probe as a
+/// modern server, or it speaks a legacy revision (its `initialize` already answered, when
+/// it was sent beside the probe).
+pub enum Opening {
+    /// Its `server/discover` answer: speak 2026-07-28.
+    Modern(Discovered),
+    /// Legacy: the handshake done, or still to do (`None`).
+    Legacy(Option<Initialized>),
+}
+
+/// How long a start's requests may wait (`start`), and later re-reads of its lists.
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    pub start: Duration,
+    pub refresh: Duration,
+}
+
+/// Whose session it is: server `id`, declared `name`, reporting to `connections`.
+pub struct Owner<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub connections: &'a Arc<Connections>,
+}
+
+/// Initialize `session` as `identity` (a legacy server, unless `opening` did already) or,
+/// when it answered the probe (a modern one), speak 2026-07-28 to it; then read what it
+/// offers. From then on its own traffic is handled for its `owner`.
 pub async fn establish(
     session: Session,
     identity: &Identity,
-    discovered: Option<Discovered>,
-    id: &str,
-    name: &str,
-    connections: &Arc<Connections>,
-    timeout: Duration,
+    opening: Opening,
+    owner: Owner<'_>,
+    patience: Patience,
 ) -> Result<Connection, ConnectError> {
+    let Owner {
+        id,
+        name,
+        connections,
+    } = owner;
     let offer: Arc<RwLock<Arc<Offer>>> = Arc::default();
     let refresher = Arc::new(Refresher {
         id: id.to_string(),
@@ -122,7 +149,7 @@ pub async fn establish(
         capabilities: RwLock::new(serde_json::Value::Null),
         pending: AtomicU8::new(0),
         serial: tokio::sync::Mutex::new(()),
-        timeout,
+        timeout: patience.refresh,
     });
     let traffic = Arc::new(Traffic {
         id: id.to_string(),
@@ -131,8 +158,8 @@ pub async fn establish(
     });
     let as_unsolicited: Arc<dyn session::Unsolicited> = traffic.clone();
     session.set_unsolicited(Arc::downgrade(&as_unsolicited));
-    let initialized = match discovered {
-        Some(discovered) => {
+    let initialized = match opening {
+        Opening::Modern(discovered) => {
             let initialized = Initialized::discovered(&discovered, name);
             let modern = Modern::new(identity.envelope(), discovered);
             listen::keep(
@@ -145,7 +172,8 @@ pub async fn establish(
             session.go_modern(Arc::new(modern));
             initialized
         }
-        None => match handshake::initialize(&session, identity, timeout).await {
+        Opening::Legacy(Some(initialized)) => initialized,
+        Opening::Legacy(None) => match handshake::initialize(&session, identity, patience.start).await {
             Ok(initialized) => initialized,
             Err(HandshakeError::Failed(failure)) => return Err(failure.into()),
             Err(refused) => return Err(ConnectError::Failed(refused.to_string())),
@@ -155,7 +183,7 @@ pub async fn establish(
         .capabilities
         .write()
         .unwrap_or_else(|p| p.into_inner()) = initialized.capabilities.clone();
-    let read = offer::read(&session, &initialized.capabilities, Lists::ALL, timeout)
+    let read = offer::read(&session, &initialized.capabilities, Lists::ALL, patience.start)
         .await
         .map_err(|error| match error {
             ListError::Failed(failure) => ConnectError::from(failure),

@@ -126,9 +126,10 @@ pub fn classify(answer: &Message) -> Verdict {
 /// Whether a JSON-RPC `error` object is one only a modern server sends: `-32022` naming
 /// 2026-07-28 among the supported versions, `-32020` or `-32021`.
 pub fn is_modern_error(error: &str) -> bool {
-    let Ok(error) = serde_json::from_str::<Value>(error) else {
-        return false;
-    };
+    serde_json::from_str::<Value>(error).is_ok_and(|error| is_modern_error_value(&error))
+}
+
+fn is_modern_error_value(error: &Value) -> bool {
     match error.get("code").and_then(Value::as_i64) {
         Some(UNSUPPORTED_VERSION) => error
             .get("data")
@@ -138,6 +139,16 @@ pub fn is_modern_error(error: &str) -> bool {
         Some(HEADER_MISMATCH | MISSING_CAPABILITY) => true,
         _ => false,
     }
+}
+
+/// Whether a modern refusal contradicts the probe it answers: `-32022` (version not
+/// served) naming 2026-07-28, the version asked, among those supported. A server still
+/// starting has been seen to say so; it is asked again.
+pub fn contradicts(error: &str) -> bool {
+    let Ok(error) = serde_json::from_str::<Value>(error) else {
+        return false;
+    };
+    error.get("code").and_then(Value::as_i64) == Some(UNSUPPORTED_VERSION) && is_modern_error_value(&error)
 }
 
 /// The `server/discover` probe's params: the envelope only.
