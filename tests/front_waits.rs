@@ -140,6 +140,47 @@ async fn a_call_to_a_restarting_server_waits_only_for_its_restart() {
     assert_eq!(echoed["result"]["content"][0]["text"], "back", "{echoed}");
 }
 
+/// Issue 46: a server that ran and crashed is waited for on `/mcp` even when it had failed
+/// before (here: its first start failed: the child exits on the probe and so does the
+/// fresh one), so a call made while it restarts reaches it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_to_a_server_restarting_after_earlier_failures_waits_for_it() {
+    let dir = ScratchDir::new("front-waits");
+    let failed = dir.path().join("failed-once").display().to_string();
+    let crashed = dir.path().join("crashed-once").display().to_string();
+    let script = format!(
+        "echo x >> {failed:?}; if [ $(wc -l < {failed:?}) -le 2 ]; then exit 3; fi; \\
+         exec {:?} features --exit-after-ms 300 --once {crashed:?}",
+        common::examples()
+    );
+    let config = format!(
+        "[supervisor]\nrestart_delay_ms = 2000\nrestart_delay_max_ms = 2000\n{NEVER_SETTLES}\
+         [servers.flaky]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n{}",
+        serde_json::to_string(&script).unwrap(),
+        server("steady", "notes", &[]),
+    );
+    let proxy = Proxy::start(&config);
+    let mut ahp = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    ahp.until("steady", "ready", &mut seen).await;
+    ahp.until("flaky", "ready", &mut seen).await;
+    // Its first start failed (its probe's child and the fresh one exited; perhaps before
+    // the watcher joined).
+    let spawned = std::fs::read_to_string(&failed).unwrap_or_default();
+    assert_eq!(spawned.lines().count(), 3, "{spawned}");
+    let (mut harness, _) = session(&proxy.mcp_url).await;
+    ahp.until("flaky", "error", &mut seen).await;
+
+    // Listed while it is down (as a harness told of the change would), then called.
+    harness
+        .request("tools/list", None, &mut |method, _| {
+            panic!("unexpected {method}")
+        })
+        .await;
+    let echoed = call(&mut harness, "echo", r#"{"text":"back"}"#).await;
+    assert_eq!(echoed["result"]["content"][0]["text"], "back", "{echoed}");
+}
+
 /// Issue 46: a harness on stdio is never made to wait for `initialize`. With a server that
 /// takes a minute to start beside a fast one, and a first-list wait of ten minutes, the
 /// `initialize` answer comes at once (a wait would outlast `common::PATIENCE`), promising

@@ -168,11 +168,11 @@ impl Task {
         }
         let uptime = up_since.elapsed();
         // Restarting a server that ran and crashed is as good as starting it: the MCP front
-        // waits for it from before it goes (one that keeps failing is not waited for while
-        // it backs off).
+        // waits for it from before it goes, even after earlier failures (a call then waits
+        // at most the first-list wait). One that keeps failing to start is not waited for
+        // while it backs off: a failed start reports without `pending`.
         let failures = retries.policy.count_failure(retries.failures, Some(uptime));
         let restarts = matches!(ended, Ended::Exited(_) | Ended::Broken(_))
-            && failures == 1
             && !retries.policy.gives_up(failures);
         if restarts {
             self.connections.set_pending(&self.id, true);
