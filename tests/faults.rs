@@ -239,7 +239,7 @@ async fn a_server_that_hangs_on_initialize_times_out_is_killed_and_gives_up() {
         mut seen,
     } = Tagged::start(
         "hang",
-        "[supervisor]\nstart_timeout_ms = 300\nrestart_delay_ms = 20\nrestart_delay_max_ms = 50\ncrash_loop_limit = 3\nstop_grace_ms = 500\n",
+        "[supervisor]\nstart_timeout_ms = 200\nslow_start_limit_ms = 300\nrestart_delay_ms = 20\nrestart_delay_max_ms = 50\ncrash_loop_limit = 3\nstop_grace_ms = 500\n",
         |tag| tagged("hang", "echo", &["--fault", "hang-initialize"], tag),
     )
     .await;

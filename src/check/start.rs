@@ -62,8 +62,10 @@ pub async fn start_all(
     let _ = supervisor.commands().send(catalog.supervision()).await;
     let mut settled: BTreeMap<String, Outcome> = BTreeMap::new();
     let waiting = servers.iter().filter(|(_, _, enabled)| *enabled).count();
-    // A start fails by itself at `start_timeout`; this only guards against a stuck wait.
-    let deadline = tokio::time::Instant::now() + config.start_timeout + Duration::from_secs(10);
+    // A start fails by itself at `start_timeout` (a slow stdio one at `slow_start_limit`);
+    // this only guards against a stuck wait.
+    let longest = config.start_timeout.max(config.slow_start_limit);
+    let deadline = tokio::time::Instant::now() + longest + Duration::from_secs(10);
     while settled.len() < waiting {
         let event = match tokio::time::timeout_at(deadline, events.recv()).await {
             Ok(Some(event)) => event,
