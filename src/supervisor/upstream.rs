@@ -161,7 +161,7 @@ pub async fn establish(
     let initialized = match opening {
         Opening::Modern(discovered) => {
             let initialized = Initialized::discovered(&discovered, name);
-            let modern = Modern::new(identity.envelope(), discovered);
+            let modern = Modern::new(name, identity.envelope(), discovered);
             listen::keep(
                 &session,
                 name,

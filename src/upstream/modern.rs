@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -15,8 +16,14 @@ use super::era::{Discovered, Era};
 use super::session::{Modernity, Options, Reply, Session};
 use crate::mcp::message::Message;
 
+/// How long a harness's `resources/subscribe` waits for the listen stream to cover its URI
+/// (at most its request's time): then it is answered anyway, and the wait is logged.
+const COVER_WAIT: Duration = Duration::from_secs(10);
+
 /// A modern server's session state.
 pub struct Modern {
+    /// The server's declared name (for log lines).
+    name: String,
     /// Who requests are sent for when the front names nobody.
     pub envelope: Envelope,
     /// What the server answered to `server/discover`.
@@ -29,9 +36,10 @@ pub struct Modern {
 }
 
 impl Modern {
-    /// The state of a server that answered `discovered`, spoken to as `envelope`.
-    pub fn new(envelope: Envelope, discovered: Discovered) -> Self {
+    /// The state of server `name`, which answered `discovered`, spoken to as `envelope`.
+    pub fn new(name: &str, envelope: Envelope, discovered: Discovered) -> Self {
         Self {
+            name: name.to_string(),
             envelope,
             discovered,
             subscriptions: watch::channel(BTreeSet::new()).0,
@@ -89,11 +97,21 @@ impl Modernity for Modern {
                     answer_here(&request, reply);
                     return None;
                 }
-                // Answered once the listen stream covers it (or after the request's time).
+                // Answered once the listen stream covers it, or after a bounded wait (said
+                // in the log: updates to it are heard once the stream covers it).
                 let mut acknowledged = self.acknowledged.subscribe();
+                let server = self.name.clone();
+                let wait = options.timeout.min(COVER_WAIT);
                 tokio::spawn(async move {
                     let covered = acknowledged.wait_for(|set| set.contains(&uri));
-                    let _ = tokio::time::timeout(options.timeout, covered).await;
+                    if tokio::time::timeout(wait, covered).await.is_err() {
+                        tracing::warn!(
+                            server = %server,
+                            uri = %crate::untrusted::Untrusted(&uri),
+                            "resources/subscribe answered after {} ms without the server's listen stream covering it: its updates are heard once the stream does",
+                            wait.as_millis()
+                        );
+                    }
                     answer_here(&request, reply);
                 });
                 None
@@ -120,5 +138,74 @@ fn answer_here(request: &Message, reply: Box<dyn Reply>) {
     let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
     if let Ok(message) = Message::parse(text) {
         reply.respond(message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::session::{Link, Unanswered};
+    use std::sync::Mutex;
+
+    struct Silent;
+
+    impl Link for Silent {
+        fn send(&self, _: String, _: Option<u64>) -> Result<(), Unanswered> {
+            Ok(())
+        }
+        fn close(&self) {}
+    }
+
+    #[derive(Clone, Default)]
+    struct Got(Arc<Mutex<Vec<String>>>);
+
+    impl Reply for Got {
+        fn related(&mut self, _: Message) {}
+        fn respond(self: Box<Self>, message: Message) {
+            self.0.lock().unwrap().push(message.into_text());
+        }
+        fn fail(self: Box<Self>, failure: Unanswered) {
+            self.0.lock().unwrap().push(format!("failed: {failure}"));
+        }
+    }
+
+    /// Issue 46: a subscription the listen stream never covers is answered after
+    /// [`COVER_WAIT`], not after the request's whole time (five minutes by default).
+    #[tokio::test(start_paused = true)]
+    async fn a_subscription_the_stream_never_covers_is_answered_after_a_bounded_wait() {
+        let envelope = Envelope {
+            era: Era::Legacy,
+            capabilities: serde_json::json!({}),
+            client_info: serde_json::json!({"name": "h"}),
+            log_level: None,
+        };
+        let discovered = Discovered::read(
+            r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"resources":{"subscribe":true}}}"#,
+        )
+        .expect("a discover result");
+        let modern = Modern::new("m", envelope, discovered);
+        let session = Session::new(Box::new(Silent));
+        let got = Got::default();
+        let request = Message::parse(
+            r#"{"jsonrpc":"2.0","id":7,"method":"resources/subscribe","params":{"uri":"file:///r"}}"#
+                .to_string(),
+        )
+        .unwrap();
+        let options = Options {
+            timeout: Duration::from_secs(300),
+            reset_on_progress: false,
+            tag: None,
+        };
+        let sent = modern.outgoing(&session, request, Box::new(got.clone()), options, None);
+        assert!(sent.is_none(), "answered here, not sent");
+        assert_eq!(*modern.subscriptions().borrow(), ["file:///r".to_string()].into());
+        tokio::time::sleep(COVER_WAIT - Duration::from_millis(1)).await;
+        assert!(got.0.lock().unwrap().is_empty(), "answered before the wait");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        tokio::task::yield_now().await;
+        assert_eq!(
+            *got.0.lock().unwrap(),
+            [r#"{"jsonrpc":"2.0","id":7,"result":{}}"#.to_string()]
+        );
     }
 }
