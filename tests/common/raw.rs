@@ -311,7 +311,12 @@ impl RawClient {
 
     /// The next line the proxy writes on stdio, within [`PATIENCE`].
     pub async fn read_line(&mut self) -> String {
-        tokio::time::timeout(PATIENCE, self.next_line())
+        self.read_line_within(PATIENCE).await
+    }
+
+    /// The next line the proxy writes on stdio, within `patience` (a hang guard).
+    pub async fn read_line_within(&mut self, patience: std::time::Duration) -> String {
+        tokio::time::timeout(patience, self.next_line())
             .await
             .expect("a line within the patience")
     }
