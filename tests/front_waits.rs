@@ -282,3 +282,35 @@ async fn a_25_second_server_delays_neither_initialize_nor_the_first_listing() {
         began.elapsed().as_millis()
     );
 }
+
+/// Issue 46: a 2026-07-28 harness's own `server/discover` on stdio is answered at once too,
+/// promising every list with `listChanged` and stale at once while a server is coming (the
+/// Python SDK's probe gives up after 10 s and falls back to 2025-11-25).
+#[tokio::test(flavor = "multi_thread")]
+async fn server_discover_on_stdio_never_waits_for_a_slow_server() {
+    let config = format!(
+        "{}{}{NEVER_SETTLES}",
+        server("fast", "echo", &[]),
+        server("slow", "notes", &["--start-delay-ms", "60000"])
+    );
+    let (proxy, (stdout, stdin)) = Proxy::start_stdio(&config);
+    let mut harness = RawClient::stdio(stdout, stdin);
+    let discovered = harness
+        .request(
+            "server/discover",
+            Some(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#),
+            &mut |method, _| panic!("unexpected {method}"),
+        )
+        .await;
+    let discovered = json(discovered.response());
+    let result = &discovered["result"];
+    for list in ["tools", "prompts", "resources"] {
+        assert_eq!(
+            result["capabilities"][list]["listChanged"], true,
+            "{list}: {discovered}"
+        );
+    }
+    assert_eq!(result["ttlMs"], 0, "{discovered}");
+    let ahp = Watcher::open(&proxy).await;
+    assert_ne!(ahp.server("slow")["state"]["kind"], "ready", "answered before it");
+}

@@ -1,7 +1,9 @@
 //! `server/discover` on the modern face: on `/mcp/<server>` that server's own answer (a
 //! modern server's as it gave it; a legacy one's built from its `initialize` result); on
 //! `/mcp` and stdio the proxy's, with the union of the servers' capabilities and their
-//! instructions and the strictest of their cache hints. Answered once servers still starting are up, as `initialize` is.
+//! instructions and the strictest of their cache hints, answered at once as `initialize` is
+//! (every list promised with `listChanged`, and stale at once, while a server is coming);
+//! a server's own endpoint waits for that server, as its `initialize` does.
 
 use std::sync::Arc;
 
@@ -20,7 +22,9 @@ use crate::mcp::message::Message;
 pub fn answer(hub: Arc<Hub>, scope: Scope, message: Message, out: Stream) {
     let id = message.id().unwrap_or("null").to_string();
     tokio::spawn(async move {
-        hub.settle().await;
+        if matches!(scope, Scope::Server(_)) {
+            hub.settle().await;
+        }
         let text = match &scope {
             Scope::Server(server) => match of_server(&hub, server) {
                 Some(result) => result_answer(&id, &result),
@@ -36,7 +40,12 @@ pub fn answer(hub: Arc<Hub>, scope: Scope, message: Message, out: Stream) {
             Scope::All => {
                 let (capabilities, instructions) = initialize::union(&hub);
                 let info = initialize::proxy_info();
-                let hint = scope_hint(&hub, &scope);
+                let coming =
+                    hub.connections.declared().len() > hub.connections.snapshot().len();
+                let hint = match coming {
+                    true => CacheHint::LEGACY,
+                    false => scope_hint(&hub, &scope),
+                };
                 let result = result(capabilities, instructions, info, hint);
                 result_answer(&id, &result.to_string())
             }
