@@ -285,3 +285,34 @@ async fn a_legacy_server_silent_on_the_probe_is_initialized_on_the_same_child() 
     proxy.wait_for_log(r#""version":"2025-11-25""#);
     assert_eq!(spawns(&log), 1, "one child");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_probe_refused_with_the_version_it_asked_for_is_asked_again() {
+    let toolkit = Toolkit::load();
+    let scratch = common::ScratchDir::new("contradicts");
+    let log = scratch.path().join("spawns");
+    let argv = toolkit.server("modern", Transport::Stdio);
+    let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    // The first probe is refused `-32022` naming 2026-07-28, the version asked, as
+    // supported; then the SDK v2 modern-only server reads the rest.
+    let refusal = r#"{"jsonrpc":"2.0","id":ID,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"],"requested":"2026-07-28"}}}"#;
+    let script = logged(
+        &log,
+        &format!(
+            "read -r line; id=$(printf '%s' \"$line\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/'); \
+             printf '%s\\n' '{refusal}' | sed \"s/ID/$id/\"; exec {}",
+            quoted.join(" ")
+        ),
+    );
+    let config = format!(
+        "{FAST}[servers.contrary]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        serde_json::to_string(&script).unwrap()
+    );
+    let proxy = Proxy::start(&config);
+    let mut w = Watcher::open(&proxy).await;
+    let mut seen = Vec::new();
+    w.until("contrary", "ready", &mut seen).await;
+    assert!(!seen.iter().any(|s| s.ends_with("error")), "{seen:?}");
+    proxy.wait_for_log(r#""version":"2026-07-28""#);
+    assert_eq!(spawns(&log), 1, "one child");
+}
