@@ -57,10 +57,46 @@ pub fn summary(customizations: &[Customization], harnesses: usize) -> serde_json
         servers["error"] + servers["authRequired"] + containers["error"] + containers["degraded"];
     json!({
         "status": if trouble == 0 { "ok" } else { "degraded" },
+        "ready": servers["starting"] == 0,
         "servers": servers,
         "containers": containers,
         "harnesses": harnesses,
     })
+}
+
+/// The probes orchestrators use, on the MCP listener beside `/healthz`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// `/healthz`: the summary, always 200.
+    Health,
+    /// `/readyz`: 200 once no enabled server is starting, 503 before and while draining.
+    Ready,
+    /// `/livez`: 200 while the proxy answers at all.
+    Live,
+}
+
+impl Probe {
+    /// The probe served at `path`, if any.
+    pub fn at(path: &str) -> Option<Probe> {
+        match path {
+            "/healthz" => Some(Probe::Health),
+            "/readyz" => Some(Probe::Ready),
+            "/livez" => Some(Probe::Live),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status for the [`summary`] `text` (`draining`: the proxy is stopping).
+    pub fn status(self, text: &str, draining: bool) -> u16 {
+        let ready = || {
+            serde_json::from_str::<serde_json::Value>(text)
+                .is_ok_and(|summary| summary["ready"] == true)
+        };
+        match self {
+            Probe::Ready if draining || !ready() => 503,
+            _ => 200,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -79,6 +115,12 @@ mod tests {
         .expect("customizations");
         let ok = summary(&tree, 2);
         assert_eq!(ok["status"], "ok");
+        assert_eq!(ok["ready"], false, "b is starting");
+        let text = ok.to_string();
+        assert_eq!(Probe::at("/readyz").unwrap().status(&text, false), 503);
+        assert_eq!(Probe::Live.status(&text, true), 200);
+        assert_eq!(Probe::Health.status(&text, true), 200);
+        assert_eq!(Probe::at("/nope"), None);
         assert_eq!(ok["servers"]["ready"], 1);
         assert_eq!(ok["servers"]["starting"], 1);
         assert_eq!(ok["containers"]["loaded"], 1);

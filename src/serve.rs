@@ -276,6 +276,7 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
         signals.wait().await;
     }
     tracing::info!("shutting down");
+    hub.drain(config.mcp.drain).await;
     let tasks = Tasks {
         watcher,
         harness,

@@ -1,5 +1,6 @@
 //! How long the MCP front waits for servers: only for servers that are starting (or
-//! restarting on their own), and only until they are ready or failed. A server removed from
+//! restarting on their own), and only until they are ready or failed; and how long a stop
+//! waits for the harnesses' requests in flight (draining). A server removed from
 //! its manifest, or one that crashed and comes back, never makes a harness wait for
 //! `first_list_wait_ms`: these tests set it to ten minutes, so a stall is a test that does
 //! not get its answer within `common::PATIENCE`.
@@ -313,4 +314,82 @@ async fn server_discover_on_stdio_never_waits_for_a_slow_server() {
     assert_eq!(result["ttlMs"], 0, "{discovered}");
     let ahp = Watcher::open(&proxy).await;
     assert_ne!(ahp.server("slow")["state"]["kind"], "ready", "answered before it");
+}
+
+/// GET `path` on the MCP listener: its status.
+async fn probe(mcp_url: &str, path: &str) -> u16 {
+    reqwest::get(mcp_url.replace("/mcp", path))
+        .await
+        .expect("an answer")
+        .status()
+        .as_u16()
+}
+
+/// Issue 49: SIGTERM drains. A 1.5 s call in flight when the signal comes is answered in
+/// full, a request sent after it is refused at once (HTTP 503), `/readyz` says 503 from then
+/// on while `/livez` stays 200, and the proxy exits 0.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_lets_a_call_in_flight_finish_and_refuses_new_requests() {
+    let proxy = Proxy::start(&server("features", "features", &[]));
+    let mut ahp = Watcher::open(&proxy).await;
+    ahp.until("features", "ready", &mut Vec::new()).await;
+    assert_eq!(probe(&proxy.mcp_url, "/readyz").await, 200);
+    assert_eq!(probe(&proxy.mcp_url, "/livez").await, 200);
+    let mut ide = common::ide::Ide::join(&proxy, "ide-1").await;
+    let (mut harness, _) = session(&proxy.mcp_url).await;
+    let pid = proxy.pid();
+    let mcp_url = proxy.mcp_url.clone();
+    let (answer, refused) = tokio::join!(
+        call(&mut harness, "slow", r#"{"ms":1500}"#),
+        async {
+            // The call runs (its mirror says so): now the signal.
+            ide.until_call(|s| common::ide::running(s).is_some()).await;
+            let killed = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .expect("kill");
+            assert!(killed.success());
+            proxy.wait_for_log("draining: 1 harness requests in flight");
+            assert_eq!(probe(&mcp_url, "/readyz").await, 503);
+            assert_eq!(probe(&mcp_url, "/livez").await, 200);
+            // A new harness now: refused at once.
+            reqwest::Client::new()
+                .post(&mcp_url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"late","version":"1"}}}"#)
+                .send()
+                .await
+                .expect("an answer")
+        }
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let refused_status = refused.status();
+    let body = refused.text().await.unwrap_or_default();
+    assert_eq!(refused_status, 503, "{body}");
+    assert!(body.contains("shutting down"), "{body}");
+    proxy.wait_for_log("drained: every request in flight was answered");
+    let status = tokio::task::spawn_blocking(move || proxy.terminate())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// Issue 49: `/readyz` is 503 while an enabled server is starting, 200 once it settled.
+#[tokio::test(flavor = "multi_thread")]
+async fn readyz_waits_for_every_enabled_server_to_settle() {
+    let script = format!("sleep 2; exec {:?} echo", common::examples());
+    let config = format!(
+        "{}[servers.late]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        server("fast", "echo", &[]),
+        serde_json::to_string(&script).unwrap()
+    );
+    let proxy = Proxy::start(&config);
+    let mut ahp = Watcher::open(&proxy).await;
+    ahp.until("fast", "ready", &mut Vec::new()).await;
+    if ahp.server("late")["state"]["kind"] != "ready" {
+        assert_eq!(probe(&proxy.mcp_url, "/readyz").await, 503);
+    }
+    ahp.until("late", "ready", &mut Vec::new()).await;
+    assert_eq!(probe(&proxy.mcp_url, "/readyz").await, 200);
 }

@@ -131,6 +131,8 @@ pub const MCP_REQUEST_TIMEOUT_MS: Number =
     number("mcp.request_timeout_ms", 300_000, 100, 86_400_000);
 /// Below the ~5.6 s Claude Code gives a server's first `tools/list` (issue 46).
 pub const MCP_FIRST_LIST_WAIT_MS: Number = number("mcp.first_list_wait_ms", 4_000, 0, 600_000);
+/// Within Kubernetes' default 30 s grace, with time left to stop the servers.
+pub const MCP_DRAIN_MS: Number = number("mcp.drain_ms", 20_000, 0, 600_000);
 pub const MCP_MIRROR_QUEUE: Number = number("mcp.mirror_queue", 1024, 2, 1_000_000);
 pub const MCP_MAX_SESSIONS: Number = number("mcp.max_sessions", 1000, 1, 1_000_000);
 
@@ -273,6 +275,7 @@ pub const ALL: &[Key] = &[
     Key::Text(MCP_SEPARATOR),
     Key::Number(MCP_REQUEST_TIMEOUT_MS),
     Key::Number(MCP_FIRST_LIST_WAIT_MS),
+    Key::Number(MCP_DRAIN_MS),
     Key::Number(MCP_MIRROR_QUEUE),
     Key::Number(MCP_MAX_SESSIONS),
     Key::Text(AGENT_PROVIDER),

@@ -102,6 +102,7 @@ pub(super) struct RawMcp {
     pub separator: Option<Spanned<String>>,
     pub request_timeout_ms: Option<Spanned<i64>>,
     pub first_list_wait_ms: Option<Spanned<i64>>,
+    pub drain_ms: Option<Spanned<i64>>,
     pub mirror_queue: Option<Spanned<i64>>,
     pub max_sessions: Option<Spanned<i64>>,
     pub allowed_hosts: Option<Vec<String>>,

@@ -94,6 +94,7 @@ pub(super) fn mcp(checker: &mut Checker<'_>, raw: RawMcp) -> McpConfig {
         separator,
         request_timeout: checker.millis(&keys::MCP_REQUEST_TIMEOUT_MS, raw.request_timeout_ms),
         first_list_wait: checker.millis(&keys::MCP_FIRST_LIST_WAIT_MS, raw.first_list_wait_ms),
+        drain: checker.millis(&keys::MCP_DRAIN_MS, raw.drain_ms),
         mirror_queue: checker.count(&keys::MCP_MIRROR_QUEUE, raw.mirror_queue),
         max_sessions: checker.count(&keys::MCP_MAX_SESSIONS, raw.max_sessions),
         allowed_hosts: raw.allowed_hosts.unwrap_or_default(),

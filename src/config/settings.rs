@@ -129,6 +129,8 @@ pub struct McpConfig {
     pub request_timeout: Duration,
     /// How long a harness's first listing waits for servers that are still starting.
     pub first_list_wait: Duration,
+    /// On SIGTERM, how long the harnesses' requests in flight may take to finish.
+    pub drain: Duration,
     /// Events queued for the AHP mirror of tool calls (two per call in flight).
     pub mirror_queue: usize,
     /// HTTP sessions (harnesses) at once; more `initialize`s are refused with 503.
@@ -148,6 +150,7 @@ impl Default for McpConfig {
             separator: keys::MCP_SEPARATOR.default.into(),
             request_timeout: keys::MCP_REQUEST_TIMEOUT_MS.millis(),
             first_list_wait: keys::MCP_FIRST_LIST_WAIT_MS.millis(),
+            drain: keys::MCP_DRAIN_MS.millis(),
             mirror_queue: keys::MCP_MIRROR_QUEUE.count(),
             max_sessions: keys::MCP_MAX_SESSIONS.count(),
             allowed_hosts: Vec::new(),

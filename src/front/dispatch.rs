@@ -6,7 +6,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::answers::{error_answer, result_answer, INVALID_PARAMS, INVALID_REQUEST};
+use super::answers::{
+    error_answer, result_answer, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+};
 use super::exchange::Exchange;
 use super::harness::Harness;
 use super::harness_state::Asker;
@@ -33,6 +35,11 @@ impl Harness {
 
     fn request(self: &Arc<Self>, message: Message, stream: Stream) {
         let id = message.id().unwrap_or("null").to_string();
+        if self.hub.is_stopping() {
+            // Draining: what is in flight finishes; nothing new starts.
+            stream.finish(error_answer(&id, INTERNAL_ERROR, era::SHUTTING_DOWN));
+            return;
+        }
         let stand_in = self.stand_in.load(Ordering::Relaxed);
         if !stand_in && era::classify(&message, None) == Era::Modern {
             return modern::from_stdio(self, message, stream);

@@ -177,8 +177,8 @@ impl Front {
             return refused;
         }
         let path = request.uri().path().to_string();
-        if path == "/healthz" {
-            return self.healthz(request.method());
+        if let Some(probe) = crate::health::Probe::at(&path) {
+            return self.probe(probe, request.method());
         }
         // The guard let exactly one well-formed `Host` through.
         let host = (request.headers().get(http::header::HOST))
@@ -227,11 +227,17 @@ impl Front {
     }
 
     /// `GET /healthz`: the proxy's health summary as JSON (always 200 while it answers).
-    fn healthz(&self, method: &Method) -> Response<Body> {
+    /// `/healthz` (the summary), `/readyz` (200 once every enabled server settled, 503 while
+    /// one starts or the proxy drains), `/livez` (200 while it answers).
+    fn probe(&self, probe: crate::health::Probe, method: &Method) -> Response<Body> {
         if method != Method::GET && method != Method::HEAD {
             return plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into());
         }
-        json(StatusCode::OK, (self.health)())
+        let summary = (self.health)();
+        match probe.status(&summary, self.hub.is_stopping()) {
+            200 => json(StatusCode::OK, summary),
+            _ => json(StatusCode::SERVICE_UNAVAILABLE, summary),
+        }
     }
 
     /// DNS-rebinding guard: `Host` must be one we serve, `Origin` (when a browser sends one)
@@ -326,6 +332,10 @@ impl Front {
         let claimed = parts.headers.get("mcp-protocol-version");
         if era::classify(&message, claimed.and_then(|v| v.to_str().ok())) == Era::Modern {
             return super::http_modern::post(&self.hub, &parts.headers, scope, message).await;
+        }
+        if self.hub.is_stopping() && message.kind() == Kind::Request {
+            let id = message.id().unwrap_or("null");
+            return json_error(StatusCode::SERVICE_UNAVAILABLE, id, era::SHUTTING_DOWN);
         }
         // Checked once the body is read: the refusal carries the request's own id.
         if let Some(version) = claimed {

@@ -133,6 +133,16 @@ impl Hub {
         self.stopping.cancel();
     }
 
+    /// Whether the proxy is shutting down (no new request is taken).
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.is_cancelled()
+    }
+
+    /// How many harness requests are being answered now.
+    pub fn requests_in_flight(&self) -> usize {
+        self.tables().registry.in_flight.len()
+    }
+
     /// Offer the tools of `host`'s AHP clients to harnesses on the aggregated endpoint, and
     /// announce their changes (once, at start-up).
     pub fn serve_client_tools(self: &Arc<Self>, host: &Arc<crate::host::Host>) {

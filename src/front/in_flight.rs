@@ -45,6 +45,11 @@ impl Table {
         self.entries.insert(tag, entry);
     }
 
+    /// How many requests are being answered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Request `tag` is over (idempotent).
     pub fn remove(&mut self, tag: u64) -> Option<Entry> {
         let entry = self.entries.remove(&tag)?;

@@ -8,6 +8,7 @@ pub mod answers;
 pub mod client_calls;
 pub mod client_offers;
 pub mod dispatch;
+pub mod drain;
 pub mod envelope;
 pub mod exchange;
 pub mod harness;

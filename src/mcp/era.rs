@@ -284,6 +284,15 @@ pub fn removed(method: &str) -> bool {
     )
 }
 
+/// What a request gets while the proxy drains its requests in flight before it stops.
+pub const SHUTTING_DOWN: &str =
+    "ahp-proxy is shutting down: requests in flight finish, new ones are refused";
+
+/// The refusal of a new request while the proxy shuts down (HTTP 503).
+pub fn shutting_down() -> Problem {
+    Problem::new(-32603, 503, SHUTTING_DOWN.into())
+}
+
 /// The refusal of a removed or unknown method.
 pub fn not_found(method: &str) -> Problem {
     Problem::new(

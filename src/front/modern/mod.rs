@@ -87,6 +87,9 @@ pub fn serve(
         era::check_headers(&message, headers)?;
     }
     let method = message.method().unwrap_or_default().to_string();
+    if hub.is_stopping() && message.kind() == Kind::Request {
+        return Err(era::shutting_down());
+    }
     if message.kind() == Kind::Notification {
         if method == "notifications/cancelled" {
             if let (Some(harness), Some(id)) = (arrival.stdio, message.find(&["requestId"])) {
