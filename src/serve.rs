@@ -99,6 +99,7 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
             request_timeout: config.mcp.request_timeout,
             first_list_wait: config.mcp.first_list_wait,
             approval: config.approval.clone(),
+            metrics: Default::default(),
         },
         mirror,
     );

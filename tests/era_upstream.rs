@@ -236,7 +236,10 @@ fn logged(log: &std::path::Path, then: &str) -> String {
 }
 
 fn spawns(log: &std::path::Path) -> usize {
-    std::fs::read_to_string(log).unwrap_or_default().lines().count()
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .count()
 }
 
 #[tokio::test(flavor = "multi_thread")]

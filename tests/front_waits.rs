@@ -257,7 +257,11 @@ async fn a_25_second_server_delays_neither_initialize_nor_the_first_listing() {
     let first_list = began.elapsed();
     let names = tool_names(&json(listed.response()));
     let ahp = Watcher::open(&proxy).await;
-    assert_ne!(ahp.server("slow")["state"]["kind"], "ready", "listed before it");
+    assert_ne!(
+        ahp.server("slow")["state"]["kind"],
+        "ready",
+        "listed before it"
+    );
     assert!(names.iter().any(|n| n == "echo"), "{names:?}");
     assert!(!names.iter().any(|n| n == "add_note"), "{names:?}");
     // Told when it comes (a hang guard past its 25 s, not a measurement).
@@ -313,7 +317,11 @@ async fn server_discover_on_stdio_never_waits_for_a_slow_server() {
     }
     assert_eq!(result["ttlMs"], 0, "{discovered}");
     let ahp = Watcher::open(&proxy).await;
-    assert_ne!(ahp.server("slow")["state"]["kind"], "ready", "answered before it");
+    assert_ne!(
+        ahp.server("slow")["state"]["kind"],
+        "ready",
+        "answered before it"
+    );
 }
 
 /// GET `path` on the MCP listener: its status.
@@ -339,21 +347,19 @@ async fn sigterm_lets_a_call_in_flight_finish_and_refuses_new_requests() {
     let (mut harness, _) = session(&proxy.mcp_url).await;
     let pid = proxy.pid();
     let mcp_url = proxy.mcp_url.clone();
-    let (answer, refused) = tokio::join!(
-        call(&mut harness, "slow", r#"{"ms":1500}"#),
-        async {
-            // The call runs (its mirror says so): now the signal.
-            ide.until_call(|s| common::ide::running(s).is_some()).await;
-            let killed = std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status()
-                .expect("kill");
-            assert!(killed.success());
-            proxy.wait_for_log("draining: 1 harness requests in flight");
-            assert_eq!(probe(&mcp_url, "/readyz").await, 503);
-            assert_eq!(probe(&mcp_url, "/livez").await, 200);
-            // A new harness now: refused at once.
-            reqwest::Client::new()
+    let (answer, refused) = tokio::join!(call(&mut harness, "slow", r#"{"ms":1500}"#), async {
+        // The call runs (its mirror says so): now the signal.
+        ide.until_call(|s| common::ide::running(s).is_some()).await;
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        proxy.wait_for_log("draining: 1 harness requests in flight");
+        assert_eq!(probe(&mcp_url, "/readyz").await, 503);
+        assert_eq!(probe(&mcp_url, "/livez").await, 200);
+        // A new harness now: refused at once.
+        reqwest::Client::new()
                 .post(&mcp_url)
                 .header("content-type", "application/json")
                 .header("accept", "application/json, text/event-stream")
@@ -361,8 +367,7 @@ async fn sigterm_lets_a_call_in_flight_finish_and_refuses_new_requests() {
                 .send()
                 .await
                 .expect("an answer")
-        }
-    );
+    });
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     let refused_status = refused.status();
     let body = refused.text().await.unwrap_or_default();

@@ -119,3 +119,50 @@ fn the_mcp_front_refuses_a_host_with_an_unclosed_bracket() {
     );
     assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
 }
+
+/// Issue 49: `GET /metrics` on the MCP listener, in the OpenTelemetry MCP conventions: each
+/// forwarded call timed on both sides (`error_type` `tool_error` for a result with
+/// `isError`), the servers by state, the harnesses.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_time_each_call_on_both_sides_in_the_opentelemetry_mcp_conventions() {
+    let proxy = Proxy::start(&common::server("features", "features", &[]));
+    let mut w = common::Watcher::open(&proxy).await;
+    w.until("features", "ready", &mut Vec::new()).await;
+    let http = reqwest::Client::new();
+    let session = common::http_session::RawSession::open(&http, &proxy.mcp_url).await;
+    for (id, arguments) in [
+        (2, serde_json::json!({"text": "x"})),
+        (3, serde_json::json!({})),
+    ] {
+        let answered = session
+            .post(
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "echo", "arguments": arguments}}),
+            )
+            .await
+            .expect("an answer");
+        assert!(answered.status().is_success());
+        let _ = answered.text().await;
+    }
+    let scraped = http
+        .get(proxy.mcp_url.replace("/mcp", "/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics");
+    assert_eq!(scraped.status(), 200);
+    let kind = scraped.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+    let text = scraped.text().await.unwrap();
+    for line in [
+        r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="echo"} 1"#,
+        r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="echo",error_type="tool_error"} 1"#,
+        r#"mcp_client_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="echo",mcp_server_name="features"} 1"#,
+        r#"ahp_proxy_servers{state="ready"} 1"#,
+        "ahp_proxy_harnesses 1",
+    ] {
+        assert!(text.contains(line), "{line} missing in\n{text}");
+    }
+}

@@ -156,6 +156,11 @@ async fn with_a_token_every_mcp_request_presents_it() {
     // `/healthz` stays open for service managers.
     let health = http.get(format!("{base}/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200);
+    // `/metrics` does not (it names servers and tools): the token, as `/mcp` asks.
+    let metrics = http.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(metrics.status(), 401);
+    let scraped = (bearing(TOKEN).get(format!("{base}/metrics")).send().await).unwrap();
+    assert_eq!(scraped.status(), 200);
     // The token is in no log line (the start-up line says one is set).
     proxy.wait_for_log("MCP endpoint listening");
     let logs = proxy.logs();

@@ -623,7 +623,8 @@ async fn a_start_slower_than_the_start_timeout_is_slow_not_a_failure() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_start_past_its_limit_fails_and_says_how_long_it_waited() {
-    let config = "[supervisor]\nstart_timeout_ms = 300\nslow_start_limit_ms = 1200\ncrash_loop_limit = 1\n\
+    let config =
+        "[supervisor]\nstart_timeout_ms = 300\nslow_start_limit_ms = 1200\ncrash_loop_limit = 1\n\
                   [servers.stuck]\ncommand = \"sleep\"\nargs = [\"60\"]\n";
     let proxy = Proxy::start(config);
     let mut w = Watcher::open(&proxy).await;

@@ -362,7 +362,10 @@ mod tests {
         .expect("customizations");
         let text = render_text("u", &tree, &Tools::new());
         assert!(text.contains("2 starting"), "{text}");
-        assert!(text.contains("late                 starting (slow)\n"), "{text}");
+        assert!(
+            text.contains("late                 starting (slow)\n"),
+            "{text}"
+        );
         assert!(text.contains("quick                starting\n"), "{text}");
         let json = render_json("u", &tree, &Tools::new());
         assert_eq!(json["servers"][0]["slow"], true, "{json}");

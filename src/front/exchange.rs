@@ -176,6 +176,16 @@ pub struct Context {
     pub cancelled: CancellationToken,
     /// Its mirrored tool call, if it is one (a step that makes it wait holds it meanwhile).
     pub ticket: Option<Ticket>,
+    /// What its metrics say of it (`front::metrics`).
+    timing: Timing,
+}
+
+/// When an exchange began and was sent, and what its labels say so far.
+struct Timing {
+    began: std::time::Instant,
+    sent: Option<std::time::Instant>,
+    tool: Option<String>,
+    error: Option<String>,
 }
 
 impl Context {
@@ -228,6 +238,12 @@ impl Exchange {
                 stream,
                 cancelled,
                 ticket,
+                timing: Timing {
+                    began: std::time::Instant::now(),
+                    sent: None,
+                    tool: None,
+                    error: None,
+                },
             },
             steps: steps.0,
         });
@@ -287,7 +303,8 @@ impl Exchange {
         for step in &mut self.steps {
             step.sent(&message);
         }
-        let hub = self.x.hub();
+        let hub = self.x.hub().clone();
+        let hub = &hub;
         let Some(connected) = hub.connections.get(&self.x.server) else {
             let name = hub.connections.name_of(&self.x.server);
             return self.refuse(INTERNAL_ERROR, &format!("MCP server {name} is not running"));
@@ -297,6 +314,14 @@ impl Exchange {
             reset_on_progress: true,
             tag: Some(self.x.tag()),
         };
+        // A tool the server does not offer is no label of its own (names are unbounded).
+        if self.x.method == "tools/call" {
+            let offered = (message.string(&["name"]))
+                .filter(|name| connected.offer().tool(name).is_some())
+                .map(|name| name.into_owned());
+            self.x.timing.tool = Some(offered.unwrap_or_else(|| "_OTHER".into()));
+        }
+        self.x.timing.sent = Some(std::time::Instant::now());
         // A modern server is told whom the request is for (a legacy one knew at `initialize`,
         // and is not shown a modern harness's own envelope: it would not match its session).
         let (envelope, message) = match connected.era() {
@@ -311,8 +336,36 @@ impl Exchange {
         }
     }
 
+    /// Count it in the metrics, ended with `error` (none: a success).
+    fn count(&mut self, error: Option<String>) {
+        let operation = super::metrics::Operation {
+            method: super::metrics::method_label(&self.x.method),
+            tool: self.x.timing.tool.clone(),
+            error,
+        };
+        let seconds = self.x.timing.began.elapsed().as_secs_f64();
+        self.x.hub().settings.metrics.served(&operation, seconds);
+    }
+
+    /// Count the server's part (its answer, or `error`) in the metrics.
+    fn count_asked(&mut self, error: Option<String>) {
+        let Some(sent) = self.x.timing.sent.take() else {
+            return;
+        };
+        let operation = super::metrics::Operation {
+            method: super::metrics::method_label(&self.x.method),
+            tool: self.x.timing.tool.clone(),
+            error,
+        };
+        let hub = self.x.hub();
+        let name = hub.connections.name_of(&self.x.server);
+        (hub.settings.metrics).asked(&operation, &name, sent.elapsed().as_secs_f64());
+    }
+
     /// Answer the harness with `text`; the mirrored call ends with it.
     fn finish(mut self, text: String) {
+        let error = self.x.timing.error.take();
+        self.count(error);
         if let Some(ticket) = self.x.ticket.take() {
             ticket.finish(Outcome::Raw(text.clone()));
         }
@@ -323,6 +376,7 @@ impl Exchange {
     /// Answer the harness with an error; the mirrored call fails with it (or is cancelled,
     /// when the harness cancelled it).
     fn refuse(mut self, code: i64, text: &str) {
+        self.count(Some(code.to_string()));
         if let Some(ticket) = self.x.ticket.take() {
             ticket.finish(if self.x.cancelled.is_cancelled() {
                 Outcome::Cancelled
@@ -347,6 +401,9 @@ impl Reply for Exchange {
     }
 
     fn respond(mut self: Box<Self>, message: Message) {
+        let error = super::metrics::error_of(&message);
+        self.count_asked(error.clone());
+        self.x.timing.error = error;
         let this = &mut *self;
         match run(&mut this.steps, &mut this.x, message, |s, x, m| {
             s.answer(x, m)
@@ -364,6 +421,7 @@ impl Reply for Exchange {
         }
         let name = self.x.hub().connections.name_of(&self.x.server);
         let (code, text) = describe(&failure, &name, &self.x.method);
+        self.count_asked(Some(code.to_string()));
         self.refuse(code, &text);
     }
 }

@@ -190,6 +190,10 @@ impl Front {
         if let Some(refused) = self.auth.refuse(request.headers(), host, &path) {
             return refused;
         }
+        if path == "/metrics" {
+            let (metrics, in_flight) = (&self.hub.settings.metrics, self.hub.requests_in_flight());
+            return super::metrics::answer(metrics, in_flight, request.method(), &(self.health)());
+        }
         let Some(scope) = self.scope(&path) else {
             return plain(
                 StatusCode::NOT_FOUND,

@@ -36,6 +36,8 @@ pub struct Settings {
     pub first_list_wait: Duration,
     /// Which tool calls wait for an AHP client's approval.
     pub approval: crate::approval::Policy,
+    /// What `GET /metrics` shows.
+    pub metrics: super::metrics::Shared,
 }
 
 impl Default for Settings {
@@ -45,6 +47,7 @@ impl Default for Settings {
             request_timeout: Duration::from_secs(300),
             first_list_wait: Duration::from_secs(4),
             approval: crate::approval::Policy::default(),
+            metrics: Default::default(),
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod in_flight;
 pub mod initialize;
 pub mod lists;
 pub mod lock;
+pub mod metrics;
 pub mod modern;
 pub mod naming;
 pub mod outbox;

@@ -401,7 +401,9 @@ pub fn auth_requirement_of(
 /// The AHP state for a supervisor status.
 pub fn server_state(status: &Status) -> McpServerState {
     match status {
-        Status::Starting { .. } => McpServerState::Starting(McpServerStartingState { blocking: None }),
+        Status::Starting { .. } => {
+            McpServerState::Starting(McpServerStartingState { blocking: None })
+        }
         Status::Ready { .. } => McpServerState::Ready(McpServerReadyState {}),
         Status::Stopped => McpServerState::Stopped(McpServerStoppedState {}),
         Status::Error(failure) => McpServerState::Error(McpServerErrorState {

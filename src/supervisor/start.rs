@@ -531,7 +531,10 @@ async fn discover_stdio(
 ) -> Result<Option<Discovered>, ConnectError> {
     let mut pause = CONTRADICTION_PAUSE;
     for retry in 0..=CONTRADICTION_RETRIES {
-        let answer = match session.call("server/discover", Some(params), patience).await {
+        let answer = match session
+            .call("server/discover", Some(params), patience)
+            .await
+        {
             Ok(answer) => answer,
             Err(Unanswered::Stopped | Unanswered::Timeout(_)) => {
                 return Err(ConnectError::ProbeUnanswered)

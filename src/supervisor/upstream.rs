@@ -173,24 +173,31 @@ pub async fn establish(
             initialized
         }
         Opening::Legacy(Some(initialized)) => initialized,
-        Opening::Legacy(None) => match handshake::initialize(&session, identity, patience.start).await {
-            Ok(initialized) => initialized,
-            Err(HandshakeError::Failed(failure)) => return Err(failure.into()),
-            Err(refused) => return Err(ConnectError::Failed(refused.to_string())),
-        },
+        Opening::Legacy(None) => {
+            match handshake::initialize(&session, identity, patience.start).await {
+                Ok(initialized) => initialized,
+                Err(HandshakeError::Failed(failure)) => return Err(failure.into()),
+                Err(refused) => return Err(ConnectError::Failed(refused.to_string())),
+            }
+        }
     };
     *refresher
         .capabilities
         .write()
         .unwrap_or_else(|p| p.into_inner()) = initialized.capabilities.clone();
-    let read = offer::read(&session, &initialized.capabilities, Lists::ALL, patience.start)
-        .await
-        .map_err(|error| match error {
-            ListError::Failed(failure) => ConnectError::from(failure),
-            refused => {
-                ConnectError::Failed(format!("listing what the server offers failed: {refused}"))
-            }
-        })?;
+    let read = offer::read(
+        &session,
+        &initialized.capabilities,
+        Lists::ALL,
+        patience.start,
+    )
+    .await
+    .map_err(|error| match error {
+        ListError::Failed(failure) => ConnectError::from(failure),
+        refused => {
+            ConnectError::Failed(format!("listing what the server offers failed: {refused}"))
+        }
+    })?;
     *offer.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(read);
     // The session's downstream is held weakly: the traffic handler lives as long as the
     // session does.

@@ -148,7 +148,8 @@ pub fn contradicts(error: &str) -> bool {
     let Ok(error) = serde_json::from_str::<Value>(error) else {
         return false;
     };
-    error.get("code").and_then(Value::as_i64) == Some(UNSUPPORTED_VERSION) && is_modern_error_value(&error)
+    error.get("code").and_then(Value::as_i64) == Some(UNSUPPORTED_VERSION)
+        && is_modern_error_value(&error)
 }
 
 /// The `server/discover` probe's params: the envelope only.

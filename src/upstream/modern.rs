@@ -198,7 +198,10 @@ mod tests {
         };
         let sent = modern.outgoing(&session, request, Box::new(got.clone()), options, None);
         assert!(sent.is_none(), "answered here, not sent");
-        assert_eq!(*modern.subscriptions().borrow(), ["file:///r".to_string()].into());
+        assert_eq!(
+            *modern.subscriptions().borrow(),
+            ["file:///r".to_string()].into()
+        );
         tokio::time::sleep(COVER_WAIT - Duration::from_millis(1)).await;
         assert!(got.0.lock().unwrap().is_empty(), "answered before the wait");
         tokio::time::sleep(Duration::from_millis(2)).await;

@@ -40,8 +40,7 @@ pub fn answer(hub: Arc<Hub>, scope: Scope, message: Message, out: Stream) {
             Scope::All => {
                 let (capabilities, instructions) = initialize::union(&hub);
                 let info = initialize::proxy_info();
-                let coming =
-                    hub.connections.declared().len() > hub.connections.snapshot().len();
+                let coming = hub.connections.declared().len() > hub.connections.snapshot().len();
                 let hint = match coming {
                     true => CacheHint::LEGACY,
                     false => scope_hint(&hub, &scope),
