@@ -13,6 +13,7 @@ mod confirmation;
 mod result;
 mod task;
 mod turns;
+mod wording;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use crate::mcp::era::Era;
 pub use confirmation::code_span;
 pub use result::{cut, tool_call_result};
 pub use turns::Turns;
+pub use wording::Subject;
 
 /// A held call's decision, as the host announces it.
 pub use crate::host::approvals::Decision;
