@@ -59,18 +59,28 @@ pub struct CallStamp {
     pub started_at: String,
     /// The AHP client that made it on an `mcp://` channel (`None`: a harness).
     pub client_id: Option<String>,
+    /// The `mcp://` channel of the server that runs it, put in an App's `_meta.ui` (VS Code
+    /// renders an agent host's App only with it: the View is read over that channel).
+    pub channel: Option<String>,
 }
 
 /// A tool call's `_meta`.
 pub(crate) type Meta = serde_json::Map<String, Value>;
 
 impl CallStamp {
-    /// A call's `_meta` as it starts: the tool's `ui` (MCP Apps), and [`CALL_META`] with when
-    /// it began and, for a call an AHP client made on an `mcp://` channel, that client's id.
+    /// A call's `_meta` as it starts: the tool's `ui` (MCP Apps; with the server's channel when
+    /// it names a View), and [`CALL_META`] with when it began and, for a call an AHP client
+    /// made on an `mcp://` channel, that client's id.
     pub(crate) fn meta(&self, ui: Option<&Value>, era: Option<Era>) -> Meta {
         let mut meta = Meta::new();
         if let Some(ui) = ui {
-            meta.insert("ui".into(), ui.clone());
+            let mut ui = ui.clone();
+            if let (Some(channel), Some(fields)) = (&self.channel, ui.as_object_mut()) {
+                if fields.contains_key("resourceUri") {
+                    fields.insert("channel".into(), channel.clone().into());
+                }
+            }
+            meta.insert("ui".into(), ui);
         }
         let mut own = Meta::new();
         own.insert("startedAt".into(), self.started_at.clone().into());

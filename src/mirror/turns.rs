@@ -72,7 +72,7 @@ impl Turns {
     ) -> Vec<StateAction> {
         let stamp = CallStamp {
             started_at: now_iso.to_string(),
-            client_id: None,
+            ..CallStamp::default()
         };
         self.start_stamped(call, &stamp, missed, now_ms, now_iso)
     }

@@ -76,6 +76,7 @@ fn concurrent_calls_share_a_turn_that_closes_when_idle() {
     let by_a_client = CallStamp {
         started_at: "2026-01-01T00:00:01.000Z".into(),
         client_id: Some("console-1".into()),
+        ..CallStamp::default()
     };
     apply(
         &mut state,
