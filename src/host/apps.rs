@@ -480,7 +480,8 @@ mod tests {
         assert!(plain_action(&other).is_none());
         // In a chat's snapshot, a call's `_meta` loses it; the result's own content keeps
         // whatever it says.
-        let chat: Snapshot = serde_json::from_value(json!({"resource": "ahp-chat:/h", "fromSeq": 1,
+        let chat: Snapshot =
+            serde_json::from_value(json!({"resource": "ahp-chat:/h", "fromSeq": 1,
             "state": {"resource": "ahp-chat:/h", "title": "h", "status": 1,
                 "modifiedAt": "t", "turns": [{"id": "t", "startedAt": "t", "state": "complete",
                 "message": {"text": "", "origin": {"kind": "agent"}}, "responseParts": [
@@ -488,7 +489,7 @@ mod tests {
                      "toolName": "show", "displayName": "show", "invocationMessage": "",
                      "success": true, "pastTenseMessage": "", "_meta": meta,
                      "structuredContent": {"_meta": {"ui": {"channel": "kept"}}}}}]}]}}))
-        .unwrap();
+            .unwrap();
         let plain = serde_json::to_value(plain_snapshot(chat)).unwrap();
         let call = &plain["state"]["turns"][0]["responseParts"][0]["toolCall"];
         assert_eq!(

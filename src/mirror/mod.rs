@@ -361,7 +361,7 @@ impl Ticket {
         }
     }
 
-    /// The id the call has in the chat (`harness-call-<n>`).
+    /// The id the call has in the chat (`harness-call-<run>-<n>`).
     pub fn call_id(&self) -> String {
         call_id(self.call)
     }
@@ -481,9 +481,43 @@ impl Mirror {
     }
 }
 
-/// The id a mirrored call has in the chat.
+/// The id a mirrored call has in the chat: `harness-call-<run>-<n>`.
 pub(crate) fn call_id(call: u64) -> String {
-    format!("harness-call-{call}")
+    format!("harness-call-{}-{call}", run_id())
+}
+
+/// The id of the mirror's turn number `n`: `harness-<run>-<n>`.
+pub(crate) fn turn_id(n: u64) -> String {
+    format!("harness-{}-{n}", run_id())
+}
+
+/// This run of the proxy, in every turn and call id: when it started, in milliseconds since
+/// 1970 in base 36 (8 characters until 2059). A client that kept the chat of an earlier run
+/// (VS Code keeps the turns it showed across a restart) sees the new run's turns and calls
+/// as new ones, not as updates of the old ones they would otherwise share ids with.
+pub fn run_id() -> &'static str {
+    static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RUN.get_or_init(|| {
+        let millis = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        base36(millis)
+    })
+}
+
+/// `n` in base 36, lowercase.
+fn base36(mut n: u128) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
 }
 
 impl Outcome {
@@ -509,5 +543,26 @@ impl Outcome {
             ),
             None => Outcome::Failed("the MCP server's answer has no result".into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_carry_the_run_which_is_its_start_in_base_36() {
+        assert_eq!(base36(0), "0");
+        assert_eq!(base36(35), "z");
+        assert_eq!(base36(36 * 36), "100");
+        // 2026-01-01T00:00:00Z, in milliseconds.
+        assert_eq!(base36(1_767_225_600_000), "mjuohs00");
+        let run = run_id();
+        assert!(
+            run.len() == 8 && run.bytes().all(|b| b.is_ascii_alphanumeric()),
+            "{run}"
+        );
+        assert_eq!(call_id(3), format!("harness-call-{run}-3"));
+        assert_eq!(turn_id(1), format!("harness-{run}-1"));
     }
 }

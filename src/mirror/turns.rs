@@ -283,7 +283,7 @@ impl Turns {
             }));
             self.kept = 0;
         }
-        let id = format!("harness-{}", self.next_turn);
+        let id = super::turn_id(self.next_turn);
         self.next_turn += 1;
         out.push(StateAction::ChatTurnStarted(ChatTurnStartedAction {
             turn_id: id.clone(),

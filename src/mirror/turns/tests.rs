@@ -42,7 +42,7 @@ fn a_call_paused_for_authorization_resumes_and_completes() {
     }))
     .unwrap();
     let (turn, paused) = turns.auth_required(1, auth).expect("in flight");
-    assert_eq!(turn, "harness-1");
+    assert_eq!(turn, crate::mirror::turn_id(1));
     apply(&mut state, vec![paused]);
     let status = |state: &ChatState| match &state.active_turn.as_ref().unwrap().response_parts[0] {
         ResponsePart::ToolCall(tc) => {
