@@ -849,6 +849,23 @@ async fn vs_code_shows_each_call_as_the_tool_on_its_server_with_its_input_and_ou
     assert_eq!(app["_meta"]["ui"]["channel"], channel.as_str(), "{app}");
     assert_eq!(app["contributor"]["kind"], "mcp", "{app}");
     assert_eq!(app["contributor"]["customizationId"], dash["id"], "{app}");
+    // The View's own call on the channel (its Refresh button) is shown as the window's call,
+    // with the View's URI but no channel: VS Code would render a second View for it.
+    let refreshed = window
+        .raw
+        .request(
+            "tools/call",
+            json!({"channel": channel, "name": "refresh_dashboard", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(refreshed["result"]["isError"], false, "{refreshed}");
+    let (_, own) = window.until_call("refresh_dashboard", "completed").await;
+    assert_eq!(
+        own["_meta"]["ahp-proxy/call"]["clientId"], "reader",
+        "{own}"
+    );
+    assert_eq!(own["_meta"]["ui"]["resourceUri"], APP_URI, "{own}");
+    assert!(own["_meta"]["ui"].get("channel").is_none(), "{own}");
     assert!(
         shown(&app["pastTenseMessage"]).contains("`show_dashboard` on `dash`"),
         "{app}"

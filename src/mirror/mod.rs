@@ -59,8 +59,9 @@ pub struct CallStamp {
     pub started_at: String,
     /// The AHP client that made it on an `mcp://` channel (`None`: a harness).
     pub client_id: Option<String>,
-    /// The `mcp://` channel of the server that runs it, put in an App's `_meta.ui` (VS Code
-    /// renders an agent host's App only with it: the View is read over that channel).
+    /// The `mcp://` channel of the server that runs a harness's call, put in an App's
+    /// `_meta.ui` (VS Code renders an agent host's App only with it: the View is read over
+    /// that channel); `None` for a call made on the channel itself.
     pub channel: Option<String>,
 }
 

@@ -63,8 +63,11 @@ pub(super) async fn run(
         let actions = match event {
             Some(Event::Start(start, at, client_id)) => {
                 let missed = skipped.swap(0, Ordering::Relaxed);
+                // A harness's App call names the channel its View is read over; a call an
+                // AHP client made on that channel (the View's own, the console's) does not,
+                // so that VS Code does not render a second View for it.
                 let channel = match &start.runner {
-                    Runner::Server { id, .. } if start.ui.is_some() => {
+                    Runner::Server { id, .. } if start.ui.is_some() && client_id.is_none() => {
                         Some(crate::host::apps::channel_uri(&session, id))
                     }
                     _ => None,
