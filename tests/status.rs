@@ -511,3 +511,32 @@ async fn remote_text_reaches_the_terminal_escaped() {
     let value: Value = serde_json::from_str(&json).expect("JSON");
     assert!(value.to_string().contains("boom\\u001b[2J"), "{value}");
 }
+
+/// Against a proxy with an access token, `status` without it, or with another, says the
+/// token is missing or wrong (the upgrade's 401), not that no proxy may be running there.
+#[test]
+fn status_without_the_token_says_the_token_is_missing_or_wrong() {
+    let proxy = Proxy::start_on(
+        "",
+        "127.0.0.1:0",
+        &[("AHP_PROXY_TOKEN", "the-right-token-0123456789")],
+    );
+    for token in [None, Some("a-wrong-token-0123456789")] {
+        let mut command = Command::new(common::proxy());
+        command.args(["status", "--url", &proxy.url]);
+        match token {
+            Some(token) => command.env("AHP_PROXY_TOKEN", token),
+            None => command.env_remove("AHP_PROXY_TOKEN"),
+        };
+        let output = command.output().expect("run ahp-proxy status");
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{shown}");
+        assert!(
+            shown.contains("the access token is missing or wrong"),
+            "{token:?}: {shown}"
+        );
+        assert!(shown.contains("AHP_PROXY_TOKEN"), "{shown}");
+        assert!(!shown.contains("is ahp-proxy running there"), "{shown}");
+        assert!(!shown.contains("the-right-token"), "{shown}");
+    }
+}

@@ -4,9 +4,10 @@
 
 mod common;
 
-use ahp_types::state::SessionState;
+use ahp_types::state::{ChatState, ResponsePart, SessionState, ToolCallState};
 use base64::Engine as _;
-use common::{server, Proxy, Raw};
+use common::raw::RawClient;
+use common::{server, Proxy, Raw, ScratchDir};
 use serde_json::{json, Value};
 
 const ROOT: &str = "ahp-root://";
@@ -108,6 +109,8 @@ struct Window {
     client_seq: i64,
     last_seen: i64,
     session: Option<(String, SessionState)>,
+    /// The chat it follows (by the name it subscribed under), kept by the official reducers.
+    chat: Option<(String, ChatState)>,
 }
 
 impl Window {
@@ -134,6 +137,7 @@ impl Window {
             client_seq: 0,
             last_seen,
             session: None,
+            chat: None,
         };
         (window, init["result"].clone())
     }
@@ -192,8 +196,63 @@ impl Window {
                     let _ = ahp::reducers::apply_action_to_session(state, &action);
                 }
             }
+            if let Some((name, state)) = &mut self.chat {
+                if envelope["channel"] == name.as_str() && envelope.get("rejectionReason").is_none()
+                {
+                    let action = serde_json::from_value(envelope["action"].clone()).unwrap();
+                    let _ = ahp::reducers::apply_action_to_chat(state, &action);
+                }
+            }
         }
         frame
+    }
+
+    /// `subscribe` to the chat by `name` (the one VS Code derives from the session); its
+    /// snapshot seeds the chat it follows.
+    async fn follow_chat(&mut self, name: &str) -> Value {
+        let subscribed = self
+            .raw
+            .request("subscribe", json!({"channel": name}))
+            .await;
+        let snapshot = subscribed["result"]["snapshot"].clone();
+        let state: ChatState = serde_json::from_value(snapshot["state"].clone())
+            .unwrap_or_else(|e| panic!("a chat state ({e}): {subscribed}"));
+        self.chat = Some((name.to_string(), state));
+        snapshot
+    }
+
+    /// Every tool call of the followed chat (finished turns first, then the active one):
+    /// its turn id and state, as JSON (the fields VS Code reads).
+    fn calls(&self) -> Vec<(String, Value)> {
+        let (_, chat) = self.chat.as_ref().expect("a followed chat");
+        let turns = (chat.turns.iter().map(|t| (&t.id, &t.response_parts)))
+            .chain(chat.active_turn.iter().map(|t| (&t.id, &t.response_parts)));
+        turns
+            .flat_map(|(id, parts)| {
+                parts.iter().filter_map(move |p| match p {
+                    ResponsePart::ToolCall(tc) => Some((
+                        id.clone(),
+                        serde_json::to_value::<&ToolCallState>(&tc.tool_call).unwrap(),
+                    )),
+                    _ => None,
+                })
+            })
+            .collect()
+    }
+
+    /// Follow until a call of tool `tool` is in `status` (the first such one); its turn id
+    /// and state.
+    async fn until_call(&mut self, tool: &str, status: &str) -> (String, Value) {
+        loop {
+            let found = self
+                .calls()
+                .into_iter()
+                .find(|(_, c)| c["toolName"] == tool && c["status"] == status);
+            if let Some(found) = found {
+                return found;
+            }
+            self.next().await;
+        }
     }
 
     /// Notifications until one `want` accepts.
@@ -575,6 +634,7 @@ async fn the_agents_window_connects_and_steers_as_its_source_says() {
         client_seq: 100,
         last_seen: missed_from,
         session: followed,
+        chat: None,
     };
     let seq = window
         .dispatch(
@@ -614,4 +674,321 @@ async fn each_vs_code_release_is_answered_with_a_version_it_offered() {
             "{offered}: {init}"
         );
     }
+}
+
+/// The harness's servers for the chat tests: a clock, the App, notes whose calls are held
+/// for approval, and echo (whose call without its argument is a tool error).
+fn chat_config() -> String {
+    format!(
+        "[supervisor]\nrestart_delay_ms = 50\n{}{}{}{}[approval]\nmode = \"never\"\n\
+         [approval.servers.notes]\nmode = \"always\"\n",
+        server("clock", "clock", &[]),
+        server("dash", "app", &[]),
+        server("notes", "notes", &[]),
+        server("echo", "echo", &[]),
+    )
+}
+
+/// The harness calls `tool` with `arguments`; its answer.
+async fn harness_call(harness: &mut RawClient, tool: &str, arguments: Value) -> Value {
+    let params = json!({"name": tool, "arguments": arguments}).to_string();
+    let exchange = harness
+        .request("tools/call", Some(&params), &mut |_, _| String::new())
+        .await;
+    serde_json::from_str(exchange.response()).unwrap()
+}
+
+/// A VS Code 1.139 window that presented the approval key (`tkn`), following the session and
+/// the chat it derives from it, both under VS Code's names.
+async fn window_on(proxy: &Proxy, client_id: &str) -> Window {
+    let key = proxy.approval_key().expect("an approval key");
+    let pasted = format!("ws://{}/?tkn={key}", proxy.addr);
+    let (mut window, _) = Window::open(&pasted, client_id, "vscode-agents-window", "VS Code").await;
+    window.follow_session(PROVIDER_SESSION).await;
+    window.follow_chat(&derived_chat(PROVIDER_SESSION)).await;
+    window
+}
+
+/// The text of a `StringOrMarkdown` as VS Code reads it (`ET`: a string, or `.markdown`).
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other["markdown"].as_str().unwrap_or_default().to_string(),
+    }
+}
+
+/// What VS Code 1.139 shows of a mirrored call (`stateToProgressAdapter`: `toolCallStateToInvocation`
+/// / `finalizeToolInvocation`, `turnsToHistory` for a reopened chat): the invocation message
+/// while it runs, the past-tense message once it completed, and, in the call's details, its
+/// `toolInput` and result `content`. Each names the tool and its server, for a call that ran,
+/// one that was approved, one denied, one whose tool failed, and an App's.
+#[tokio::test(flavor = "multi_thread")]
+async fn vs_code_shows_each_call_as_the_tool_on_its_server_with_its_input_and_output() {
+    let (proxy, mut harness) = common::stdio_harness(&chat_config()).await;
+    let mut window = window_on(&proxy, "reader").await;
+    common::ide::listed(&mut harness, "show_dashboard").await;
+    common::ide::listed(&mut harness, "add_note").await;
+
+    // A call that needs no approval.
+    let answer = harness_call(&mut harness, "now", json!({})).await;
+    let time = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, now) = window.until_call("now", "completed").await;
+    assert!(
+        shown(&now["invocationMessage"]).contains("`now` on `clock`"),
+        "{now}"
+    );
+    let past = shown(&now["pastTenseMessage"]);
+    assert!(past.contains("`now` on `clock`"), "{now}");
+    assert_eq!(now["toolInput"], "{}", "{now}");
+    assert_eq!(now["content"][0]["text"], time.as_str(), "{now}");
+    assert_eq!(now["contributor"]["kind"], "mcp", "{now}");
+
+    // A call its tool answered with an error.
+    let answer = harness_call(&mut harness, "echo", json!({})).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let (_, failed) = window.until_call("echo", "completed").await;
+    assert_eq!(failed["success"], false, "{failed}");
+    let past = shown(&failed["pastTenseMessage"]);
+    assert!(past.contains("`echo` on `echo`"), "{failed}");
+    assert!(
+        failed["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("missing"),
+        "{failed}"
+    );
+
+    // A call held for approval, approved in the window: the card names it, and so does the
+    // call once it ran.
+    let note = json!({"title": "Release", "text": "Tag v1"});
+    let (answer, ()) = tokio::join!(
+        harness_call(&mut harness, "add_note", note.clone()),
+        async {
+            let (turn, held) = window.until_call("add_note", "pending-confirmation").await;
+            // The card: its title, and the invocation message under it (the question).
+            let title = shown(&held["confirmationTitle"]);
+            assert!(title.contains("`add_note` on `notes`"), "{held}");
+            let asked = shown(&held["invocationMessage"]);
+            assert!(
+                asked.contains("`add_note`") && asked.contains("`notes`"),
+                "{held}"
+            );
+            let call = held["toolCallId"].as_str().unwrap().to_string();
+            window
+            .dispatch(
+                &derived_chat(PROVIDER_SESSION),
+                json!({"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": call,
+                       "approved": true, "confirmed": "user-action", "selectedOptionId": "allow-once"}),
+            )
+            .await;
+        }
+    );
+    assert!(answer.get("result").is_some(), "{answer}");
+    let (_, approved) = window.until_call("add_note", "completed").await;
+    assert!(
+        shown(&approved["pastTenseMessage"]).contains("`add_note` on `notes`"),
+        "{approved}"
+    );
+    let input: Value = serde_json::from_str(approved["toolInput"].as_str().unwrap()).unwrap();
+    assert_eq!(input, note, "{approved}");
+    assert!(
+        approved["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Release"),
+        "{approved}"
+    );
+
+    // One denied: it ends cancelled, still named.
+    let (answer, ()) = tokio::join!(
+        harness_call(
+            &mut harness,
+            "add_note",
+            json!({"title": "No", "text": "x"})
+        ),
+        async {
+            let (turn, held) = loop {
+                let found = window.calls().into_iter().find(|(_, c)| {
+                    c["toolName"] == "add_note" && c["status"] == "pending-confirmation"
+                });
+                match found {
+                    Some(found) => break found,
+                    None => {
+                        window.next().await;
+                    }
+                }
+            };
+            let call = held["toolCallId"].as_str().unwrap().to_string();
+            window
+                .dispatch(
+                    &derived_chat(PROVIDER_SESSION),
+                    json!({"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": call,
+                           "approved": false, "reason": "denied"}),
+                )
+                .await;
+        }
+    );
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let (_, denied) = window.until_call("add_note", "cancelled").await;
+    let asked = shown(&denied["invocationMessage"]);
+    assert!(
+        asked.contains("`add_note`") && asked.contains("`notes`"),
+        "{denied}"
+    );
+
+    // An App's call: VS Code renders its View only when `_meta.ui` names the server's
+    // `mcp://` channel beside the View, and the call's contributor is the MCP server.
+    let dash = window.until_server("dash", "ready").await;
+    let channel = dash["channel"].as_str().expect("a channel").to_string();
+    harness_call(&mut harness, "show_dashboard", json!({})).await;
+    let (_, app) = window.until_call("show_dashboard", "completed").await;
+    assert_eq!(app["_meta"]["ui"]["resourceUri"], APP_URI, "{app}");
+    assert_eq!(app["_meta"]["ui"]["channel"], channel.as_str(), "{app}");
+    assert_eq!(app["contributor"]["kind"], "mcp", "{app}");
+    assert_eq!(app["contributor"]["customizationId"], dash["id"], "{app}");
+    // The View's own call on the channel (its Refresh button) is shown as the window's call,
+    // with the View's URI but no channel: VS Code would render a second View for it.
+    let refreshed = window
+        .raw
+        .request(
+            "tools/call",
+            json!({"channel": channel, "name": "refresh_dashboard", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(refreshed["result"]["isError"], false, "{refreshed}");
+    let (_, own) = window.until_call("refresh_dashboard", "completed").await;
+    assert_eq!(
+        own["_meta"]["ahp-proxy/call"]["clientId"], "reader",
+        "{own}"
+    );
+    assert_eq!(own["_meta"]["ui"]["resourceUri"], APP_URI, "{own}");
+    assert!(own["_meta"]["ui"].get("channel").is_none(), "{own}");
+    assert!(
+        shown(&app["pastTenseMessage"]).contains("`show_dashboard` on `dash`"),
+        "{app}"
+    );
+}
+
+/// A client that is not shown MCP Apps is not shown the channel in a call's `_meta` either.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_without_mcp_apps_gets_app_calls_without_the_channel() {
+    let (proxy, mut harness) = common::stdio_harness(&chat_config()).await;
+    common::ide::listed(&mut harness, "show_dashboard").await;
+    let mut plain = Raw::connect(&proxy).await;
+    plain.initialize("plain", &[]).await;
+    let subscribed = plain
+        .request("subscribe", json!({"channel": HARNESS_CHAT}))
+        .await;
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    harness_call(&mut harness, "show_dashboard", json!({})).await;
+    let start = plain
+        .notification(|f| f["params"]["action"]["type"] == "chat/toolCallComplete")
+        .await;
+    let meta = &start["params"]["action"]["_meta"];
+    assert_eq!(meta["ui"]["resourceUri"], APP_URI, "{start}");
+    assert!(meta["ui"].get("channel").is_none(), "{start}");
+    // Its snapshot of the chat has the call without it too.
+    let mut later = Raw::connect(&proxy).await;
+    later.initialize("later", &[]).await;
+    let snapshot = later
+        .request("subscribe", json!({"channel": HARNESS_CHAT}))
+        .await;
+    let text = snapshot.to_string();
+    assert!(
+        text.contains("show_dashboard") && !text.contains("mcp://"),
+        "{snapshot}"
+    );
+}
+
+/// Turn and call ids carry the proxy's run: after a restart the new calls do not take the
+/// ids of the old ones, and a VS Code window that comes back is sent the new chat.
+#[tokio::test(flavor = "multi_thread")]
+async fn ids_are_new_after_a_restart_and_a_returning_window_sees_the_new_chat() {
+    let config = chat_config();
+    let (first, mut harness) = common::stdio_harness(&config).await;
+    let mut window = window_on(&first, "returning").await;
+    harness_call(&mut harness, "now", json!({})).await;
+    let (old_turn, old_call) = window.until_call("now", "completed").await;
+    let old_call = old_call["toolCallId"].as_str().unwrap().to_string();
+    let last_seen = window.last_seen;
+    drop(harness);
+    first.terminate();
+
+    let (second, mut harness) = common::stdio_harness(&config).await;
+    harness_call(&mut harness, "now", json!({})).await;
+    // The window reconnects under its client id: the new proxy does not know it and says to
+    // initialize; it does, and subscribes again.
+    let mut raw = Raw::connect_url(&format!(
+        "ws://{}/?tkn={}",
+        second.addr,
+        second.approval_key().unwrap()
+    ))
+    .await;
+    let back = raw
+        .request(
+            "reconnect",
+            json!({"clientId": "returning", "lastSeenServerSeq": last_seen,
+                   "subscriptions": [ROOT, PROVIDER_SESSION, derived_chat(PROVIDER_SESSION)]}),
+        )
+        .await;
+    assert!(back.get("error").is_some(), "{back}");
+    drop(raw);
+    let mut window = window_on(&second, "returning").await;
+    let (new_turn, new_call) = window.until_call("now", "completed").await;
+    let new_call = new_call["toolCallId"].as_str().unwrap().to_string();
+    assert_ne!(new_turn, old_turn);
+    assert_ne!(new_call, old_call);
+    let ids: Vec<String> = window.calls().into_iter().map(|(turn, _)| turn).collect();
+    assert!(!ids.contains(&old_turn), "{ids:?}");
+}
+
+/// The session as VS Code lists it: a title that names the harness and the proxy (not
+/// "Workspace", VS Code's own local session), and `workingDirectories` (VS Code lists a
+/// host's session in a window whose folders hold one of them): the plugin roots and the
+/// manifests' folders, or what `[session] working_directories` says.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_session_is_titled_for_the_harness_and_works_in_the_plugin_folders() {
+    let dir = ScratchDir::new("vscode-folders");
+    let roots = dir.path().join("plugins");
+    let manifests = dir.path().join("team");
+    std::fs::create_dir_all(&roots).unwrap();
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(manifests.join("plugins.json"), "{\"plugins\": []}").unwrap();
+    let uri = |path: &std::path::Path| format!("file://{}", path.display());
+    let config = format!(
+        "plugin_roots = [{:?}]\nmanifests = [{:?}]\n",
+        roots.display().to_string(),
+        manifests.join("plugins.json").display().to_string()
+    );
+    let proxy = Proxy::start(&config);
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("lister", &[]).await;
+    let listed = raw.request("listSessions", json!({"channel": ROOT})).await;
+    let session = &listed["result"]["items"][0];
+    assert_eq!(session["title"], "MCP harness (ahp-proxy)", "{listed}");
+    assert_eq!(
+        session["workingDirectories"],
+        json!([uri(&roots), uri(&manifests)]),
+        "{listed}"
+    );
+
+    // Said in the config: those folders instead.
+    let chosen = dir.path().join("project");
+    std::fs::create_dir_all(&chosen).unwrap();
+    let config = format!(
+        "{config}[session]\nworking_directories = [{:?}]\n",
+        chosen.display().to_string()
+    );
+    let proxy = Proxy::start(&config);
+    let mut raw = Raw::connect(&proxy).await;
+    raw.initialize("lister", &[]).await;
+    let listed = raw.request("listSessions", json!({"channel": ROOT})).await;
+    assert_eq!(
+        listed["result"]["items"][0]["workingDirectories"],
+        json!([uri(&chosen)]),
+        "{listed}"
+    );
 }

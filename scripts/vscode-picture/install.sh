@@ -7,7 +7,9 @@
 #   - code-server 4.139.1 (= VS Code 1.139.1, browser build) from npm, installed with
 #     --ignore-scripts and then its own postinstall run with Node 24 on PATH (that is
 #     `npm install` in lib/vscode and lib/vscode/extensions; it builds native modules and
-#     needs libkrb5-dev)
+#     needs libkrb5-dev) and npm_config_nodedir naming that Node's own headers (the package
+#     carries them in include/node), so that an npm configured for another Node (a `nodedir`
+#     in ~/.npmrc, say the system's Node 20 in /usr) does not build them against its headers
 #   - puppeteer-core 24.43.1 from npm, to drive the browser
 #   - from Debian (apt-get, as root): chromium and libkrb5-dev, when missing
 #
@@ -56,6 +58,8 @@ rm -f .installed
 
 npm install --no-audit --no-fund --save-exact "node-linux-$arch@$NODE_VERSION" >&2
 export PATH="$TOOLS/node_modules/node-linux-$arch/bin:$PATH"
+export npm_config_nodedir="$TOOLS/node_modules/node-linux-$arch"
+[[ -f "$npm_config_nodedir/include/node/node_version.h" ]] || die "no Node.js headers in $npm_config_nodedir/include/node"
 [[ "$(node --version)" == "v$NODE_VERSION" ]] || die "node on PATH is $(node --version), not v$NODE_VERSION"
 
 npm install --no-audit --no-fund --save-exact --ignore-scripts \

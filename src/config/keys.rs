@@ -144,7 +144,11 @@ pub const AGENT_DESCRIPTION: Text = text(
     "agent.description",
     "An MCP-only agent harness; ahp-proxy shows its plugins and MCP servers",
 );
-pub const SESSION_TITLE: Text = text("session.title", "Workspace");
+pub const SESSION_TITLE: Text = text("session.title", "MCP harness (ahp-proxy)");
+pub const SESSION_WORKING_DIRECTORIES: Other = Other {
+    name: "session.working_directories",
+    default: "the plugin roots, then the manifests' folders",
+};
 
 // ─── [limits] ───────────────────────────────────────────────────────────────
 
@@ -282,6 +286,7 @@ pub const ALL: &[Key] = &[
     Key::Text(AGENT_DISPLAY_NAME),
     Key::Text(AGENT_DESCRIPTION),
     Key::Text(SESSION_TITLE),
+    Key::Other(SESSION_WORKING_DIRECTORIES),
     Key::Number(LIMITS_MAX_FRAME_BYTES),
     Key::Number(LIMITS_CLIENT_QUEUE),
     Key::Number(LIMITS_CLIENT_QUEUE_BYTES),

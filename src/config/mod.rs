@@ -84,10 +84,11 @@ impl Config {
         let servers = servers::servers(&mut checker, raw.servers, &resolver);
         let approval = approval::approval(&mut checker, raw.approval);
         let trust = trust::trust(&mut checker, raw.trust, &resolver);
+        let session = sections::session(&mut checker, raw.session, &resolver);
         let config = ahp.map(|ahp| Config {
             ahp,
             agent,
-            session: sections::session(raw.session),
+            session,
             limits,
             supervisor,
             mcp,

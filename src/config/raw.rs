@@ -74,6 +74,7 @@ pub(super) struct RawAgent {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSession {
     pub title: Option<String>,
+    pub working_directories: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -180,12 +180,24 @@ fn provider_problem(provider: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `[session]`.
-pub(super) fn session(raw: RawSession) -> SessionConfig {
+/// `[session]`; its paths resolved by `resolver`.
+pub(super) fn session(
+    checker: &mut Checker<'_>,
+    raw: RawSession,
+    resolver: &super::paths::Resolver<'_>,
+) -> SessionConfig {
     SessionConfig {
         title: raw
             .title
             .unwrap_or_else(|| keys::SESSION_TITLE.default.to_string()),
+        working_directories: raw.working_directories.map(|list| {
+            super::paths::list(
+                checker,
+                keys::SESSION_WORKING_DIRECTORIES.name,
+                list,
+                resolver,
+            )
+        }),
     }
 }
 

@@ -110,6 +110,9 @@ pub struct AgentConfig {
 pub struct SessionConfig {
     /// Title of the default session.
     pub title: String,
+    /// Its `workingDirectories` as configured (`None`: derived from the plugin roots and the
+    /// manifests' folders, see [`Config::working_directories`]).
+    pub working_directories: Option<Vec<PathBuf>>,
 }
 
 /// `[mcp]`: the MCP front (streamable HTTP; stdio is `serve --stdio`).
@@ -174,6 +177,29 @@ impl Default for ClientsConfig {
             plugins: keys::CLIENTS_PLUGINS.default,
             launch_servers: None,
         }
+    }
+}
+
+impl Config {
+    /// The default session's working directories: `[session] working_directories` when
+    /// set, else the plugin roots, then the folders of the manifests (each once, in that
+    /// order). VS Code lists a host's session in a window whose folders hold one of them.
+    pub fn working_directories(&self) -> Vec<PathBuf> {
+        if let Some(chosen) = &self.session.working_directories {
+            return chosen.clone();
+        }
+        let folders = (self.plugin_roots.iter().cloned()).chain(
+            self.manifests
+                .iter()
+                .filter_map(|m| m.parent().map(PathBuf::from)),
+        );
+        let mut out: Vec<PathBuf> = Vec::new();
+        for folder in folders {
+            if !out.contains(&folder) {
+                out.push(folder);
+            }
+        }
+        out
     }
 }
 

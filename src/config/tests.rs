@@ -23,7 +23,7 @@ fn empty_file_gives_defaults() {
     let config = parse("").expect("empty config is valid");
     assert_eq!(config.ahp.listen.to_string(), keys::AHP_LISTEN.default);
     assert_eq!(config.agent.provider, "ahp-proxy");
-    assert_eq!(config.session.title, "Workspace");
+    assert_eq!(config.session.title, "MCP harness (ahp-proxy)");
     assert_eq!(config.limits, Limits::default());
     assert!(config.servers.is_empty());
 }
@@ -345,4 +345,25 @@ fn approval_mistakes_name_the_key_and_where() {
     );
     let message = error("[approval.servers.notes]\nmod = \"always\"\n");
     assert!(message.contains("did you mean `mode`?"), "{message}");
+}
+
+#[test]
+fn the_sessions_working_directories_are_the_plugin_folders_unless_chosen() {
+    let derived = parse(
+        "plugin_roots = [\"plugins\", \"team\"]\nmanifests = [\"team/plugins.json\", \"m/x.json\"]\n",
+    )
+    .expect("valid");
+    assert_eq!(
+        derived.working_directories(),
+        ["/base/plugins", "/base/team", "/base/m"].map(PathBuf::from)
+    );
+    let chosen =
+        parse("plugin_roots = [\"plugins\"]\n[session]\nworking_directories = [\"work\"]\n")
+            .expect("valid");
+    assert_eq!(chosen.working_directories(), [PathBuf::from("/base/work")]);
+    let none = parse("plugin_roots = [\"plugins\"]\n[session]\nworking_directories = []\n")
+        .expect("valid");
+    assert!(none.working_directories().is_empty());
+    assert!(parse("").expect("valid").working_directories().is_empty());
+    assert!(error("[session]\nworking_directories = [\"\"]\n").contains("empty path"));
 }

@@ -57,6 +57,10 @@ pub enum ControlError {
         step: Step,
         reason: String,
     },
+    /// The WebSocket upgrade was refused with 401: no access token was presented, or not the
+    /// proxy's.
+    #[error("{url}: the access token is missing or wrong (the proxy refused the connection with 401): set AHP_PROXY_TOKEN to the proxy's token (its `ahp.token`, or the AHP_PROXY_TOKEN it was started with)")]
+    Unauthorized { url: String },
     /// The proxy hung up.
     #[error("{url} closed the connection")]
     Closed { url: String },

@@ -94,12 +94,24 @@ impl Connection {
         .await?;
         let _ = tcp.set_nodelay(true);
         let stream = tokio_tungstenite::MaybeTlsStream::Plain(tcp);
-        let (ws, _) = within(
-            shown,
-            Step::Upgrade,
-            tokio_tungstenite::client_async(url.as_str(), stream),
-        )
+        // 401: the gate refused the token (none, or another): said as such, not as a
+        // failure that might mean no proxy listens there.
+        let upgraded = within(shown, Step::Upgrade, async {
+            match tokio_tungstenite::client_async(url.as_str(), stream).await {
+                Err(tokio_tungstenite::tungstenite::Error::Http(refusal))
+                    if refusal.status() == http::StatusCode::UNAUTHORIZED =>
+                {
+                    Ok(None)
+                }
+                other => other.map(Some),
+            }
+        })
         .await?;
+        let Some((ws, _)) = upgraded else {
+            return Err(ControlError::Unauthorized {
+                url: shown.to_string(),
+            });
+        };
         let transport = ahp_ws::WebSocketTransport::from_stream(ws);
         let client = within(
             shown,

@@ -422,7 +422,7 @@ fn seeded_services(config: &Config) -> (Arc<Services>, watch::Receiver<Requests>
     .expect("the fuzzing auth requirement is valid");
     if let Some((_, paused)) = turns.auth_required(1, auth) {
         let _ = host.emit(HARNESS_CHAT_URI, paused);
-        host.hold_paused(HARNESS_CHAT_URI, "harness-call-1");
+        host.hold_paused(HARNESS_CHAT_URI, &crate::mirror::call_id(1));
     }
     (services, control)
 }

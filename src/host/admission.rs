@@ -541,12 +541,12 @@ mod tests {
         let start = CallStart::example(1);
         let mut actions = turns.start(start, 0, 0, "2026-01-01T00:00:00.000Z");
         let give_up = action(
-            json!({"type": "chat/toolCallComplete", "turnId": "harness-1",
-            "toolCallId": "harness-call-1", "result": {"success": false, "pastTenseMessage": "Declined"}}),
+            json!({"type": "chat/toolCallComplete", "turnId": crate::mirror::turn_id(1),
+            "toolCallId": crate::mirror::call_id(1), "result": {"success": false, "pastTenseMessage": "Declined"}}),
         );
         let succeed = action(
-            json!({"type": "chat/toolCallComplete", "turnId": "harness-1",
-            "toolCallId": "harness-call-1", "result": {"success": true, "pastTenseMessage": "Done"}}),
+            json!({"type": "chat/toolCallComplete", "turnId": crate::mirror::turn_id(1),
+            "toolCallId": crate::mirror::call_id(1), "result": {"success": true, "pastTenseMessage": "Done"}}),
         );
         for a in actions.drain(..) {
             ahp::reducers::apply_action_to_chat(&mut chat, &a);
@@ -561,8 +561,8 @@ mod tests {
         assert_eq!(admit_chat(&chat, "c", &give_up), Ok(ChatAdmission::GiveUp));
         assert!(admit_chat(&chat, "c", &succeed).is_err());
         let other = action(
-            json!({"type": "chat/toolCallComplete", "turnId": "harness-1",
-            "toolCallId": "harness-call-9", "result": {"success": false, "pastTenseMessage": "x"}}),
+            json!({"type": "chat/toolCallComplete", "turnId": crate::mirror::turn_id(1),
+            "toolCallId": crate::mirror::call_id(9), "result": {"success": false, "pastTenseMessage": "x"}}),
         );
         assert!(admit_chat(&chat, "c", &other).is_err());
     }

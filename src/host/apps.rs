@@ -1,6 +1,6 @@
 //! MCP Apps as AHP shows them: each ready server's `mcp://` channel URI, the `mcpApp`
 //! capabilities it really serves, what else its channel serves (prompts, in the server's
-//! `_meta`), and the view without them for clients without `mcpApps`.
+//! `_meta`), and the view without them (nor an App call's channel) for clients without `mcpApps`.
 //!
 //! Host state carries the full view. A connection that did not declare `mcpApps` gets
 //! every snapshot and action through [`plain_snapshot`] / [`plain_action`]; the reducers
@@ -128,14 +128,85 @@ pub fn announces(offer: &ChannelOffer, list: &str) -> bool {
         .is_some_and(|v| v.get("listChanged") == Some(&json!(true)))
 }
 
-/// A snapshot as a client without `mcpApps` sees it.
+/// A snapshot as a client without `mcpApps` sees it: no channels, no `mcpApp`s, and no
+/// channel in a tool call's `_meta.ui` (a chat's calls, a session's input-needed entries).
 pub fn plain_snapshot(mut snapshot: Snapshot) -> Snapshot {
-    if let SnapshotState::Session(session) = &mut snapshot.state {
-        session.customizations.iter_mut().flatten().for_each(|c| {
-            strip_customization(c);
-        });
+    match &mut snapshot.state {
+        SnapshotState::Session(session) => {
+            session.customizations.iter_mut().flatten().for_each(|c| {
+                strip_customization(c);
+            });
+            if let Some(requests) = session.input_needed.as_mut() {
+                without_call_channels(requests);
+            }
+        }
+        SnapshotState::Chat(chat) => {
+            without_call_channels(chat);
+        }
+        _ => {}
     }
     snapshot
+}
+
+/// `typed` (a state holding tool calls) with `_meta.ui.channel` taken out of each call;
+/// whether any was (left as it is when none was, or, which cannot be, it does not read back).
+fn without_call_channels<T: serde::Serialize + serde::de::DeserializeOwned>(typed: &mut T) -> bool {
+    let Ok(mut value) = serde_json::to_value(&*typed) else {
+        return false;
+    };
+    if !strip_call_channels(&mut value) {
+        return false;
+    }
+    match serde_json::from_value(value) {
+        Ok(plain) => {
+            *typed = plain;
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Take `_meta.ui.channel` out of every tool call (an object with a `toolCallId`) inside
+/// `value`; whether any was.
+fn strip_call_channels(value: &mut Value) -> bool {
+    match value {
+        Value::Object(fields) => {
+            let own =
+                fields.contains_key("toolCallId") && strip_meta_channel(fields.get_mut("_meta"));
+            fields
+                .iter_mut()
+                .filter(|(key, _)| *key != "_meta")
+                .fold(own, |any, (_, v)| strip_call_channels(v) | any)
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |any, v| strip_call_channels(v) | any),
+        _ => false,
+    }
+}
+
+/// Take `channel` out of a call's `_meta.ui`; whether it was there.
+fn strip_meta_channel(meta: Option<&mut Value>) -> bool {
+    meta.and_then(|m| m.get_mut("ui"))
+        .and_then(Value::as_object_mut)
+        .is_some_and(|ui| ui.remove("channel").is_some())
+}
+
+/// `_meta` of a call's action without `ui.channel`, when it had one.
+fn plain_call_meta(
+    meta: &Option<serde_json::Map<String, Value>>,
+) -> Option<serde_json::Map<String, Value>> {
+    let has = meta
+        .as_ref()
+        .and_then(|m| m.get("ui"))
+        .is_some_and(|ui| ui.get("channel").is_some());
+    has.then(|| {
+        let mut meta = meta.clone().unwrap_or_default();
+        if let Some(Value::Object(ui)) = meta.get_mut("ui") {
+            ui.remove("channel");
+        }
+        meta
+    })
 }
 
 /// An envelope as a client without `mcpApps` sees it, or `None` when it has nothing to
@@ -147,8 +218,33 @@ pub fn plain_envelope(envelope: &ActionEnvelope) -> Option<ActionEnvelope> {
     })
 }
 
-/// An action without channels and `mcpApp`s, or `None` when it carries neither.
+/// An action without channels and `mcpApp`s (nor a channel in a tool call's `_meta.ui`), or
+/// `None` when it carries none.
 pub fn plain_action(action: &StateAction) -> Option<StateAction> {
+    match action {
+        StateAction::ChatToolCallStart(a) => {
+            return plain_call_meta(&a.meta).map(|meta| {
+                StateAction::ChatToolCallStart(ahp_types::actions::ChatToolCallStartAction {
+                    meta: Some(meta),
+                    ..a.clone()
+                })
+            })
+        }
+        StateAction::ChatToolCallComplete(a) => {
+            return plain_call_meta(&a.meta).map(|meta| {
+                StateAction::ChatToolCallComplete(ahp_types::actions::ChatToolCallCompleteAction {
+                    meta: Some(meta),
+                    ..a.clone()
+                })
+            })
+        }
+        StateAction::SessionInputNeededSet(a) => {
+            let mut plain = a.clone();
+            return without_call_channels(&mut plain.request)
+                .then_some(StateAction::SessionInputNeededSet(plain));
+        }
+        _ => {}
+    }
     if !matches!(
         action,
         StateAction::SessionMcpServerStateChanged(_)
@@ -361,5 +457,46 @@ mod tests {
             },
         ));
         assert!(plain_action(&stopped).is_none());
+    }
+
+    #[test]
+    fn plain_calls_lose_the_channel_in_their_ui_only() {
+        let meta = json!({"ui": {"resourceUri": "ui://v", "channel": "mcp://default/1"},
+                          "ahp-proxy/call": {"startedAt": "t"}});
+        let start: StateAction = serde_json::from_value(json!({
+            "type": "chat/toolCallStart", "turnId": "t", "toolCallId": "c", "toolName": "show",
+            "displayName": "show", "_meta": meta}))
+        .unwrap();
+        let plain = serde_json::to_value(plain_action(&start).unwrap()).unwrap();
+        assert_eq!(
+            plain["_meta"],
+            json!({"ui": {"resourceUri": "ui://v"}, "ahp-proxy/call": {"startedAt": "t"}})
+        );
+        // A call without a channel goes out as it is.
+        let other: StateAction = serde_json::from_value(json!({
+            "type": "chat/toolCallStart", "turnId": "t", "toolCallId": "c", "toolName": "now",
+            "displayName": "now", "_meta": {"ui": {"resourceUri": "ui://v"}}}))
+        .unwrap();
+        assert!(plain_action(&other).is_none());
+        // In a chat's snapshot, a call's `_meta` loses it; the result's own content keeps
+        // whatever it says.
+        let chat: Snapshot =
+            serde_json::from_value(json!({"resource": "ahp-chat:/h", "fromSeq": 1,
+            "state": {"resource": "ahp-chat:/h", "title": "h", "status": 1,
+                "modifiedAt": "t", "turns": [{"id": "t", "startedAt": "t", "state": "complete",
+                "message": {"text": "", "origin": {"kind": "agent"}}, "responseParts": [
+                    {"kind": "toolCall", "toolCall": {"status": "completed", "toolCallId": "c",
+                     "toolName": "show", "displayName": "show", "invocationMessage": "",
+                     "success": true, "pastTenseMessage": "", "_meta": meta,
+                     "structuredContent": {"_meta": {"ui": {"channel": "kept"}}}}}]}]}}))
+            .unwrap();
+        let plain = serde_json::to_value(plain_snapshot(chat)).unwrap();
+        let call = &plain["state"]["turns"][0]["responseParts"][0]["toolCall"];
+        assert_eq!(
+            call["_meta"]["ui"],
+            json!({"resourceUri": "ui://v"}),
+            "{plain}"
+        );
+        assert_eq!(call["structuredContent"]["_meta"]["ui"]["channel"], "kept");
     }
 }

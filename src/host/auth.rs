@@ -214,7 +214,7 @@ mod tests {
 
     fn give_up(host: &Host, conn: ConnId) {
         let action = serde_json::from_value(json!({"type": "chat/toolCallComplete",
-            "turnId": "harness-1", "toolCallId": "harness-call-1",
+            "turnId": crate::mirror::turn_id(1), "toolCallId": crate::mirror::call_id(1),
             "result": {"success": false, "pastTenseMessage": "Declined"}}))
         .unwrap();
         host.dispatch(
@@ -297,18 +297,18 @@ mod tests {
         give_up(&host, conn);
         assert!(heard.try_recv().is_err());
         // Held, then released first (resumed): a later give-up is refused.
-        host.hold_paused(HARNESS_CHAT_URI, "harness-call-1");
-        assert!(host.release_paused(HARNESS_CHAT_URI, "harness-call-1"));
+        host.hold_paused(HARNESS_CHAT_URI, &crate::mirror::call_id(1));
+        assert!(host.release_paused(HARNESS_CHAT_URI, &crate::mirror::call_id(1)));
         give_up(&host, conn);
         assert!(heard.try_recv().is_err());
         // Held: the give-up is admitted, heard, and the call can no longer be released.
-        host.hold_paused(HARNESS_CHAT_URI, "harness-call-1");
+        host.hold_paused(HARNESS_CHAT_URI, &crate::mirror::call_id(1));
         give_up(&host, conn);
         assert_eq!(
             heard.try_recv().unwrap(),
-            (HARNESS_CHAT_URI.to_string(), "harness-call-1".to_string())
+            (HARNESS_CHAT_URI.to_string(), crate::mirror::call_id(1))
         );
-        assert!(!host.release_paused(HARNESS_CHAT_URI, "harness-call-1"));
+        assert!(!host.release_paused(HARNESS_CHAT_URI, &crate::mirror::call_id(1)));
         // The call is over: giving up again is refused.
         give_up(&host, conn);
         assert!(heard.try_recv().is_err());

@@ -150,10 +150,13 @@ impl Host {
         // Adding the first session (and its chat) to an empty store always commits, and
         // nobody can be subscribed yet: there is nothing to publish.
         let default_session = default_session_uri(&config.agent.provider);
+        let folders: Vec<String> = (config.working_directories().iter())
+            .map(|folder| crate::discovery::uri::file_uri(folder))
+            .collect();
         let _ = store.add_session(
             &default_session,
             &config.session.title,
-            None,
+            (!folders.is_empty()).then_some(folders),
             None,
             Vec::new(),
         );

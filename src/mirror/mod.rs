@@ -13,6 +13,7 @@ mod confirmation;
 mod result;
 mod task;
 mod turns;
+mod wording;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use crate::mcp::era::Era;
 pub use confirmation::code_span;
 pub use result::{cut, tool_call_result};
 pub use turns::Turns;
+pub use wording::Subject;
 
 /// A held call's decision, as the host announces it.
 pub use crate::host::approvals::Decision;
@@ -57,18 +59,29 @@ pub struct CallStamp {
     pub started_at: String,
     /// The AHP client that made it on an `mcp://` channel (`None`: a harness).
     pub client_id: Option<String>,
+    /// The `mcp://` channel of the server that runs a harness's call, put in an App's
+    /// `_meta.ui` (VS Code renders an agent host's App only with it: the View is read over
+    /// that channel); `None` for a call made on the channel itself.
+    pub channel: Option<String>,
 }
 
 /// A tool call's `_meta`.
 pub(crate) type Meta = serde_json::Map<String, Value>;
 
 impl CallStamp {
-    /// A call's `_meta` as it starts: the tool's `ui` (MCP Apps), and [`CALL_META`] with when
-    /// it began and, for a call an AHP client made on an `mcp://` channel, that client's id.
+    /// A call's `_meta` as it starts: the tool's `ui` (MCP Apps; with the server's channel when
+    /// it names a View), and [`CALL_META`] with when it began and, for a call an AHP client
+    /// made on an `mcp://` channel, that client's id.
     pub(crate) fn meta(&self, ui: Option<&Value>, era: Option<Era>) -> Meta {
         let mut meta = Meta::new();
         if let Some(ui) = ui {
-            meta.insert("ui".into(), ui.clone());
+            let mut ui = ui.clone();
+            if let (Some(channel), Some(fields)) = (&self.channel, ui.as_object_mut()) {
+                if fields.contains_key("resourceUri") {
+                    fields.insert("channel".into(), channel.clone().into());
+                }
+            }
+            meta.insert("ui".into(), ui);
         }
         let mut own = Meta::new();
         own.insert("startedAt".into(), self.started_at.clone().into());
@@ -349,7 +362,7 @@ impl Ticket {
         }
     }
 
-    /// The id the call has in the chat (`harness-call-<n>`).
+    /// The id the call has in the chat (`harness-call-<run>-<n>`).
     pub fn call_id(&self) -> String {
         call_id(self.call)
     }
@@ -469,9 +482,43 @@ impl Mirror {
     }
 }
 
-/// The id a mirrored call has in the chat.
+/// The id a mirrored call has in the chat: `harness-call-<run>-<n>`.
 pub(crate) fn call_id(call: u64) -> String {
-    format!("harness-call-{call}")
+    format!("harness-call-{}-{call}", run_id())
+}
+
+/// The id of the mirror's turn number `n`: `harness-<run>-<n>`.
+pub(crate) fn turn_id(n: u64) -> String {
+    format!("harness-{}-{n}", run_id())
+}
+
+/// This run of the proxy, in every turn and call id: when it started, in milliseconds since
+/// 1970 in base 36 (8 characters until 2059). A client that kept the chat of an earlier run
+/// (VS Code keeps the turns it showed across a restart) sees the new run's turns and calls
+/// as new ones, not as updates of the old ones they would otherwise share ids with.
+pub fn run_id() -> &'static str {
+    static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RUN.get_or_init(|| {
+        let millis = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        base36(millis)
+    })
+}
+
+/// `n` in base 36, lowercase.
+fn base36(mut n: u128) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
 }
 
 impl Outcome {
@@ -497,5 +544,26 @@ impl Outcome {
             ),
             None => Outcome::Failed("the MCP server's answer has no result".into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_carry_the_run_which_is_its_start_in_base_36() {
+        assert_eq!(base36(0), "0");
+        assert_eq!(base36(35), "z");
+        assert_eq!(base36(36 * 36), "100");
+        // 2026-01-01T00:00:00Z, in milliseconds.
+        assert_eq!(base36(1_767_225_600_000), "mjuohs00");
+        let run = run_id();
+        assert!(
+            run.len() == 8 && run.bytes().all(|b| b.is_ascii_alphanumeric()),
+            "{run}"
+        );
+        assert_eq!(call_id(3), format!("harness-call-{run}-3"));
+        assert_eq!(turn_id(1), format!("harness-{run}-1"));
     }
 }

@@ -1,21 +1,23 @@
 //! MCP tool results as AHP tool call results: content blocks mapped, large ones cut or
 //! described, so a mirrored call never carries more than the mirror's limits.
 
-use ahp_types::common::StringOrMarkdown;
 use ahp_types::state::{
     ToolCallResult, ToolResultContent, ToolResultEmbeddedResourceContent,
     ToolResultResourceContent, ToolResultTextContent,
 };
 use serde_json::Value;
 
+use super::wording::Subject;
 use super::{Outcome, MAX_BINARY, MAX_TEXT};
 
-/// An MCP outcome as an AHP tool call result: content blocks mapped (text stays text,
-/// images and audio and blobs become embedded resources, resource links resource refs),
-/// large ones cut or described, `structuredContent` kept when it is an object.
-pub fn tool_call_result(outcome: &Outcome) -> ToolCallResult {
+/// An MCP outcome of a call of `subject` as an AHP tool call result: content blocks mapped
+/// (text stays text, images and audio and blobs become embedded resources, resource links
+/// resource refs), large ones cut or described, `structuredContent` kept when it is an
+/// object; its past-tense message names the tool and who ran it.
+pub fn tool_call_result(outcome: &Outcome, subject: &Subject) -> ToolCallResult {
+    let past_tense_message = subject.past_tense(outcome);
     match outcome {
-        Outcome::Raw(text) => tool_call_result(&Outcome::Raw(text.clone()).read()),
+        Outcome::Raw(text) => tool_call_result(&Outcome::Raw(text.clone()).read(), subject),
         Outcome::Result(result) => {
             let failed = result.get("isError").and_then(Value::as_bool) == Some(true);
             let content: Vec<ToolResultContent> = result
@@ -30,14 +32,7 @@ pub fn tool_call_result(outcome: &Outcome) -> ToolCallResult {
                 .cloned();
             ToolCallResult {
                 success: !failed,
-                past_tense_message: StringOrMarkdown::Plain(
-                    if failed {
-                        "The tool reported an error"
-                    } else {
-                        "Done"
-                    }
-                    .into(),
-                ),
+                past_tense_message,
                 content: Some(content),
                 structured_content: structured,
                 error: None,
@@ -45,14 +40,14 @@ pub fn tool_call_result(outcome: &Outcome) -> ToolCallResult {
         }
         Outcome::Failed(message) => ToolCallResult {
             success: false,
-            past_tense_message: StringOrMarkdown::Plain(format!("Failed: {}", cut(message, 512))),
+            past_tense_message,
             content: None,
             structured_content: None,
             error: Some(error(&cut(message, MAX_TEXT), None)),
         },
         Outcome::Cancelled => ToolCallResult {
             success: false,
-            past_tense_message: StringOrMarkdown::Plain("Cancelled by the harness".into()),
+            past_tense_message,
             content: None,
             structured_content: None,
             error: Some(error("the harness cancelled the call", Some("cancelled"))),
@@ -142,7 +137,12 @@ pub fn cut(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mirror::CallStart;
     use serde_json::json;
+
+    fn tool_call_result(outcome: &Outcome) -> ToolCallResult {
+        super::tool_call_result(outcome, &Subject::of(&CallStart::example(1)))
+    }
 
     #[test]
     fn results_map_to_ahp_content_with_limits() {

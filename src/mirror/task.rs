@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::{call_id, CallStamp, Event, Turns, LINGER};
+use super::{call_id, CallStamp, Event, Runner, Turns, LINGER};
 use crate::host::Host;
 
 /// How long the task lets events gather once it handled some (with several worker threads):
@@ -23,6 +23,10 @@ pub(super) async fn run(
     skipped: Arc<AtomicU64>,
 ) {
     let epoch = Instant::now();
+    // The session the chat belongs to, whose servers' `mcp://` channels App calls name.
+    let session = host
+        .session_of_chat(&chat)
+        .unwrap_or_else(|| host.default_session());
     let mut turns = Turns::new();
     let mut linger: Option<tokio::time::Instant> = None;
     // With one worker thread a wake costs no hand-off between threads, and a batch would
@@ -59,9 +63,19 @@ pub(super) async fn run(
         let actions = match event {
             Some(Event::Start(start, at, client_id)) => {
                 let missed = skipped.swap(0, Ordering::Relaxed);
+                // A harness's App call names the channel its View is read over; a call an
+                // AHP client made on that channel (the View's own, the console's) does not,
+                // so that VS Code does not render a second View for it.
+                let channel = match &start.runner {
+                    Runner::Server { id, .. } if start.ui.is_some() && client_id.is_none() => {
+                        Some(crate::host::apps::channel_uri(&session, id))
+                    }
+                    _ => None,
+                };
                 let stamp = CallStamp {
                     started_at: iso8601(at),
                     client_id,
+                    channel,
                 };
                 turns.start_stamped(
                     *start,

@@ -8,14 +8,13 @@ use ahp_types::actions::{
     ChatToolCallStartAction, ChatTruncatedAction, ChatTurnCompleteAction, ChatTurnStartedAction,
     StateAction,
 };
-use ahp_types::common::StringOrMarkdown;
 use ahp_types::state::{
     MarkdownResponsePart, Message, MessageKind, MessageOrigin, ResponsePart,
     ToolCallClientContributor, ToolCallConfirmationReason, ToolCallContributor,
     ToolCallMcpContributor, ToolInput,
 };
 
-use super::{call_id, cut, tool_call_result, CallStamp, CallStart, Meta, Outcome, Runner};
+use super::{call_id, cut, tool_call_result, CallStamp, CallStart, Meta, Outcome, Runner, Subject};
 use super::{MAX_CALLS_PER_TURN, MAX_TEXT, MAX_TURNS, MAX_WAITING};
 
 /// The open turn.
@@ -24,8 +23,9 @@ struct Open {
     id: String,
     started_ms: u64,
     calls: usize,
-    /// The calls in flight, with the `_meta` each started with (completed with its timing).
-    in_flight: HashMap<u64, Meta>,
+    /// The calls in flight, with the `_meta` each started with (completed with its timing)
+    /// and what its messages name.
+    in_flight: HashMap<u64, (Meta, Subject)>,
 }
 
 /// A call waiting for the next turn: its start, its `_meta`, and its outcome and duration
@@ -72,7 +72,7 @@ impl Turns {
     ) -> Vec<StateAction> {
         let stamp = CallStamp {
             started_at: now_iso.to_string(),
-            client_id: None,
+            ..CallStamp::default()
         };
         self.start_stamped(call, &stamp, missed, now_ms, now_iso)
     }
@@ -134,7 +134,9 @@ impl Turns {
         let open = self.open.as_ref();
         let shown = open.and_then(|o| Some((o, o.in_flight.get(&call)?.clone())));
         (shown.into_iter())
-            .map(|(open, meta)| complete(&open.id, call, outcome, meta, duration_ms, true))
+            .map(|(open, (meta, subject))| {
+                complete(&open.id, call, outcome, meta, &subject, duration_ms, true)
+            })
             .collect()
     }
 
@@ -165,10 +167,18 @@ impl Turns {
         let Some(open) = self.open.as_mut() else {
             return Vec::new();
         };
-        let Some(meta) = open.in_flight.remove(&call) else {
+        let Some((meta, subject)) = open.in_flight.remove(&call) else {
             return Vec::new();
         };
-        vec![complete(&open.id, call, outcome, meta, duration_ms, false)]
+        vec![complete(
+            &open.id,
+            call,
+            outcome,
+            meta,
+            &subject,
+            duration_ms,
+            false,
+        )]
     }
 
     /// Call `call` is paused for authorization: the turn it is in and the action, when it
@@ -273,7 +283,7 @@ impl Turns {
             }));
             self.kept = 0;
         }
-        let id = format!("harness-{}", self.next_turn);
+        let id = super::turn_id(self.next_turn);
         self.next_turn += 1;
         out.push(StateAction::ChatTurnStarted(ChatTurnStartedAction {
             turn_id: id.clone(),
@@ -317,7 +327,9 @@ impl Turns {
             return;
         };
         open.calls += 1;
-        open.in_flight.insert(call.call, meta.clone());
+        let subject = Subject::of(call);
+        let invocation_message = subject.invocation();
+        open.in_flight.insert(call.call, (meta.clone(), subject));
         out.push(StateAction::ChatToolCallStart(ChatToolCallStartAction {
             turn_id: open.id.clone(),
             tool_call_id: call_id(call.call),
@@ -336,17 +348,11 @@ impl Turns {
                 }
             }),
         }));
-        let plain = StringOrMarkdown::Plain(match &call.runner {
-            Runner::Server { name, .. } => format!("Calling {} on {name}", call.display_name),
-            Runner::Client { name, .. } => {
-                format!("Asking {name} to run {}", call.display_name)
-            }
-        });
         let ready = ChatToolCallReadyAction {
             turn_id: open.id.clone(),
             tool_call_id: call_id(call.call),
             meta: None,
-            invocation_message: plain,
+            invocation_message,
             tool_input: Some(ToolInput::Inline(cut(&call.input, MAX_TEXT))),
             contributor: None,
             intention: None,
@@ -364,13 +370,15 @@ impl Turns {
     }
 }
 
-/// The completion of `call`: its result, and its `_meta` with how long it took (`durationMs`,
-/// measured on the call's path), since a completion's `_meta` replaces the call's.
+/// The completion of `call` (of `subject`): its result, and its `_meta` with how long it took
+/// (`durationMs`, measured on the call's path), since a completion's `_meta` replaces the
+/// call's.
 fn complete(
     turn: &str,
     call: u64,
     outcome: &Outcome,
     mut meta: Meta,
+    subject: &Subject,
     duration_ms: u64,
     review: bool,
 ) -> StateAction {
@@ -379,7 +387,7 @@ fn complete(
         turn_id: turn.to_string(),
         tool_call_id: call_id(call),
         meta: Some(meta),
-        result: tool_call_result(outcome),
+        result: tool_call_result(outcome, subject),
         requires_result_confirmation: review.then_some(true),
     })
 }

@@ -42,7 +42,7 @@ fn a_call_paused_for_authorization_resumes_and_completes() {
     }))
     .unwrap();
     let (turn, paused) = turns.auth_required(1, auth).expect("in flight");
-    assert_eq!(turn, "harness-1");
+    assert_eq!(turn, crate::mirror::turn_id(1));
     apply(&mut state, vec![paused]);
     let status = |state: &ChatState| match &state.active_turn.as_ref().unwrap().response_parts[0] {
         ResponsePart::ToolCall(tc) => {
@@ -76,6 +76,7 @@ fn concurrent_calls_share_a_turn_that_closes_when_idle() {
     let by_a_client = CallStamp {
         started_at: "2026-01-01T00:00:01.000Z".into(),
         client_id: Some("console-1".into()),
+        ..CallStamp::default()
     };
     apply(
         &mut state,
