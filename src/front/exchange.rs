@@ -401,7 +401,7 @@ impl Reply for Exchange {
     }
 
     fn respond(mut self: Box<Self>, message: Message) {
-        let error = super::metrics::error_of(&message);
+        let error = super::metrics::error_of(&message, &self.x.method);
         self.count_asked(error.clone());
         self.x.timing.error = error;
         let this = &mut *self;

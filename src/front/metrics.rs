@@ -184,9 +184,10 @@ pub fn method_label(method: &str) -> String {
     }
 }
 
-/// `error.type` of an answer: its JSON-RPC error code, or `tool_error` for a `tools/call`
-/// result with `isError: true`; `None` for a success.
-pub fn error_of(answer: &Message) -> Option<String> {
+/// `error.type` of an answer to `method`: its JSON-RPC error code, or `tool_error` for a
+/// `tools/call` result with `isError: true` (only those results are searched); `None` for a
+/// success.
+pub fn error_of(answer: &Message, method: &str) -> Option<String> {
     match answer.kind() {
         Kind::Error => Some(
             answer
@@ -194,9 +195,10 @@ pub fn error_of(answer: &Message) -> Option<String> {
                 .map(|span| answer.slice(span).to_string())
                 .unwrap_or_else(|| "_OTHER".into()),
         ),
-        _ if answer
-            .find(&["isError"])
-            .is_some_and(|s| answer.slice(s) == "true") =>
+        _ if method == "tools/call"
+            && answer
+                .find(&["isError"])
+                .is_some_and(|s| answer.slice(s) == "true") =>
         {
             Some("tool_error".into())
         }
@@ -250,18 +252,20 @@ mod tests {
         let call = Operation {
             method: method_label("tools/call"),
             tool: Some("now".into()),
-            error: error_of(&message(
-                r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}"#,
-            )),
+            error: error_of(
+                &message(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}"#),
+                "tools/call",
+            ),
         };
         metrics.served(&call, 0.003);
         metrics.asked(&call, "clock", 0.002);
         let odd = Operation {
             method: method_label("x/made-up"),
             tool: None,
-            error: error_of(&message(
-                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
-            )),
+            error: error_of(
+                &message(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#),
+                "x/made-up",
+            ),
         };
         metrics.served(&odd, 0.5);
         let text = metrics.render(&[("ready".into(), 2), ("error".into(), 1)], 3, 0);
@@ -287,11 +291,13 @@ mod tests {
         );
         assert!(text.contains("ahp_proxy_harnesses 3"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
+        let flagged = message(r#"{"jsonrpc":"2.0","id":1,"result":{"isError":true}}"#);
         assert_eq!(
-            error_of(&message(
-                r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#
-            )),
-            None
+            error_of(&flagged, "resources/read"),
+            None,
+            "only tool results"
         );
+        let plain = message(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#);
+        assert_eq!(error_of(&plain, "tools/call"), None);
     }
 }
