@@ -1,6 +1,7 @@
 //! The witness: a raw JSON-RPC fixture that reports what reached it, so a test can see a
 //! server's side of a call. `record` answers with the exact `params` text it received (and
-//! is counted); `calls` answers how many `record` calls reached it.
+//! is counted); `calls` answers how many `record` calls reached it; `routed` (its `region`
+//! and `count` annotated `x-mcp-header`, 2026-07-28) answers its params too, uncounted.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -10,7 +11,7 @@ use crate::raw::{quote, Call, Handler, Reply};
 const INITIALIZE: &str = r#"{"protocolVersion":"2025-11-25","serverInfo":{"name":"ahp-proxy-example-witness","version":"1.0.0"},"capabilities":{"tools":{}}}"#;
 
 /// Its tools.
-const TOOLS: &str = r#"{"tools":[{"name":"record","description":"Returns the exact params of this call, as received; counted.","inputSchema":{"type":"object"}},{"name":"calls","description":"How many record calls reached this server.","inputSchema":{"type":"object","properties":{}},"annotations":{"readOnlyHint":true}}]}"#;
+const TOOLS: &str = r#"{"tools":[{"name":"record","description":"Returns the exact params of this call, as received; counted.","inputSchema":{"type":"object"}},{"name":"calls","description":"How many record calls reached this server.","inputSchema":{"type":"object","properties":{}},"annotations":{"readOnlyHint":true}},{"name":"routed","description":"Returns its params; region and count are mirrored as Mcp-Param-Region and Mcp-Param-Count.","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"count":{"type":"integer","x-mcp-header":"Count"}}}}]}"#;
 
 /// One session's witness.
 #[derive(Default)]
@@ -30,6 +31,7 @@ impl Handler for Witness {
                     text(call.params_raw().unwrap_or("null"))
                 }
                 "calls" => text(&self.recorded.load(Ordering::SeqCst).to_string()),
+                "routed" => text(call.params_raw().unwrap_or("null")),
                 name => Reply::Error(-32602, format!("Unknown tool: {name}")),
             },
             method => Reply::Error(-32601, format!("Method not found: {method}")),

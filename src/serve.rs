@@ -100,6 +100,7 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
             first_list_wait: config.mcp.first_list_wait,
             approval: config.approval.clone(),
             metrics: Default::default(),
+            fairness: (config.mcp.fairness).within(config.limits.max_connections),
         },
         mirror,
     );

@@ -135,6 +135,13 @@ pub const MCP_FIRST_LIST_WAIT_MS: Number = number("mcp.first_list_wait_ms", 4_00
 pub const MCP_DRAIN_MS: Number = number("mcp.drain_ms", 20_000, 0, 600_000);
 pub const MCP_MIRROR_QUEUE: Number = number("mcp.mirror_queue", 1024, 2, 1_000_000);
 pub const MCP_MAX_SESSIONS: Number = number("mcp.max_sessions", 1000, 1, 1_000_000);
+pub const MCP_MAX_SESSIONS_PER_CLIENT: Number =
+    number("mcp.max_sessions_per_client", 250, 1, 1_000_000);
+pub const MCP_MAX_LISTEN_STREAMS: Number = number("mcp.max_listen_streams", 64, 1, 100_000);
+pub const MCP_MAX_LISTEN_STREAMS_PER_CLIENT: Number =
+    number("mcp.max_listen_streams_per_client", 8, 1, 100_000);
+pub const MCP_LISTEN_IDLE_MS: Number = number("mcp.listen_idle_ms", 1_800_000, 100, 86_400_000);
+pub const MCP_MAX_SUBSCRIPTIONS: Number = number("mcp.max_subscriptions", 256, 1, 100_000);
 
 // ─── [agent], [session] ─────────────────────────────────────────────────────
 
@@ -282,6 +289,11 @@ pub const ALL: &[Key] = &[
     Key::Number(MCP_DRAIN_MS),
     Key::Number(MCP_MIRROR_QUEUE),
     Key::Number(MCP_MAX_SESSIONS),
+    Key::Number(MCP_MAX_SESSIONS_PER_CLIENT),
+    Key::Number(MCP_MAX_LISTEN_STREAMS),
+    Key::Number(MCP_MAX_LISTEN_STREAMS_PER_CLIENT),
+    Key::Number(MCP_LISTEN_IDLE_MS),
+    Key::Number(MCP_MAX_SUBSCRIPTIONS),
     Key::Text(AGENT_PROVIDER),
     Key::Text(AGENT_DISPLAY_NAME),
     Key::Text(AGENT_DESCRIPTION),

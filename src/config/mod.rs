@@ -31,8 +31,8 @@ pub use error::ConfigError;
 pub use origin::normalize_origin;
 pub use paths::normalize;
 pub use settings::{
-    AccessToken, AgentConfig, AhpConfig, ClientsConfig, Config, Inputs, Limits, McpConfig,
-    ServerConfig, SessionConfig, SupervisorConfig, MCP_TOKEN_ENV, TOKEN_ENV,
+    AccessToken, AgentConfig, AhpConfig, ClientsConfig, Config, Fairness, Inputs, Limits,
+    McpConfig, ServerConfig, SessionConfig, SupervisorConfig, MCP_TOKEN_ENV, TOKEN_ENV,
 };
 
 use checker::Checker;

@@ -106,6 +106,11 @@ pub(super) struct RawMcp {
     pub drain_ms: Option<Spanned<i64>>,
     pub mirror_queue: Option<Spanned<i64>>,
     pub max_sessions: Option<Spanned<i64>>,
+    pub max_sessions_per_client: Option<Spanned<i64>>,
+    pub max_listen_streams: Option<Spanned<i64>>,
+    pub max_listen_streams_per_client: Option<Spanned<i64>>,
+    pub listen_idle_ms: Option<Spanned<i64>>,
+    pub max_subscriptions: Option<Spanned<i64>>,
     pub allowed_hosts: Option<Vec<String>>,
 }
 

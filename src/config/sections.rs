@@ -8,7 +8,7 @@ use super::keys;
 use super::origin::normalize_origin;
 use super::raw::{RawAgent, RawAhp, RawClients, RawLimits, RawMcp, RawSession, RawSupervisor};
 use super::settings::{
-    AccessToken, AgentConfig, AhpConfig, ClientsConfig, Limits, McpConfig, SessionConfig,
+    AccessToken, AgentConfig, AhpConfig, ClientsConfig, Fairness, Limits, McpConfig, SessionConfig,
     SupervisorConfig,
 };
 use crate::spec::NamePrefix;
@@ -97,6 +97,20 @@ pub(super) fn mcp(checker: &mut Checker<'_>, raw: RawMcp) -> McpConfig {
         drain: checker.millis(&keys::MCP_DRAIN_MS, raw.drain_ms),
         mirror_queue: checker.count(&keys::MCP_MIRROR_QUEUE, raw.mirror_queue),
         max_sessions: checker.count(&keys::MCP_MAX_SESSIONS, raw.max_sessions),
+        fairness: Fairness {
+            max_sessions_per_client: checker.count(
+                &keys::MCP_MAX_SESSIONS_PER_CLIENT,
+                raw.max_sessions_per_client,
+            ),
+            max_listen_streams: checker
+                .count(&keys::MCP_MAX_LISTEN_STREAMS, raw.max_listen_streams),
+            max_listen_streams_per_client: checker.count(
+                &keys::MCP_MAX_LISTEN_STREAMS_PER_CLIENT,
+                raw.max_listen_streams_per_client,
+            ),
+            listen_idle: checker.millis(&keys::MCP_LISTEN_IDLE_MS, raw.listen_idle_ms),
+            max_subscriptions: checker.count(&keys::MCP_MAX_SUBSCRIPTIONS, raw.max_subscriptions),
+        },
         allowed_hosts: raw.allowed_hosts.unwrap_or_default(),
     }
 }

@@ -138,6 +138,9 @@ pub struct McpConfig {
     pub mirror_queue: usize,
     /// HTTP sessions (harnesses) at once; more `initialize`s are refused with 503.
     pub max_sessions: usize,
+    /// What one client may hold, and all of them together (sessions, listen streams,
+    /// subscriptions).
+    pub fairness: Fairness,
     /// `Host` header values accepted besides loopback names and the listen address (DNS
     /// rebinding protection).
     pub allowed_hosts: Vec<String>,
@@ -156,7 +159,47 @@ impl Default for McpConfig {
             drain: keys::MCP_DRAIN_MS.millis(),
             mirror_queue: keys::MCP_MIRROR_QUEUE.count(),
             max_sessions: keys::MCP_MAX_SESSIONS.count(),
+            fairness: Fairness::default(),
             allowed_hosts: Vec::new(),
+        }
+    }
+}
+
+/// What one client of the MCP front may hold, and all of them together (`[mcp]`). A client
+/// is a peer address together with the `clientInfo.name` it declares (`front::fairness`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fairness {
+    /// HTTP sessions one client holds at once; past it, its longest idle one is forgotten.
+    pub max_sessions_per_client: usize,
+    /// `subscriptions/listen` streams open at once (every client, stdio included).
+    pub max_listen_streams: usize,
+    /// Listen streams one client holds at once.
+    pub max_listen_streams_per_client: usize,
+    /// A listen stream that delivered nothing this long is ended (its graceful completion).
+    pub listen_idle: Duration,
+    /// Resources one listen request, or one legacy session, subscribes to at most.
+    pub max_subscriptions: usize,
+}
+
+impl Default for Fairness {
+    fn default() -> Self {
+        Self {
+            max_sessions_per_client: keys::MCP_MAX_SESSIONS_PER_CLIENT.count(),
+            max_listen_streams: keys::MCP_MAX_LISTEN_STREAMS.count(),
+            max_listen_streams_per_client: keys::MCP_MAX_LISTEN_STREAMS_PER_CLIENT.count(),
+            listen_idle: keys::MCP_LISTEN_IDLE_MS.millis(),
+            max_subscriptions: keys::MCP_MAX_SUBSCRIPTIONS.count(),
+        }
+    }
+}
+
+impl Fairness {
+    /// These limits for a listener of `max_connections`: listen streams hold at most half of
+    /// its connections, so other requests always find one.
+    pub fn within(self, max_connections: usize) -> Self {
+        Self {
+            max_listen_streams: self.max_listen_streams.min((max_connections / 2).max(1)),
+            ..self
         }
     }
 }

@@ -6,10 +6,9 @@
 //! access token, when one is in effect (`http_auth`). `GET /healthz` answers the proxy's
 //! health summary, open to all.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,9 +22,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::answers::error_answer;
+use super::fairness::Client;
 use super::harness::Harness;
 use super::http_auth::{metadata_for, Auth};
 use super::http_reply::{empty, json, json_error, plain, sse_response, Body};
+use super::http_sessions::{sweep, Session, Sessions};
 use super::hub::Hub;
 use super::outbox::{Outgoing, Stream};
 use super::registry::Scope;
@@ -36,17 +37,11 @@ use crate::upstream::stdio::MAX_MESSAGE_BYTES;
 
 /// The session header.
 const SESSION_HEADER: &str = "mcp-session-id";
-/// A session with no stream open and nothing in flight for this long is forgotten
-/// (requests naming it get 404); it stops counting as a harness that can answer server
-/// requests as soon as its GET stream closes.
-pub const EXPIRE_AFTER: Duration = Duration::from_secs(300);
 /// How long a POST's answer may take to be sent as plain JSON; a later one (or one that
 /// comes after notifications about it) is sent as a resumable event stream.
 const JSON_WITHIN: Duration = Duration::from_millis(100);
 /// The body of the `503` a connection beyond `max_connections` gets.
 const BUSY: &str = "too many open connections to the MCP front; retry shortly\n";
-/// How often idle sessions are looked at.
-const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// What one client may hold of the MCP HTTP front.
 #[derive(Clone, Copy, Debug)]
@@ -58,13 +53,6 @@ pub struct Bounds {
     /// How long a request's headers, and then its body, may take to arrive; a peer that
     /// sends them slower is cut off (`408` for a body) instead of holding a connection.
     pub read_timeout: Duration,
-}
-
-/// One HTTP session.
-struct Session {
-    harness: Arc<Harness>,
-    /// Its POSTs answered as event streams, resumable.
-    streams: super::replay::Streams,
 }
 
 /// Who may use the front: the `Host` names it answers to and the access token.
@@ -86,7 +74,7 @@ struct Front {
     /// Accepted `Host` headers.
     hosts: Vec<String>,
     auth: Auth,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    sessions: Arc<Sessions>,
     bounds: Bounds,
 }
 
@@ -115,17 +103,18 @@ pub async fn serve(
         }
     }
     hosts.extend(access.allowed_hosts);
+    let sessions = Arc::new(Sessions::new(hub.clone(), bounds.max_sessions));
     let front = Arc::new(Front {
         hub,
         health,
         hosts,
         auth: Auth::new(access.token),
-        sessions: Mutex::default(),
+        sessions: sessions.clone(),
         bounds,
     });
     let slots = crate::tcp::Slots::new(bounds.max_connections);
     let tasks = TaskTracker::new();
-    tasks.spawn(sweep(Arc::downgrade(&front), shutdown.clone()));
+    tasks.spawn(sweep(Arc::downgrade(&sessions), shutdown.clone()));
     loop {
         // One beyond `max_connections` is answered 503 once its first bytes arrive, without the rest:
         // a flood of half-sent requests holds at most the limit's worth of descriptors.
@@ -141,7 +130,7 @@ pub async fn serve(
             let _watched = crate::park_spin::Watched::new(std::os::fd::AsFd::as_fd(&stream));
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let front = front.clone();
-                async move { Ok::<_, Infallible>(front.handle(request).await) }
+                async move { Ok::<_, Infallible>(front.handle(request, peer.ip()).await) }
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder
@@ -161,17 +150,13 @@ pub async fn serve(
             drop(slot);
         });
     }
-    front
-        .sessions
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clear();
+    front.sessions.clear();
     tasks.close();
     let _ = tokio::time::timeout(Duration::from_secs(3), tasks.wait()).await;
 }
 
 impl Front {
-    async fn handle(self: &Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: &Arc<Self>, request: Request<Incoming>, peer: IpAddr) -> Response<Body> {
         tracing::debug!(method = %request.method(), path = %request.uri().path(), session = ?request.headers().get(SESSION_HEADER), "MCP HTTP request");
         if let Some(refused) = self.guard(&request) {
             return refused;
@@ -202,7 +187,7 @@ impl Front {
         };
         let sessionless = !request.headers().contains_key(SESSION_HEADER);
         match *request.method() {
-            Method::POST => self.post(request, scope).await,
+            Method::POST => self.post(request, scope, peer).await,
             // No session to stream or end: what a modern client meets (2026-07-28).
             Method::GET | Method::DELETE if sessionless => {
                 let mut response = plain(
@@ -302,7 +287,12 @@ impl Front {
         }
     }
 
-    async fn post(self: &Arc<Self>, request: Request<Incoming>, scope: Scope) -> Response<Body> {
+    async fn post(
+        self: &Arc<Self>,
+        request: Request<Incoming>,
+        scope: Scope,
+        peer: IpAddr,
+    ) -> Response<Body> {
         let session_header = request.headers().contains_key(SESSION_HEADER);
         let (parts, body) = request.into_parts();
         let read = Limited::new(body, MAX_MESSAGE_BYTES).collect();
@@ -335,7 +325,7 @@ impl Front {
         };
         let claimed = parts.headers.get("mcp-protocol-version");
         if era::classify(&message, claimed.and_then(|v| v.to_str().ok())) == Era::Modern {
-            return super::http_modern::post(&self.hub, &parts.headers, scope, message).await;
+            return super::http_modern::post(&self.hub, &parts.headers, scope, peer, message).await;
         }
         if self.hub.is_stopping() && message.kind() == Kind::Request {
             let id = message.id().unwrap_or("null");
@@ -355,13 +345,17 @@ impl Front {
         let request = Request::from_parts(parts, ());
         let initialize = message.method() == Some("initialize") && message.kind() == Kind::Request;
         let ((id, session), created) = if initialize && !session_header {
-            match self.open(scope) {
-                Some(opened) => (opened, true),
-                None => {
-                    let limit = self.bounds.max_sessions;
-                    tracing::warn!(limit, "MCP session refused: too many sessions");
-                    let text = format!("too many MCP sessions (the limit is {limit}); end one with DELETE or wait for idle ones to expire");
-                    return json_error(StatusCode::SERVICE_UNAVAILABLE, "null", &text);
+            let name = (message.string(&["clientInfo", "name"])).map(|n| n.into_owned());
+            match self
+                .sessions
+                .open(scope, Client::new(Some(peer), name.as_deref()))
+            {
+                Ok(opened) => (opened, true),
+                Err(refused) => {
+                    let text = refused.describe();
+                    tracing::warn!(%peer, "MCP session refused: {text}");
+                    let id = message.id().unwrap_or("null");
+                    return json_error(StatusCode::SERVICE_UNAVAILABLE, id, &text);
                 }
             }
         } else {
@@ -400,10 +394,7 @@ impl Front {
                     response.headers_mut().insert(SESSION_HEADER, value);
                 }
             } else {
-                self.sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&id);
+                self.sessions.remove(&id);
             }
         }
         response
@@ -440,13 +431,7 @@ impl Front {
                 "missing Mcp-Session-Id header: send initialize first",
             )));
         };
-        let session = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .cloned();
-        match session {
+        match self.sessions.get(id) {
             Some(session) if session.harness.scope == *scope => {
                 session.harness.seen();
                 Ok((id.to_string(), session))
@@ -457,30 +442,6 @@ impl Front {
                 "unknown or expired session",
             ))),
         }
-    }
-
-    /// A new session, or `None` when `max_sessions` are live.
-    fn open(&self, scope: Scope) -> Option<(String, Arc<Session>)> {
-        if self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
-            >= self.bounds.max_sessions
-        {
-            return None;
-        }
-        // 128 random bits: one harness's id says nothing of another's.
-        let id = crate::unguessable::id()?;
-        let session = Arc::new(Session {
-            harness: Harness::new(self.hub.clone(), scope, false),
-            streams: Default::default(),
-        });
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), session.clone());
-        Some((id, session))
     }
 
     fn get(&self, request: &Request<Incoming>, scope: &Scope) -> Response<Body> {
@@ -530,14 +491,7 @@ impl Front {
             Ok((id, _)) => id,
             Err(response) => return *response,
         };
-        let removed = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
-        if let Some(session) = removed {
-            session.harness.set_general(None);
-        }
+        self.sessions.remove(&id);
         empty(StatusCode::OK)
     }
 }
@@ -568,44 +522,6 @@ fn receive_listening(listening: Listening) -> impl futures_util::Stream<Item = O
             .await
             .map(|frame| (frame, listening))
     })
-}
-
-/// Forget sessions that stayed idle too long.
-async fn sweep(front: std::sync::Weak<Front>, shutdown: CancellationToken) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(SWEEP_EVERY) => {}
-            _ = shutdown.cancelled() => return,
-        }
-        let Some(front) = front.upgrade() else { return };
-        let sessions: Vec<(String, Arc<Session>)> = front
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(id, s)| (id.clone(), s.clone()))
-            .collect();
-        let mut expired = 0usize;
-        for (id, session) in sessions {
-            let idle_for = session.harness.idle_for();
-            let in_flight = (front.hub.tables().registry.in_flight).count(session.harness.id);
-            let busy = session.harness.has_general() || in_flight > 0;
-            if busy {
-                session.harness.seen();
-            } else if idle_for > EXPIRE_AFTER {
-                front
-                    .sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&id);
-                expired += 1;
-                continue;
-            }
-        }
-        if expired > 0 {
-            tokio::task::spawn_blocking(crate::heap::give_back);
-        }
-    }
 }
 
 /// A POST's answer as a resumable event stream: a priming event (asking for `retry` ms

@@ -5,6 +5,7 @@
 //! the request.
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,6 +14,7 @@ use http::{HeaderMap, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame as BodyFrame;
 
+use super::fairness::Client;
 use super::http_reply::{empty, json, sse_response, Body};
 use super::hub::Hub;
 use super::modern::{self, Arrival, Served};
@@ -22,8 +24,14 @@ use crate::mcp::era::{self, Headers};
 use crate::mcp::message::Message;
 use crate::mcp::sse;
 
-/// Serve modern `message`, POSTed with `headers` to the endpoint of `scope`.
-pub async fn post(hub: &Arc<Hub>, headers: &HeaderMap, scope: Scope, message: Message) -> Response {
+/// Serve modern `message`, POSTed with `headers` to the endpoint of `scope` from `peer`.
+pub async fn post(
+    hub: &Arc<Hub>,
+    headers: &HeaderMap,
+    scope: Scope,
+    peer: IpAddr,
+    message: Message,
+) -> Response {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let standard = Headers {
         version: header("mcp-protocol-version"),
@@ -31,11 +39,26 @@ pub async fn post(hub: &Arc<Hub>, headers: &HeaderMap, scope: Scope, message: Me
         name: header("mcp-name"),
     };
     let id = message.id().unwrap_or("null").to_string();
+    let name = (message.string(&["_meta", era::meta::CLIENT_INFO, "name"])).map(|n| n.into_owned());
+    let client = Client::new(Some(peer), name.as_deref());
+    // A listen stream's connection closes when the stream ends (past a limit, idle): its
+    // place is another client's at once, not after a keep-alive.
+    let listen = message.method() == Some("subscriptions/listen");
     let arrival = Arrival {
         scope,
         headers: Some(standard),
         stdio: None,
+        client,
     };
+    // The standard headers first (as `serve` checks them), then the tool's `Mcp-Param-*`.
+    let checked = match era::check_headers(&message, standard) {
+        Ok(()) => modern::param_headers::check(hub, &arrival.scope, headers, &message).await,
+        Err(problem) => Err(problem),
+    };
+    if let Err(problem) = checked {
+        let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::BAD_REQUEST);
+        return json(status, problem.answer(&id));
+    }
     let (out, mut frames) = Stream::channel();
     match modern::serve(hub, arrival, message, out) {
         Err(problem) => {
@@ -43,14 +66,23 @@ pub async fn post(hub: &Arc<Hub>, headers: &HeaderMap, scope: Scope, message: Me
             json(status, problem.answer(&id))
         }
         Ok(Served::Accepted) => empty(StatusCode::ACCEPTED),
-        Ok(Served::Answering) => match frames.recv().await {
-            Some(frame) if frame.last => json(status_of(&frame.text), frame.text),
-            Some(frame) => event_stream(frame, frames),
-            None => json(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                era::error_answer(&id, -32603, "the request was dropped", None),
-            ),
-        },
+        Ok(Served::Answering) => {
+            let mut response = match frames.recv().await {
+                Some(frame) if frame.last => json(status_of(&frame.text), frame.text),
+                Some(frame) => event_stream(frame, frames),
+                None => json(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    era::error_answer(&id, -32603, "the request was dropped", None),
+                ),
+            };
+            if listen {
+                let close = http::HeaderValue::from_static("close");
+                response
+                    .headers_mut()
+                    .insert(http::header::CONNECTION, close);
+            }
+            response
+        }
     }
 }
 

@@ -38,6 +38,8 @@ pub struct Settings {
     pub approval: crate::approval::Policy,
     /// What `GET /metrics` shows.
     pub metrics: super::metrics::Shared,
+    /// What one client may hold, and all of them together.
+    pub fairness: super::fairness::Limits,
 }
 
 impl Default for Settings {
@@ -48,6 +50,7 @@ impl Default for Settings {
             first_list_wait: Duration::from_secs(4),
             approval: crate::approval::Policy::default(),
             metrics: Default::default(),
+            fairness: super::fairness::Limits::default(),
         }
     }
 }
@@ -95,6 +98,8 @@ pub struct Hub {
     client_tools: OnceLock<tokio::sync::watch::Receiver<ClientTools>>,
     /// Cancelled when the proxy stops: open listen streams complete.
     pub(super) stopping: tokio_util::sync::CancellationToken,
+    /// The open `subscriptions/listen` streams, by client.
+    pub listens: Arc<super::fairness::Listens>,
 }
 
 impl Hub {
@@ -120,6 +125,7 @@ impl Hub {
             host: OnceLock::new(),
             client_tools: OnceLock::new(),
             stopping: tokio_util::sync::CancellationToken::new(),
+            listens: Arc::default(),
         });
         let downstream: Arc<dyn Downstream> = hub.clone();
         connections.set_downstream(Arc::downgrade(&downstream));

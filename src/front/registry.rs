@@ -164,11 +164,9 @@ pub enum Link<'a> {
 /// Why no harness is asked a server's request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// No harness that may be asked declared what it needs (or the one that caused it did
-    /// not).
+    /// No harness that may be asked (or the one that caused it) declared what it needs.
     NotDeclared,
-    /// Requests of this many harnesses are in flight at the server, and nothing says which
-    /// one it is about.
+    /// This many harnesses have requests in flight at the server, and none is named.
     Ambiguous(usize),
     /// The request it is about is over.
     Over,
@@ -411,6 +409,12 @@ impl Registry {
         false
     }
 
+    /// How many subscriptions harness `id` holds.
+    pub fn subscriptions_of(&self, id: HarnessId) -> usize {
+        let held = |h: &&BTreeSet<HarnessId>| h.contains(&id);
+        self.subscriptions.values().filter(held).count()
+    }
+
     /// Who subscribed to server `server`'s `uri`.
     pub fn subscribers(&self, server: &str, uri: &str) -> Vec<HarnessId> {
         self.subscriptions
@@ -608,10 +612,8 @@ mod tests {
     #[test]
     fn subscriptions_are_shared_and_released_by_the_last_holder() {
         let mut r = Registry::default();
-        r.join(1, Scope::All, able(false), true);
-        r.join(2, Scope::All, able(false), true);
-        assert!(r.subscribe(1, "s", "u"));
-        assert!(!r.subscribe(2, "s", "u"));
+        assert!(r.subscribe(1, "s", "u") && !r.subscribe(2, "s", "u"));
+        assert_eq!((r.subscribe(1, "t", "v"), r.subscriptions_of(1)), (true, 2));
         assert_eq!(r.subscribers("s", "u"), vec![1, 2]);
         assert!(!r.unsubscribe(1, "s", "u"));
         assert_eq!(r.leave(2), vec![("s".to_string(), "u".to_string())]);

@@ -359,8 +359,17 @@ pub fn subscription(harness: Arc<Harness>, message: Message, stream: Stream) {
         ));
         return;
     };
+    let max = harness.hub.settings.fairness.max_subscriptions;
     let tell_server = {
         let mut tables = harness.hub.tables();
+        let registry = &tables.registry;
+        let new = !registry.subscribers(&server, &own).contains(&harness.id);
+        if subscribe && new && registry.subscriptions_of(harness.id) >= max {
+            drop(tables);
+            let why = format!("this session already holds {max} resource subscriptions ([mcp] max_subscriptions); unsubscribe from one first");
+            stream.finish(error_answer(&id, INVALID_PARAMS, &why));
+            return;
+        }
         if subscribe {
             tables.registry.subscribe(harness.id, &server, &own)
         } else {

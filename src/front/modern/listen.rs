@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use super::super::fairness::Client;
 use super::super::harness::Harness;
 use super::super::hub::Hub;
 use super::super::outbox::Stream;
 use super::super::registry::Scope;
 use super::{initialize_params, Cancel};
-use crate::mcp::era::{meta, Envelope};
+use crate::mcp::era::{self, meta, Envelope};
 use crate::mcp::message::{self, Message};
 
 /// The notification each filter flag opts into.
@@ -30,20 +31,78 @@ const LISTS: [(&str, &str); 3] = [
 /// How long the acknowledgement waits for the servers to confirm the resource subscriptions.
 const SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Start serving a listen request on `out`.
-pub fn start(
-    hub: &Arc<Hub>,
-    scope: Scope,
-    envelope: &Envelope,
-    message: Message,
-    out: Stream,
-    cancel: Cancel,
-) {
+/// The longest resource URI a listen request may name (bytes).
+pub const MAX_URI_BYTES: usize = 4096;
+
+/// Where a listen request came from and where its stream goes.
+pub struct Listener {
+    /// The endpoint's scope.
+    pub scope: Scope,
+    /// Who asked (its streams are counted against it).
+    pub client: Client,
+    /// The stream.
+    pub out: Stream,
+    /// Ends it when the harness cancels (stdio).
+    pub cancel: Cancel,
+}
+
+/// The resources a listen filter names, or why they are refused: more than
+/// `max` of them, or one that is not a string or longer than [`MAX_URI_BYTES`].
+fn resources(filter: &Value, max: usize) -> Result<Vec<String>, String> {
+    let Some(named) = filter.get("resourceSubscriptions") else {
+        return Ok(Vec::new());
+    };
+    let Some(named) = named.as_array() else {
+        return Err("resourceSubscriptions is not an array of URIs".into());
+    };
+    if named.len() > max {
+        return Err(format!(
+            "subscriptions/listen names {} resources; at most {max} per request ([mcp] max_subscriptions)",
+            named.len()
+        ));
+    }
+    let mut uris = Vec::with_capacity(named.len());
+    for uri in named {
+        match uri.as_str() {
+            Some(uri) if uri.len() <= MAX_URI_BYTES => uris.push(uri.to_string()),
+            Some(uri) => {
+                return Err(format!(
+                    "a resource URI of {} bytes; at most {MAX_URI_BYTES}",
+                    uri.len()
+                ))
+            }
+            None => return Err("resourceSubscriptions holds something that is not a URI".into()),
+        }
+    }
+    Ok(uris)
+}
+
+/// Start serving a listen request for `to`.
+pub fn start(hub: &Arc<Hub>, envelope: &Envelope, message: Message, to: Listener) {
+    let Listener {
+        scope,
+        client,
+        out,
+        cancel,
+    } = to;
     let id = message.id().unwrap_or("null").to_string();
     let filter: Value = message
         .find(&["notifications"])
         .and_then(|span| serde_json::from_str(message.slice(span)).ok())
         .unwrap_or_else(|| json!({}));
+    let limits = hub.settings.fairness;
+    let uris = match resources(&filter, limits.max_subscriptions) {
+        Ok(uris) => uris,
+        Err(why) => {
+            tracing::info!(
+                client = client.describe(),
+                "subscriptions/listen refused: {why}"
+            );
+            let why = format!("Invalid params: {why}");
+            out.finish(era::error_answer(&id, era::INVALID_PARAMS, &why, None));
+            return;
+        }
+    };
     let mut honoured = Map::new();
     let mut wanted = Vec::new();
     for (flag, method) in LISTS {
@@ -52,16 +111,7 @@ pub fn start(
             wanted.push(method);
         }
     }
-    let uris: Vec<String> = filter
-        .get("resourceSubscriptions")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
+    drop(filter);
     if !uris.is_empty() {
         honoured.insert("resourceSubscriptions".into(), json!(uris));
     }
@@ -70,6 +120,10 @@ pub fn start(
         r#"{{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{{"_meta":{tag},"notifications":{}}}}}"#,
         Value::Object(honoured)
     );
+    // Its place among the open streams: it may end the longest idle one of a client past
+    // its limit, and be ended so.
+    let total = limits.max_listen_streams;
+    let ticket = (hub.listens).admit(client, limits.max_listen_streams_per_client, total);
     // A harness of its own hears what the front announces: the changes of its scope, and
     // the updates of the resources it subscribes to (through the usual subscription path).
     let listener = Harness::new(hub.clone(), scope, false);
@@ -111,11 +165,22 @@ pub fn start(
         })
         .await;
         out.send(ack);
+        let mut idle_until = tokio::time::Instant::now() + limits.listen_idle;
         loop {
             let frame = tokio::select! {
                 frame = frames.recv() => frame,
                 _ = out.closed() => break,
                 _ = cancel.cancelled() => break,
+                // Ended gracefully (the spec's completion): past a limit, idle, stopping.
+                _ = ticket.end.cancelled() => {
+                    out.finish(completion(&id, &tag));
+                    break;
+                }
+                _ = tokio::time::sleep_until(idle_until) => {
+                    tracing::debug!("an idle listen stream was ended ([mcp] listen_idle_ms)");
+                    out.finish(completion(&id, &tag));
+                    break;
+                }
                 _ = stopping.cancelled() => {
                     out.finish(completion(&id, &tag));
                     break;
@@ -130,10 +195,13 @@ pub fn start(
                 || (updates && method == "notifications/resources/updated");
             if opted {
                 out.send(tagged(notification, &tag));
+                ticket.delivered();
+                idle_until = tokio::time::Instant::now() + limits.listen_idle;
             }
         }
-        // Unsubscribed, and forgotten by the hub, as it goes.
+        // Unsubscribed, and forgotten by the hub, as it goes; its place freed.
         drop(listener);
+        drop(ticket);
     });
 }
 

@@ -8,6 +8,7 @@
 pub mod call;
 pub mod discover;
 pub mod listen;
+pub mod param_headers;
 pub mod state;
 
 use std::collections::HashMap;
@@ -16,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+use super::fairness::Client;
 use super::harness::Harness;
 use super::hub::Hub;
 use super::in_flight::HarnessId;
@@ -34,6 +36,8 @@ pub struct Arrival<'a> {
     pub headers: Option<Headers<'a>>,
     /// Over stdio: the stdio harness (its `notifications/cancelled` end requests).
     pub stdio: Option<HarnessId>,
+    /// Who sent it (its listen streams are counted against it).
+    pub client: Client,
 }
 
 /// What became of a modern message that passed the checks.
@@ -109,7 +113,13 @@ pub fn serve(
     match method.as_str() {
         "server/discover" => discover::answer(hub.clone(), arrival.scope, message, out),
         "subscriptions/listen" => {
-            listen::start(hub, arrival.scope, &envelope, message, out, cancel)
+            let to = listen::Listener {
+                scope: arrival.scope,
+                client: arrival.client,
+                out,
+                cancel,
+            };
+            listen::start(hub, &envelope, message, to)
         }
         _ if message.find(&["requestState"]).is_some() => call::resume(
             hub,
@@ -147,10 +157,12 @@ pub fn from_stdio(harness: &Arc<Harness>, message: Message, stream: Stream) {
         }
     }
     let id = message.id().unwrap_or("null").to_string();
+    let name = (message.string(&["_meta", era::meta::CLIENT_INFO, "name"])).map(|n| n.into_owned());
     let arrival = Arrival {
         scope: harness.scope.clone(),
         headers: None,
         stdio: Some(harness.id),
+        client: Client::new(None, name.as_deref()),
     };
     if let Err(problem) = serve(&harness.hub, arrival, message, stream.clone()) {
         if id != "null" {
