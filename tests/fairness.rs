@@ -372,6 +372,48 @@ async fn subscriptions_are_capped_per_request_and_per_session() {
     a_harness_is_served(&url, "legit").await;
 }
 
+/// A 2026-07-28 round held for input that is never retried blocked every other harness's
+/// elicitation on that stdio server (its requests could be either's): a held round waits on
+/// its own answer, so the server's next request goes to the other harness.
+#[tokio::test]
+async fn a_held_round_does_not_block_another_harness() {
+    let proxy = Proxy::start(&common::server("features", "features", &[]));
+    let url = format!("{}/features", proxy.mcp_url);
+    let call = format!(
+        r#"{{"name":"ask_user","arguments":{{"question":"never answered"}},"_meta":{}}}"#,
+        envelope("holder")
+    );
+    let held = post_modern(
+        &url,
+        "tools/call",
+        &[("mcp-name", "ask_user")],
+        request(1, "tools/call", &call),
+    )
+    .await;
+    let held = first_message(held).await;
+    assert_eq!(held["result"]["resultType"], "input_required", "{held}");
+
+    let mut harness = a_harness_is_served(&url, "legit").await;
+    let mut asked = Vec::new();
+    let mut answer = |method: &str, _: &str| {
+        asked.push(method.to_string());
+        r#"{"action":"accept","content":{"answer":"forty-two"}}"#.to_string()
+    };
+    let called = harness
+        .request(
+            "tools/call",
+            Some(r#"{"name":"ask_user","arguments":{"question":"yours?"}}"#),
+            &mut answer,
+        )
+        .await;
+    assert_eq!(asked, ["elicitation/create"], "{}", called.response());
+    assert!(
+        called.response().contains("forty-two"),
+        "{}",
+        called.response()
+    );
+}
+
 /// The front checks a modern `tools/call`'s `Mcp-Param-*` headers against its arguments, as
 /// the tool's `x-mcp-header` annotations say (a server would answer `-32020` itself).
 #[tokio::test]

@@ -30,6 +30,8 @@ pub enum Asker {
         session: WeakSession,
         /// Its id for the request, as it wrote it.
         id: String,
+        /// The harness's request in flight it is about (by tag), when that is known.
+        about: Option<u64>,
     },
     /// The proxy itself (sampling for an MCP App): the whole answer message.
     Local(oneshot::Sender<Message>),
@@ -330,6 +332,12 @@ impl HarnessState {
                 } if s == server && i == server_id => Some(*id),
                 _ => None,
             })
+    }
+
+    /// Whether its request `tag` at server `server` waits on an answer it owes that server.
+    pub(super) fn waits_on(&self, server: &str, tag: u64) -> bool {
+        let asks = |o: &Owed| matches!(&o.asker, Asker::Server { server: s, about, .. } if s == server && *about == Some(tag));
+        self.state().owed.values().any(asks)
     }
 
     /// The server whose request carries progress token `token` (raw), with its session.

@@ -92,6 +92,10 @@ impl Downstream for Hub {
         let task = message
             .string(&["_meta", RELATED_TASK, "taskId"])
             .map(|t| t.into_owned());
+        let unanswered = match &cause {
+            Cause::InFlight(tags) => self.not_waiting(server, tags),
+            Cause::Request(_) => Vec::new(),
+        };
         let (route, stream) = {
             let tables = self.tables();
             let registry = &tables.registry;
@@ -99,7 +103,7 @@ impl Downstream for Hub {
             let link = match (&cause, owner) {
                 (Cause::Request(tag), _) => Link::Request(*tag),
                 (_, Some(owner)) => Link::Task(owner),
-                (Cause::InFlight(tags), None) => Link::InFlight(tags),
+                (Cause::InFlight(_), None) => Link::InFlight(&unanswered),
             };
             let route = registry.route(server, link, need);
             let stream = match route {
@@ -115,6 +119,7 @@ impl Downstream for Hub {
             );
             let _ = session.answer(&theirs, &body);
         };
+        let about = route.as_ref().ok().and_then(|(_, tag)| *tag);
         let harness_id = match route {
             Ok((harness, _)) => harness,
             Err(Refusal::NotDeclared) => {
@@ -158,6 +163,7 @@ impl Downstream for Hub {
             server: server.to_string(),
             session: session.downgrade(),
             id: theirs.clone(),
+            about,
         };
         let Some(ours) = harness.ask(message, stream, asker) else {
             return refuse(
@@ -188,6 +194,30 @@ impl Downstream for Hub {
 }
 
 impl Hub {
+    /// Of requests `tags` in flight at server `server`, those not waiting on an answer their
+    /// harness owes that server about them: a request held for its harness's input (a
+    /// 2026-07-28 round never retried, a prompt left open) waits on that answer, and the
+    /// server's next request is about another one. All of them when every one waits.
+    fn not_waiting(&self, server: &str, tags: &[u64]) -> Vec<u64> {
+        let owners: Vec<(u64, u64)> = {
+            let tables = self.tables();
+            let in_flight = &tables.registry.in_flight;
+            (tags.iter())
+                .filter_map(|tag| in_flight.get(*tag).map(|e| (*tag, e.harness)))
+                .collect()
+        };
+        let waits = |id: u64, tag: u64| self.harness(id).is_some_and(|h| h.waits_on(server, tag));
+        let kept: Vec<u64> = (owners.iter())
+            .filter(|(tag, harness)| !waits(*harness, *tag))
+            .map(|(tag, _)| *tag)
+            .collect();
+        if kept.is_empty() {
+            tags.to_vec()
+        } else {
+            kept
+        }
+    }
+
     /// `text` to `harness` (once its `initialize` is answered): on the stream of its
     /// request `origin` when that is one of its requests still in flight, else on its
     /// general stream.
