@@ -243,12 +243,12 @@ async fn post(shared: &Shared, text: String, id: u64) {
         return;
     }
     fail(match read {
-        Err(failure) => failure,
+        Err(failure) if status.is_success() => failure,
         Ok(()) if status.is_success() => Unanswered::Undelivered(format!(
             "{} closed the response stream before answering",
             shared.at
         )),
-        Ok(()) => Unanswered::Undelivered(format!("{} answered HTTP {status}", shared.at)),
+        _ => Unanswered::Undelivered(format!("{} answered HTTP {status}", shared.at)),
     })
 }
 
@@ -256,8 +256,21 @@ async fn post(shared: &Shared, text: String, id: u64) {
 async fn read_reply(mut answer: Answer, mut each: impl FnMut(Message)) -> Result<(), Unanswered> {
     if !is_event_stream(answer.headers()) {
         let body = read_body(answer).await?;
-        if let Ok(message) = Message::parse(body) {
-            each(message);
+        let lines = body.trim().lines().count();
+        if lines == 0 {
+            return Ok(());
+        }
+        match Message::parse(body) {
+            Ok(message) => each(message),
+            // Said, not taken for a stream that ended early (issue 46).
+            Err(invalid) => {
+                let what = match lines {
+                    1 => "the answer under application/json is not a JSON-RPC message".into(),
+                    n => format!("the answer is {n} lines of JSON under application/json (newline-delimited JSON is no MCP answer: one JSON-RPC message, or text/event-stream)"),
+                };
+                let why = format!("{what}: {}", invalid.message);
+                return Err(Unanswered::Undelivered(why));
+            }
         }
         return Ok(());
     }
@@ -365,6 +378,46 @@ mod tests {
         assert_eq!(name(task).as_deref(), Some("t-1"));
         let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
         assert_eq!(name(list), None);
+    }
+
+    /// One HTTP answer with `body` under `application/json`, read as a request's reply.
+    async fn reply_of(body: &'static str) -> (Vec<String>, Result<(), Unanswered>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = socket.write_all(format!("{head}{body}").as_bytes()).await;
+        });
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = Client::new(reqwest::Client::new(), url.parse().unwrap());
+        let body = Some(Bytes::from_static(b"{}"));
+        let answer = client.send(Method::POST, HeaderMap::new(), body).await;
+        let mut seen = Vec::new();
+        let read = read_reply(answer.ok().unwrap(), |m| seen.push(m.into_text())).await;
+        (seen, read)
+    }
+
+    #[tokio::test]
+    async fn newline_delimited_json_under_application_json_is_said_so() {
+        let ndjson = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+        let (seen, read) = reply_of(ndjson).await;
+        let Err(Unanswered::Undelivered(why)) = read else {
+            panic!("{read:?}")
+        };
+        assert!(
+            why.contains("2 lines of JSON under application/json"),
+            "{why}"
+        );
+        assert!(seen.is_empty());
+        let (seen, read) = reply_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}").await;
+        assert!(read.is_ok() && seen.len() == 1, "{read:?}");
     }
 
     #[test]
