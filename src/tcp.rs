@@ -1,11 +1,14 @@
 //! The accept step every listener shares (AHP WebSocket, MCP HTTP, the View origin): the
 //! next connection with Nagle off, a short back-off on accept errors (e.g. EMFILE), `None`
 //! on shutdown; and the connection limit, whose refusals go out at once, before the peer's
-//! request is read, a bounded number at a time.
+//! request is read, a bounded number at a time. A listener that tracks what its connections
+//! serve (the MCP front) first sheds the one that has been reading a request (or idle
+//! between requests) the longest, so slow peers do not take a prompt one's place.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -20,6 +23,11 @@ const REFUSAL_GRACE: Duration = Duration::from_millis(200);
 pub const MIN_REFUSALS: usize = 16;
 /// How long a refused connection's first bytes are waited for before the `503` is sent.
 const FIRST_BYTES: Duration = Duration::from_millis(50);
+/// A connection that has been reading its request (or idle) for less than this is never
+/// shed: a prompt peer sends its request well within it.
+pub const SHED_AFTER: Duration = Duration::from_secs(1);
+/// How long a new connection waits for the place of the one shed for it.
+const SHED_WAIT: Duration = Duration::from_millis(200);
 
 /// The next accepted connection, or `None` once `shutdown` is cancelled.
 pub async fn accept(
@@ -52,6 +60,37 @@ pub async fn accept(
 pub struct Slots {
     connections: Arc<Semaphore>,
     refusals: Arc<Semaphore>,
+    /// The connections tracked with [`Slots::track`].
+    tracked: Arc<Mutex<Vec<Weak<Conn>>>>,
+}
+
+/// A connection of a listener that tracks what it serves: whether a request is being
+/// served on it, and since when none is (it reads a request's headers or body, or waits
+/// for the next request).
+pub struct Conn {
+    serving: AtomicUsize,
+    since: Mutex<Instant>,
+    /// Cancelled when the listener sheds it; its task then closes it.
+    pub shed: CancellationToken,
+}
+
+/// A request being served on a [`Conn`] (from its whole request read to its response's end).
+pub struct Serving(Arc<Conn>);
+
+impl Conn {
+    /// A request is served on it until the guard drops.
+    pub fn serve(self: &Arc<Self>) -> Serving {
+        self.serving.fetch_add(1, Ordering::AcqRel);
+        Serving(self.clone())
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if self.0.serving.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *self.0.since.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        }
+    }
 }
 
 impl Slots {
@@ -61,6 +100,41 @@ impl Slots {
         Self {
             connections: Arc::new(Semaphore::new(connections)),
             refusals: Arc::new(Semaphore::new(Self::refusals(connections))),
+            tracked: Arc::default(),
+        }
+    }
+
+    /// Track a connection just accepted: it may be shed for a newcomer while it serves
+    /// nothing (see [`Conn::serve`]).
+    pub fn track(&self) -> Arc<Conn> {
+        let conn = Arc::new(Conn {
+            serving: AtomicUsize::new(0),
+            since: Mutex::new(Instant::now()),
+            shed: CancellationToken::new(),
+        });
+        let mut tracked = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
+        tracked.retain(|c| c.strong_count() > 0);
+        tracked.push(Arc::downgrade(&conn));
+        conn
+    }
+
+    /// Shed the tracked connection that has served nothing for the longest, if that is at
+    /// least [`SHED_AFTER`]; whether one was.
+    fn shed_slowest(&self) -> bool {
+        let tracked = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
+        let quiet =
+            |c: &Arc<Conn>| c.serving.load(Ordering::Acquire) == 0 && !c.shed.is_cancelled();
+        let since = |c: &Arc<Conn>| *c.since.lock().unwrap_or_else(|p| p.into_inner());
+        let slowest = (tracked.iter().filter_map(Weak::upgrade))
+            .filter(quiet)
+            .map(|c| (since(&c), c))
+            .min_by_key(|(since, _)| *since);
+        match slowest {
+            Some((since, conn)) if since.elapsed() >= SHED_AFTER => {
+                conn.shed.cancel();
+                true
+            }
+            _ => false,
         }
     }
 
@@ -91,9 +165,18 @@ pub async fn accept_within(
 ) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
     loop {
         let (stream, peer) = accept(listener, shutdown, what).await?;
-        match slots.connections.clone().try_acquire_owned() {
-            Ok(slot) => return Some((stream, peer, slot)),
-            Err(_) => {
+        let mut slot = slots.connections.clone().try_acquire_owned().ok();
+        if slot.is_none() && slots.shed_slowest() {
+            let freed = slots.connections.clone().acquire_owned();
+            slot = tokio::time::timeout(SHED_WAIT, freed)
+                .await
+                .ok()
+                .and_then(Result::ok);
+            tracing::debug!(%peer, shed = slot.is_some(), "{what}: the slowest connection was shed for a new one");
+        }
+        match slot {
+            Some(slot) => return Some((stream, peer, slot)),
+            None => {
                 // Debug, not warn: a flood of refusals must not flood the log.
                 tracing::debug!(%peer, "{what} connection refused: too many open connections");
                 if let Ok(refusal) = slots.refusals.clone().try_acquire_owned() {

@@ -484,3 +484,55 @@ async fn mcp_param_headers_must_match_the_body() {
     .await;
     assert_eq!(response.status().as_u16(), 200);
 }
+
+/// Slowloris: peers that send their requests a byte at a time held every connection until
+/// `handshake_timeout_ms`, and prompt requests were refused. A connection that has been
+/// reading its request (or idle) the longest is shed for a newcomer once it has been at it
+/// for a second, so every prompt request is served.
+#[tokio::test]
+async fn slow_requests_do_not_take_the_places_of_prompt_ones() {
+    use tokio::io::AsyncWriteExt;
+    let config = format!(
+        "{}[limits]\nmax_connections = 8\n",
+        common::server("echo", "echo", &[])
+    );
+    let proxy = Proxy::start(&config);
+    let at = proxy
+        .mcp_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let mut slow = Vec::new();
+    for _ in 0..8 {
+        let mut socket = tokio::net::TcpStream::connect(&at).await.expect("connect");
+        socket
+            .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .expect("write");
+        slow.push(socket);
+    }
+    // They dribble on: a byte each, every 100 ms.
+    let dribbling = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            for socket in &mut slow {
+                let _ = socket.write_all(b"X").await;
+            }
+        }
+    });
+    // Longer than a prompt request takes to arrive.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let mut refused = Vec::new();
+    for n in 0..10 {
+        let (status, body) = post_plain(
+            &proxy.mcp_url,
+            request(n, "initialize", &initialize("prompt")),
+        )
+        .await;
+        if status != 200 {
+            refused.push(format!("{n}: HTTP {status} {body}"));
+        }
+    }
+    dribbling.abort();
+    assert!(refused.is_empty(), "refused: {refused:?}");
+}

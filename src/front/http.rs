@@ -33,6 +33,7 @@ use super::registry::Scope;
 use crate::mcp::era::{self, Era};
 use crate::mcp::message::{Kind, Message};
 use crate::mcp::{sse, version};
+use crate::tcp::{Conn, Serving};
 use crate::upstream::stdio::MAX_MESSAGE_BYTES;
 
 /// The session header.
@@ -124,13 +125,19 @@ pub async fn serve(
         };
         let front = front.clone();
         let shutdown = shutdown.clone();
+        // While it serves nothing (reading a request, or idle) it may be shed for a newcomer.
+        let conn = slots.track();
         tasks.spawn(async move {
             // The worker watches the connection before it parks: the harness's next request
             // then finds it awake (crate::park_spin).
             let _watched = crate::park_spin::Watched::new(std::os::fd::AsFd::as_fd(&stream));
+            let serving = conn.clone();
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let front = front.clone();
-                async move { Ok::<_, Infallible>(front.handle(request, peer.ip()).await) }
+                let (front, conn) = (front.clone(), serving.clone());
+                async move {
+                    let response = front.handle(request, peer.ip(), &conn).await;
+                    Ok::<_, Infallible>(until_sent(response, conn.serve()))
+                }
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder
@@ -141,6 +148,9 @@ pub async fn serve(
             tokio::pin!(connection);
             tokio::select! {
                 _ = connection.as_mut() => {}
+                _ = conn.shed.cancelled() => {
+                    tracing::debug!(%peer, "MCP HTTP connection shed: it had served nothing for the longest when another came");
+                }
                 _ = shutdown.cancelled() => {
                     connection.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(Duration::from_secs(2), connection).await;
@@ -156,7 +166,14 @@ pub async fn serve(
 }
 
 impl Front {
-    async fn handle(self: &Arc<Self>, request: Request<Incoming>, peer: IpAddr) -> Response<Body> {
+    async fn handle(
+        self: &Arc<Self>,
+        request: Request<Incoming>,
+        peer: IpAddr,
+        conn: &Arc<Conn>,
+    ) -> Response<Body> {
+        // Whole once its headers are in, but for a POST's body (read in `post`).
+        let _serving = (request.method() != Method::POST).then(|| conn.serve());
         tracing::debug!(method = %request.method(), path = %request.uri().path(), session = ?request.headers().get(SESSION_HEADER), "MCP HTTP request");
         if let Some(refused) = self.guard(&request) {
             return refused;
@@ -187,7 +204,7 @@ impl Front {
         };
         let sessionless = !request.headers().contains_key(SESSION_HEADER);
         match *request.method() {
-            Method::POST => self.post(request, scope, peer).await,
+            Method::POST => self.post(request, scope, peer, conn).await,
             // No session to stream or end: what a modern client meets (2026-07-28).
             Method::GET | Method::DELETE if sessionless => {
                 let mut response = plain(
@@ -292,6 +309,7 @@ impl Front {
         request: Request<Incoming>,
         scope: Scope,
         peer: IpAddr,
+        conn: &Arc<Conn>,
     ) -> Response<Body> {
         let session_header = request.headers().contains_key(SESSION_HEADER);
         let (parts, body) = request.into_parts();
@@ -314,6 +332,7 @@ impl Front {
                 );
             }
         };
+        let _serving = conn.serve();
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let message = match Message::parse_from_harness(text) {
             Ok(message) => message,
@@ -521,6 +540,16 @@ fn receive_listening(listening: Listening) -> impl futures_util::Stream<Item = O
             .recv()
             .await
             .map(|frame| (frame, listening))
+    })
+}
+
+/// `response`, whose connection serves a request (`serving`) until its body is sent.
+fn until_sent(response: Response<Body>, serving: Serving) -> Response<Body> {
+    response.map(|body| {
+        BodyExt::boxed(body.map_frame(move |frame| {
+            let _held = &serving;
+            frame
+        }))
     })
 }
 
