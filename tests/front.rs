@@ -1064,7 +1064,8 @@ async fn slow_requests_are_cut_off_and_sessions_are_bounded() {
     assert!(heard.starts_with("HTTP/1.1 408"), "{heard}");
     assert!(heard.contains("did not arrive within 300 ms"), "{heard}");
 
-    // One session may live: a second initialize is refused until the first is deleted.
+    // One session may live: while it is busy (its GET stream open) a second initialize is
+    // refused, until the first is deleted (an idle one would be forgotten for it: tests/fairness.rs).
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()
@@ -1076,15 +1077,25 @@ async fn slow_requests_are_cut_off_and_sessions_are_bounded() {
         .unwrap()
         .to_string();
     let _ = first.text().await;
+    let mut listening = http
+        .get(&proxy.mcp_url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listening.status().as_u16(), 200);
+    let _ = listening.chunk().await;
     let second = initialize_raw(&http, &proxy.mcp_url).await;
     assert_eq!(second.status().as_u16(), 503);
     let refusal: Value = second.json().await.unwrap();
     assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
     let message = refusal["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("too many MCP sessions (the limit is 1)"),
+        message.contains("too many MCP sessions (the limit is 1) and none is idle"),
         "{message}"
     );
+    drop(listening);
     let deleted = http
         .delete(&proxy.mcp_url)
         .header("mcp-session-id", &session)

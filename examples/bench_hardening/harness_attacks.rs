@@ -80,7 +80,7 @@ pub async fn stdio(binary: &Path, dir: &Path) -> bool {
 /// The MCP HTTP front with `max_connections = 64` and `handshake_timeout_ms = 3000`: 300
 /// connections that send half their headers, whether the AHP endpoint stays reachable
 /// meanwhile, how many are still open after the timeout; then 3,000 `initialize` against
-/// the default `[mcp] max_sessions`.
+/// the default `[mcp] max_sessions` (past it the longest idle session is forgotten).
 pub async fn mcp_http(binary: &Path, dir: &Path) -> bool {
     let config = config(
         dir,
@@ -135,11 +135,14 @@ pub async fn mcp_http(binary: &Path, dir: &Path) -> bool {
     }
     let after = proxy.rss_mib();
     proxy.stop();
+    // Past `[mcp] max_sessions` the longest idle session is forgotten for a new one (issue
+    // 46): every initialize is answered, and memory stays that of 1,000 sessions.
     let sessions_ok = verdict(
-        made <= 1000,
+        other == 0 && after - before < 64.0,
         format!(
-            "mcp-http: 3,000 initialize: {made} sessions made, {turned_away} answered 503, \
-             {other} otherwise; RSS {before:.1} → {after:.1} MiB"
+            "mcp-http: 3,000 initialize: {made} answered 200 (past 1,000 the longest idle \
+             session forgotten), {turned_away} answered 503, {other} otherwise; RSS \
+             {before:.1} → {after:.1} MiB"
         ),
     );
     mcp_ok && ahp_ok && sessions_ok

@@ -20,7 +20,7 @@
 //!   a `ping` (bound: each answered).
 //! - `mcp-http`: 300 connections with half-sent headers against `max_connections = 64`,
 //!   `handshake_timeout_ms = 3000` (bound: the proxy holds at most 64 of them, the AHP
-//!   endpoint answers meanwhile, none is open 4 s later), then 3,000 `initialize` (bound: `[mcp] max_sessions`, 1,000 sessions).
+//!   endpoint answers meanwhile, none is open 4 s later), then 3,000 `initialize` (bound: each answered, +64 MiB at most: past `[mcp] max_sessions` the longest idle session is forgotten).
 //! - `manifest`: a manifest of 10,000 disabled servers edited 60 times (a server renamed:
 //!   the whole container is updated each time; `AHP_PROXY_BENCH_EDITS` for more); resident
 //!   memory before and after every 15 edits, each once the proxy is idle (bound: flat once
@@ -29,6 +29,12 @@
 //!   servers: start-up until idle, resident memory (bound: 4 KB per server), the latency of
 //!   an edit of that one plugin until a subscribed client has it (`watch_debounce_ms = 0`,
 //!   30 edits), and shutdown time.
+//!
+//! - `fairness`: against the MCP HTTP front (with the `features` example server), three
+//!   4.6 MiB listen requests naming 115,000 resources each (bound: +64 MiB, a new harness
+//!   served), 256 listen streams, 1,000 sessions of one client, and 150 peers dribbling
+//!   their headers against `max_connections = 64` (bound: each time 10 of 10 new harnesses
+//!   served).
 //!
 //! Run: `cargo build --release && cargo run --release --example bench_hardening [-- SECTION…]`.
 //! `AHP_PROXY_BIN=/path/to/ahp-proxy` measures another build of the proxy (e.g. the one
@@ -41,13 +47,14 @@ mod ahp_attacks;
 #[allow(dead_code)]
 #[path = "../common/mod.rs"]
 mod common;
+mod fairness;
 mod harness_attacks;
 mod large_inputs;
 mod proxy;
 
 const SECTIONS: &[&str] = &[
     "titles", "replay", "sessions", "dispose", "log", "url", "stdio", "mcp-http", "manifest",
-    "disabled",
+    "disabled", "fairness",
 ];
 
 fn main() {
@@ -82,6 +89,7 @@ fn main() {
             "stdio" => runtime.block_on(harness_attacks::stdio(b, d)),
             "mcp-http" => runtime.block_on(harness_attacks::mcp_http(b, d)),
             "manifest" => runtime.block_on(large_inputs::manifest(b, d)),
+            "fairness" => runtime.block_on(fairness::fairness(b, d)),
             _ => {
                 let sizes: Vec<usize> = std::env::var("AHP_PROXY_BENCH_SERVERS")
                     .ok()
