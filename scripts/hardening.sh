@@ -12,7 +12,9 @@
 # it then holds, thousands of sessions, disposing of the default session, megabyte and
 # line-forging client ids against the text log, a secret in a server's URL, over-long and
 # deeply nested lines on --stdio, half-sent headers / too many connections / too many
-# sessions on the MCP HTTP front, a manifest of 10,000 servers edited over and over, and
+# sessions on the MCP HTTP front, fairness between its clients (huge listen requests, 256
+# listen streams, 1,000 sessions of one client, 150 slow peers, each followed by new
+# harnesses that must be served), a manifest of 10,000 servers edited over and over, and
 # 1,000 / 10,000 / 100,000 disabled servers beside one plugin being edited), the fan-out
 # benchmark at 1/10/100 clients, and the soak (docs/hardening.md has the figures).
 # Exits non-zero if a fuzz target crashed, a fault test failed, an attack passed its

@@ -82,7 +82,7 @@ pub async fn fairness(binary: &Path, dir: &Path) -> bool {
     all
 }
 
-/// Three listen requests of 4.6 MiB (115,000 resources each): resident memory after, and
+/// Three listen requests of 4.6 MiB (125,000 resources each): resident memory after, and
 /// whether a harness is served.
 async fn subscriptions(binary: &Path, dir: &Path) -> bool {
     let proxy = match start(binary, dir, "subscriptions.toml", "") {
@@ -97,7 +97,7 @@ async fn subscriptions(binary: &Path, dir: &Path) -> bool {
     let mut held = Vec::new();
     let mut statuses = Vec::new();
     for n in 0..3 {
-        let body = listen_body(n, 115_000);
+        let body = listen_body(n, 125_000);
         let size = body.len();
         let answered = post(&addr, Some("subscriptions/listen"), &body).await;
         statuses.push(format!(

@@ -31,7 +31,7 @@
 //!   30 edits), and shutdown time.
 //!
 //! - `fairness`: against the MCP HTTP front (with the `features` example server), three
-//!   4.6 MiB listen requests naming 115,000 resources each (bound: +64 MiB, a new harness
+//!   4.6 MiB listen requests naming 125,000 resources each (bound: +64 MiB, a new harness
 //!   served), 256 listen streams, 1,000 sessions of one client, and 150 peers dribbling
 //!   their headers against `max_connections = 64` (bound: each time 10 of 10 new harnesses
 //!   served).
