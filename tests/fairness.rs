@@ -175,7 +175,7 @@ async fn listen_streams_leave_connections_for_a_new_harness() {
     drop((mine, newest));
 }
 
-/// One client past `max_listen_streams_per_client` (8 by default) loses its own oldest
+/// One client past `max_listen_streams_per_client` (32 by default) loses its own oldest
 /// stream, ended with its completion; another client's stream is left alone.
 #[tokio::test]
 async fn a_client_past_its_listen_limit_loses_its_own_oldest_stream() {
@@ -183,7 +183,7 @@ async fn a_client_past_its_listen_limit_loses_its_own_oldest_stream() {
     let filter = r#"{"toolsListChanged":true}"#;
     let other = listen(&proxy.mcp_url, "other", 100, filter).await;
     let mut greedy = Vec::new();
-    for n in 0..9 {
+    for n in 0..33 {
         greedy.push(listen(&proxy.mcp_url, "greedy", n, filter).await);
     }
     let oldest = greedy.remove(0);
@@ -535,4 +535,28 @@ async fn slow_requests_do_not_take_the_places_of_prompt_ones() {
     }
     dribbling.abort();
     assert!(refused.is_empty(), "refused: {refused:?}");
+}
+
+/// A 2025-11-25 session's `GET` stream is as long-lived as a listen stream and is counted
+/// with them: sessions that each hold one cannot take every connection either; the stalest
+/// ends (its client may open it again) and a new harness is served.
+#[tokio::test]
+async fn get_streams_count_with_listen_streams() {
+    let config = format!(
+        "{}[limits]\nmax_connections = 8\n",
+        common::server("echo", "echo", &[])
+    );
+    let proxy = Proxy::start(&config);
+    let mut streams = Vec::new();
+    for n in 0..8 {
+        let harness = a_harness_is_served(&proxy.mcp_url, &format!("flood-{n}")).await;
+        let session = harness.session().expect("a session");
+        streams.push(open_get(&proxy.mcp_url, &session).await);
+    }
+    let newest = streams.split_off(4);
+    for stream in streams {
+        to_end(stream).await;
+    }
+    a_harness_is_served(&proxy.mcp_url, "legit").await;
+    drop(newest);
 }

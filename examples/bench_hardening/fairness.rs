@@ -187,7 +187,9 @@ async fn slowloris(binary: &Path, dir: &Path) -> bool {
     let mut slow = Vec::new();
     for _ in 0..150 {
         if let Ok(mut socket) = TcpStream::connect(&addr).await {
-            let _ = socket.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n").await;
+            let _ = socket
+                .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                .await;
             slow.push(socket);
         }
     }

@@ -137,9 +137,9 @@ pub const MCP_MIRROR_QUEUE: Number = number("mcp.mirror_queue", 1024, 2, 1_000_0
 pub const MCP_MAX_SESSIONS: Number = number("mcp.max_sessions", 1000, 1, 1_000_000);
 pub const MCP_MAX_SESSIONS_PER_CLIENT: Number =
     number("mcp.max_sessions_per_client", 250, 1, 1_000_000);
-pub const MCP_MAX_LISTEN_STREAMS: Number = number("mcp.max_listen_streams", 64, 1, 100_000);
+pub const MCP_MAX_LISTEN_STREAMS: Number = number("mcp.max_listen_streams", 128, 1, 100_000);
 pub const MCP_MAX_LISTEN_STREAMS_PER_CLIENT: Number =
-    number("mcp.max_listen_streams_per_client", 8, 1, 100_000);
+    number("mcp.max_listen_streams_per_client", 32, 1, 100_000);
 pub const MCP_LISTEN_IDLE_MS: Number = number("mcp.listen_idle_ms", 1_800_000, 100, 86_400_000);
 pub const MCP_MAX_SUBSCRIPTIONS: Number = number("mcp.max_subscriptions", 256, 1, 100_000);
 

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::answers::error_answer;
-use super::fairness::Client;
+use super::fairness::{Client, Ticket};
 use super::harness::Harness;
 use super::http_auth::{metadata_for, Auth};
 use super::http_reply::{empty, json, json_error, plain, sse_response, Body};
@@ -488,9 +488,18 @@ impl Front {
         let (stream, frames) = Stream::channel();
         session.harness.set_general(Some(stream));
         self.hub.set_reachable(session.harness.id, true);
+        // A long-lived stream like a listen one, counted with them: past a limit the
+        // longest idle one ends (the client opens it again), its connection closed.
+        let limits = self.hub.settings.fairness;
+        let (per_client, total) = (
+            limits.max_listen_streams_per_client,
+            limits.max_listen_streams,
+        );
+        let ticket = (self.hub.listens).admit(session.client.clone(), per_client, total);
         let listening = Listening {
             frames,
             harness: Arc::downgrade(&session.harness),
+            ticket,
         };
         // A comment first: the response head goes out at once, the client knows it listens.
         let opened = format!("retry: {}\n: stream open\n\n", self.retry_for(scope));
@@ -502,7 +511,12 @@ impl Front {
             drop(frame.permit);
             Ok::<_, Infallible>(BodyFrame::data(Bytes::from(text)))
         }));
-        sse_response(BodyExt::boxed(StreamBody::new(body)))
+        let mut response = sse_response(BodyExt::boxed(StreamBody::new(body)));
+        let close = HeaderValue::from_static("close");
+        response
+            .headers_mut()
+            .insert(http::header::CONNECTION, close);
+        response
     }
 
     fn delete(&self, request: &Request<Incoming>, scope: &Scope) -> Response<Body> {
@@ -520,6 +534,8 @@ impl Front {
 struct Listening {
     frames: tokio::sync::mpsc::UnboundedReceiver<Outgoing>,
     harness: std::sync::Weak<Harness>,
+    /// Its place among the long-lived streams; ended when another needs it.
+    ticket: Ticket,
 }
 
 impl Drop for Listening {
@@ -535,11 +551,12 @@ impl Drop for Listening {
 
 fn receive_listening(listening: Listening) -> impl futures_util::Stream<Item = Outgoing> {
     futures_util::stream::unfold(listening, |mut listening| async move {
-        listening
-            .frames
-            .recv()
-            .await
-            .map(|frame| (frame, listening))
+        let frame = tokio::select! {
+            frame = listening.frames.recv() => frame,
+            _ = listening.ticket.end.cancelled() => None,
+        };
+        listening.ticket.delivered();
+        frame.map(|frame| (frame, listening))
     })
 }
 
