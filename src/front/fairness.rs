@@ -1,6 +1,5 @@
-//! Fairness between the MCP front's clients: who "a client" is (its peer's address with the
-//! `clientInfo.name` it declares), and the `subscriptions/listen` streams each holds, the
-//! longest idle one ended first when a client, or everyone together, is past its limit.
+//! Fairness between the MCP front's clients: who "a client" is (its address and declared
+//! `clientInfo.name`), and its long-lived streams (listen, `GET`), the stalest ended past a limit.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,7 +43,7 @@ struct Entry {
     end: CancellationToken,
 }
 
-/// The open listen streams of every client.
+/// The open long-lived streams (listen and `GET`) of every client.
 #[derive(Default)]
 pub struct Listens {
     entries: Mutex<Vec<Entry>>,

@@ -1,6 +1,5 @@
-//! The MCP HTTP front's 2025-11-25 sessions: opened by `initialize`, named by
-//! `Mcp-Session-Id`, bounded per client and in total (the longest idle one is forgotten
-//! before a harness is refused), and forgotten after [`EXPIRE_AFTER`] idle.
+//! The MCP HTTP front's 2025-11-25 sessions, bounded per client and in total: the longest idle
+//! one is forgotten before an `initialize` is refused, and any after [`EXPIRE_AFTER`] idle.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};

@@ -1,6 +1,5 @@
 //! A modern `tools/call` over HTTP: its `Mcp-Param-*` headers checked against its arguments as
-//! the tool's `x-mcp-header` annotations (in the schema the harness was shown) say, `-32020`
-//! (400) when one is missing, undecodable, or says something else than the body.
+//! the tool's `x-mcp-header` annotations say (`-32020`, 400, when one is missing or differs).
 
 use http::HeaderMap;
 use serde_json::{Map, Value};
