@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::super::fairness::Client;
@@ -46,15 +47,16 @@ pub struct Listener {
     pub cancel: Cancel,
 }
 
-/// The resources a listen filter names, or why they are refused: more than
-/// `max` of them, or one that is not a string or longer than [`MAX_URI_BYTES`].
-fn resources(filter: &Value, max: usize) -> Result<Vec<String>, String> {
-    let Some(named) = filter.get("resourceSubscriptions") else {
+/// The resources listen request `message` names, or why they are refused: more than `max`
+/// of them (counted before any is read), or one that is not a string or longer than
+/// [`MAX_URI_BYTES`].
+fn resources(message: &Message, max: usize) -> Result<Vec<String>, String> {
+    let Some(span) = message.find(&["notifications", "resourceSubscriptions"]) else {
         return Ok(Vec::new());
     };
-    let Some(named) = named.as_array() else {
-        return Err("resourceSubscriptions is not an array of URIs".into());
-    };
+    let not_uris = || "resourceSubscriptions is not an array of URIs".to_string();
+    let named: Vec<&RawValue> =
+        serde_json::from_str(message.slice(span)).map_err(|_| not_uris())?;
     if named.len() > max {
         return Err(format!(
             "subscriptions/listen names {} resources; at most {max} per request ([mcp] max_subscriptions)",
@@ -63,15 +65,15 @@ fn resources(filter: &Value, max: usize) -> Result<Vec<String>, String> {
     }
     let mut uris = Vec::with_capacity(named.len());
     for uri in named {
-        match uri.as_str() {
-            Some(uri) if uri.len() <= MAX_URI_BYTES => uris.push(uri.to_string()),
-            Some(uri) => {
+        match serde_json::from_str::<String>(uri.get()) {
+            Ok(uri) if uri.len() <= MAX_URI_BYTES => uris.push(uri),
+            Ok(uri) => {
                 return Err(format!(
                     "a resource URI of {} bytes; at most {MAX_URI_BYTES}",
                     uri.len()
                 ))
             }
-            None => return Err("resourceSubscriptions holds something that is not a URI".into()),
+            Err(_) => return Err(not_uris()),
         }
     }
     Ok(uris)
@@ -86,12 +88,8 @@ pub fn start(hub: &Arc<Hub>, envelope: &Envelope, message: Message, to: Listener
         cancel,
     } = to;
     let id = message.id().unwrap_or("null").to_string();
-    let filter: Value = message
-        .find(&["notifications"])
-        .and_then(|span| serde_json::from_str(message.slice(span)).ok())
-        .unwrap_or_else(|| json!({}));
     let limits = hub.settings.fairness;
-    let uris = match resources(&filter, limits.max_subscriptions) {
+    let uris = match resources(&message, limits.max_subscriptions) {
         Ok(uris) => uris,
         Err(why) => {
             tracing::info!(
@@ -106,12 +104,12 @@ pub fn start(hub: &Arc<Hub>, envelope: &Envelope, message: Message, to: Listener
     let mut honoured = Map::new();
     let mut wanted = Vec::new();
     for (flag, method) in LISTS {
-        if filter.get(flag) == Some(&Value::Bool(true)) {
+        let set = message.find(&["notifications", flag]);
+        if set.is_some_and(|span| message.slice(span) == "true") {
             honoured.insert(flag.into(), Value::Bool(true));
             wanted.push(method);
         }
     }
-    drop(filter);
     if !uris.is_empty() {
         honoured.insert("resourceSubscriptions".into(), json!(uris));
     }
@@ -247,6 +245,29 @@ mod tests {
 
     fn parse(text: &str) -> Message {
         Message::parse(text.into()).unwrap()
+    }
+
+    #[test]
+    fn a_listen_request_names_at_most_max_resources_of_bounded_length() {
+        let listen = |filter: &str| {
+            parse(&format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{{"notifications":{filter}}}}}"#
+            ))
+        };
+        let named = listen(r#"{"resourceSubscriptions":["a://1", "a://2"]}"#);
+        assert_eq!(
+            resources(&named, 2),
+            Ok(vec!["a://1".into(), "a://2".into()])
+        );
+        let why = resources(&named, 1).unwrap_err();
+        assert!(why.contains("names 2 resources; at most 1"), "{why}");
+        let long = format!(r#"{{"resourceSubscriptions":["{}"]}}"#, "u".repeat(5000));
+        assert!(resources(&listen(&long), 9).is_err());
+        assert!(resources(&listen(r#"{"resourceSubscriptions":[1]}"#), 9).is_err());
+        assert_eq!(
+            resources(&listen(r#"{"toolsListChanged":true}"#), 9),
+            Ok(vec![])
+        );
     }
 
     #[test]
