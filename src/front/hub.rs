@@ -98,7 +98,7 @@ pub struct Hub {
     client_tools: OnceLock<tokio::sync::watch::Receiver<ClientTools>>,
     /// Cancelled when the proxy stops: open listen streams complete.
     pub(super) stopping: tokio_util::sync::CancellationToken,
-    /// The open `subscriptions/listen` streams, by client.
+    /// The open long-lived streams (`subscriptions/listen`, sessions' `GET`), by client.
     pub listens: Arc<super::fairness::Listens>,
 }
 
