@@ -493,7 +493,7 @@ async fn mcp_param_headers_must_match_the_body() {
 async fn slow_requests_do_not_take_the_places_of_prompt_ones() {
     use tokio::io::AsyncWriteExt;
     let config = format!(
-        "{}[limits]\nmax_connections = 8\n",
+        "{}[limits]\nmax_connections = 16\n",
         common::server("echo", "echo", &[])
     );
     let proxy = Proxy::start(&config);
@@ -503,7 +503,9 @@ async fn slow_requests_do_not_take_the_places_of_prompt_ones() {
         .trim_end_matches("/mcp")
         .to_string();
     let mut slow = Vec::new();
-    for _ in 0..8 {
+    // As many as there are places, more than there are prompt requests: each of these
+    // takes the place of a slow one, never waiting for another to close.
+    for _ in 0..16 {
         let mut socket = tokio::net::TcpStream::connect(&at).await.expect("connect");
         socket
             .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
