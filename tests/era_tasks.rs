@@ -189,8 +189,15 @@ async fn tasks_at_stateless_http_servers_reach_their_servers() {
 
 #[tokio::test]
 async fn a_modern_harness_on_the_stdio_front_routes_tasks_to_their_servers() {
-    let (_proxy, (stdout, stdin)) = Proxy::start_stdio(&config());
+    let (proxy, (stdout, stdin)) = Proxy::start_stdio(&config());
     let mut client = RawClient::stdio(stdout, stdin);
+    // The servers start as the harness, once it sent its first request; `server/discover`
+    // is answered at once (issue 46), with the extensions of the servers up by then.
+    ask(&mut client, "server/discover", "").await;
+    let mut watcher = Watcher::open(&proxy).await;
+    for server in ["a", "b"] {
+        watcher.until(server, "ready", &mut Vec::new()).await;
+    }
     tasks_reach_their_servers(&mut client, "--stdio").await;
 }
 
