@@ -68,10 +68,14 @@ pub fn pending(ready: ChatToolCallReadyAction, asked: &Confirmation) -> ChatTool
 /// as Markdown, where `add_note` loses its underscores): fenced by one backtick more than the
 /// longest run inside, padded with a space when it starts or ends with one (CommonMark).
 pub fn code_span(text: &str) -> String {
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest + 1);
     if text.is_empty() {
         return "` `".into();
+    }
+    // The longest run of backticks inside (most names have none: one pass finds out).
+    let (mut longest, mut run) = (0, 0);
+    for byte in text.bytes() {
+        run = if byte == b'`' { run + 1 } else { 0 };
+        longest = longest.max(run);
     }
     // CommonMark takes one space off each end when both have one: a name that starts or
     // ends with a backtick or a space keeps it.
@@ -81,7 +85,14 @@ pub fn code_span(text: &str) -> String {
     } else {
         ""
     };
-    format!("{fence}{pad}{text}{pad}{fence}")
+    let mut span = String::with_capacity(text.len() + 2 * (longest + 2));
+    let fence = |span: &mut String| (0..=longest).for_each(|_| span.push('`'));
+    fence(&mut span);
+    span.push_str(pad);
+    span.push_str(text);
+    span.push_str(pad);
+    fence(&mut span);
+    span
 }
 
 #[cfg(test)]
