@@ -193,8 +193,7 @@ impl Front {
             return refused;
         }
         if path == "/metrics" {
-            let (metrics, in_flight) = (&self.hub.settings.metrics, self.hub.requests_in_flight());
-            return super::metrics::answer(metrics, in_flight, request.method(), &(self.health)());
+            return self.metrics(request.method());
         }
         let Some(scope) = self.scope(&path) else {
             return plain(
@@ -244,6 +243,28 @@ impl Front {
             200 => json(StatusCode::OK, summary),
             _ => json(StatusCode::SERVICE_UNAVAILABLE, summary),
         }
+    }
+
+    /// `GET /metrics` (behind the token, when one is in effect): the exposition, with the
+    /// servers by state and the harnesses read from the health summary.
+    fn metrics(&self, method: &Method) -> Response<Body> {
+        if method != Method::GET && method != Method::HEAD {
+            return plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into());
+        }
+        let summary: serde_json::Value = serde_json::from_str(&(self.health)()).unwrap_or_default();
+        let servers: Vec<(String, i64)> = (summary["servers"].as_object().into_iter())
+            .flatten()
+            .map(|(state, n)| (state.clone(), n.as_i64().unwrap_or(0)))
+            .collect();
+        let harnesses = summary["harnesses"].as_u64().unwrap_or(0) as usize;
+        let metrics = &self.hub.settings.metrics;
+        let text = metrics.render(&servers, harnesses, self.hub.requests_in_flight());
+        let mut response = plain(StatusCode::OK, text);
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        );
+        response
     }
 
     /// DNS-rebinding guard: `Host` must be one we serve, `Origin` (when a browser sends one)

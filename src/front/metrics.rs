@@ -206,35 +206,6 @@ pub fn error_of(answer: &Message, method: &str) -> Option<String> {
     }
 }
 
-/// `GET /metrics` (behind the MCP front's token, when one is in effect): the exposition,
-/// with the servers by state and the harnesses read from the health `summary` (JSON) and
-/// `in_flight` harness requests.
-pub fn answer(
-    metrics: &Metrics,
-    in_flight: usize,
-    method: &http::Method,
-    summary: &str,
-) -> hyper::Response<super::http_reply::Body> {
-    use super::http_reply::plain;
-    use http::{HeaderValue, Method, StatusCode};
-    if method != Method::GET && method != Method::HEAD {
-        return plain(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into());
-    }
-    let summary: serde_json::Value = serde_json::from_str(summary).unwrap_or_default();
-    let servers: Vec<(String, i64)> = (summary["servers"].as_object().into_iter())
-        .flatten()
-        .map(|(state, n)| (state.clone(), n.as_i64().unwrap_or(0)))
-        .collect();
-    let harnesses = summary["harnesses"].as_u64().unwrap_or(0) as usize;
-    let text = metrics.render(&servers, harnesses, in_flight);
-    let mut response = plain(StatusCode::OK, text);
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
-    );
-    response
-}
-
 /// Shared by the hub's settings.
 pub type Shared = Arc<Metrics>;
 
