@@ -6,6 +6,10 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
+/// The schema annotation naming a header, as written (a server may write it with `\u`
+/// escapes: a schema holding any is read in full too).
+pub const ANNOTATION: &str = "x-mcp-header";
+
 /// One annotated argument: its header's name (after `Mcp-Param-`) and where it is in the
 /// arguments (a chain of property names).
 #[derive(Debug, Clone, PartialEq, Eq)]

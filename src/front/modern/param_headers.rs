@@ -20,14 +20,20 @@ fn mismatch(what: String) -> Problem {
     }
 }
 
-/// The `inputSchema` of tool `name` as the endpoint of `scope` lists it.
-fn schema(hub: &Hub, scope: &Scope, name: &str) -> Option<Value> {
+/// The `inputSchema` of tool `name` as the endpoint of `scope` lists it: `Some(None)` for a
+/// tool whose schema has no `x-mcp-header` annotation (most: not parsed at all).
+fn schema(hub: &Hub, scope: &Scope, name: &str) -> Option<Option<Value>> {
+    let annotated = |item: &crate::upstream::offer::Item| {
+        (item.raw.contains(param_headers::ANNOTATION) || item.raw.contains("\\u"))
+            .then(|| item.value(&["inputSchema"]))
+            .flatten()
+    };
     match scope {
-        Scope::All => (hub.namespace().tool(name)).and_then(|t| t.item.value(&["inputSchema"])),
+        Scope::All => (hub.namespace().tool(name)).map(|t| annotated(&t.item)),
         Scope::Server(id) => {
             let offer = hub.connections.get(id)?.offer();
             let tool = offer.tools.iter().find(|t| t.key == name)?;
-            tool.value(&["inputSchema"])
+            Some(annotated(tool))
         }
     }
 }
@@ -65,7 +71,7 @@ pub async fn check(
     }
     let name = message.string(&["name"]).unwrap_or_default();
     let find = || schema(hub, scope, &name);
-    let schema = hub.once_found(find).await;
+    let schema = hub.once_found(find).await.flatten();
     let Some(params) = schema.and_then(|s| param_headers::annotations(&s).ok()) else {
         return Ok(());
     };
