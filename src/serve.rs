@@ -278,7 +278,9 @@ pub async fn run(mut config: Config, mut options: Options) -> Result<(), String>
         signals.wait().await;
     }
     tracing::info!("shutting down");
-    hub.drain(config.mcp.drain).await;
+    if !stdio || harness.is_some() {
+        hub.drain(config.mcp.drain).await; // a signal: requests in flight finish first
+    }
     let tasks = Tasks {
         watcher,
         harness,
