@@ -259,8 +259,25 @@ fn banner_on_a_terminal(dir: &std::path::Path, extra: &str) -> (String, String) 
         .ok()
         .and_then(|mut files| files.next())
         .and_then(|file| std::fs::read_to_string(file.ok()?.path()).ok());
+    // The proxy runs below `script` on its own terminal: stopped as a user would (SIGTERM),
+    // and waited for, before `script` goes (killing `script` alone left it running).
+    let below = common::descendants(child.id());
+    for pid in &below {
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+    }
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while below.iter().any(|pid| common::alive(*pid)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let _ = child.kill();
     let _ = child.wait();
+    let left: Vec<u32> = below
+        .into_iter()
+        .filter(|pid| common::alive(*pid))
+        .collect();
+    assert!(left.is_empty(), "still running after SIGTERM: {left:?}");
     let key = key.unwrap_or_else(|| panic!("no approval key in {}:\n{text}", key_dir.display()));
     (text, key.trim().to_string())
 }
