@@ -242,80 +242,72 @@ fn spawns(log: &std::path::Path) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_modern_server_answering_the_probe_after_twelve_seconds_is_modern_on_one_child() {
-    let toolkit = Toolkit::load();
-    let scratch = common::ScratchDir::new("late-modern");
+/// Server `name`, run by `sh -c` as `script` (which is given the spawn log to write to),
+/// comes up `ready` without an error, spoken to in `version`, from one child.
+async fn ready_on_one_child(
+    name: &str,
+    script: impl Fn(&std::path::Path) -> String,
+    version: &str,
+) {
+    let scratch = common::ScratchDir::new(name);
     let log = scratch.path().join("spawns");
-    let argv = toolkit.server("modern", Transport::Stdio);
-    let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
-    let script = logged(&log, &format!("sleep 12; exec {}", quoted.join(" ")));
     let config = format!(
-        "{FAST}[servers.late]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
-        serde_json::to_string(&script).unwrap()
+        "{FAST}[servers.{name}]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        serde_json::to_string(&script(&log)).unwrap()
     );
     let proxy = Proxy::start(&config);
     let mut w = Watcher::open(&proxy).await;
     let mut seen = Vec::new();
-    w.until("late", "ready", &mut seen).await;
+    w.until(name, "ready", &mut seen).await;
     assert!(!seen.iter().any(|s| s.ends_with("error")), "{seen:?}");
-    proxy.wait_for_log(r#""version":"2026-07-28""#);
+    proxy.wait_for_log(&format!(r#""version":"{version}""#));
     assert_eq!(spawns(&log), 1, "one child");
+}
+
+/// The SDK v2 modern-only stdio server's command line, quoted for `sh`.
+fn modern_server_command(toolkit: &Toolkit) -> String {
+    let argv = toolkit.server("modern", Transport::Stdio);
+    let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    quoted.join(" ")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_modern_server_answering_the_probe_after_twelve_seconds_is_modern_on_one_child() {
+    let command = modern_server_command(&Toolkit::load());
+    let script = |log: &std::path::Path| logged(log, &format!("sleep 12; exec {command}"));
+    ready_on_one_child("late", script, "2026-07-28").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_legacy_server_silent_on_the_probe_is_initialized_on_the_same_child() {
-    let scratch = common::ScratchDir::new("silent-legacy");
-    let log = scratch.path().join("spawns");
     // Drops the probe unanswered, passes everything else to the rmcp example server.
-    let script = logged(
-        &log,
-        &format!(
-            "while IFS= read -r line; do case \"$line\" in *server/discover*) ;; \
-             *) printf '%s\\n' \"$line\";; esac; done | exec {:?} echo",
-            common::examples()
-        ),
-    );
-    let config = format!(
-        "{FAST}[servers.quiet]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
-        serde_json::to_string(&script).unwrap()
-    );
-    let proxy = Proxy::start(&config);
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
-    w.until("quiet", "ready", &mut seen).await;
-    assert!(!seen.iter().any(|s| s.ends_with("error")), "{seen:?}");
-    proxy.wait_for_log(r#""version":"2025-11-25""#);
-    assert_eq!(spawns(&log), 1, "one child");
+    let script = |log: &std::path::Path| {
+        logged(
+            log,
+            &format!(
+                "while IFS= read -r line; do case \"$line\" in *server/discover*) ;; \
+                 *) printf '%s\\n' \"$line\";; esac; done | exec {:?} echo",
+                common::examples()
+            ),
+        )
+    };
+    ready_on_one_child("quiet", script, "2025-11-25").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_probe_refused_with_the_version_it_asked_for_is_asked_again() {
-    let toolkit = Toolkit::load();
-    let scratch = common::ScratchDir::new("contradicts");
-    let log = scratch.path().join("spawns");
-    let argv = toolkit.server("modern", Transport::Stdio);
-    let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    let command = modern_server_command(&Toolkit::load());
     // The first probe is refused `-32022` naming 2026-07-28, the version asked, as
     // supported; then the SDK v2 modern-only server reads the rest.
     let refusal = r#"{"jsonrpc":"2.0","id":ID,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"],"requested":"2026-07-28"}}}"#;
-    let script = logged(
-        &log,
-        &format!(
-            "read -r line; id=$(printf '%s' \"$line\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/'); \
-             printf '%s\\n' '{refusal}' | sed \"s/ID/$id/\"; exec {}",
-            quoted.join(" ")
-        ),
-    );
-    let config = format!(
-        "{FAST}[servers.contrary]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
-        serde_json::to_string(&script).unwrap()
-    );
-    let proxy = Proxy::start(&config);
-    let mut w = Watcher::open(&proxy).await;
-    let mut seen = Vec::new();
-    w.until("contrary", "ready", &mut seen).await;
-    assert!(!seen.iter().any(|s| s.ends_with("error")), "{seen:?}");
-    proxy.wait_for_log(r#""version":"2026-07-28""#);
-    assert_eq!(spawns(&log), 1, "one child");
+    let script = |log: &std::path::Path| {
+        logged(
+            log,
+            &format!(
+                "read -r line; id=$(printf '%s' \"$line\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/'); \
+                 printf '%s\\n' '{refusal}' | sed \"s/ID/$id/\"; exec {command}"
+            ),
+        )
+    };
+    ready_on_one_child("contrary", script, "2026-07-28").await;
 }

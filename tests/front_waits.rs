@@ -182,19 +182,25 @@ async fn a_call_to_a_server_restarting_after_earlier_failures_waits_for_it() {
     assert_eq!(echoed["result"]["content"][0]["text"], "back", "{echoed}");
 }
 
-/// Issue 46: a harness on stdio is never made to wait for `initialize`. With a server that
-/// takes a minute to start beside a fast one, and a first-list wait of ten minutes, the
-/// `initialize` answer comes at once (a wait would outlast `common::PATIENCE`), promising
-/// every list with `listChanged` while the slow server is not ready.
-#[tokio::test(flavor = "multi_thread")]
-async fn initialize_on_stdio_never_waits_for_a_slow_server() {
+/// A proxy on stdio with a server that takes a minute to start beside a fast one, and a
+/// first-list wait of ten minutes; its harness.
+fn slow_beside_fast_on_stdio() -> (Proxy, RawClient) {
     let config = format!(
         "{}{}{NEVER_SETTLES}",
         server("fast", "echo", &[]),
         server("slow", "notes", &["--start-delay-ms", "60000"])
     );
     let (proxy, (stdout, stdin)) = Proxy::start_stdio(&config);
-    let mut harness = RawClient::stdio(stdout, stdin);
+    (proxy, RawClient::stdio(stdout, stdin))
+}
+
+/// Issue 46: a harness on stdio is never made to wait for `initialize`. With a server that
+/// takes a minute to start beside a fast one, and a first-list wait of ten minutes, the
+/// `initialize` answer comes at once (a wait would outlast `common::PATIENCE`), promising
+/// every list with `listChanged` while the slow server is not ready.
+#[tokio::test(flavor = "multi_thread")]
+async fn initialize_on_stdio_never_waits_for_a_slow_server() {
+    let (proxy, mut harness) = slow_beside_fast_on_stdio();
     let init = harness
         .request(
             "initialize",
@@ -293,13 +299,7 @@ async fn a_25_second_server_delays_neither_initialize_nor_the_first_listing() {
 /// Python SDK's probe gives up after 10 s and falls back to 2025-11-25).
 #[tokio::test(flavor = "multi_thread")]
 async fn server_discover_on_stdio_never_waits_for_a_slow_server() {
-    let config = format!(
-        "{}{}{NEVER_SETTLES}",
-        server("fast", "echo", &[]),
-        server("slow", "notes", &["--start-delay-ms", "60000"])
-    );
-    let (proxy, (stdout, stdin)) = Proxy::start_stdio(&config);
-    let mut harness = RawClient::stdio(stdout, stdin);
+    let (proxy, mut harness) = slow_beside_fast_on_stdio();
     let discovered = harness
         .request(
             "server/discover",

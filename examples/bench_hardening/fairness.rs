@@ -19,7 +19,7 @@ const ENVELOPE: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28
 
 /// POST `body` to `/mcp` at `addr` (modern headers when `method` is given) on a connection of
 /// its own; the connection, once the status line is read, and the status.
-async fn post(addr: &str, method: Option<&str>, body: &str) -> Option<(TcpStream, u16)> {
+pub async fn post(addr: &str, method: Option<&str>, body: &str) -> Option<(TcpStream, u16)> {
     let modern = method
         .map(|m| format!("MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {m}\r\n"))
         .unwrap_or_default();

@@ -252,18 +252,8 @@ async fn initialize_over_http(addr: &str, n: usize) -> Option<u16> {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench-{n}","version":"0"}}}}}}"#
     );
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = TcpStream::connect(addr).await.ok()?;
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut head = [0u8; 12];
-    tokio::time::timeout(PATIENCE, stream.read_exact(&mut head))
+    // Its connection is dropped once the status is read.
+    crate::fairness::post(addr, None, &body)
         .await
-        .ok()?
-        .ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+        .map(|(_, status)| status)
 }
